@@ -1,0 +1,27 @@
+//! The LDAPv3 data model and wire format. No I/O, no async runtime.
+//!
+//! # Layout
+//! - [`frame`]: find one whole LDAPMessage in a byte stream (length, indefinite-length and
+//!   nesting checks) before any decoder runs.
+//! - [`message`]: the RFC 4511 ASN.1 module as Rust types, encoded with `rasn`'s BER codec,
+//!   plus [`message::decode_message`] which decodes the messageID first.
+//! - [`filter`]: the search filter model (shared with the wire types) and the RFC 4515
+//!   string parser and printer.
+//! - [`dn`]: distinguished names (RFC 4514): parse, print, normalise.
+//! - [`value`]: value normalisation used by DNs, indices and filter evaluation.
+//! - [`entry`]: an entry's attributes as the server stores and returns them.
+//! - [`ldif`]: RFC 2849 reader and writer.
+//! - [`result_code`]: LDAP result codes as an open set (RFC 4511 §4.1.9 and later RFCs).
+
+pub mod dn;
+pub mod entry;
+pub mod filter;
+pub mod frame;
+pub mod ldif;
+pub mod message;
+pub mod result_code;
+pub mod value;
+
+pub use dn::{Dn, Rdn};
+pub use entry::{Attribute, Entry};
+pub use result_code::ResultCode;

@@ -1,0 +1,456 @@
+//! Reading and writing whole LDAPMessages. The outer SEQUENCE and the messageID are handled
+//! by hand, so that the ID is known before `rasn` touches the protocolOp (STYLE: decode the
+//! message ID first), and so that the outer header can be written after the body's length
+//! is known without encoding twice.
+
+use rasn::ber::de::DecoderOptions;
+use rasn::ber::enc::EncoderOptions;
+use rasn::types::{Class, Tag};
+use rasn::{Decode, Encode};
+
+use super::{Control, DecodeError, EncodeError, LdapMessage, ProtocolOp, MESSAGE_ID_MAX};
+use crate::frame::{parse_header, Header, CLASS_APPLICATION, CLASS_CONTEXT, CLASS_UNIVERSAL};
+
+impl DecodeError {
+    fn without_id(reason: impl Into<String>) -> Self {
+        Self {
+            message_id: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
+/// [`crate::frame::check_frame`] (which also bounds its size and nesting).
+///
+/// The outer SEQUENCE and the messageID are read by hand first, cheaply; then `rasn`
+/// decodes the protocolOp and controls. A malformed or unknown protocolOp still yields the
+/// messageID in the error.
+pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
+    let content = outer_sequence_content(pdu)?;
+    let (message_id, after_id) = decode_message_id(content)?;
+    let with_id = |reason: String| DecodeError {
+        message_id: Some(message_id),
+        reason,
+    };
+
+    if let Ok(Some(header)) = parse_header(after_id) {
+        if !is_protocol_op_tag(&header) {
+            return Err(with_id(format!(
+                "unrecognized protocolOp tag {}",
+                describe_tag(&header)
+            )));
+        }
+    }
+    let mut decoder = rasn::ber::de::Decoder::new(after_id, DecoderOptions::ber());
+    let protocol_op =
+        ProtocolOp::decode(&mut decoder).map_err(|e| with_id(format!("protocolOp: {e}")))?;
+    let controls = if decoder.remaining().first() == Some(&0xa0) {
+        let controls = <Vec<Control>>::decode_with_tag(&mut decoder, Tag::new(Class::Context, 0))
+            .map_err(|e| with_id(format!("controls: {e}")))?;
+        Some(controls)
+    } else {
+        None
+    };
+    skip_unrecognized_components(decoder.remaining()).map_err(with_id)?;
+    Ok(LdapMessage {
+        message_id,
+        protocol_op,
+        controls,
+    })
+}
+
+/// The APPLICATION tags RFC 4511 assigns to operations (§4.2-§4.13; 17, 18, 20-22 unused).
+fn is_protocol_op_tag(header: &Header) -> bool {
+    header.class == CLASS_APPLICATION && matches!(header.tag_number, 0..=16 | 19 | 23..=25)
+}
+
+/// `[APPLICATION 30]`-style text for error messages and logs.
+fn describe_tag(header: &Header) -> String {
+    let class = match header.class {
+        CLASS_UNIVERSAL => "UNIVERSAL",
+        CLASS_APPLICATION => "APPLICATION",
+        CLASS_CONTEXT => "CONTEXT",
+        _ => "PRIVATE",
+    };
+    format!("[{class} {}]", header.tag_number)
+}
+
+/// Header of `bytes`, which must hold all of it and its contents.
+fn complete_header(bytes: &[u8]) -> Result<(Header, usize), String> {
+    let header = parse_header(bytes)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "truncated element header".to_string())?;
+    match header.end() {
+        Some(end) if end <= bytes.len() => Ok((header, end)),
+        _ => Err("element longer than the data holding it".to_string()),
+    }
+}
+
+/// The contents of the outer `LDAPMessage ::= SEQUENCE`, which must span all of `pdu`.
+fn outer_sequence_content(pdu: &[u8]) -> Result<&[u8], DecodeError> {
+    let (header, end) = complete_header(pdu).map_err(DecodeError::without_id)?;
+    if header.class != CLASS_UNIVERSAL || !header.constructed || header.tag_number != 16 {
+        return Err(DecodeError::without_id("LDAPMessage is not a SEQUENCE"));
+    }
+    if end != pdu.len() {
+        return Err(DecodeError::without_id(
+            "bytes after the end of the LDAPMessage",
+        ));
+    }
+    Ok(&pdu[header.header_len..end])
+}
+
+/// RFC 4511 §4.1.1.1 `MessageID ::= INTEGER (0..maxInt)`. Redundant leading zero octets
+/// are tolerated (BER from some encoders carries them); negative values and values above
+/// maxInt are not. Returns the ID and the bytes after it.
+fn decode_message_id(content: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
+    let (header, end) =
+        complete_header(content).map_err(|e| DecodeError::without_id(format!("messageID: {e}")))?;
+    if header.class != CLASS_UNIVERSAL || header.constructed || header.tag_number != 2 {
+        return Err(DecodeError::without_id(
+            "messageID is not a primitive INTEGER",
+        ));
+    }
+    let octets = &content[header.header_len..end];
+    match octets.first() {
+        None => return Err(DecodeError::without_id("messageID has no content octets")),
+        Some(first) if first & 0x80 != 0 => {
+            return Err(DecodeError::without_id("messageID is negative"))
+        }
+        Some(_) => {}
+    }
+    let significant = octets
+        .iter()
+        .position(|&b| b != 0)
+        .map_or(&[][..], |start| &octets[start..]);
+    let value = if significant.len() > 4 {
+        None
+    } else {
+        Some(
+            significant
+                .iter()
+                .fold(0u32, |value, &b| (value << 8) | u32::from(b)),
+        )
+    };
+    match value {
+        Some(id) if id <= MESSAGE_ID_MAX => Ok((id, &content[end..])),
+        _ => Err(DecodeError::without_id("messageID above maxInt (2^31 - 1)")),
+    }
+}
+
+/// RFC 4511 §4: trailing components we do not recognise are ignored, but they must still
+/// be well-formed elements that fill the rest of the message exactly.
+fn skip_unrecognized_components(mut rest: &[u8]) -> Result<(), String> {
+    while !rest.is_empty() {
+        let (header, end) = complete_header(rest).map_err(|e| format!("after protocolOp: {e}"))?;
+        if header.class == CLASS_CONTEXT && header.tag_number == 0 {
+            return Err("controls given twice or malformed".to_string());
+        }
+        rest = &rest[end..];
+    }
+    Ok(())
+}
+
+/// Encodes `message` as one BER LDAPMessage.
+pub fn encode_message(message: &LdapMessage) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Vec::new();
+    encode_message_into(message, &mut out)?;
+    Ok(out)
+}
+
+/// Appends the encoding of `message` to `out` (so several responses can share one write
+/// buffer). On error `out` is left as it was.
+pub fn encode_message_into(message: &LdapMessage, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    if message.message_id > MESSAGE_ID_MAX {
+        return Err(EncodeError {
+            reason: format!("messageID {} above maxInt", message.message_id),
+        });
+    }
+    let mut encoder = rasn::ber::enc::Encoder::new(EncoderOptions::ber());
+    message
+        .protocol_op
+        .encode(&mut encoder)
+        .map_err(|e| EncodeError {
+            reason: format!("protocolOp: {e}"),
+        })?;
+    if let Some(controls) = &message.controls {
+        controls
+            .encode_with_tag(&mut encoder, Tag::new(Class::Context, 0))
+            .map_err(|e| EncodeError {
+                reason: format!("controls: {e}"),
+            })?;
+    }
+    let body = encoder.output();
+    let id_octets = message_id_octets(message.message_id);
+    let content_len = 2 + id_octets.len() + body.len();
+    out.reserve(content_len + 6);
+    out.push(0x30);
+    push_length(out, content_len);
+    out.push(0x02);
+    out.push(id_octets.len() as u8);
+    out.extend_from_slice(&id_octets);
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+/// The minimal two's-complement content octets of a non-negative messageID (X.690 §8.3.2).
+fn message_id_octets(id: u32) -> Vec<u8> {
+    let bytes = id.to_be_bytes();
+    let first = bytes.iter().position(|&b| b != 0).unwrap_or(3);
+    let mut octets = Vec::with_capacity(5);
+    if bytes[first] & 0x80 != 0 {
+        octets.push(0);
+    }
+    octets.extend_from_slice(&bytes[first..]);
+    octets
+}
+
+/// X.690 §8.1.3: the definite form, short when it fits, else the minimal long form.
+fn push_length(out: &mut Vec<u8>, len: usize) {
+    if len < 0x80 {
+        out.push(len as u8);
+        return;
+    }
+    let bytes = len.to_be_bytes();
+    let first = bytes
+        .iter()
+        .position(|&b| b != 0)
+        .unwrap_or(bytes.len() - 1);
+    out.push(0x80 | (bytes.len() - first) as u8);
+    out.extend_from_slice(&bytes[first..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::{parse_filter, Filter};
+    use crate::frame::{check_frame, FrameLimits};
+    use crate::message::tests::{every_protocol_op, message, os, round_trip};
+    use crate::message::{DerefAliases, OctetString, SearchRequest, SearchScope};
+
+    #[test]
+    fn unknown_protocol_op_keeps_message_id() {
+        let pdu = [0x30, 0x05, 0x02, 0x01, 0x07, 0x7e, 0x00];
+        assert_eq!(
+            check_frame(&pdu, &FrameLimits::default()),
+            Ok(Some(pdu.len()))
+        );
+        assert_eq!(decode_message(&pdu).unwrap_err().message_id, Some(7));
+        // High-tag-number APPLICATION 200, constructed.
+        let pdu = [0x30, 0x08, 0x02, 0x02, 0x01, 0x00, 0x7f, 0x81, 0x48, 0x00];
+        assert_eq!(
+            check_frame(&pdu, &FrameLimits::default()),
+            Ok(Some(pdu.len()))
+        );
+        assert_eq!(decode_message(&pdu).unwrap_err().message_id, Some(256));
+    }
+
+    #[test]
+    fn malformed_protocol_op_keeps_message_id() {
+        let cases: [&[u8]; 6] = [
+            // BindRequest whose version is an OCTET STRING.
+            b"\x30\x0c\x02\x01\x2a\x60\x07\x04\x01\x03\x04\x00\x80\x00",
+            // SearchRequest with an unknown scope.
+            b"\x30\x1b\x02\x01\x2a\x63\x16\x04\x00\x0a\x01\x07\x0a\x01\x00\x02\x01\x00\x02\x01\x00\x01\x01\x00\x87\x01x\x30\x00",
+            // No protocolOp at all.
+            b"\x30\x03\x02\x01\x2a",
+            // Unbind with content.
+            b"\x30\x06\x02\x01\x2a\x42\x01\x00",
+            // Controls that are not Controls.
+            b"\x30\x09\x02\x01\x2a\x42\x00\xa0\x02\x05\x00",
+            // Trailing junk that is not an element.
+            b"\x30\x07\x02\x01\x2a\x42\x00\x04\x05",
+        ];
+        for pdu in cases {
+            let error = decode_message(pdu).unwrap_err();
+            assert_eq!(error.message_id, Some(42), "{pdu:02x?}: {error}");
+        }
+    }
+
+    #[test]
+    fn unrecognized_trailing_components_ignored() {
+        let pdu = [
+            0x30, 0x0a, 0x02, 0x01, 0x01, 0x42, 0x00, 0x81, 0x01, 0x00, 0x30, 0x00,
+        ];
+        assert_eq!(
+            decode_message(&pdu).unwrap(),
+            message(1, ProtocolOp::UnbindRequest)
+        );
+    }
+
+    #[test]
+    fn message_id_range() {
+        let with_id = |id: &[u8]| {
+            let mut pdu = vec![0x30, (id.len() + 4) as u8, 0x02, id.len() as u8];
+            pdu.extend_from_slice(id);
+            pdu.extend_from_slice(&[0x42, 0x00]);
+            decode_message(&pdu)
+                .map(|m| m.message_id)
+                .map_err(|e| e.message_id)
+        };
+        assert_eq!(with_id(&[0x00]), Ok(0));
+        assert_eq!(with_id(&[0x7f, 0xff, 0xff, 0xff]), Ok(MESSAGE_ID_MAX));
+        assert_eq!(with_id(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x05]), Ok(5));
+        assert_eq!(with_id(&[0x00, 0x80, 0x00, 0x00, 0x00]), Err(None));
+        assert_eq!(with_id(&[0xff]), Err(None));
+        assert_eq!(with_id(&[]), Err(None));
+        assert!(decode_message(&[0x30, 0x05, 0x04, 0x01, 0x01, 0x42, 0x00]).is_err());
+        assert!(decode_message(&[0x31, 0x05, 0x02, 0x01, 0x01, 0x42, 0x00]).is_err());
+        assert!(decode_message(&[0x30, 0x05, 0x02, 0x01, 0x01, 0x42, 0x00, 0x00]).is_err());
+    }
+
+    #[test]
+    fn long_form_lengths_accepted() {
+        let pdu = [
+            0x30, 0x84, 0, 0, 0, 0x14, 0x02, 0x84, 0, 0, 0, 0x01, 0x01, 0x60, 0x84, 0, 0, 0, 0x07,
+            0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
+        ];
+        assert_eq!(
+            check_frame(&pdu, &FrameLimits::default()),
+            Ok(Some(pdu.len()))
+        );
+        assert_eq!(decode_message(&pdu).unwrap().message_id, 1);
+        let big = message(
+            1,
+            ProtocolOp::DelRequest(OctetString::from(vec![b'x'; 70_000])),
+        );
+        let encoded = encode_message(&big).unwrap();
+        assert_eq!(&encoded[..2], [0x30, 0x83]);
+        round_trip(&big);
+    }
+
+    #[test]
+    fn encoding_errors_and_appending() {
+        let too_big = message(MESSAGE_ID_MAX + 1, ProtocolOp::UnbindRequest);
+        assert!(encode_message(&too_big).is_err());
+        let mut out = vec![0xaa];
+        assert!(encode_message_into(&too_big, &mut out).is_err());
+        assert_eq!(out, [0xaa]);
+        encode_message_into(&message(0x80, ProtocolOp::UnbindRequest), &mut out).unwrap();
+        assert_eq!(out, [0xaa, 0x30, 0x06, 0x02, 0x02, 0x00, 0x80, 0x42, 0x00]);
+    }
+
+    /// `rasn` recurses once per nested filter. check_frame bounds that nesting, and the
+    /// deepest PDU the default limits let through must decode on a small worker stack
+    /// (measured: under 256 KiB in a debug build).
+    #[test]
+    fn deepest_allowed_filter_decodes_on_a_small_stack() {
+        // LDAPMessage, SearchRequest, 61 × NOT, the equality match: 64 constructed levels.
+        let depth = FrameLimits::default().nesting_depth_max - 3;
+        let filter = parse_filter(&format!(
+            "{}(cn=x){}",
+            "(!".repeat(depth),
+            ")".repeat(depth)
+        ))
+        .unwrap();
+        let search = message(
+            1,
+            ProtocolOp::SearchRequest(SearchRequest {
+                base_object: os(""),
+                scope: SearchScope::BaseObject,
+                deref_aliases: DerefAliases::NeverDerefAliases,
+                size_limit: 0,
+                time_limit: 0,
+                types_only: false,
+                filter,
+                attributes: vec![],
+            }),
+        );
+        let encoded = encode_message(&search).unwrap();
+        assert_eq!(
+            check_frame(&encoded, &FrameLimits::default()),
+            Ok(Some(encoded.len()))
+        );
+        let mut one_deeper = parse_filter("(!(cn=x))").unwrap();
+        if let ProtocolOp::SearchRequest(request) = &search.protocol_op {
+            one_deeper = Filter::Not(Box::new(request.filter.clone()));
+        }
+        let deeper = message(
+            1,
+            ProtocolOp::SearchRequest(SearchRequest {
+                base_object: os(""),
+                scope: SearchScope::BaseObject,
+                deref_aliases: DerefAliases::NeverDerefAliases,
+                size_limit: 0,
+                time_limit: 0,
+                types_only: false,
+                filter: one_deeper,
+                attributes: vec![],
+            }),
+        );
+        let too_deep = encode_message(&deeper).unwrap();
+        assert!(check_frame(&too_deep, &FrameLimits::default()).is_err());
+        let worker = std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(move || decode_message(&encoded).map(|decoded| decoded == search))
+            .unwrap();
+        assert_eq!(worker.join().unwrap(), Ok(true));
+    }
+
+    /// Runs bytes through the same path the server uses; any panic fails the test.
+    fn frame_then_decode(mut bytes: &[u8]) {
+        let limits = FrameLimits::default();
+        while let Ok(Some(len)) = check_frame(bytes, &limits) {
+            let _ = decode_message(&bytes[..len]);
+            bytes = &bytes[len..];
+        }
+        let _ = decode_message(bytes);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 48) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if let Some(first) = bytes.first_mut() {
+                *first = 0x30;
+            }
+            if bytes.len() > 1 {
+                bytes[1] = (len - 2) as u8;
+            }
+            frame_then_decode(&bytes);
+        }
+        for protocol_op in every_protocol_op() {
+            let encoded = encode_message(&message(1, protocol_op)).unwrap();
+            for cut in 0..encoded.len() {
+                frame_then_decode(&encoded[..cut]);
+            }
+            for index in 0..encoded.len() {
+                for bit in 0..8 {
+                    let mut flipped = encoded.clone();
+                    flipped[index] ^= 1 << bit;
+                    frame_then_decode(&flipped);
+                }
+            }
+        }
+    }
+
+    /// PROTOS c06-ldapv3: 100 malformed PDUs that must be refused, never crash us.
+    #[test]
+    fn protos_c06_ldapv3_corpus() {
+        let relative = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/testdata/conformance/protos-c06-ldapv3");
+        let directory = [
+            relative.as_path(),
+            std::path::Path::new("/work/shared/testdata/conformance/protos-c06-ldapv3"),
+        ]
+        .into_iter()
+        .find(|path| path.is_dir())
+        .expect("the PROTOS c06-ldapv3 test data (shared/testdata/conformance/) is missing");
+        let mut count = 0;
+        for entry in std::fs::read_dir(directory).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            frame_then_decode(&bytes);
+            count += 1;
+        }
+        assert_eq!(count, 100);
+    }
+}

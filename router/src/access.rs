@@ -1,0 +1,79 @@
+//! Access decisions. Until real ACLs arrive, a fixed, safe policy: anyone may bind and
+//! search, nobody but the rootDN reads userPassword (unless the `open-read` profile asks for
+//! slapd's no-ACL behaviour), and only the rootDN writes.
+
+use ferrodir_proto::{Dn, ResultCode};
+
+use crate::config::{AccessProfile, DirectoryConfig};
+use crate::error::LdapError;
+
+/// Who a request runs as; captured when the request is dispatched.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Identity {
+    #[default]
+    Anonymous,
+    /// The configured rootDN.
+    Root(Dn),
+    /// An entry that bound with its userPassword.
+    User(Dn),
+}
+
+impl Identity {
+    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:...` or empty for anonymous.
+    pub fn authz_id(&self) -> String {
+        match self {
+            Identity::Anonymous => String::new(),
+            Identity::Root(dn) | Identity::User(dn) => format!("dn:{dn}"),
+        }
+    }
+}
+
+/// Whether `who` may write. Anonymous gets strongerAuthRequired, as slapd answers.
+pub fn check_write(who: &Identity) -> Result<(), LdapError> {
+    match who {
+        Identity::Root(_) => Ok(()),
+        Identity::Anonymous => Err(LdapError::new(
+            ResultCode::STRONGER_AUTH_REQUIRED,
+            "modifications require authentication",
+        )),
+        Identity::User(_) => Err(LdapError::new(
+            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+            "no write access",
+        )),
+    }
+}
+
+/// Lowercased attribute types that `who` may not read.
+pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
+    match (config.access, who) {
+        (_, Identity::Root(_)) | (AccessProfile::OpenRead, _) => Vec::new(),
+        _ => vec!["userpassword".to_string()],
+    }
+}
+
+/// Whether `who` may compare against `attr_lower`.
+pub fn may_read(config: &DirectoryConfig, who: &Identity, attr_lower: &str) -> bool {
+    !hidden_attributes(config, who)
+        .iter()
+        .any(|h| h == attr_lower)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_root_writes() {
+        assert!(check_write(&Identity::Root(Dn::default())).is_ok());
+        assert_eq!(
+            check_write(&Identity::Anonymous).unwrap_err().code,
+            ResultCode(8)
+        );
+        assert_eq!(
+            check_write(&Identity::User(Dn::default()))
+                .unwrap_err()
+                .code,
+            ResultCode(50)
+        );
+    }
+}

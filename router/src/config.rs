@@ -1,0 +1,66 @@
+//! What the router needs to know about the directory: naming contexts, the root identity,
+//! the access profile and per-request limits. Built by `server` from the TOML config.
+
+use ferrodir_proto::Dn;
+
+/// A naming context served by this server.
+#[derive(Clone, Debug)]
+pub struct Suffix {
+    pub dn: Dn,
+    /// As configured: the DN clients see.
+    pub display: String,
+    /// The normalised form: the suffix entry's name under the virtual root.
+    pub norm: String,
+}
+
+impl Suffix {
+    pub fn new(dn: Dn) -> Self {
+        Self {
+            display: dn.to_string(),
+            norm: dn.normalized(),
+            dn,
+        }
+    }
+}
+
+/// How writes and sensitive reads are decided until real access control exists.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AccessProfile {
+    /// The safe default: everyone reads everything but userPassword, only the rootDN writes.
+    Default,
+    /// slapd with no ACLs: everyone (anonymous included) reads everything, only the rootDN
+    /// writes. For differential tests against slapd.
+    OpenRead,
+}
+
+#[derive(Clone, Debug)]
+pub struct DirectoryConfig {
+    pub suffixes: Vec<Suffix>,
+    pub root_dn: Option<Dn>,
+    /// Cleartext or an RFC 2307 `{SSHA}`/`{SHA}` value.
+    pub root_password: Option<String>,
+    pub access: AccessProfile,
+    /// The server-side cap on entries per search (slapd's `sizelimit`).
+    pub search_entries_max: u32,
+    /// The server-side cap on a search's duration (slapd's `timelimit`).
+    pub search_time_max_s: u32,
+    /// How many search result chunks one search may have queued toward its connection.
+    pub search_chunks_in_flight: usize,
+    pub vendor_version: String,
+}
+
+impl DirectoryConfig {
+    /// The suffix under which `dn` falls (the longest match).
+    pub fn suffix_of(&self, dn: &Dn) -> Option<&Suffix> {
+        self.suffixes
+            .iter()
+            .filter(|s| dn.is_descendant_or_self_of(&s.dn))
+            .max_by_key(|s| s.dn.len())
+    }
+
+    pub fn is_root_dn(&self, dn: &Dn) -> bool {
+        self.root_dn
+            .as_ref()
+            .is_some_and(|root| root.normalized() == dn.normalized())
+    }
+}

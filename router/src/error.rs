@@ -1,0 +1,111 @@
+//! The one place where failures become LDAP results: every error the router or a shard can
+//! produce is turned into a resultCode, matchedDN and diagnostic message here.
+
+use ferrodir_proto::message::LdapResult;
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::ShardError;
+
+/// An LDAP-level failure of one operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct LdapError {
+    pub code: ResultCode,
+    pub matched_dn: String,
+    pub message: String,
+}
+
+impl LdapError {
+    pub fn new(code: ResultCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            matched_dn: String::new(),
+            message: message.into(),
+        }
+    }
+
+    pub fn no_such_object(matched_dn: impl Into<String>) -> Self {
+        Self {
+            code: ResultCode::NO_SUCH_OBJECT,
+            matched_dn: matched_dn.into(),
+            message: String::new(),
+        }
+    }
+
+    pub fn protocol(message: impl Into<String>) -> Self {
+        Self::new(ResultCode::PROTOCOL_ERROR, message)
+    }
+
+    pub fn invalid_dn(message: impl std::fmt::Display) -> Self {
+        Self::new(
+            ResultCode::INVALID_DN_SYNTAX,
+            format!("invalid DN: {message}"),
+        )
+    }
+
+    pub fn unwilling(message: impl Into<String>) -> Self {
+        Self::new(ResultCode::UNWILLING_TO_PERFORM, message)
+    }
+
+    pub fn to_result(&self) -> LdapResult {
+        LdapResult::new(self.code, self.matched_dn.clone(), self.message.clone())
+    }
+}
+
+impl From<ShardError> for LdapError {
+    fn from(error: ShardError) -> Self {
+        let code = match &error {
+            ShardError::AlreadyExists => ResultCode::ENTRY_ALREADY_EXISTS,
+            ShardError::NoSuchObject => ResultCode::NO_SUCH_OBJECT,
+            ShardError::NotAllowedOnNonLeaf => ResultCode::NOT_ALLOWED_ON_NON_LEAF,
+            ShardError::NoSuchAttribute(_) => ResultCode::NO_SUCH_ATTRIBUTE,
+            ShardError::AttributeOrValueExists(_) => ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
+            ShardError::NotAllowedOnRdn(_) => ResultCode::NOT_ALLOWED_ON_RDN,
+            ShardError::ConstraintViolation(_) => ResultCode::CONSTRAINT_VIOLATION,
+            ShardError::ParentClosed => ResultCode::BUSY,
+            ShardError::Storage(_) | ShardError::Unavailable(_) => ResultCode::UNAVAILABLE,
+            ShardError::Corrupt(_) => ResultCode::OTHER,
+            _ => ResultCode::OTHER,
+        };
+        let message = match &error {
+            ShardError::NoSuchObject => String::new(),
+            other => other.to_string(),
+        };
+        Self {
+            code,
+            matched_dn: String::new(),
+            message,
+        }
+    }
+}
+
+impl From<actix::MailboxError> for LdapError {
+    fn from(error: actix::MailboxError) -> Self {
+        Self::new(
+            ResultCode::UNAVAILABLE,
+            format!("shard unreachable: {error}"),
+        )
+    }
+}
+
+pub type LdapResultOf<T> = Result<T, LdapError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_errors_map_to_codes() {
+        assert_eq!(
+            LdapError::from(ShardError::AlreadyExists).code,
+            ResultCode::ENTRY_ALREADY_EXISTS
+        );
+        assert_eq!(
+            LdapError::from(ShardError::NotAllowedOnNonLeaf).code,
+            ResultCode(66)
+        );
+        assert_eq!(
+            LdapError::from(ShardError::ParentClosed).code,
+            ResultCode::BUSY
+        );
+    }
+}

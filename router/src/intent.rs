@@ -1,0 +1,183 @@
+//! The coordinator's durable intent log. Before a change that spans shards takes its first
+//! step, its intent is committed here (fdatasync); after the last step it is cleared. At
+//! start, every intent still here is finished or rolled back by [`crate::coordinator`].
+//! It lives in `coordinator.redb` beside the shards, whatever their engine.
+
+use std::path::Path;
+
+use ferrodir_shard::EntryId;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("intents");
+
+/// A change that spans shards, as recorded before it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// A leaf's DN→ID record moves from (old_parent, old_rdn) to (new_parent, new_rdn).
+    MoveLeaf {
+        id: EntryId,
+        old_parent: EntryId,
+        old_rdn: String,
+        new_parent: EntryId,
+        new_rdn: String,
+    },
+    /// An entry is deleted on its home shard and its DN→ID record on another shard.
+    DeleteWithRemoteName {
+        id: EntryId,
+        parent: EntryId,
+        rdn: String,
+    },
+}
+
+impl Intent {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut put = |id: EntryId, text: &str| {
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+            out.extend_from_slice(text.as_bytes());
+        };
+        match self {
+            Intent::MoveLeaf {
+                id,
+                old_parent,
+                old_rdn,
+                new_parent,
+                new_rdn,
+            } => {
+                put(*id, "M");
+                put(*old_parent, old_rdn);
+                put(*new_parent, new_rdn);
+            }
+            Intent::DeleteWithRemoteName { id, parent, rdn } => {
+                put(*id, "D");
+                put(*parent, rdn);
+            }
+        }
+        out
+    }
+
+    fn decode(mut bytes: &[u8]) -> Option<Self> {
+        let mut take = || -> Option<(EntryId, String)> {
+            let id = EntryId::from_be_slice(bytes.get(..8)?)?;
+            let len = u32::from_be_bytes(bytes.get(8..12)?.try_into().ok()?) as usize;
+            let text = String::from_utf8(bytes.get(12..12 + len)?.to_vec()).ok()?;
+            bytes = &bytes[12 + len..];
+            Some((id, text))
+        };
+        let (id, kind) = take()?;
+        match kind.as_str() {
+            "M" => {
+                let (old_parent, old_rdn) = take()?;
+                let (new_parent, new_rdn) = take()?;
+                Some(Intent::MoveLeaf {
+                    id,
+                    old_parent,
+                    old_rdn,
+                    new_parent,
+                    new_rdn,
+                })
+            }
+            "D" => {
+                let (parent, rdn) = take()?;
+                Some(Intent::DeleteWithRemoteName { id, parent, rdn })
+            }
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("intent log: {0}")]
+pub struct IntentLogError(String);
+
+fn err(e: impl std::fmt::Display) -> IntentLogError {
+    IntentLogError(e.to_string())
+}
+
+pub struct IntentLog {
+    db: Database,
+}
+
+impl IntentLog {
+    pub fn open(path: &Path) -> Result<Self, IntentLogError> {
+        let db = Database::create(path).map_err(err)?;
+        let txn = db.begin_write().map_err(err)?;
+        txn.open_table(INTENTS).map_err(err)?;
+        txn.commit().map_err(err)?;
+        Ok(Self { db })
+    }
+
+    /// Durably records `intent` and returns its sequence number.
+    pub fn record(&self, intent: &Intent) -> Result<u64, IntentLogError> {
+        let mut txn = self.db.begin_write().map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(err)?;
+        let seq = {
+            let mut table = txn.open_table(INTENTS).map_err(err)?;
+            let next = table
+                .last()
+                .map_err(err)?
+                .map(|(k, _)| k.value() + 1)
+                .unwrap_or(1);
+            table
+                .insert(next, intent.encode().as_slice())
+                .map_err(err)?;
+            next
+        };
+        txn.commit().map_err(err)?;
+        Ok(seq)
+    }
+
+    pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
+        let mut txn = self.db.begin_write().map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(err)?;
+        txn.open_table(INTENTS)
+            .map_err(err)?
+            .remove(seq)
+            .map_err(err)?;
+        txn.commit().map_err(err)
+    }
+
+    /// Intents not yet cleared, oldest first. Undecodable ones are reported as errors.
+    pub fn pending(&self) -> Result<Vec<(u64, Intent)>, IntentLogError> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(INTENTS).map_err(err)?;
+        let mut out = Vec::new();
+        for item in table.iter().map_err(err)? {
+            let (k, v) = item.map_err(err)?;
+            let intent = Intent::decode(v.value())
+                .ok_or_else(|| err(format!("undecodable intent {}", k.value())))?;
+            out.push((k.value(), intent));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_clear_pending() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = IntentLog::open(&dir.path().join("c.redb")).unwrap();
+        let a = Intent::MoveLeaf {
+            id: EntryId(5),
+            old_parent: EntryId(1),
+            old_rdn: "uid=a".into(),
+            new_parent: EntryId(2),
+            new_rdn: "uid=b".into(),
+        };
+        let b = Intent::DeleteWithRemoteName {
+            id: EntryId(6),
+            parent: EntryId(1),
+            rdn: "cn=x".into(),
+        };
+        let sa = log.record(&a).unwrap();
+        let sb = log.record(&b).unwrap();
+        log.clear(sa).unwrap();
+        assert_eq!(log.pending().unwrap(), vec![(sb, b)]);
+    }
+}

@@ -1,0 +1,30 @@
+//! Routing for Ferrodir: from a decoded request to the shards and back.
+//!
+//! # Layout
+//! - [`session`]: the per-connection router — decodes each PDU once, captures the identity,
+//!   dispatches operations concurrently, answers by messageID.
+//! - [`op`]: one file per LDAP operation.
+//! - [`worker`]: what the connections on one worker thread share (local shard, skeleton copy,
+//!   addresses of the other shards).
+//! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup.
+//! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
+//!   its durable intent log.
+//! - [`access`], [`password`]: who may do what, and checking passwords.
+//! - [`config`]: naming contexts, root identity, limits.
+//! - [`error`]: the one place failures become LDAP result codes.
+
+pub mod access;
+pub mod config;
+pub mod coordinator;
+pub mod error;
+pub mod intent;
+pub mod op;
+pub mod password;
+pub mod resolve;
+pub mod session;
+pub mod worker;
+
+pub use config::DirectoryConfig;
+pub use error::LdapError;
+pub use session::{Flow, Outbound, Session};
+pub use worker::Worker;

@@ -1,0 +1,101 @@
+//! One file per LDAP operation, dispatched from [`run`].
+
+pub mod add;
+pub mod bind;
+pub mod compare;
+pub mod controls;
+pub mod delete;
+pub mod extended;
+pub mod moddn;
+pub mod modify;
+pub mod rootdse;
+pub mod search;
+
+use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp};
+
+use crate::error::LdapError;
+use crate::session::OpContext;
+
+/// Whether `op` is a request this server answers (other than Bind, Unbind and Abandon, which
+/// the session handles itself).
+pub fn is_request(op: &ProtocolOp) -> bool {
+    matches!(
+        op,
+        ProtocolOp::SearchRequest(_)
+            | ProtocolOp::ModifyRequest(_)
+            | ProtocolOp::AddRequest(_)
+            | ProtocolOp::DelRequest(_)
+            | ProtocolOp::ModifyDnRequest(_)
+            | ProtocolOp::CompareRequest(_)
+            | ProtocolOp::ExtendedRequest(_)
+    )
+}
+
+/// Runs one request to completion, sending its responses.
+pub async fn run(ctx: &OpContext, op: ProtocolOp) {
+    match op {
+        ProtocolOp::SearchRequest(req) => search::search(ctx, req).await,
+        ProtocolOp::AddRequest(req) => {
+            let result = add::add(ctx, req).await;
+            ctx.respond(ProtocolOp::AddResponse(finish(result))).await;
+        }
+        ProtocolOp::DelRequest(dn) => {
+            let result = delete::delete(ctx, &dn).await;
+            ctx.respond(ProtocolOp::DelResponse(finish(result))).await;
+        }
+        ProtocolOp::ModifyRequest(req) => {
+            let result = modify::modify(ctx, req).await;
+            ctx.respond(ProtocolOp::ModifyResponse(finish(result)))
+                .await;
+        }
+        ProtocolOp::ModifyDnRequest(req) => {
+            let result = moddn::modify_dn(ctx, req).await;
+            ctx.respond(ProtocolOp::ModifyDnResponse(finish(result)))
+                .await;
+        }
+        ProtocolOp::CompareRequest(req) => {
+            let result = compare::compare(ctx, req).await;
+            ctx.respond(ProtocolOp::CompareResponse(result)).await;
+        }
+        ProtocolOp::ExtendedRequest(req) => {
+            let response = extended::extended(ctx, req).await;
+            ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+        }
+        _ => {}
+    }
+}
+
+/// Answers `op` with `result` (a refusal before it ran), using the matching response type.
+pub async fn respond_error(ctx: &OpContext, op: &ProtocolOp, result: LdapResult) {
+    let response = match op {
+        ProtocolOp::SearchRequest(_) => ProtocolOp::SearchResultDone(result),
+        ProtocolOp::ModifyRequest(_) => ProtocolOp::ModifyResponse(result),
+        ProtocolOp::AddRequest(_) => ProtocolOp::AddResponse(result),
+        ProtocolOp::DelRequest(_) => ProtocolOp::DelResponse(result),
+        ProtocolOp::ModifyDnRequest(_) => ProtocolOp::ModifyDnResponse(result),
+        ProtocolOp::CompareRequest(_) => ProtocolOp::CompareResponse(result),
+        _ => ProtocolOp::ExtendedResponse(ExtendedResponse {
+            result,
+            response_name: None,
+            response_value: None,
+        }),
+    };
+    ctx.respond(response).await;
+}
+
+fn finish(result: Result<(), LdapError>) -> LdapResult {
+    match result {
+        Ok(()) => LdapResult::success(),
+        Err(e) => e.to_result(),
+    }
+}
+
+/// UTF-8 text of an LDAPString, or protocolError (RFC 4511 §4.1.2).
+pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
+    std::str::from_utf8(bytes).map_err(|_| LdapError::protocol("LDAPString is not UTF-8"))
+}
+
+/// Parses an LDAPDN, mapping failures to invalidDNSyntax.
+pub fn parse_dn(bytes: &[u8]) -> Result<ferrodir_proto::Dn, LdapError> {
+    ferrodir_proto::Dn::parse(text(bytes)?).map_err(LdapError::invalid_dn)
+}

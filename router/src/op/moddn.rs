@@ -1,0 +1,83 @@
+//! Modify DN (RFC 4511 §4.9) of a leaf: a new RDN, a new superior, or both. The name moves
+//! between shards through the coordinator; the entry itself keeps its id and home shard.
+//! Renaming an entry with children arrives with subtree Modify DN.
+
+use ferrodir_proto::message::ModifyDnRequest;
+use ferrodir_proto::{Rdn, ResultCode};
+use ferrodir_shard::EntryId;
+
+use crate::access::check_write;
+use crate::coordinator::MoveLeaf;
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::{parse_dn, text};
+use crate::resolve::locate;
+use crate::session::OpContext;
+
+pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultOf<()> {
+    let dn = parse_dn(&request.entry)?;
+    let new_rdn = Rdn::parse(text(&request.newrdn)?).map_err(LdapError::invalid_dn)?;
+    let new_superior = request.new_superior.as_deref().map(parse_dn).transpose()?;
+    check_write(&ctx.identity)?;
+    let target = locate(&ctx.worker, &dn).await?;
+    if target.parent == EntryId::ROOT {
+        return Err(LdapError::unwilling("cannot rename a naming context"));
+    }
+    if target.container {
+        return Err(LdapError::unwilling(
+            "renaming an entry with children is not supported yet",
+        ));
+    }
+    let new_parent = match &new_superior {
+        Some(superior) => {
+            let parent = locate(&ctx.worker, superior).await?;
+            if parent.id == target.id {
+                return Err(LdapError::new(
+                    ResultCode::UNWILLING_TO_PERFORM,
+                    "cannot move an entry below itself",
+                ));
+            }
+            parent.id
+        }
+        None => target.parent,
+    };
+    let old_rdn = dn
+        .rdn()
+        .cloned()
+        .ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let new_rdn_norm = new_rdn.normalized();
+    let drop_values = if request.deleteoldrdn {
+        old_rdn
+            .avas
+            .iter()
+            .filter(|old| !new_rdn.avas.iter().any(|new| same_ava(old, new)))
+            .map(|a| (a.attr.clone(), a.value.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let add_values = new_rdn
+        .avas
+        .iter()
+        .map(|a| (a.attr.clone(), a.value.clone()))
+        .collect();
+    let request = MoveLeaf {
+        target,
+        new_parent,
+        new_rdn: new_rdn.to_string(),
+        new_rdn_norm,
+        drop_values,
+        add_values,
+    };
+    ctx.worker.coordinator.send(request).await?
+}
+
+fn same_ava(a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {
+    Rdn {
+        avas: vec![a.clone()],
+    }
+    .normalized()
+        == Rdn {
+            avas: vec![b.clone()],
+        }
+        .normalized()
+}

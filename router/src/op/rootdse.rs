@@ -1,0 +1,97 @@
+//! The root DSE (RFC 4512 §5.1) and the subschema entry, served by the router from config
+//! without a trip to the shards.
+
+use ferrodir_proto::entry::{Attribute, Entry};
+use ferrodir_proto::message::{OctetString, PartialAttribute, SearchResultEntry};
+use ferrodir_shard::search::AttrSelection;
+
+use crate::config::DirectoryConfig;
+use crate::op::{controls, extended};
+
+pub const SUBSCHEMA_DN: &str = "cn=Subschema";
+
+/// Features (RFC 4512 §5.1.5): all operational attributes `+` (RFC 3673), absolute
+/// true/false filters (RFC 4526), Modify increment (RFC 4525).
+const SUPPORTED_FEATURES: &[&str] = &[
+    "1.3.6.1.4.1.4203.1.5.1",
+    "1.3.6.1.4.1.4203.1.5.3",
+    "1.3.6.1.1.14",
+];
+
+/// The root DSE; everything but objectClass is operational, as slapd publishes it.
+pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
+    let user = Entry::new(vec![attr("objectClass", &["top", "OpenLDAProotDSE"])]);
+    let contexts: Vec<&str> = config.suffixes.iter().map(|s| s.display.as_str()).collect();
+    let operational = Entry::new(vec![
+        attr("namingContexts", &contexts),
+        attr("supportedControl", controls::SUPPORTED),
+        attr("supportedExtension", extended::SUPPORTED),
+        attr("supportedFeatures", SUPPORTED_FEATURES),
+        attr("supportedLDAPVersion", &["3"]),
+        attr("supportedSASLMechanisms", &[]),
+        attr("subschemaSubentry", &[SUBSCHEMA_DN]),
+        attr("vendorName", &["Ferrodir"]),
+        attr("vendorVersion", &[config.vendor_version.as_str()]),
+    ]);
+    (user, operational)
+}
+
+/// The subschema entry; its attributeTypes and objectClasses arrive with the schema layer.
+pub fn subschema() -> (Entry, Entry) {
+    let user = Entry::new(vec![
+        attr(
+            "objectClass",
+            &["top", "subentry", "subschema", "extensibleObject"],
+        ),
+        attr("cn", &["Subschema"]),
+    ]);
+    let operational = Entry::new(vec![attr("structuralObjectClass", &["subentry"])]);
+    (user, operational)
+}
+
+fn attr(name: &str, values: &[&str]) -> Attribute {
+    Attribute::new(name, values.iter().map(|v| v.as_bytes().to_vec()).collect())
+}
+
+/// The SearchResultEntry for a router-served entry under `sel`.
+pub fn encode(
+    dn: &str,
+    user: &Entry,
+    operational: &Entry,
+    sel: &AttrSelection,
+) -> SearchResultEntry {
+    let mut attributes = Vec::new();
+    let mut push = |a: &Attribute| {
+        if a.values.is_empty() {
+            return;
+        }
+        let vals = if sel.types_only {
+            Vec::new()
+        } else {
+            a.values
+                .iter()
+                .map(|v| OctetString::from(v.as_slice()))
+                .collect()
+        };
+        attributes.push(PartialAttribute {
+            r#type: OctetString::from(a.name.as_bytes()),
+            vals,
+        });
+    };
+    for a in &user.attrs {
+        let lower = a.name.to_ascii_lowercase();
+        if sel.all_user || sel.names.contains(&lower) {
+            push(a);
+        }
+    }
+    for a in &operational.attrs {
+        let lower = a.name.to_ascii_lowercase();
+        if sel.all_operational || sel.names.contains(&lower) {
+            push(a);
+        }
+    }
+    SearchResultEntry {
+        object_name: OctetString::from(dn.as_bytes()),
+        attributes,
+    }
+}

@@ -1,0 +1,188 @@
+//! Search (RFC 4511 §4.5). The router resolves the base once, then starts the search on the
+//! base's shard (base scope) or on every shard (one-level and subtree), and streams the
+//! entries to the connection as the shards produce them. sizeLimit, timeLimit and Abandon
+//! set the shared cancel flag, which stops the shards' scans.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrodir_proto::entry::Entry;
+use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::eval;
+use ferrodir_shard::search::{AttrSelection, Scope, SearchChunk, SearchTask};
+use tokio::sync::mpsc;
+
+use crate::access::{hidden_attributes, Identity};
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::{parse_dn, rootdse};
+use crate::resolve::locate;
+use crate::session::{OpContext, Outbound};
+
+pub async fn search(ctx: &OpContext, request: SearchRequest) {
+    let result = match run(ctx, request).await {
+        Ok(result) => result,
+        Err(e) => e.to_result(),
+    };
+    ctx.respond(ProtocolOp::SearchResultDone(result)).await;
+}
+
+/// The effective limit: the client's, capped by the server's for everyone but the rootDN.
+fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
+    let server = if matches!(identity, Identity::Root(_)) || server == 0 {
+        None
+    } else {
+        Some(server)
+    };
+    match (client, server) {
+        (0, s) => s,
+        (c, Some(s)) => Some(c.min(s)),
+        (c, None) => Some(c),
+    }
+}
+
+async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult> {
+    let config = &ctx.worker.config;
+    let base = parse_dn(&request.base_object)?;
+    let mut attrs = AttrSelection::from_request(&request.attributes, request.types_only);
+    attrs.hidden = hidden_attributes(config, &ctx.identity);
+    if base.is_root() || base.normalized() == "cn=subschema" {
+        return serve_special(ctx, &request, &base, &attrs).await;
+    }
+    let target = locate(&ctx.worker, &base).await?;
+    let scope = match request.scope {
+        SearchScope::BaseObject => Scope::Base(target.id),
+        SearchScope::SingleLevel => Scope::OneLevel(target.id),
+        SearchScope::WholeSubtree => Scope::Subtree(target.id),
+    };
+    let shards: Vec<usize> = match scope {
+        Scope::Base(id) => vec![id.shard()],
+        _ => (0..ctx.worker.shard_count()).collect(),
+    };
+    let size_limit = limit(request.size_limit, config.search_entries_max, &ctx.identity);
+    let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
+    let capacity = config.search_chunks_in_flight.max(1) * shards.len();
+    let (sink, chunks) = mpsc::channel(capacity);
+    let tree = ctx.worker.tree();
+    let filter = Arc::new(request.filter);
+    let attrs = Arc::new(attrs);
+    for &shard in &shards {
+        let task = SearchTask {
+            message_id: ctx.message_id,
+            tree: tree.clone(),
+            scope,
+            filter: filter.clone(),
+            attrs: attrs.clone(),
+            sink: sink.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        ctx.worker.start_search(shard, task).await?;
+    }
+    drop(sink);
+    let deadline =
+        time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
+    let outcome = collect(ctx, chunks, shards.len(), size_limit, deadline).await;
+    if outcome.is_err() || ctx.cancelled() {
+        ctx.cancel.store(true, Ordering::Relaxed);
+    }
+    outcome
+}
+
+/// Forwards entries until every shard is done, or a limit or Abandon stops the search.
+async fn collect(
+    ctx: &OpContext,
+    mut chunks: mpsc::Receiver<SearchChunk>,
+    shards: usize,
+    size_limit: Option<u32>,
+    deadline: Option<tokio::time::Instant>,
+) -> LdapResultOf<LdapResult> {
+    let mut done = 0;
+    let mut sent: u64 = 0;
+    let mut failure: Option<LdapError> = None;
+    while done < shards {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, chunks.recv()).await {
+                Ok(chunk) => chunk,
+                Err(_) => {
+                    ctx.cancel.store(true, Ordering::Relaxed);
+                    return Ok(LdapResult::new(
+                        ResultCode::TIME_LIMIT_EXCEEDED,
+                        String::new(),
+                        String::new(),
+                    ));
+                }
+            },
+            None => chunks.recv().await,
+        };
+        let Some(chunk) = next else { break };
+        match chunk {
+            SearchChunk::Entries(mut pdus) => {
+                if ctx.cancelled() {
+                    continue; // abandoned: drain quietly until the shards notice
+                }
+                let mut exceeded = false;
+                if let Some(max) = size_limit {
+                    let room = u64::from(max).saturating_sub(sent) as usize;
+                    if pdus.len() > room {
+                        pdus.truncate(room);
+                        exceeded = true;
+                    }
+                }
+                sent += pdus.len() as u64;
+                if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
+                    ctx.cancel.store(true, Ordering::Relaxed);
+                    return Ok(LdapResult::success());
+                }
+                if exceeded {
+                    ctx.cancel.store(true, Ordering::Relaxed);
+                    // Not via ctx.respond: the flag we just set means "stop the shards".
+                    return Ok(LdapResult::new(
+                        ResultCode::SIZE_LIMIT_EXCEEDED,
+                        String::new(),
+                        String::new(),
+                    ));
+                }
+            }
+            SearchChunk::Done { result, .. } => {
+                done += 1;
+                if let Err(e) = result {
+                    failure.get_or_insert(LdapError::from(e));
+                }
+            }
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(LdapResult::success()),
+    }
+}
+
+/// The root DSE (base scope only) and cn=Subschema.
+async fn serve_special(
+    ctx: &OpContext,
+    request: &SearchRequest,
+    base: &ferrodir_proto::Dn,
+    attrs: &AttrSelection,
+) -> LdapResultOf<LdapResult> {
+    let (dn, (user, operational)) = if base.is_root() {
+        ("", rootdse::root_dse(&ctx.worker.config))
+    } else {
+        (rootdse::SUBSCHEMA_DN, rootdse::subschema())
+    };
+    if request.scope != SearchScope::BaseObject {
+        // Neither has children a search can reach.
+        return if base.is_root() {
+            Err(LdapError::no_such_object(""))
+        } else {
+            Ok(LdapResult::success())
+        };
+    }
+    let mut visible = Entry::new(user.attrs.clone());
+    visible.attrs.extend(operational.attrs.iter().cloned());
+    if eval::matches(&request.filter, &visible) {
+        let entry = rootdse::encode(dn, &user, &operational, attrs);
+        ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
+    }
+    Ok(LdapResult::success())
+}

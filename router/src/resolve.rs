@@ -1,0 +1,96 @@
+//! DN → entry id resolution. The skeleton answers every container on the path locally;
+//! only the last RDN, if it names a leaf, costs one lookup on the shard that holds its
+//! DN→ID record (a direct call when that shard is this worker's).
+
+use ferrodir_proto::Dn;
+use ferrodir_shard::id::shard_for_child;
+use ferrodir_shard::EntryId;
+
+use crate::error::{LdapError, LdapResultOf};
+use crate::worker::Worker;
+
+/// An entry that exists, and where its name lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    pub id: EntryId,
+    pub parent: EntryId,
+    pub rdn_norm: String,
+    /// Whether it is a container in the skeleton the resolution used.
+    pub container: bool,
+}
+
+/// The normalised names from the top: the suffix first, then each RDN below it.
+pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
+    let suffix = worker
+        .config
+        .suffix_of(dn)
+        .ok_or_else(|| LdapError::no_such_object(""))?;
+    let below = dn.len() - suffix.dn.len();
+    let mut names = Vec::with_capacity(below + 1);
+    names.push(suffix.norm.clone());
+    for rdn in dn.rdns[..below].iter().rev() {
+        names.push(rdn.normalized());
+    }
+    Ok(names)
+}
+
+/// Finds the entry named `dn`, or noSuchObject with the deepest existing ancestor as
+/// matchedDN (RFC 4511 §4.1.9).
+pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
+    let names = names_from_top(worker, dn)?;
+    let tree = worker.tree();
+    let found = tree.resolve(names.iter().map(String::as_str));
+    let parent = found.deepest;
+    let matched_dn = |depth: usize| -> String {
+        if depth == 0 {
+            String::new()
+        } else {
+            dn.ancestors_suffix(dn.len() - names.len() + depth)
+                .to_string()
+        }
+    };
+    if found.matched == names.len() {
+        let node = tree
+            .get(parent)
+            .ok_or_else(|| LdapError::no_such_object(""))?;
+        return Ok(Located {
+            id: parent,
+            parent: node.parent,
+            rdn_norm: node.rdn_norm.clone(),
+            container: true,
+        });
+    }
+    let next = &names[found.matched];
+    let shard = shard_for_child(parent, next, worker.shard_count());
+    match worker.lookup(shard, parent, next).await? {
+        Some(id) if found.matched + 1 == names.len() => Ok(Located {
+            id,
+            parent,
+            rdn_norm: next.clone(),
+            container: tree.contains(id),
+        }),
+        // A leaf on the path: the DN is below an entry with no children.
+        Some(_) => Err(LdapError::no_such_object(matched_dn(found.matched + 1))),
+        None => Err(LdapError::no_such_object(matched_dn(found.matched))),
+    }
+}
+
+/// Resolves the parent under which `dn` would be created, as (parent id, is container,
+/// normalised RDN of `dn` under it, display RDN).
+pub async fn locate_parent_of(
+    worker: &Worker,
+    dn: &Dn,
+) -> LdapResultOf<(Option<Located>, String, String)> {
+    let suffix = worker
+        .config
+        .suffix_of(dn)
+        .ok_or_else(|| LdapError::no_such_object(""))?;
+    if dn.len() == suffix.dn.len() {
+        // The suffix entry itself hangs under the virtual root.
+        return Ok((None, suffix.norm.clone(), suffix.display.clone()));
+    }
+    let parent_dn = dn.parent().unwrap_or_default();
+    let rdn = dn.rdn().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let parent = locate(worker, &parent_dn).await?;
+    Ok((Some(parent), rdn.normalized(), rdn.to_string()))
+}

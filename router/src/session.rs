@@ -1,0 +1,232 @@
+//! The per-connection router: it decodes each request once, captures who is asking, and
+//! dispatches the operation. The server's connection task feeds it whole PDUs (already
+//! length-checked by `proto::frame`) and drains its [`Outbound`] channel to the socket.
+//!
+//! Requests are dispatched in arrival order and may run concurrently, up to
+//! `ops_in_flight_max` per connection (RFC 4511 §4.1.1.1: answered by messageID). A Bind
+//! first waits for every operation in flight (RFC 4511 §4.2.1), then runs alone, so a
+//! request after it always runs with the new identity.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrodir_proto::message::{
+    decode_message, encode_message, ExtendedResponse, LdapMessage, LdapResult, OctetString,
+    ProtocolOp,
+};
+use ferrodir_proto::ResultCode;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::access::Identity;
+use crate::op;
+use crate::worker::Worker;
+
+/// RFC 4511 §4.4.1: the responseName of a Notice of Disconnection.
+pub const NOTICE_OF_DISCONNECTION_OID: &str = "1.3.6.1.4.1.1466.20036";
+
+/// What the connection's writer sends.
+#[derive(Debug)]
+pub enum Outbound {
+    Pdu(Bytes),
+    Pdus(Vec<Bytes>),
+    /// Flush what came before, then close the connection.
+    Close,
+}
+
+/// Whether the connection goes on after a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Close,
+}
+
+/// Everything one operation needs, captured at dispatch.
+#[derive(Clone)]
+pub struct OpContext {
+    pub worker: Rc<Worker>,
+    pub out: mpsc::Sender<Outbound>,
+    pub message_id: u32,
+    pub identity: Identity,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl OpContext {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Sends one response PDU with this operation's messageID. An abandoned operation gets
+    /// no response (RFC 4511 §4.11).
+    pub async fn respond(&self, op: ProtocolOp) {
+        if self.cancelled() {
+            return;
+        }
+        let message = LdapMessage {
+            message_id: self.message_id,
+            protocol_op: op,
+            controls: None,
+        };
+        match encode_message(&message) {
+            Ok(pdu) => {
+                let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
+            }
+            Err(e) => tracing::error!(error = %e, "cannot encode a response"),
+        }
+    }
+}
+
+struct SessionState {
+    identity: RefCell<Identity>,
+    in_flight: RefCell<HashMap<u32, Arc<AtomicBool>>>,
+    slots: Arc<Semaphore>,
+    slots_max: u32,
+}
+
+pub struct Session {
+    worker: Rc<Worker>,
+    out: mpsc::Sender<Outbound>,
+    state: Rc<SessionState>,
+}
+
+impl Session {
+    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, ops_in_flight_max: u32) -> Self {
+        let slots_max = ops_in_flight_max.max(1);
+        let state = SessionState {
+            identity: RefCell::new(Identity::Anonymous),
+            in_flight: RefCell::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(slots_max as usize)),
+            slots_max,
+        };
+        Self {
+            worker,
+            out,
+            state: Rc::new(state),
+        }
+    }
+
+    /// Handles one whole PDU. Returns `Flow::Close` after Unbind or a protocol violation.
+    pub async fn dispatch(&self, pdu: &[u8]) -> Flow {
+        let message = match decode_message(pdu) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::debug!(message_id = ?e.message_id, reason = %e.reason, "undecodable PDU");
+                self.disconnect("malformed PDU").await;
+                return Flow::Close;
+            }
+        };
+        let LdapMessage {
+            message_id,
+            protocol_op,
+            controls,
+        } = message;
+        match protocol_op {
+            ProtocolOp::UnbindRequest => {
+                self.cancel_all();
+                Flow::Close
+            }
+            ProtocolOp::AbandonRequest(target) => {
+                if let Some(flag) = self.state.in_flight.borrow().get(&target) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Flow::Continue
+            }
+            ProtocolOp::BindRequest(request) => {
+                // Wait for the operations in flight, then bind alone.
+                let all = self
+                    .state
+                    .slots
+                    .clone()
+                    .acquire_many_owned(self.state.slots_max)
+                    .await;
+                let ctx = self.context(message_id, Arc::new(AtomicBool::new(false)));
+                if let Some(refusal) = op::controls::check(controls.as_deref()) {
+                    ctx.respond(op::bind::response(refusal)).await;
+                } else {
+                    let identity = op::bind::bind(&ctx, request).await;
+                    *self.state.identity.borrow_mut() = identity;
+                }
+                drop(all);
+                Flow::Continue
+            }
+            op if op::is_request(&op) => {
+                let permit = match self.state.slots.clone().acquire_owned().await {
+                    Ok(permit) => permit,
+                    Err(_) => return Flow::Close,
+                };
+                let cancel = Arc::new(AtomicBool::new(false));
+                self.state
+                    .in_flight
+                    .borrow_mut()
+                    .insert(message_id, cancel.clone());
+                let ctx = self.context(message_id, cancel);
+                let refusal = op::controls::check(controls.as_deref());
+                let state = self.state.clone();
+                actix::spawn(async move {
+                    match refusal {
+                        Some(result) => op::respond_error(&ctx, &op, result).await,
+                        None => op::run(&ctx, op).await,
+                    }
+                    state.in_flight.borrow_mut().remove(&ctx.message_id);
+                    drop(permit);
+                });
+                Flow::Continue
+            }
+            _ => {
+                // A response PDU, or an op we don't know: RFC 4511 §4.1.1.
+                self.disconnect("unexpected protocolOp").await;
+                Flow::Close
+            }
+        }
+    }
+
+    fn context(&self, message_id: u32, cancel: Arc<AtomicBool>) -> OpContext {
+        OpContext {
+            worker: self.worker.clone(),
+            out: self.out.clone(),
+            message_id,
+            identity: self.state.identity.borrow().clone(),
+            cancel,
+        }
+    }
+
+    /// Stops every operation in flight (Unbind, or the connection closing).
+    pub fn cancel_all(&self) {
+        for flag in self.state.in_flight.borrow().values() {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends a Notice of Disconnection (RFC 4511 §4.4.1) with protocolError, then closes.
+    pub async fn disconnect(&self, reason: &str) {
+        self.cancel_all();
+        let notice = LdapMessage {
+            message_id: 0,
+            protocol_op: ProtocolOp::ExtendedResponse(ExtendedResponse {
+                result: LdapResult::new(
+                    ResultCode::PROTOCOL_ERROR,
+                    String::new(),
+                    reason.to_string(),
+                ),
+                response_name: Some(OctetString::from_static(
+                    NOTICE_OF_DISCONNECTION_OID.as_bytes(),
+                )),
+                response_value: None,
+            }),
+            controls: None,
+        };
+        if let Ok(pdu) = encode_message(&notice) {
+            let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
+        }
+        let _ = self.out.send(Outbound::Close).await;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.cancel_all();
+    }
+}

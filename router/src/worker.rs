@@ -1,0 +1,118 @@
+//! What every connection on one worker thread shares: the local shard (called directly),
+//! the addresses of the other shards, the worker's copy of the skeleton, the coordinator and
+//! the directory config. One `Worker` per thread, behind an `Rc`: nothing here is written by
+//! more than one core.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix::Addr;
+use ferrodir_shard::actor::{Fetch, Lookup, Search, ShardActor, Write};
+use ferrodir_shard::batch::{WriteOp, WriteOutcome};
+use ferrodir_shard::core::ShardCore;
+use ferrodir_shard::record::EntryRecord;
+use ferrodir_shard::search::{run_search, SearchTask};
+use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
+use ferrodir_shard::EntryId;
+
+use crate::config::DirectoryConfig;
+use crate::coordinator::Coordinator;
+use crate::error::{LdapError, LdapResultOf};
+
+pub struct Worker {
+    pub index: usize,
+    pub local: Rc<ShardCore>,
+    pub shards: Vec<Addr<ShardActor>>,
+    pub coordinator: Addr<Coordinator>,
+    pub config: Arc<DirectoryConfig>,
+    tree_cell: Arc<SkeletonCell>,
+    tree_cache: RefCell<Arc<Skeleton>>,
+}
+
+impl Worker {
+    pub fn new(
+        index: usize,
+        local: Rc<ShardCore>,
+        shards: Vec<Addr<ShardActor>>,
+        coordinator: Addr<Coordinator>,
+        config: Arc<DirectoryConfig>,
+        tree_cell: Arc<SkeletonCell>,
+    ) -> Self {
+        let tree = tree_cell.load();
+        Self {
+            index,
+            local,
+            shards,
+            coordinator,
+            config,
+            tree_cell,
+            tree_cache: RefCell::new(tree),
+        }
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The current skeleton. Re-loaded only when the published version number moved, so the
+    /// common case reads one shared word that nobody writes.
+    pub fn tree(&self) -> Arc<Skeleton> {
+        let published = self.tree_cell.version();
+        let mut cached = self.tree_cache.borrow_mut();
+        if cached.version != published {
+            *cached = self.tree_cell.load();
+        }
+        cached.clone()
+    }
+
+    /// Looks up a DN→ID record on the shard that holds it: a direct call when local.
+    pub async fn lookup(
+        &self,
+        shard: usize,
+        parent: EntryId,
+        rdn_norm: &str,
+    ) -> LdapResultOf<Option<EntryId>> {
+        if shard == self.index {
+            return Ok(self.local.lookup_dn(parent, rdn_norm)?);
+        }
+        let addr = self.shard(shard)?;
+        Ok(addr
+            .send(Lookup {
+                parent,
+                rdn_norm: rdn_norm.to_string(),
+            })
+            .await??)
+    }
+
+    /// Reads an entry from its home shard: a direct call when local.
+    pub async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<EntryRecord>>> {
+        if id.shard() == self.index {
+            return Ok(self.local.record(id)?);
+        }
+        Ok(self.shard(id.shard())?.send(Fetch(id)).await??)
+    }
+
+    /// Sends a write to a shard's actor; answered once the batch holding it is durable.
+    pub async fn write(&self, shard: usize, op: WriteOp) -> LdapResultOf<WriteOutcome> {
+        Ok(self.shard(shard)?.send(Write(op)).await??)
+    }
+
+    /// Starts a search task on a shard: spawned right here for the local shard.
+    pub async fn start_search(&self, shard: usize, task: SearchTask) -> LdapResultOf<()> {
+        if shard == self.index {
+            actix::spawn(run_search(self.local.clone(), task));
+            return Ok(());
+        }
+        Ok(self.shard(shard)?.send(Search(task)).await?)
+    }
+
+    fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {
+        self.shards.get(index).ok_or_else(|| {
+            LdapError::new(
+                ferrodir_proto::ResultCode::OTHER,
+                format!("no shard {index}"),
+            )
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! The server's TOML configuration. Every limit is a named value with its unit in the name;
+//! `deploy/ferrodir.toml` documents each one.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Naming contexts served.
+    pub suffixes: Vec<String>,
+    pub root_dn: String,
+    /// Cleartext or `{SSHA}`.
+    pub root_password: String,
+    /// Shards (and worker threads); 0 means one per CPU core. Fixed when the data directory
+    /// is created.
+    pub shards: usize,
+    /// "redb" (default) or "sled".
+    pub engine: String,
+    /// What an acknowledged write must survive: "power-loss" (redb) or
+    /// "process-crash-only" (required to run sled, which does not fsync).
+    pub durability: String,
+    /// "default" (safe) or "open-read" (slapd with no ACLs).
+    pub access: String,
+    /// slapd-style index directives: "attr[,attr] eq[,pres]".
+    pub index: Vec<String>,
+    /// Load a small example tree when the data directory is created.
+    pub example_data: bool,
+    pub limits: Limits,
+    pub log: Log,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub connections_max: usize,
+    pub ops_in_flight_per_connection_max: u32,
+    pub pdu_bytes_max: usize,
+    pub ber_nesting_depth_max: usize,
+    pub search_entries_max: u32,
+    pub search_time_max_s: u32,
+    pub search_chunks_in_flight: usize,
+    pub entry_cache_entries_max: usize,
+    /// Responses queued per connection before operations wait for the socket.
+    pub outbound_pdus_queued_max: usize,
+    /// Close a connection with no request for this long; 0 disables.
+    pub idle_timeout_s: u64,
+    /// Close a connection whose peer doesn't read a response for this long.
+    pub write_timeout_s: u64,
+    /// How long shutdown waits for connections to finish.
+    pub shutdown_grace_s: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// A tracing filter: "info", "ferrodir=debug", ...
+    pub level: String,
+    /// "text" or "json".
+    pub format: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3389)),
+            data_dir: PathBuf::from("ferrodir-data"),
+            suffixes: vec!["dc=example,dc=com".into()],
+            root_dn: "cn=admin,dc=example,dc=com".into(),
+            root_password: "secret".into(),
+            shards: 0,
+            engine: "redb".into(),
+            durability: "power-loss".into(),
+            access: "default".into(),
+            index: vec![
+                "objectClass eq".into(),
+                "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),
+                "uid pres".into(),
+            ],
+            example_data: true,
+            limits: Limits::default(),
+            log: Log::default(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            connections_max: 4096,
+            ops_in_flight_per_connection_max: 64,
+            pdu_bytes_max: 16 * 1024 * 1024,
+            ber_nesting_depth_max: 64,
+            search_entries_max: 500,
+            search_time_max_s: 3600,
+            search_chunks_in_flight: 4,
+            entry_cache_entries_max: 100_000,
+            outbound_pdus_queued_max: 256,
+            idle_timeout_s: 0,
+            write_timeout_s: 60,
+            shutdown_grace_s: 10,
+        }
+    }
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: "text".into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e}", path.display()))
+    }
+
+    /// Shards to create a new data directory with.
+    pub fn shard_count(&self) -> usize {
+        if self.shards > 0 {
+            self.shards
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_config_parses() {
+        let text = include_str!("../../deploy/ferrodir.toml");
+        let config: Config = toml::from_str(text).unwrap();
+        assert_eq!(config.suffixes, vec!["dc=example,dc=com".to_string()]);
+        assert!(config.limits.pdu_bytes_max > 0);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(toml::from_str::<Config>("listn = \"127.0.0.1:1\"").is_err());
+    }
+}

@@ -1,0 +1,207 @@
+//! Starting the server: one worker thread (an actix arbiter) per shard, each holding its
+//! shard actor and the connections assigned to it; the coordinator on a thread of its own;
+//! the accept loop on the main thread, handing each connection to a worker in turn.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use anyhow::Context as _;
+use ferrodir_router::config::{AccessProfile, DirectoryConfig, Suffix};
+use ferrodir_router::coordinator::{Coordinator, Recover};
+use ferrodir_router::intent::IntentLog;
+use ferrodir_router::Worker;
+use ferrodir_shard::actor::ShardActor;
+use ferrodir_shard::core::ShardCore;
+use ferrodir_shard::skeleton::SkeletonCell;
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::config::Config;
+use crate::connection;
+use crate::store::Store;
+
+thread_local! {
+    /// The worker owned by this arbiter thread; set once at start.
+    static WORKER: RefCell<Option<Rc<Worker>>> = const { RefCell::new(None) };
+    static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
+}
+
+pub fn directory_config(config: &Config) -> anyhow::Result<DirectoryConfig> {
+    let mut suffixes = Vec::new();
+    for text in &config.suffixes {
+        let dn = ferrodir_proto::Dn::parse(text)
+            .map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+        suffixes.push(Suffix::new(dn));
+    }
+    let root_dn = if config.root_dn.is_empty() {
+        None
+    } else {
+        Some(
+            ferrodir_proto::Dn::parse(&config.root_dn)
+                .map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?,
+        )
+    };
+    let access = match config.access.as_str() {
+        "default" => AccessProfile::Default,
+        "open-read" => AccessProfile::OpenRead,
+        other => {
+            anyhow::bail!("unknown access profile {other:?}: use \"default\" or \"open-read\"")
+        }
+    };
+    Ok(DirectoryConfig {
+        suffixes,
+        root_dn,
+        root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
+        access,
+        search_entries_max: config.limits.search_entries_max,
+        search_time_max_s: config.limits.search_time_max_s,
+        search_chunks_in_flight: config.limits.search_chunks_in_flight,
+        vendor_version: env!("CARGO_PKG_VERSION").to_string(),
+    })
+}
+
+/// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
+pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
+    let directory = Arc::new(directory_config(&config)?);
+    let cell = Arc::new(SkeletonCell::new(store.skeleton(&config)?));
+    let shard_count = store.engines.len();
+
+    let mut arbiters = Vec::with_capacity(shard_count);
+    let mut shards = Vec::with_capacity(shard_count);
+    for index in 0..shard_count {
+        let arbiter = Arbiter::new();
+        let info = store.shard_info(index, &config);
+        let engine = store.engines[index].clone();
+        let (tx, rx) = oneshot::channel();
+        arbiter.spawn(async move {
+            let started = ShardCore::new(info, engine).and_then(|core| {
+                let core = Rc::new(core);
+                let actor = ShardActor::new(core.clone())?;
+                LOCAL_SHARD.with(|slot| *slot.borrow_mut() = Some(core));
+                Ok(actor.start())
+            });
+            let _ = tx.send(started);
+        });
+        shards.push(
+            rx.await
+                .context("worker thread died")?
+                .with_context(|| format!("starting shard {index}"))?,
+        );
+        arbiters.push(arbiter);
+    }
+
+    let coordinator_arbiter = Arbiter::new();
+    let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
+    let (tx, rx) = oneshot::channel();
+    let (coord_shards, coord_cell) = (shards.clone(), cell.clone());
+    coordinator_arbiter.spawn(async move {
+        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log).start());
+    });
+    let coordinator = rx.await.context("coordinator thread died")?;
+    let recovered = coordinator
+        .send(Recover)
+        .await?
+        .map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;
+    if recovered > 0 {
+        tracing::info!(recovered, "finished interrupted cross-shard changes");
+    }
+
+    for (index, arbiter) in arbiters.iter().enumerate() {
+        let (tx, rx) = oneshot::channel();
+        let (shards, coordinator, directory, cell) = (
+            shards.clone(),
+            coordinator.clone(),
+            directory.clone(),
+            cell.clone(),
+        );
+        arbiter.spawn(async move {
+            let local = LOCAL_SHARD.with(|slot| slot.borrow().clone());
+            if let Some(local) = local {
+                let worker = Worker::new(index, local, shards, coordinator, directory, cell);
+                WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
+            }
+            let _ = tx.send(());
+        });
+        rx.await.context("worker thread died")?;
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let local_addr = listener.local_addr()?;
+    announce(&config, local_addr, shard_count);
+
+    let limits = Arc::new(config.limits.clone());
+    let connections = Arc::new(Semaphore::new(config.limits.connections_max));
+    let mut next = 0usize;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _peer)) = accepted else { continue };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    tracing::warn!("connection limit reached; refusing a connection");
+                    continue;
+                };
+                let Ok(std_stream) = stream.into_std() else { continue };
+                let limits = limits.clone();
+                // The closure is sent to the worker; the connection's future stays there.
+                arbiters[next % arbiters.len()].spawn_fn(move || {
+                    actix::spawn(async move {
+                        let worker = WORKER.with(|slot| slot.borrow().clone());
+                        if let (Some(worker), Ok(stream)) = (worker, tokio::net::TcpStream::from_std(std_stream)) {
+                            connection::serve(stream, worker, limits).await;
+                        }
+                        drop(permit);
+                    });
+                });
+                next = next.wrapping_add(1);
+            }
+        }
+    }
+    tracing::info!("shutting down: no new connections");
+    drop(listener);
+    let grace = Duration::from_secs(config.limits.shutdown_grace_s);
+    let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(grace, connections.acquire_many(all)).await;
+    for arbiter in arbiters.iter().chain(std::iter::once(&coordinator_arbiter)) {
+        arbiter.stop();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn announce(config: &Config, addr: SocketAddr, shards: usize) {
+    tracing::info!(%addr, shards, data_dir = %config.data_dir.display(), engine = %config.engine, "ferrodir listening");
+    // Printed plainly too, for a newcomer reading the terminal and for tests waiting on it.
+    println!("ferrodir listening on {addr}");
+    if !config.root_dn.is_empty() {
+        println!(
+            "admin identity: {} (password set by root_password in the config)",
+            config.root_dn
+        );
+    }
+    for suffix in &config.suffixes {
+        println!("try: ldapsearch -x -H ldap://{addr} -b {suffix}");
+    }
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}

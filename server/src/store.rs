@@ -1,0 +1,117 @@
+//! Opening a data directory: manifest checks, the shards' engines, and the skeleton read
+//! back from the shards' container records.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use ferrodir_shard::core::{ShardCore, ShardInfo};
+use ferrodir_shard::index::IndexConfig;
+use ferrodir_shard::skeleton::Skeleton;
+use ferrodir_shard::storage::{EngineKind, KvEngine};
+
+use crate::config::Config;
+use crate::manifest::Manifest;
+
+pub struct Store {
+    pub manifest: Manifest,
+    pub engines: Vec<Arc<dyn KvEngine>>,
+    pub indexes: Arc<IndexConfig>,
+    /// Whether the directory was created by this open.
+    pub created: bool,
+}
+
+/// The engine named in the config, refusing sled unless its weaker promise is accepted.
+pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
+    let kind = EngineKind::parse(&config.engine).ok_or_else(|| {
+        anyhow::anyhow!(
+            "unknown engine {:?}: use \"redb\" or \"sled\"",
+            config.engine
+        )
+    })?;
+    if config.durability != kind.durability_promise() {
+        anyhow::bail!(
+            "engine {} gives durability {:?}, but the config asks for {:?}; set durability = {:?} to accept it",
+            kind.name(),
+            kind.durability_promise(),
+            config.durability,
+            kind.durability_promise()
+        );
+    }
+    if kind == EngineKind::Sled {
+        tracing::warn!("engine sled: acknowledged writes survive a process crash but NOT a power loss (no fsync)");
+    }
+    Ok(kind)
+}
+
+impl Store {
+    pub fn open(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
+        let kind = engine_kind(config)?;
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        let wanted = (config.shards > 0).then_some(config.shards);
+        let (manifest, created) = match Manifest::load(data_dir)? {
+            Some(m) => {
+                m.check(data_dir, wanted, kind.name())?;
+                (m, false)
+            }
+            None => {
+                let m = Manifest::current(config.shard_count(), kind.name());
+                m.store(data_dir)?;
+                (m, true)
+            }
+        };
+        let mut engines = Vec::with_capacity(manifest.shards);
+        for shard in 0..manifest.shards {
+            let engine = kind.open(data_dir, shard).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot open shard {shard} in {}: {e} (if another ferrodir holds it, stop that one first)",
+                    data_dir.display()
+                )
+            })?;
+            engines.push(Arc::from(engine));
+        }
+        let indexes = Arc::new(IndexConfig::from_directives(&config.index)?);
+        Ok(Self {
+            manifest,
+            engines,
+            indexes,
+            created,
+        })
+    }
+
+    pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
+        ShardInfo {
+            index,
+            count: self.engines.len(),
+            entry_cache_entries_max: config.limits.entry_cache_entries_max,
+            indexes: self.indexes.clone(),
+        }
+    }
+
+    /// Reads every shard's container records and builds the skeleton.
+    pub fn skeleton(&self, config: &Config) -> anyhow::Result<Skeleton> {
+        let mut records = Vec::new();
+        for (index, engine) in self.engines.iter().enumerate() {
+            let core = Rc::new(ShardCore::new(
+                self.shard_info(index, config),
+                engine.clone(),
+            )?);
+            for (id, record) in core
+                .container_records()
+                .with_context(|| format!("shard {index}"))?
+            {
+                records.push((id, record.parent, record.rdn, record.rdn_norm));
+            }
+        }
+        let (skeleton, orphans) = Skeleton::build(1, records);
+        if !orphans.is_empty() {
+            tracing::warn!(
+                count = orphans.len(),
+                "containers whose parent chain is broken; run ferrodir verify"
+            );
+        }
+        Ok(skeleton)
+    }
+}

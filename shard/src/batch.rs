@@ -1,0 +1,413 @@
+//! Staging writes into a group-commit batch.
+//!
+//! Each operation is checked against the state the shard will have once every earlier
+//! operation commits: the committing batch and the pending one are overlays above the last
+//! committed snapshot. A failing operation fails alone and adds nothing to the batch.
+//! Replies wait until the batch is durable, successes and failures alike, so that no client
+//! is told about state that could still vanish.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ferrodir_proto::entry::{Attribute, Entry};
+use ferrodir_proto::ldif::LdifMod;
+use ferrodir_proto::value::normalize_value;
+use ferrodir_proto::Rdn;
+use tokio::sync::oneshot;
+
+use crate::core::ShardCore;
+use crate::error::{ShardError, ShardResult};
+use crate::id::{shard_for_child, EntryId};
+use crate::keys;
+use crate::modify::apply_changes;
+use crate::record::{EntryRecord, FLAG_CONTAINER};
+use crate::storage::Mutation;
+
+/// One write a shard can apply by itself.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    /// Create an entry on this shard (its home: `shard_for_child(parent, rdn_norm)`), with its
+    /// DN→ID record, one-level key and index keys.
+    Add {
+        parent: EntryId,
+        rdn: String,
+        rdn_norm: String,
+        entry: Entry,
+    },
+    /// Delete a leaf entry and its keys; its DN→ID record too when it lives here.
+    Delete {
+        id: EntryId,
+    },
+    Modify {
+        id: EntryId,
+        changes: Vec<LdifMod>,
+    },
+    /// Mark or unmark an entry as a container (published in the skeleton).
+    SetContainer {
+        id: EntryId,
+        container: bool,
+    },
+    /// Reserve a DN→ID record on this shard (a Modify DN's new name).
+    PutDn {
+        parent: EntryId,
+        rdn_norm: String,
+        id: EntryId,
+    },
+    /// Remove a DN→ID record if it still names `id`.
+    RemoveDn {
+        parent: EntryId,
+        rdn_norm: String,
+        id: EntryId,
+    },
+    /// Give an entry a new parent and RDN (a Modify DN's entry update): `drop_values` are
+    /// removed if present (the old RDN's, with deleteOldRDN), then `add_values` added if
+    /// absent (the new RDN's), on the entry as it is when the op is staged.
+    Relocate {
+        id: EntryId,
+        parent: EntryId,
+        rdn: String,
+        rdn_norm: String,
+        drop_values: Vec<(String, Vec<u8>)>,
+        add_values: Vec<(String, Vec<u8>)>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub enum WriteOutcome {
+    Added(EntryId),
+    /// The entry as it is after the write (or as it was, for Delete).
+    Record(Arc<EntryRecord>),
+    Done,
+}
+
+pub type Reply = oneshot::Sender<ShardResult<WriteOutcome>>;
+
+/// The state and effects of one batch.
+#[derive(Default)]
+pub struct Overlay {
+    records: HashMap<EntryId, Option<Arc<EntryRecord>>>,
+    dns: HashMap<(EntryId, String), Option<EntryId>>,
+    pub mutations: Vec<Mutation>,
+    pub replies: Vec<(Reply, ShardResult<WriteOutcome>)>,
+    pub touched: Vec<(EntryId, Option<Arc<EntryRecord>>)>,
+    /// The batch number, counted per shard, for waiters on "everything staged so far".
+    pub generation: u64,
+}
+
+impl Overlay {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+}
+
+/// The two overlays of a shard's writer: `committing` is with the commit thread, `pending`
+/// gathers the next batch.
+#[derive(Default)]
+pub struct Stager {
+    pub pending: Overlay,
+    pub committing: Option<Overlay>,
+    pub next_seq: u64,
+}
+
+impl Stager {
+    fn record(&self, core: &ShardCore, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
+        if let Some(r) = self.pending.records.get(&id) {
+            return Ok(r.clone());
+        }
+        if let Some(r) = self.committing.as_ref().and_then(|c| c.records.get(&id)) {
+            return Ok(r.clone());
+        }
+        core.record(id)
+    }
+
+    fn dn(
+        &self,
+        core: &ShardCore,
+        parent: EntryId,
+        rdn_norm: &str,
+    ) -> ShardResult<Option<EntryId>> {
+        let key = (parent, rdn_norm.to_string());
+        if let Some(d) = self.pending.dns.get(&key) {
+            return Ok(*d);
+        }
+        if let Some(d) = self.committing.as_ref().and_then(|c| c.dns.get(&key)) {
+            return Ok(*d);
+        }
+        core.lookup_dn(parent, rdn_norm)
+    }
+
+    /// Checks `op` against the staged state and, if it succeeds, adds its effects to the
+    /// pending batch. The reply is queued either way.
+    pub fn stage(
+        &mut self,
+        core: &ShardCore,
+        op: WriteOp,
+        closed: &dyn Fn(EntryId) -> bool,
+        reply: Reply,
+    ) {
+        let mut effects = Effects::default();
+        let result = self.plan(core, op, closed, &mut effects);
+        if result.is_ok() {
+            self.apply(core, effects);
+        }
+        self.pending.replies.push((reply, result));
+    }
+
+    fn plan(
+        &mut self,
+        core: &ShardCore,
+        op: WriteOp,
+        closed: &dyn Fn(EntryId) -> bool,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        match op {
+            WriteOp::Add {
+                parent,
+                rdn,
+                rdn_norm,
+                entry,
+            } => {
+                if closed(parent) {
+                    return Err(ShardError::ParentClosed);
+                }
+                if self.dn(core, parent, &rdn_norm)?.is_some() {
+                    return Err(ShardError::AlreadyExists);
+                }
+                let id = EntryId::new(core.info.index, self.next_seq);
+                self.next_seq += 1;
+                fx.next_seq = Some(self.next_seq);
+                fx.dns.push((parent, rdn_norm.clone(), Some(id)));
+                let record = Arc::new(EntryRecord {
+                    parent,
+                    rdn,
+                    rdn_norm,
+                    flags: 0,
+                    entry,
+                });
+                fx.records.push((id, None, Some(record)));
+                Ok(WriteOutcome::Added(id))
+            }
+            WriteOp::Delete { id } => {
+                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
+                if old.is_container() {
+                    return Err(ShardError::NotAllowedOnNonLeaf);
+                }
+                let dn_here =
+                    shard_for_child(old.parent, &old.rdn_norm, core.info.count) == core.info.index;
+                if dn_here && self.dn(core, old.parent, &old.rdn_norm)? == Some(id) {
+                    fx.dns.push((old.parent, old.rdn_norm.clone(), None));
+                }
+                fx.records.push((id, Some(old.clone()), None));
+                Ok(WriteOutcome::Record(old))
+            }
+            WriteOp::Modify { id, changes } => {
+                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
+                let mut next = (*old).clone();
+                apply_changes(&mut next.entry, &changes)?;
+                if next.parent != EntryId::ROOT {
+                    check_rdn_kept(&next)?;
+                }
+                let next = Arc::new(next);
+                fx.records.push((id, Some(old), Some(next.clone())));
+                Ok(WriteOutcome::Record(next))
+            }
+            WriteOp::SetContainer { id, container } => {
+                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
+                let mut next = (*old).clone();
+                next.flags = if container {
+                    next.flags | FLAG_CONTAINER
+                } else {
+                    next.flags & !FLAG_CONTAINER
+                };
+                let next = Arc::new(next);
+                fx.records.push((id, Some(old), Some(next.clone())));
+                Ok(WriteOutcome::Record(next))
+            }
+            WriteOp::PutDn {
+                parent,
+                rdn_norm,
+                id,
+            } => {
+                match self.dn(core, parent, &rdn_norm)? {
+                    Some(existing) if existing != id => return Err(ShardError::AlreadyExists),
+                    Some(_) => {}
+                    None => {
+                        if closed(parent) {
+                            return Err(ShardError::ParentClosed);
+                        }
+                        fx.dns.push((parent, rdn_norm, Some(id)));
+                    }
+                }
+                Ok(WriteOutcome::Done)
+            }
+            WriteOp::RemoveDn {
+                parent,
+                rdn_norm,
+                id,
+            } => {
+                if self.dn(core, parent, &rdn_norm)? == Some(id) {
+                    fx.dns.push((parent, rdn_norm, None));
+                }
+                Ok(WriteOutcome::Done)
+            }
+            WriteOp::Relocate {
+                id,
+                parent,
+                rdn,
+                rdn_norm,
+                drop_values,
+                add_values,
+            } => {
+                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
+                let mut entry = old.entry.clone();
+                for (name, value) in &drop_values {
+                    remove_value(&mut entry, name, value);
+                }
+                for (name, value) in &add_values {
+                    add_value_if_absent(&mut entry, name, value);
+                }
+                let next = Arc::new(EntryRecord {
+                    parent,
+                    rdn,
+                    rdn_norm,
+                    flags: old.flags,
+                    entry,
+                });
+                fx.records.push((id, Some(old), Some(next.clone())));
+                Ok(WriteOutcome::Record(next))
+            }
+        }
+    }
+
+    fn apply(&mut self, core: &ShardCore, fx: Effects) {
+        let batch = &mut self.pending;
+        if let Some(next) = fx.next_seq {
+            batch.mutations.push(Mutation {
+                key: keys::meta("next_seq"),
+                value: Some(next.to_be_bytes().to_vec()),
+            });
+        }
+        for (parent, rdn_norm, target) in fx.dns {
+            batch.mutations.push(Mutation {
+                key: keys::dn(parent, &rdn_norm),
+                value: target.map(|id| id.to_be_bytes().to_vec()),
+            });
+            batch.dns.insert((parent, rdn_norm), target);
+        }
+        for (id, old, new) in fx.records {
+            record_mutations(
+                core,
+                id,
+                old.as_deref(),
+                new.as_deref(),
+                &mut batch.mutations,
+            );
+            batch.records.insert(id, new.clone());
+            batch.touched.push((id, new));
+        }
+    }
+}
+
+#[derive(Default)]
+struct Effects {
+    next_seq: Option<u64>,
+    dns: Vec<(EntryId, String, Option<EntryId>)>,
+    records: Vec<(EntryId, Option<Arc<EntryRecord>>, Option<Arc<EntryRecord>>)>,
+}
+
+fn remove_value(entry: &mut Entry, name: &str, value: &[u8]) {
+    let lower = name.to_ascii_lowercase();
+    let norm = normalize_value(&lower, value);
+    if let Some(attr) = entry.get_mut(name) {
+        attr.values.retain(|v| normalize_value(&lower, v) != norm);
+        if attr.values.is_empty() {
+            entry.remove(name);
+        }
+    }
+}
+
+fn add_value_if_absent(entry: &mut Entry, name: &str, value: &[u8]) {
+    let lower = name.to_ascii_lowercase();
+    let norm = normalize_value(&lower, value);
+    match entry.get_mut(name) {
+        Some(attr) => {
+            if !attr
+                .values
+                .iter()
+                .any(|v| normalize_value(&lower, v) == norm)
+            {
+                attr.values.push(value.to_vec());
+            }
+        }
+        None => entry.attrs.push(Attribute::new(name, vec![value.to_vec()])),
+    }
+}
+
+/// Checks that every value of the entry's RDN is still in the entry (RFC 4511 §4.6: a Modify
+/// may not remove them).
+fn check_rdn_kept(record: &EntryRecord) -> ShardResult<()> {
+    let Ok(rdn) = Rdn::parse(&record.rdn) else {
+        return Ok(());
+    };
+    for ava in &rdn.avas {
+        let lower = ava.attr.to_ascii_lowercase();
+        let norm = normalize_value(&lower, &ava.value);
+        let present = record
+            .entry
+            .get(&ava.attr)
+            .is_some_and(|a| a.values.iter().any(|v| normalize_value(&lower, v) == norm));
+        if !present {
+            return Err(ShardError::NotAllowedOnRdn(ava.attr.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The entry, one-level and index mutations that turn `old` into `new`.
+fn record_mutations(
+    core: &ShardCore,
+    id: EntryId,
+    old: Option<&EntryRecord>,
+    new: Option<&EntryRecord>,
+    out: &mut Vec<Mutation>,
+) {
+    let indexes = &core.info.indexes;
+    let old_keys = old
+        .map(|r| indexes.keys_for(id, &r.entry))
+        .unwrap_or_default();
+    let new_keys = new
+        .map(|r| indexes.keys_for(id, &r.entry))
+        .unwrap_or_default();
+    for gone in old_keys.difference(&new_keys) {
+        out.push(Mutation {
+            key: gone.clone(),
+            value: None,
+        });
+    }
+    for added in new_keys.difference(&old_keys) {
+        out.push(Mutation {
+            key: added.clone(),
+            value: Some(Vec::new()),
+        });
+    }
+    let old_parent = old.map(|r| r.parent);
+    let new_parent = new.map(|r| r.parent);
+    if old_parent != new_parent {
+        if let Some(p) = old_parent {
+            out.push(Mutation {
+                key: keys::child(p, id),
+                value: None,
+            });
+        }
+        if let Some(p) = new_parent {
+            out.push(Mutation {
+                key: keys::child(p, id),
+                value: Some(Vec::new()),
+            });
+        }
+    }
+    out.push(Mutation {
+        key: keys::entry(id),
+        value: new.map(EntryRecord::encode),
+    });
+}

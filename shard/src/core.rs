@@ -1,0 +1,198 @@
+//! The read side of a shard: its storage, the last committed snapshot, and the entry cache.
+//!
+//! A `ShardCore` lives on its worker's thread inside an `Rc`, shared by the shard actor and by
+//! that worker's connections, which read it with a direct call (no message, no thread hop).
+//! Reads use the last committed snapshot, so a commit in progress never blocks them.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::ShardResult;
+use crate::id::EntryId;
+use crate::index::IndexConfig;
+use crate::keys;
+use crate::record::EntryRecord;
+use crate::storage::{KvEngine, KvSnapshot};
+
+/// Static facts about a shard that every part of it needs.
+#[derive(Clone, Debug)]
+pub struct ShardInfo {
+    pub index: usize,
+    pub count: usize,
+    pub entry_cache_entries_max: usize,
+    pub indexes: Arc<IndexConfig>,
+}
+
+pub struct ShardCore {
+    pub info: ShardInfo,
+    engine: Arc<dyn KvEngine>,
+    snapshot: RefCell<Arc<dyn KvSnapshot>>,
+    cache: RefCell<HashMap<EntryId, Arc<EntryRecord>>>,
+}
+
+impl ShardCore {
+    pub fn new(info: ShardInfo, engine: Arc<dyn KvEngine>) -> ShardResult<Self> {
+        let snapshot: Arc<dyn KvSnapshot> = Arc::from(engine.snapshot()?);
+        Ok(Self {
+            info,
+            engine,
+            snapshot: RefCell::new(snapshot),
+            cache: RefCell::new(HashMap::new()),
+        })
+    }
+
+    pub fn engine(&self) -> Arc<dyn KvEngine> {
+        self.engine.clone()
+    }
+
+    /// The last committed snapshot; a search holds it for its whole run.
+    pub fn snapshot(&self) -> Arc<dyn KvSnapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    /// Called after each commit, before replies go out.
+    pub fn refresh_snapshot(&self) -> ShardResult<()> {
+        let next: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
+        *self.snapshot.borrow_mut() = next;
+        Ok(())
+    }
+
+    /// An entry by id, from the cache or the last committed snapshot.
+    pub fn record(&self, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
+        if let Some(hit) = self.cache.borrow().get(&id) {
+            return Ok(Some(hit.clone()));
+        }
+        let snapshot = self.snapshot();
+        self.record_in(snapshot.as_ref(), id)
+    }
+
+    /// An entry by id as of `snapshot`, filling the cache.
+    pub fn record_in(
+        &self,
+        snapshot: &dyn KvSnapshot,
+        id: EntryId,
+    ) -> ShardResult<Option<Arc<EntryRecord>>> {
+        if let Some(hit) = self.cache.borrow().get(&id) {
+            return Ok(Some(hit.clone()));
+        }
+        let Some(bytes) = snapshot.get(&keys::entry(id))? else {
+            return Ok(None);
+        };
+        let record = Arc::new(EntryRecord::decode(&bytes)?);
+        self.cache_put(id, record.clone());
+        Ok(Some(record))
+    }
+
+    /// The id named by (`parent`, `rdn_norm`) in this shard's DN→ID index.
+    pub fn lookup_dn(&self, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
+        let snapshot = self.snapshot();
+        Ok(snapshot
+            .get(&keys::dn(parent, rdn_norm))?
+            .and_then(|v| EntryId::from_be_slice(&v)))
+    }
+
+    /// Ids of this shard's children of `parent`.
+    pub fn children(
+        &self,
+        snapshot: &dyn KvSnapshot,
+        parent: EntryId,
+    ) -> ShardResult<Vec<EntryId>> {
+        let mut out = Vec::new();
+        snapshot.scan_prefix(&keys::children_prefix(parent), &mut |k, _| {
+            if let Some(id) = keys::trailing_id(k) {
+                out.push(id);
+            }
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Whether `parent` has at least one child on this shard.
+    pub fn has_children(&self, snapshot: &dyn KvSnapshot, parent: EntryId) -> ShardResult<bool> {
+        let mut found = false;
+        snapshot.scan_prefix(&keys::children_prefix(parent), &mut |_, _| {
+            found = true;
+            false
+        })?;
+        Ok(found)
+    }
+
+    /// Every entry id on this shard.
+    pub fn all_ids(&self, snapshot: &dyn KvSnapshot) -> ShardResult<Vec<EntryId>> {
+        let mut out = Vec::new();
+        snapshot.scan_prefix(&keys::entries_prefix(), &mut |k, _| {
+            if let Some(id) = keys::trailing_id(k) {
+                out.push(id);
+            }
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Ids of the postings under an index key prefix.
+    pub fn postings(&self, snapshot: &dyn KvSnapshot, prefix: &[u8]) -> ShardResult<Vec<EntryId>> {
+        let mut out = Vec::new();
+        snapshot.scan_prefix(prefix, &mut |k, _| {
+            if let Some(id) = keys::trailing_id(k) {
+                out.push(id);
+            }
+            true
+        })?;
+        Ok(out)
+    }
+
+    pub fn cache_put(&self, id: EntryId, record: Arc<EntryRecord>) {
+        let mut cache = self.cache.borrow_mut();
+        if cache.len() >= self.info.entry_cache_entries_max && !cache.contains_key(&id) {
+            // Evict an arbitrary entry: no recency bookkeeping on the hit path.
+            if let Some(victim) = cache.keys().next().copied() {
+                cache.remove(&victim);
+            }
+        }
+        if self.info.entry_cache_entries_max > 0 {
+            cache.insert(id, record);
+        }
+    }
+
+    pub fn cache_forget(&self, id: EntryId) {
+        self.cache.borrow_mut().remove(&id);
+    }
+
+    /// Every container record on this shard: the shard's part of the skeleton at startup.
+    pub fn container_records(&self) -> ShardResult<Vec<(EntryId, EntryRecord)>> {
+        let snapshot = self.snapshot();
+        let mut out = Vec::new();
+        let mut failure = None;
+        snapshot.scan_prefix(&keys::entries_prefix(), &mut |k, v| match (
+            keys::trailing_id(k),
+            EntryRecord::decode(v),
+        ) {
+            (Some(id), Ok(record)) => {
+                if record.is_container() {
+                    out.push((id, record));
+                }
+                true
+            }
+            (_, Err(e)) => {
+                failure = Some(e);
+                false
+            }
+            (None, _) => true,
+        })?;
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(out),
+        }
+    }
+
+    /// The next sequence number to allocate, from the shard's metadata.
+    pub fn stored_next_seq(&self) -> ShardResult<u64> {
+        let snapshot = self.snapshot();
+        Ok(snapshot
+            .get(&keys::meta("next_seq"))?
+            .and_then(|v| EntryId::from_be_slice(&v))
+            .map(|id| id.0)
+            .unwrap_or(1))
+    }
+}

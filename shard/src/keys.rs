@@ -1,0 +1,80 @@
+//! Key layouts of the shard's tables (see [`crate::storage::Table`]). Fixed-width ids are
+//! big-endian so that keys sort by id.
+
+use crate::id::EntryId;
+use crate::storage::Table;
+
+pub fn entry(id: EntryId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(Table::Entries as u8);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn entries_prefix() -> Vec<u8> {
+    vec![Table::Entries as u8]
+}
+
+pub fn dn(parent: EntryId, rdn_norm: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9 + rdn_norm.len());
+    key.push(Table::Dn as u8);
+    key.extend_from_slice(&parent.to_be_bytes());
+    key.extend_from_slice(rdn_norm.as_bytes());
+    key
+}
+
+pub fn child(parent: EntryId, child: EntryId) -> Vec<u8> {
+    let mut key = children_prefix(parent);
+    key.extend_from_slice(&child.to_be_bytes());
+    key
+}
+
+pub fn children_prefix(parent: EntryId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(17);
+    key.push(Table::Children as u8);
+    key.extend_from_slice(&parent.to_be_bytes());
+    key
+}
+
+/// The prefix of all equality postings of (`attr_lower`, `value_norm`).
+pub fn eq_prefix(attr_lower: &str, value_norm: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(3 + attr_lower.len() + value_norm.len() + 8);
+    key.push(Table::Eq as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key.extend_from_slice(value_norm);
+    key.push(0);
+    key
+}
+
+pub fn eq(attr_lower: &str, value_norm: &[u8], id: EntryId) -> Vec<u8> {
+    let mut key = eq_prefix(attr_lower, value_norm);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn pres_prefix(attr_lower: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + attr_lower.len() + 8);
+    key.push(Table::Pres as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key
+}
+
+pub fn pres(attr_lower: &str, id: EntryId) -> Vec<u8> {
+    let mut key = pres_prefix(attr_lower);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn meta(name: &str) -> Vec<u8> {
+    let mut key = vec![Table::Meta as u8];
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+/// The id at the end of a posting key (the last 8 bytes).
+pub fn trailing_id(key: &[u8]) -> Option<EntryId> {
+    let start = key.len().checked_sub(8)?;
+    EntryId::from_be_slice(&key[start..])
+}

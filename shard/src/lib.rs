@@ -1,0 +1,33 @@
+//! A Ferrodir shard: one partition of the directory, owned by one actix actor.
+//!
+//! # Layout
+//! - [`id`]: entry ids and placement (which shard holds what).
+//! - [`storage`]: the byte-level storage trait and its engines (redb default, sled).
+//! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk.
+//! - [`index`]: per-attribute index configuration and the keys an entry contributes.
+//! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
+//! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
+//!   thread that syncs each batch.
+//! - [`actor`]: the shard actor and its messages.
+//! - [`search`], [`eval`]: running a search on this shard and streaming the matches.
+//! - [`modify`]: applying a Modify's changes to an entry.
+//! - [`skeleton`]: the tree of container entries every worker reads.
+
+pub mod actor;
+pub mod batch;
+pub mod codec;
+pub mod commit;
+pub mod core;
+pub mod error;
+pub mod eval;
+pub mod id;
+pub mod index;
+pub mod keys;
+pub mod modify;
+pub mod record;
+pub mod search;
+pub mod skeleton;
+pub mod storage;
+
+pub use error::{ShardError, ShardResult};
+pub use id::EntryId;

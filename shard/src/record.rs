@@ -1,0 +1,106 @@
+//! The stored form of an entry.
+//!
+//! An entry stores its own RDN and its parent's id, not its full DN: the DN is put together
+//! at send time from the tree skeleton, so renaming or moving a subtree rewrites only the
+//! records of the entries that actually moved.
+
+use ferrodir_proto::entry::{Attribute, Entry};
+
+use crate::codec::{put_bytes, put_u64, put_varint, CorruptRecord, Reader};
+use crate::id::EntryId;
+
+const RECORD_VERSION: u8 = 1;
+
+/// Flag bit: the entry has (or recently had) children and is published in the skeleton.
+pub const FLAG_CONTAINER: u8 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryRecord {
+    pub parent: EntryId,
+    /// The RDN as the client wrote it (RFC 4514 string form).
+    pub rdn: String,
+    /// The normalised RDN; the key of this entry's DN→ID record under `parent`.
+    pub rdn_norm: String,
+    pub flags: u8,
+    pub entry: Entry,
+}
+
+impl EntryRecord {
+    pub fn is_container(&self) -> bool {
+        self.flags & FLAG_CONTAINER != 0
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
+        out.push(RECORD_VERSION);
+        put_u64(&mut out, self.parent.0);
+        out.push(self.flags);
+        put_bytes(&mut out, self.rdn.as_bytes());
+        put_bytes(&mut out, self.rdn_norm.as_bytes());
+        put_varint(&mut out, self.entry.attrs.len() as u64);
+        for attr in &self.entry.attrs {
+            put_bytes(&mut out, attr.name.as_bytes());
+            put_varint(&mut out, attr.values.len() as u64);
+            for value in &attr.values {
+                put_bytes(&mut out, value);
+            }
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, CorruptRecord> {
+        let mut r = Reader::new(bytes);
+        if r.u8()? != RECORD_VERSION {
+            return Err(CorruptRecord("unknown record version"));
+        }
+        let parent = EntryId(r.u64()?);
+        let flags = r.u8()?;
+        let rdn = r.string()?;
+        let rdn_norm = r.string()?;
+        let attr_count = r.varint()?;
+        let mut attrs = Vec::with_capacity(attr_count.min(256) as usize);
+        for _ in 0..attr_count {
+            let name = r.string()?;
+            let value_count = r.varint()?;
+            let mut values = Vec::with_capacity(value_count.min(256) as usize);
+            for _ in 0..value_count {
+                values.push(r.bytes()?.to_vec());
+            }
+            attrs.push(Attribute { name, values });
+        }
+        if !r.is_empty() {
+            return Err(CorruptRecord("trailing bytes"));
+        }
+        Ok(Self {
+            parent,
+            rdn,
+            rdn_norm,
+            flags,
+            entry: Entry { attrs },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trip() {
+        let record = EntryRecord {
+            parent: EntryId(42),
+            rdn: "cn=Babs".into(),
+            rdn_norm: "cn=babs".into(),
+            flags: FLAG_CONTAINER,
+            entry: Entry::new(vec![Attribute::new(
+                "cn",
+                vec![b"Babs".to_vec(), b"B".to_vec()],
+            )]),
+        };
+        let bytes = record.encode();
+        assert_eq!(EntryRecord::decode(&bytes).unwrap(), record);
+        for cut in 0..bytes.len() {
+            assert!(EntryRecord::decode(&bytes[..cut]).is_err());
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The tree skeleton: every container entry (one with children) with its parent and RDN.
+//!
+//! It is small (a flat `ou=people` with a million leaves has a handful of containers), so every
+//! worker reads the same immutable copy without a lock and DN resolution never leaves the
+//! worker. The coordinator in `router` is its only writer: it builds a new version and
+//! publishes it through [`SkeletonCell`]; a search pins the version it started with.
+//!
+//! A configured suffix (`dc=example,dc=com`) is one node whose "RDN" is the whole suffix DN,
+//! under the virtual root [`EntryId::ROOT`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::id::EntryId;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerNode {
+    pub id: EntryId,
+    pub parent: EntryId,
+    pub rdn: String,
+    pub rdn_norm: String,
+    /// The full DN as it is sent to clients, built from the RDNs up to the suffix.
+    pub dn: Arc<str>,
+}
+
+/// One immutable version of the skeleton.
+#[derive(Clone, Debug, Default)]
+pub struct Skeleton {
+    pub version: u64,
+    nodes: HashMap<EntryId, ContainerNode>,
+    by_name: HashMap<(EntryId, String), EntryId>,
+    child_containers: HashMap<EntryId, Vec<EntryId>>,
+}
+
+/// What DN resolution against the skeleton found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    /// The deepest container on the DN's path (ROOT if none).
+    pub deepest: EntryId,
+    /// How many of the DN's normalised RDNs (from the right, the suffix counting as one) were
+    /// matched to containers.
+    pub matched: usize,
+}
+
+impl Skeleton {
+    /// Builds a version from container records `(id, parent, rdn, rdn_norm)`. Records whose
+    /// parent chain doesn't reach the root are returned as orphans for `verify` to report.
+    pub fn build(
+        version: u64,
+        records: impl IntoIterator<Item = (EntryId, EntryId, String, String)>,
+    ) -> (Self, Vec<EntryId>) {
+        let mut pending: HashMap<EntryId, (EntryId, String, String)> = HashMap::new();
+        for (id, parent, rdn, rdn_norm) in records {
+            pending.insert(id, (parent, rdn, rdn_norm));
+        }
+        let mut skeleton = Skeleton {
+            version,
+            ..Default::default()
+        };
+        // Place nodes top-down: a node is placed once its parent is (iterative, no recursion).
+        let mut frontier = vec![EntryId::ROOT];
+        let mut by_parent: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
+        for (id, (parent, _, _)) in &pending {
+            by_parent.entry(*parent).or_default().push(*id);
+        }
+        while let Some(parent) = frontier.pop() {
+            for child in by_parent.remove(&parent).unwrap_or_default() {
+                if let Some((p, rdn, rdn_norm)) = pending.remove(&child) {
+                    skeleton.insert_node(child, p, rdn, rdn_norm);
+                    frontier.push(child);
+                }
+            }
+        }
+        let orphans = pending.into_keys().collect();
+        (skeleton, orphans)
+    }
+
+    fn insert_node(&mut self, id: EntryId, parent: EntryId, rdn: String, rdn_norm: String) {
+        let dn: Arc<str> = match self.nodes.get(&parent) {
+            Some(p) => format!("{},{}", rdn, p.dn).into(),
+            None => rdn.clone().into(),
+        };
+        self.by_name.insert((parent, rdn_norm.clone()), id);
+        self.child_containers.entry(parent).or_default().push(id);
+        self.nodes.insert(
+            id,
+            ContainerNode {
+                id,
+                parent,
+                rdn,
+                rdn_norm,
+                dn,
+            },
+        );
+    }
+
+    /// A copy with `id` added as a container (its parent must be a container or ROOT).
+    pub fn with_container(&self, id: EntryId, parent: EntryId, rdn: &str, rdn_norm: &str) -> Self {
+        let mut next = self.clone();
+        next.version += 1;
+        if !next.nodes.contains_key(&id) {
+            next.insert_node(id, parent, rdn.to_string(), rdn_norm.to_string());
+        }
+        next
+    }
+
+    /// A copy without container `id` (which must have no child containers).
+    pub fn without_container(&self, id: EntryId) -> Self {
+        let mut next = self.clone();
+        next.version += 1;
+        if let Some(node) = next.nodes.remove(&id) {
+            next.by_name.remove(&(node.parent, node.rdn_norm));
+            if let Some(siblings) = next.child_containers.get_mut(&node.parent) {
+                siblings.retain(|c| *c != id);
+            }
+            next.child_containers.remove(&id);
+        }
+        next
+    }
+
+    pub fn get(&self, id: EntryId) -> Option<&ContainerNode> {
+        self.nodes.get(&id)
+    }
+
+    pub fn contains(&self, id: EntryId) -> bool {
+        self.nodes.contains_key(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn child_named(&self, parent: EntryId, rdn_norm: &str) -> Option<EntryId> {
+        self.by_name.get(&(parent, rdn_norm.to_string())).copied()
+    }
+
+    /// Walks normalised names from the top (`names[0]` is the suffix) as far as containers go.
+    pub fn resolve<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Resolution {
+        let mut deepest = EntryId::ROOT;
+        let mut matched = 0;
+        for name in names {
+            match self.by_name.get(&(deepest, name.to_string())) {
+                Some(&id) => {
+                    deepest = id;
+                    matched += 1;
+                }
+                None => break,
+            }
+        }
+        Resolution { deepest, matched }
+    }
+
+    /// The DN of an entry whose parent is `parent`, as sent to clients.
+    pub fn dn_of_child(&self, parent: EntryId, rdn: &str) -> String {
+        match self.nodes.get(&parent) {
+            Some(node) => {
+                let mut dn = String::with_capacity(rdn.len() + 1 + node.dn.len());
+                dn.push_str(rdn);
+                dn.push(',');
+                dn.push_str(&node.dn);
+                dn
+            }
+            None => rdn.to_string(),
+        }
+    }
+
+    /// Whether an entry whose parent is `parent` lies within the subtree of `base` (the base
+    /// itself is checked by the caller).
+    pub fn parent_within(&self, mut parent: EntryId, base: EntryId) -> bool {
+        // The depth of a real tree is small; the bound guards a corrupt cycle.
+        for _ in 0..1024 {
+            if parent == base {
+                return true;
+            }
+            match self.nodes.get(&parent) {
+                Some(node) => parent = node.parent,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// `base` (if a container) and every container below it.
+    pub fn containers_under(&self, base: EntryId) -> Vec<EntryId> {
+        let mut out = Vec::new();
+        let mut stack = vec![base];
+        while let Some(id) = stack.pop() {
+            if self.nodes.contains_key(&id) || id == EntryId::ROOT {
+                out.push(id);
+            }
+            if let Some(children) = self.child_containers.get(&id) {
+                stack.extend(children.iter().copied());
+            }
+        }
+        out
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &ContainerNode> {
+        self.nodes.values()
+    }
+}
+
+/// Where the current skeleton version is published. Readers check the version number (a
+/// read-only shared word) and re-load only when it changed.
+pub struct SkeletonCell {
+    current: ArcSwap<Skeleton>,
+    version: AtomicU64,
+}
+
+impl SkeletonCell {
+    pub fn new(initial: Skeleton) -> Self {
+        let version = initial.version;
+        Self {
+            current: ArcSwap::from_pointee(initial),
+            version: AtomicU64::new(version),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    pub fn load(&self) -> Arc<Skeleton> {
+        self.current.load_full()
+    }
+
+    /// Publishes `next` atomically. Only the coordinator calls this.
+    pub fn publish(&self, next: Skeleton) {
+        let version = next.version;
+        self.current.store(Arc::new(next));
+        self.version.store(version, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Skeleton {
+        let (s, orphans) = Skeleton::build(
+            1,
+            vec![
+                (
+                    EntryId(2),
+                    EntryId(1),
+                    "ou=People".into(),
+                    "ou=people".into(),
+                ),
+                (
+                    EntryId(1),
+                    EntryId::ROOT,
+                    "dc=example,dc=com".into(),
+                    "dc=example,dc=com".into(),
+                ),
+                (EntryId(9), EntryId(77), "ou=lost".into(), "ou=lost".into()),
+            ],
+        );
+        assert_eq!(orphans, vec![EntryId(9)]);
+        s
+    }
+
+    #[test]
+    fn builds_dns_and_resolves() {
+        let s = sample();
+        assert_eq!(
+            &*s.get(EntryId(2)).unwrap().dn,
+            "ou=People,dc=example,dc=com"
+        );
+        let r = s.resolve(["dc=example,dc=com", "ou=people", "uid=x"]);
+        assert_eq!(
+            r,
+            Resolution {
+                deepest: EntryId(2),
+                matched: 2
+            }
+        );
+        assert_eq!(
+            s.dn_of_child(EntryId(2), "uid=x"),
+            "uid=x,ou=People,dc=example,dc=com"
+        );
+        assert!(s.parent_within(EntryId(2), EntryId(1)));
+        assert!(!s.parent_within(EntryId(1), EntryId(2)));
+        assert_eq!(s.containers_under(EntryId(1)).len(), 2);
+    }
+
+    #[test]
+    fn copy_on_write_changes() {
+        let s = sample();
+        let t = s.with_container(EntryId(3), EntryId(2), "cn=g", "cn=g");
+        assert!(t.contains(EntryId(3)) && !s.contains(EntryId(3)));
+        let u = t.without_container(EntryId(3));
+        assert!(!u.contains(EntryId(3)));
+        assert_eq!(u.version, s.version + 2);
+    }
+}
