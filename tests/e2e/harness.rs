@@ -1,0 +1,179 @@
+//! Starting the real `ferrodir` binary for a test: a fresh data directory, a config file, a
+//! free loopback port, and helpers to stop, kill and restart it.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=com";
+pub const ADMIN_PW: &str = "secret";
+pub const BASE: &str = "dc=example,dc=com";
+
+/// Config used by every test unless it passes its own: four shards, so that even a 2-core
+/// machine exercises the cross-shard paths.
+pub const TEST_CONFIG: &str = r#"
+shards = 4
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = true
+[log]
+level = "warn"
+"#;
+
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    config_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_ferrodir")
+}
+
+impl Server {
+    pub fn start() -> Self {
+        Self::start_with_config(TEST_CONFIG)
+    }
+
+    /// Starts with `config` (TOML) in a new temporary data directory.
+    pub fn start_with_config(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data_dir = dir.path().join("data");
+        let config_path = dir.path().join("ferrodir.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let (child, addr) = spawn(&config_path, &data_dir, "127.0.0.1:0".parse().unwrap());
+        Self { child: Some(child), addr, data_dir, config_path, _dir: dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ldap://{}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            let status = wait_timeout(&mut child, Duration::from_secs(20));
+            assert!(status.is_some(), "server did not stop within 20s of SIGTERM");
+        }
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts again on the same data directory and the same port.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop or kill the server first");
+        let (child, addr) = spawn(&self.config_path, &self.data_dir, self.addr);
+        self.child = Some(child);
+        self.addr = addr;
+    }
+
+    /// Runs `ferrodir export` on the (stopped) server's data directory.
+    pub fn export(&self) -> String {
+        let output = Command::new(binary())
+            .args(["export", "--config"])
+            .arg(&self.config_path)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .output()
+            .expect("run export");
+        assert!(output.status.success(), "export failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).expect("utf-8 LDIF")
+    }
+
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn(config: &Path, data_dir: &Path, listen: SocketAddr) -> (Child, SocketAddr) {
+    // A restart reuses the port; the old socket may linger briefly.
+    for _attempt in 0..50 {
+        let mut child = Command::new(binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen")
+            .arg(listen.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ferrodir");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("ferrodir listening on ") {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => return (child, addr.parse().expect("listen address")),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    panic!("ferrodir did not start listening on {listen}");
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// Runs an OpenLDAP command-line tool; returns (exit code, stdout, stderr).
+pub fn tool(name: &str, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(name)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {name} (install ldap-utils): {e}"));
+    if let Some(input) = stdin {
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    }
+    drop(child.stdin.take());
+    let output = child.wait_with_output().expect("wait");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
