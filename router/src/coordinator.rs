@@ -15,7 +15,9 @@
 //! Closing a parent: to decide "no children" without racing concurrent adds, the
 //! coordinator asks every shard to close the parent to new children and count, after
 //! everything already staged is durable. Adds that meet a closed parent fail with
-//! `ParentClosed` and are retried by the router.
+//! `ParentClosed` and are retried by the router. A parent found childless stays closed
+//! (it is demoted or deleted), so an add routed with an older skeleton can't slip under a
+//! leaf; promotion reopens it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -101,6 +103,8 @@ impl Inner {
                 .borrow()
                 .with_container(id, record.parent, &record.rdn, &record.rdn_norm);
         self.publish(next);
+        // It may have been a container before, demoted and left closed.
+        self.reopen(id).await;
         Ok(())
     }
 
@@ -135,45 +139,35 @@ impl Inner {
             return Ok(());
         }
         let children = self.close_and_count(id).await?;
-        let result = if children == 0 {
-            match self
-                .write(
-                    id.shard(),
-                    WriteOp::SetContainer {
-                        id,
-                        container: false,
-                    },
-                )
-                .await
-            {
-                Ok(_)
-                | Err(LdapError {
-                    code: ResultCode::NO_SUCH_OBJECT,
-                    ..
-                }) => {
-                    let next = self.tree.borrow().without_container(id);
-                    self.publish(next);
-                    Ok(())
-                }
-                Err(e) => Err(e),
+        if children > 0 {
+            self.reopen(id).await;
+            return Ok(());
+        }
+        // Demoted: it stays closed on every shard, so an add sent with an older skeleton
+        // (where it was still a container) can't land under a leaf. Promotion reopens it.
+        match self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await {
+            Ok(_) | Err(LdapError { code: ResultCode::NO_SUCH_OBJECT, .. }) => {
+                let next = self.tree.borrow().without_container(id);
+                self.publish(next);
+                Ok(())
             }
-        } else {
-            Ok(())
-        };
-        self.reopen(id).await;
-        result
+            Err(e) => {
+                self.reopen(id).await;
+                Err(e)
+            }
+        }
     }
 
     async fn delete_container(&self, target: Located) -> LdapResultOf<()> {
         let id = target.id;
         let children = self.close_and_count(id).await?;
-        let result = if children > 0 {
-            Err(LdapError::from(ShardError::NotAllowedOnNonLeaf))
-        } else {
-            self.delete_closed(target).await
-        };
-        self.reopen(id).await;
-        result
+        if children > 0 {
+            self.reopen(id).await;
+            return Err(LdapError::from(ShardError::NotAllowedOnNonLeaf));
+        }
+        // It stays closed whatever happens next: it is no longer published as a container,
+        // and a later first child would promote (and reopen) it.
+        self.delete_closed(target).await
     }
 
     async fn delete_closed(&self, target: Located) -> LdapResultOf<()> {

@@ -6,7 +6,7 @@
 //! keeps serving reads from the last committed snapshot meanwhile. After a commit returns,
 //! the snapshot is refreshed, caches updated, and replies sent in batch order.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -28,8 +28,12 @@ pub struct ShardActor {
     core: Rc<ShardCore>,
     stager: Stager,
     committer: Committer,
-    /// Parents under which no child may be added right now (refcounted).
-    closed: HashMap<EntryId, usize>,
+    /// Parents under which no child may be added: being checked for children, or no longer
+    /// containers (demoted or deleted). Routers holding an older skeleton may still send adds
+    /// under them; those fail with `ParentClosed` and are retried. Only the coordinator,
+    /// which is serial, changes this set. It grows with container demotions and deletions
+    /// since start (few: containers are a small part of a tree) and starts empty.
+    closed: HashSet<EntryId>,
     started_generation: u64,
     committed_generation: u64,
     drain_waiters: Vec<DrainWaiter>,
@@ -52,7 +56,7 @@ impl ShardActor {
                 ..Default::default()
             },
             committer,
-            closed: HashMap::new(),
+            closed: HashSet::new(),
             started_generation: 0,
             committed_generation: 0,
             drain_waiters: Vec::new(),
@@ -169,7 +173,7 @@ impl Handler<Write> for ShardActor {
         let (reply, answer) = oneshot::channel();
         let closed = &self.closed;
         self.stager
-            .stage(&self.core, msg.0, &|p| closed.contains_key(&p), reply);
+            .stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
         self.start_commit(ctx);
         Box::pin(async move {
             answer
@@ -231,7 +235,7 @@ impl Handler<CloseAndCount> for ShardActor {
     type Result = ResponseFuture<ShardResult<u64>>;
 
     fn handle(&mut self, msg: CloseAndCount, _: &mut Context<Self>) -> Self::Result {
-        *self.closed.entry(msg.0).or_insert(0) += 1;
+        self.closed.insert(msg.0);
         let generation = if !self.stager.pending.is_empty() {
             self.started_generation + 1
         } else if self.stager.committing.is_some() {
@@ -254,7 +258,7 @@ impl Handler<CloseAndCount> for ShardActor {
     }
 }
 
-/// Undo one [`CloseAndCount`].
+/// Open `parent` to new children again (it is, or has become, a container).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Reopen(pub EntryId);
@@ -263,11 +267,113 @@ impl Handler<Reopen> for ShardActor {
     type Result = ();
 
     fn handle(&mut self, msg: Reopen, _: &mut Context<Self>) {
-        if let Some(count) = self.closed.get_mut(&msg.0) {
-            *count -= 1;
-            if *count == 0 {
-                self.closed.remove(&msg.0);
-            }
+        self.closed.remove(&msg.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use ferrodir_proto::entry::{Attribute, Entry};
+
+    use super::*;
+    use crate::core::ShardInfo;
+    use crate::index::IndexConfig;
+    use crate::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageResult};
+
+    /// Counts commits, to see that concurrent writers share them.
+    struct Counting {
+        inner: Box<dyn KvEngine>,
+        commits: AtomicUsize,
+    }
+
+    impl KvEngine for Counting {
+        fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
+            self.inner.snapshot()
         }
+        fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            self.inner.commit(batch)
+        }
+    }
+
+    fn add(name: &str, parent: EntryId) -> Write {
+        Write(WriteOp::Add {
+            parent,
+            rdn: format!("cn={name}"),
+            rdn_norm: format!("cn={}", name.to_lowercase()),
+            entry: Entry::new(vec![
+                Attribute::new("objectClass", vec![b"person".to_vec()]),
+                Attribute::new("cn", vec![name.as_bytes().to_vec()]),
+            ]),
+        })
+    }
+
+    #[test]
+    fn group_commit_batches_and_checks_against_staged_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Counting {
+            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            commits: AtomicUsize::new(0),
+        });
+        let info = ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache_entries_max: 16,
+            indexes: Arc::new(IndexConfig::from_directives(&["cn eq"]).unwrap()),
+        };
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(info, engine.clone()).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let mut pending = Vec::new();
+            for i in 0..200 {
+                pending.push(actix::spawn(addr.send(add(&format!("e{i}"), EntryId::ROOT))));
+            }
+            // The same name twice in flight: exactly one wins, judged against staged state.
+            pending.push(actix::spawn(addr.send(add("e7", EntryId::ROOT))));
+            let mut added = 0;
+            let mut exists = 0;
+            for handle in pending {
+                match handle.await.unwrap().unwrap() {
+                    Ok(WriteOutcome::Added(_)) => added += 1,
+                    Err(ShardError::AlreadyExists) => exists += 1,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert_eq!((added, exists), (200, 1));
+            let commits = engine.commits.load(Ordering::SeqCst);
+            assert!(commits < 100, "200 concurrent adds took {commits} commits");
+            // Replies came after the commit: the snapshot already shows every entry.
+            assert!(core.lookup_dn(EntryId::ROOT, "cn=e199").unwrap().is_some());
+            let index_hits = core.postings(core.snapshot().as_ref(), &crate::keys::eq_prefix("cn", b"e5")).unwrap();
+            assert_eq!(index_hits.len(), 1);
+        });
+    }
+
+    #[test]
+    fn closed_parent_refuses_children_and_containers_refuse_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let info =
+            ShardInfo { index: 0, count: 1, entry_cache_entries_max: 16, indexes: Arc::new(IndexConfig::default()) };
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(info, engine).unwrap());
+            let addr = ShardActor::new(core).unwrap().start();
+            let Ok(WriteOutcome::Added(parent)) = addr.send(add("p", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            assert_eq!(addr.send(CloseAndCount(parent)).await.unwrap().unwrap(), 0);
+            assert!(matches!(addr.send(add("c", parent)).await.unwrap(), Err(ShardError::ParentClosed)));
+            addr.send(Reopen(parent)).await.unwrap();
+            assert!(matches!(addr.send(add("c", parent)).await.unwrap(), Ok(WriteOutcome::Added(_))));
+            assert_eq!(addr.send(CloseAndCount(parent)).await.unwrap().unwrap(), 1);
+            let promote = WriteOp::SetContainer { id: parent, container: true };
+            addr.send(Write(promote)).await.unwrap().unwrap();
+            let delete = addr.send(Write(WriteOp::Delete { id: parent })).await.unwrap();
+            assert!(matches!(delete, Err(ShardError::NotAllowedOnNonLeaf)));
+        });
     }
 }

@@ -1,9 +1,10 @@
 //! Search (RFC 4511 §4.5). The router resolves the base once, then starts the search on the
 //! base's shard (base scope) or on every shard (one-level and subtree), and streams the
 //! entries to the connection as the shards produce them. sizeLimit, timeLimit and Abandon
-//! set the shared cancel flag, which stops the shards' scans.
+//! set the search's stop flag, which stops every shard's scan. (Abandon is the operation's
+//! own cancel flag: it also silences the final response; a size or time limit doesn't.)
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +65,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
     let capacity = config.search_chunks_in_flight.max(1) * shards.len();
     let (sink, chunks) = mpsc::channel(capacity);
+    let stop = Arc::new(AtomicBool::new(false));
     let tree = ctx.worker.tree();
     let filter = Arc::new(request.filter);
     let attrs = Arc::new(attrs);
@@ -75,23 +77,23 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
             filter: filter.clone(),
             attrs: attrs.clone(),
             sink: sink.clone(),
-            cancel: ctx.cancel.clone(),
+            cancel: stop.clone(),
         };
         ctx.worker.start_search(shard, task).await?;
     }
     drop(sink);
     let deadline =
         time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
-    let outcome = collect(ctx, chunks, shards.len(), size_limit, deadline).await;
-    if outcome.is_err() || ctx.cancelled() {
-        ctx.cancel.store(true, Ordering::Relaxed);
-    }
+    let outcome = collect(ctx, &stop, chunks, shards.len(), size_limit, deadline).await;
+    // Whatever ended the collection, the shards have nothing more to do.
+    stop.store(true, Ordering::Relaxed);
     outcome
 }
 
 /// Forwards entries until every shard is done, or a limit or Abandon stops the search.
 async fn collect(
     ctx: &OpContext,
+    stop: &AtomicBool,
     mut chunks: mpsc::Receiver<SearchChunk>,
     shards: usize,
     size_limit: Option<u32>,
@@ -105,7 +107,7 @@ async fn collect(
             Some(at) => match tokio::time::timeout_at(at, chunks.recv()).await {
                 Ok(chunk) => chunk,
                 Err(_) => {
-                    ctx.cancel.store(true, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
                     return Ok(LdapResult::new(
                         ResultCode::TIME_LIMIT_EXCEEDED,
                         String::new(),
@@ -119,7 +121,9 @@ async fn collect(
         match chunk {
             SearchChunk::Entries(mut pdus) => {
                 if ctx.cancelled() {
-                    continue; // abandoned: drain quietly until the shards notice
+                    // Abandoned: stop the shards and send nothing more.
+                    stop.store(true, Ordering::Relaxed);
+                    return Ok(LdapResult::success());
                 }
                 let mut exceeded = false;
                 if let Some(max) = size_limit {
@@ -131,12 +135,11 @@ async fn collect(
                 }
                 sent += pdus.len() as u64;
                 if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
-                    ctx.cancel.store(true, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
                     return Ok(LdapResult::success());
                 }
                 if exceeded {
-                    ctx.cancel.store(true, Ordering::Relaxed);
-                    // Not via ctx.respond: the flag we just set means "stop the shards".
+                    stop.store(true, Ordering::Relaxed);
                     return Ok(LdapResult::new(
                         ResultCode::SIZE_LIMIT_EXCEEDED,
                         String::new(),
