@@ -109,9 +109,7 @@ impl Dn {
         if self.is_root() {
             return None;
         }
-        Some(Dn {
-            rdns: self.rdns[1..].to_vec(),
-        })
+        Some(Dn { rdns: self.rdns[1..].to_vec() })
     }
 
     /// The number of RDNs.
@@ -155,9 +153,7 @@ impl Dn {
     /// `n` is at least its length.
     pub fn ancestors_suffix(&self, n: usize) -> Dn {
         let skip = self.rdns.len().saturating_sub(n);
-        Dn {
-            rdns: self.rdns[skip..].to_vec(),
-        }
+        Dn { rdns: self.rdns[skip..].to_vec() }
     }
 }
 
@@ -190,21 +186,13 @@ impl Rdn {
         let rdn = parser.parse_rdn()?;
         match parser.peek() {
             None => Ok(rdn),
-            Some(_) => Err(DnError::NotSingleRdn {
-                offset: parser.pos,
-                ch: parser.current_char(),
-            }),
+            Some(_) => Err(DnError::NotSingleRdn { offset: parser.pos, ch: parser.current_char() }),
         }
     }
 
     /// A single-valued RDN.
     pub fn new(attr: impl Into<String>, value: impl Into<Vec<u8>>) -> Rdn {
-        Rdn {
-            avas: vec![Ava {
-                attr: attr.into(),
-                value: value.into(),
-            }],
-        }
+        Rdn { avas: vec![Ava { attr: attr.into(), value: value.into() }] }
     }
 
     /// The canonical comparable form: each AVA's [`Ava::normalized`], sorted (the order of a
@@ -294,11 +282,7 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn new(text: &'a str) -> Self {
-        Parser {
-            text,
-            bytes: text.as_bytes(),
-            pos: 0,
-        }
+        Parser { text, bytes: text.as_bytes(), pos: 0 }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -320,10 +304,7 @@ impl<'a> Parser<'a> {
     /// The character at the cursor, for error messages. The cursor only stops on character
     /// boundaries when this is called; U+FFFD stands in should that ever not hold.
     fn current_char(&self) -> char {
-        self.text
-            .get(self.pos..)
-            .and_then(|rest| rest.chars().next())
-            .unwrap_or('\u{FFFD}')
+        self.text.get(self.pos..).and_then(|rest| rest.chars().next()).unwrap_or('\u{FFFD}')
     }
 
     fn skip_spaces(&mut self) {
@@ -351,11 +332,8 @@ impl<'a> Parser<'a> {
             return Err(DnError::MissingEquals { offset: self.pos });
         }
         self.skip_spaces();
-        let value = if self.peek() == Some(b'#') {
-            self.parse_hex_value()?
-        } else {
-            self.parse_string_value()?
-        };
+        let value =
+            if self.peek() == Some(b'#') { self.parse_hex_value()? } else { self.parse_string_value()? };
         Ok(Ava { attr, value })
     }
 
@@ -365,10 +343,7 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         match self.peek() {
             Some(c) if c.is_ascii_alphabetic() => {
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'-')
-                {
+                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'-') {
                     self.pos += 1;
                 }
                 let oid_prefix = self.text[start..self.pos].eq_ignore_ascii_case("oid");
@@ -381,13 +356,9 @@ impl<'a> Parser<'a> {
             Some(c) if c.is_ascii_digit() => self.parse_numeric_oid()?,
             Some(_) => {
                 let found = self.current_char();
-                return Err(
-                    self.bad_type(format!("expected a name or numeric OID, found {found:?}"))
-                );
+                return Err(self.bad_type(format!("expected a name or numeric OID, found {found:?}")));
             }
-            None => {
-                return Err(self.bad_type("expected a name or numeric OID, found the end".into()))
-            }
+            None => return Err(self.bad_type("expected a name or numeric OID, found the end".into())),
         }
         match self.peek() {
             None | Some(b'=' | b' ') => Ok(self.text[start..self.pos].to_owned()),
@@ -429,10 +400,7 @@ impl<'a> Parser<'a> {
     }
 
     fn bad_type(&self, reason: String) -> DnError {
-        DnError::InvalidAttributeType {
-            offset: self.pos,
-            reason,
-        }
+        DnError::InvalidAttributeType { offset: self.pos, reason }
     }
 
     /// `hexstring = SHARP 1*hexpair` (RFC 4514 §2.4, §3): the BER encoding of the value.
@@ -443,10 +411,7 @@ impl<'a> Parser<'a> {
             self.pos += 1;
         }
         let digits = &self.bytes[digits_start..self.pos];
-        let bad_hex = |offset, reason: &str| DnError::InvalidHexValue {
-            offset,
-            reason: reason.into(),
-        };
+        let bad_hex = |offset, reason: &str| DnError::InvalidHexValue { offset, reason: reason.into() };
         if digits.is_empty() {
             return Err(bad_hex(digits_start, "'#' must be followed by hex pairs"));
         }
@@ -454,16 +419,11 @@ impl<'a> Parser<'a> {
         if !pairs.remainder().is_empty() {
             return Err(bad_hex(self.pos, "odd number of hex digits"));
         }
-        let encoded: Vec<u8> = pairs
-            .map(|pair| hex_value(pair[0]) << 4 | hex_value(pair[1]))
-            .collect();
+        let encoded: Vec<u8> = pairs.map(|pair| hex_value(pair[0]) << 4 | hex_value(pair[1])).collect();
         self.skip_spaces();
         match self.peek() {
             None | Some(b',' | b'+') => Ok(unwrap_ber_string(encoded)),
-            Some(_) => Err(bad_hex(
-                self.pos,
-                "unexpected character after the hex pairs",
-            )),
+            Some(_) => Err(bad_hex(self.pos, "unexpected character after the hex pairs")),
         }
     }
 
@@ -486,10 +446,7 @@ impl<'a> Parser<'a> {
                 }
                 // RFC 4514 §3: these may only appear escaped.
                 Some(0 | b'"' | b';' | b'<' | b'>') => {
-                    return Err(DnError::UnescapedCharacter {
-                        offset: self.pos,
-                        ch: self.current_char(),
-                    });
+                    return Err(DnError::UnescapedCharacter { offset: self.pos, ch: self.current_char() });
                 }
                 Some(byte) => {
                     value.push(byte);
@@ -525,10 +482,7 @@ impl<'a> Parser<'a> {
             },
             Some(_) => Err(DnError::InvalidEscape {
                 offset: backslash,
-                reason: format!(
-                    "{:?} cannot be escaped; use two hex digits",
-                    self.current_char()
-                ),
+                reason: format!("{:?} cannot be escaped; use two hex digits", self.current_char()),
             }),
         }
     }
@@ -608,10 +562,7 @@ mod tests {
         assert_eq!(avas(sales, 0), ["OU=Sales", "CN=J.  Smith"]);
         let jim = r#"CN=James \"Jim\" Smith\, III,DC=example,DC=net"#;
         assert_eq!(avas(jim, 0), [r#"CN=James "Jim" Smith, III"#]);
-        assert_eq!(
-            avas(r"CN=Before\0dAfter,DC=example,DC=net", 0),
-            ["CN=Before\rAfter"]
-        );
+        assert_eq!(avas(r"CN=Before\0dAfter,DC=example,DC=net", 0), ["CN=Before\rAfter"]);
         let hex = "1.3.6.1.4.1.1466.0=#04024869,DC=example,DC=com";
         assert_eq!(avas(hex, 0), ["1.3.6.1.4.1.1466.0=Hi"]);
         assert_eq!(avas(r"CN=Lu\C4\8Di\C4\87", 0), ["CN=Lučić"]);
@@ -623,10 +574,7 @@ mod tests {
         assert_eq!(printed(jim), jim);
         assert_eq!(printed(r"CN=Before\0dAfter"), r"CN=Before\0DAfter");
         assert_eq!(printed(r"CN=Lu\C4\8Di\C4\87"), "CN=Lučić");
-        assert_eq!(
-            printed(r"CN=\23John Smith\20,DC=x"),
-            r"CN=\#John Smith\ ,DC=x"
-        );
+        assert_eq!(printed(r"CN=\23John Smith\20,DC=x"), r"CN=\#John Smith\ ,DC=x");
         assert_eq!(printed(r"cn=a\;b\<c\>d\+e\\f"), r"cn=a\;b\<c\>d\+e\\f");
         assert_eq!(printed(r"cn=\ \ "), r"cn=\ \ ");
         assert_eq!(printed("cn=a#b=c"), "cn=a#b=c");
@@ -684,19 +632,13 @@ mod tests {
 
     #[test]
     fn normalisation_ignores_case_spaces_ava_order_and_oid_prefix() {
-        for form in [
-            "uid=JSMITH, dc=Example ,  DC=NET",
-            "uid = jsmith ,dc= example,dc =net",
-        ] {
+        for form in ["uid=JSMITH, dc=Example ,  DC=NET", "uid = jsmith ,dc= example,dc =net"] {
             assert_eq!(normalized(form), "uid=jsmith,dc=example,dc=net", "{form}");
         }
         let sales = "cn=j. smith+ou=sales,dc=example,dc=net";
         assert_eq!(normalized("OU=Sales+CN=J.  Smith,DC=example,DC=net"), sales);
         assert_eq!(normalized("cn=j. smith+ou=SALES,dc=example,dc=net"), sales);
-        assert_eq!(
-            normalized(r"CN=John Smith\2C III,DC=x"),
-            r"cn=john smith\, iii,dc=x"
-        );
+        assert_eq!(normalized(r"CN=John Smith\2C III,DC=x"), r"cn=john smith\, iii,dc=x");
         assert_ne!(normalized("cn=a+b=c"), normalized(r"cn=a\+b\=c"));
         assert_eq!(normalized(r"cn=\23a"), normalized(r"CN=\#A"));
         assert_eq!(Dn::root().normalized(), "");
@@ -740,23 +682,13 @@ mod tests {
         ];
         for (input, offset) in cases {
             let err = Dn::parse(input).err();
-            assert_eq!(
-                err.as_ref().map(DnError::offset),
-                Some(*offset),
-                "{input:?}: {err:?}"
-            );
+            assert_eq!(err.as_ref().map(DnError::offset), Some(*offset), "{input:?}: {err:?}");
             let message = err.map(|err| err.to_string()).unwrap_or_default();
             assert!(message.contains(&format!("byte {offset}")), "{message}");
         }
         let dangling = Dn::parse(r"cn=abc\");
-        assert!(matches!(
-            dangling,
-            Err(DnError::DanglingEscape { offset: 6 })
-        ));
-        assert!(matches!(
-            Dn::parse("cn"),
-            Err(DnError::MissingEquals { offset: 2 })
-        ));
+        assert!(matches!(dangling, Err(DnError::DanglingEscape { offset: 6 })));
+        assert!(matches!(Dn::parse("cn"), Err(DnError::MissingEquals { offset: 2 })));
     }
 
     #[test]
@@ -767,15 +699,9 @@ mod tests {
         assert_eq!(rdn.normalized(), "cn=foo+sn=bar");
         assert_eq!(Rdn::parse(r"cn=a\,b"), Ok(Rdn::new("cn", "a,b")));
         let two = Rdn::parse("cn=a,dc=b");
-        assert!(matches!(
-            two,
-            Err(DnError::NotSingleRdn { offset: 4, ch: ',' })
-        ));
+        assert!(matches!(two, Err(DnError::NotSingleRdn { offset: 4, ch: ',' })));
         assert!(Rdn::parse("").is_err());
-        let expected = Ava {
-            attr: "cn".into(),
-            value: b"x".to_vec(),
-        };
+        let expected = Ava { attr: "cn".into(), value: b"x".to_vec() };
         assert_eq!(Rdn::new("cn", "x").avas, [expected]);
     }
 
@@ -834,10 +760,7 @@ mod tests {
             if let Some(dn) = line.strip_prefix("dn: ") {
                 in_must_fail = dn.starts_with("cn=Must Fail");
             } else if let Some(member) = line.strip_prefix("member: ") {
-                assert!(
-                    !in_must_fail || Dn::parse(member).is_err(),
-                    "{member:?} must fail"
-                );
+                assert!(!in_must_fail || Dn::parse(member).is_err(), "{member:?} must fail");
             }
         }
         for must_parse in [

@@ -10,10 +10,7 @@ pub struct Attribute {
 
 impl Attribute {
     pub fn new(name: impl Into<String>, values: Vec<Vec<u8>>) -> Self {
-        Self {
-            name: name.into(),
-            values,
-        }
+        Self { name: name.into(), values }
     }
 
     /// The attribute type without options, lowercased: `cn;lang-en` gives `cn`.
@@ -24,20 +21,13 @@ impl Attribute {
 
 /// The attribute type of a description, without options, lowercased.
 pub fn base_name_lower(description: &str) -> String {
-    description
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
+    description.split(';').next().unwrap_or("").to_ascii_lowercase()
 }
 
 /// Whether `description`'s attribute type (options stripped) is `type_lower`, without
 /// allocating: `base_name_eq("CN;lang-en", "cn")` is true.
 pub fn base_name_eq(description: &str, type_lower: &str) -> bool {
-    description
-        .split(';')
-        .next()
-        .is_some_and(|base| base.eq_ignore_ascii_case(type_lower))
+    description.split(';').next().is_some_and(|base| base.eq_ignore_ascii_case(type_lower))
 }
 
 /// An entry's attribute list. The DN is kept by whoever owns the entry's position in the tree.
@@ -53,31 +43,22 @@ impl Entry {
 
     /// The attribute whose description equals `name`, ignoring case.
     pub fn get(&self, name: &str) -> Option<&Attribute> {
-        self.attrs
-            .iter()
-            .find(|a| a.name.eq_ignore_ascii_case(name))
+        self.attrs.iter().find(|a| a.name.eq_ignore_ascii_case(name))
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut Attribute> {
-        self.attrs
-            .iter_mut()
-            .find(|a| a.name.eq_ignore_ascii_case(name))
+        self.attrs.iter_mut().find(|a| a.name.eq_ignore_ascii_case(name))
     }
 
     /// The first value of `name` as UTF-8, if present and valid.
     pub fn first_str(&self, name: &str) -> Option<&str> {
-        self.get(name)
-            .and_then(|a| a.values.first())
-            .and_then(|v| std::str::from_utf8(v).ok())
+        self.get(name).and_then(|a| a.values.first()).and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// Whether the entry holds `objectClass: class` (case-insensitive).
     pub fn has_object_class(&self, class: &str) -> bool {
-        self.get("objectclass").is_some_and(|a| {
-            a.values
-                .iter()
-                .any(|v| v.eq_ignore_ascii_case(class.as_bytes()))
-        })
+        self.get("objectclass")
+            .is_some_and(|a| a.values.iter().any(|v| v.eq_ignore_ascii_case(class.as_bytes())))
     }
 
     /// Removes the attribute `name` entirely; returns whether it was there.

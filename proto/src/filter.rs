@@ -118,12 +118,7 @@ pub struct FilterParseError {
 /// Also accepts a single item without the outer parentheses (`uid=foo`), as `ldapsearch`
 /// does, leading whitespace, and whitespace after the closing parenthesis.
 pub fn parse_filter(input: &str) -> Result<Filter, FilterParseError> {
-    Parser {
-        input: input.as_bytes(),
-        position: 0,
-        depth_max: FILTER_DEPTH_MAX,
-    }
-    .parse()
+    Parser { input: input.as_bytes(), position: 0, depth_max: FILTER_DEPTH_MAX }.parse()
 }
 
 /// Which composite filter an open `(` started.
@@ -158,10 +153,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn error(&self, offset: usize, message: impl Into<String>) -> FilterParseError {
-        FilterParseError {
-            offset,
-            message: message.into(),
-        }
+        FilterParseError { offset, message: message.into() }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -180,10 +172,8 @@ impl Parser<'_> {
                 self.position += 1;
                 Ok(())
             }
-            Some(found) => Err(self.error(
-                self.position,
-                format!("expected '{}', found '{}'", wanted as char, found as char),
-            )),
+            Some(found) => Err(self
+                .error(self.position, format!("expected '{}', found '{}'", wanted as char, found as char))),
             None => Err(self.error(self.position, format!("expected '{}'", wanted as char))),
         }
     }
@@ -214,10 +204,7 @@ impl Parser<'_> {
                 Some(top) if top.kind != Composite::Not && self.peek() == Some(b')') => {
                     self.position += 1;
                     match open.pop() {
-                        Some(OpenComposite {
-                            kind: Composite::And,
-                            children,
-                        }) => Filter::And(children),
+                        Some(OpenComposite { kind: Composite::And, children }) => Filter::And(children),
                         Some(OpenComposite { children, .. }) => Filter::Or(children),
                         None => return Err(self.error(self.position, "internal: empty stack")),
                     }
@@ -236,10 +223,7 @@ impl Parser<'_> {
                             return Err(self.error(start, "filter nested too deeply"));
                         }
                         self.position += 1;
-                        open.push(OpenComposite {
-                            kind,
-                            children: Vec::new(),
-                        });
+                        open.push(OpenComposite { kind, children: Vec::new() });
                         continue;
                     }
                     let item = self.parse_item(true)?;
@@ -304,10 +288,7 @@ impl Parser<'_> {
         }
         let assertion_value = single_part(parts)
             .ok_or_else(|| self.error(value_start, "'*' is only allowed in an equality filter"))?;
-        let ava = AttributeValueAssertion {
-            attribute_desc,
-            assertion_value,
-        };
+        let ava = AttributeValueAssertion { attribute_desc, assertion_value };
         Ok(match kind {
             ItemKind::Approx => Filter::ApproxMatch(ava),
             ItemKind::GreaterOrEqual => Filter::GreaterOrEqual(ava),
@@ -323,9 +304,7 @@ impl Parser<'_> {
             match byte {
                 b'=' => return Ok(offset),
                 b'(' | b')' | b'*' | b'\\' => {
-                    return Err(
-                        self.error(offset, format!("unexpected '{}' before '='", byte as char))
-                    )
+                    return Err(self.error(offset, format!("unexpected '{}' before '='", byte as char)))
                 }
                 _ => {}
             }
@@ -371,16 +350,8 @@ impl Parser<'_> {
 
     /// RFC 4515 §3 `escaped = ESC HEX HEX`; advances past all three characters.
     fn escaped_byte(&mut self) -> Result<u8, FilterParseError> {
-        let high = self
-            .input
-            .get(self.position + 1)
-            .copied()
-            .and_then(hex_value);
-        let low = self
-            .input
-            .get(self.position + 2)
-            .copied()
-            .and_then(hex_value);
+        let high = self.input.get(self.position + 1).copied().and_then(hex_value);
+        let low = self.input.get(self.position + 2).copied().and_then(hex_value);
         match (high, low) {
             (Some(high), Some(low)) => {
                 self.position += 3;
@@ -418,10 +389,7 @@ impl Parser<'_> {
             // RFC 4511 §4.5.1.7.2: `substrings` is SIZE (1..MAX).
             return Err(self.error(value_start, "substring filter without any substring"));
         }
-        Ok(Filter::Substrings(SubstringFilter {
-            r#type: attribute_desc,
-            substrings,
-        }))
+        Ok(Filter::Substrings(SubstringFilter { r#type: attribute_desc, substrings }))
     }
 
     /// RFC 4515 §3 `extensible`: `attr [":dn"] [":" rule] ":=" value` or
@@ -455,10 +423,7 @@ impl Parser<'_> {
             Some(OctetString::from(attribute))
         };
         if r#type.is_none() && matching_rule.is_none() {
-            return Err(self.error(
-                start,
-                "extensible match needs an attribute or a matching rule",
-            ));
+            return Err(self.error(start, "extensible match needs an attribute or a matching rule"));
         }
         let match_value = single_part(parts)
             .ok_or_else(|| self.error(value_start, "'*' is not allowed in an extensible match"))?;
@@ -481,9 +446,7 @@ fn single_part(parts: Vec<Vec<u8>>) -> Option<OctetString> {
 }
 
 fn hex_value(byte: u8) -> Option<u8> {
-    char::from(byte)
-        .to_digit(16)
-        .and_then(|digit| u8::try_from(digit).ok())
+    char::from(byte).to_digit(16).and_then(|digit| u8::try_from(digit).ok())
 }
 
 /// RFC 4512 §2.5 `attributedescription = attributetype options`: a descr or numericoid
@@ -494,8 +457,7 @@ fn check_attribute_description(description: &[u8]) -> Result<(), (usize, &'stati
     }
     let mut offset = 0;
     for (index, piece) in description.split(|&b| b == b';').enumerate() {
-        let allowed =
-            |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || (index == 0 && *b == b'.');
+        let allowed = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || (index == 0 && *b == b'.');
         if piece.is_empty() {
             return Err((offset, "empty attribute type or option"));
         }
@@ -512,10 +474,7 @@ fn check_oid(oid: &[u8]) -> Result<(), &'static str> {
     if oid.is_empty() {
         return Err("empty matching rule");
     }
-    if !oid
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.')
-    {
+    if !oid.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.') {
         return Err("invalid character in matching rule");
     }
     Ok(())
@@ -589,11 +548,7 @@ fn write_item(f: &mut fmt::Formatter<'_>, filter: &Filter) -> fmt::Result {
     f.write_str(")")
 }
 
-fn write_ava(
-    f: &mut fmt::Formatter<'_>,
-    ava: &AttributeValueAssertion,
-    operator: &str,
-) -> fmt::Result {
+fn write_ava(f: &mut fmt::Formatter<'_>, ava: &AttributeValueAssertion, operator: &str) -> fmt::Result {
     write_name(f, &ava.attribute_desc)?;
     f.write_str(operator)?;
     write_value(f, &ava.assertion_value)
@@ -660,10 +615,7 @@ mod tests {
     }
 
     fn ava(attribute: &str, value: &[u8]) -> AttributeValueAssertion {
-        AttributeValueAssertion {
-            attribute_desc: os(attribute.as_bytes()),
-            assertion_value: os(value),
-        }
+        AttributeValueAssertion { attribute_desc: os(attribute.as_bytes()), assertion_value: os(value) }
     }
 
     fn parse(s: &str) -> Filter {
@@ -720,19 +672,12 @@ mod tests {
         for example in RFC4515_EXAMPLES {
             let filter = parse(example);
             let encoded = rasn::ber::encode(&filter).unwrap();
-            assert_eq!(
-                rasn::ber::decode::<Filter>(&encoded).unwrap(),
-                filter,
-                "{example}"
-            );
+            assert_eq!(rasn::ber::decode::<Filter>(&encoded).unwrap(), filter, "{example}");
         }
     }
 
     fn substrings(attribute: &str, substrings: Vec<Substring>) -> Filter {
-        Filter::Substrings(SubstringFilter {
-            r#type: os(attribute.as_bytes()),
-            substrings,
-        })
+        Filter::Substrings(SubstringFilter { r#type: os(attribute.as_bytes()), substrings })
     }
 
     #[test]
@@ -742,24 +687,14 @@ mod tests {
             Filter::equality("objectClass", "Person"),
             Filter::Or(vec![Filter::equality("sn", "Jensen"), babs]),
         ]);
-        assert_eq!(
-            parse("(&(objectClass=Person)(|(sn=Jensen)(cn=Babs J*)))"),
-            expected
-        );
+        assert_eq!(parse("(&(objectClass=Person)(|(sn=Jensen)(cn=Babs J*)))"), expected);
         let (univ, of, mich) = (os(b"univ"), os(b"of"), os(b"mich"));
-        let expected = vec![
-            Substring::Initial(univ),
-            Substring::Any(of),
-            Substring::Any(mich),
-        ];
+        let expected = vec![Substring::Initial(univ), Substring::Any(of), Substring::Any(mich)];
         assert_eq!(parse("(o=univ*of*mich*)"), substrings("o", expected));
         let expected = substrings("cn", vec![Substring::Any(os(b"*"))]);
         assert_eq!(parse("(cn=*\\2A*)"), expected);
         assert_eq!(parse("(seeAlso=)"), Filter::equality("seeAlso", ""));
-        assert_eq!(
-            parse("(bin=\\00\\00\\00\\04)"),
-            Filter::equality("bin", [0, 0, 0, 4])
-        );
+        assert_eq!(parse("(bin=\\00\\00\\00\\04)"), Filter::equality("bin", [0, 0, 0, 4]));
         assert_eq!(parse("(objectClass=*)"), Filter::present("objectClass"));
         assert_eq!(parse("(cn=\\2a)"), Filter::equality("cn", "*"));
         assert_eq!(parse("(x=a=b)"), Filter::equality("x", "a=b"));
@@ -771,34 +706,10 @@ mod tests {
     #[test]
     fn extensible_forms() {
         let cases = [
-            (
-                "(sn:dn:2.4.6.8.10:=Barney Rubble)",
-                Some("2.4.6.8.10"),
-                Some("sn"),
-                "Barney Rubble",
-                true,
-            ),
-            (
-                "(:DN:2.4.6.8.10:=Dino)",
-                Some("2.4.6.8.10"),
-                None,
-                "Dino",
-                true,
-            ),
-            (
-                "(cn:=Betty Rubble)",
-                None,
-                Some("cn"),
-                "Betty Rubble",
-                false,
-            ),
-            (
-                "(o:dn:=Ace Industry)",
-                None,
-                Some("o"),
-                "Ace Industry",
-                true,
-            ),
+            ("(sn:dn:2.4.6.8.10:=Barney Rubble)", Some("2.4.6.8.10"), Some("sn"), "Barney Rubble", true),
+            ("(:DN:2.4.6.8.10:=Dino)", Some("2.4.6.8.10"), None, "Dino", true),
+            ("(cn:=Betty Rubble)", None, Some("cn"), "Betty Rubble", false),
+            ("(o:dn:=Ace Industry)", None, Some("o"), "Ace Industry", true),
         ];
         for (input, rule, attribute, value, dn_attributes) in cases {
             let expected = Filter::ExtensibleMatch(MatchingRuleAssertion {
@@ -813,10 +724,7 @@ mod tests {
 
     #[test]
     fn ordering_and_approx_operators() {
-        assert_eq!(
-            parse("(age>=30)"),
-            Filter::GreaterOrEqual(ava("age", b"30"))
-        );
+        assert_eq!(parse("(age>=30)"), Filter::GreaterOrEqual(ava("age", b"30")));
         assert_eq!(parse("(age<=30)"), Filter::LessOrEqual(ava("age", b"30")));
         assert_eq!(parse("(cn~=bab)"), Filter::ApproxMatch(ava("cn", b"bab")));
     }
@@ -848,8 +756,8 @@ mod tests {
         let encoded = rasn::ber::encode(&filter).unwrap();
         // [1] constructed, then the three equality matches in the order written.
         let expected = [
-            0xa1, 0x18, 0xa3, 0x06, 0x04, 0x01, b'z', 0x04, 0x01, b'1', 0xa3, 0x06, 0x04, 0x01,
-            b'a', 0x04, 0x01, b'2', 0xa3, 0x06, 0x04, 0x01, b'm', 0x04, 0x01, b'3',
+            0xa1, 0x18, 0xa3, 0x06, 0x04, 0x01, b'z', 0x04, 0x01, b'1', 0xa3, 0x06, 0x04, 0x01, b'a', 0x04,
+            0x01, b'2', 0xa3, 0x06, 0x04, 0x01, b'm', 0x04, 0x01, b'3',
         ];
         assert_eq!(encoded, expected);
         assert_eq!(rasn::ber::decode::<Filter>(&encoded).unwrap(), filter);
@@ -864,10 +772,7 @@ mod tests {
     #[test]
     fn extensible_dn_attributes_default_omitted() {
         let encoded = rasn::ber::encode(&parse("(cn:=x)")).unwrap();
-        assert_eq!(
-            encoded,
-            [0xa9, 0x07, 0x82, 0x02, b'c', b'n', 0x83, 0x01, b'x']
-        );
+        assert_eq!(encoded, [0xa9, 0x07, 0x82, 0x02, b'c', b'n', 0x83, 0x01, b'x']);
         let encoded = rasn::ber::encode(&parse("(cn:dn:=x)")).unwrap();
         assert_eq!(&encoded[9..], [0x84, 0x01, 0xff]);
     }
@@ -920,10 +825,7 @@ mod tests {
     fn depth_limit() {
         let nested = |depth: usize| format!("{}(cn=x){}", "(!".repeat(depth), ")".repeat(depth));
         assert!(parse_filter(&nested(FILTER_DEPTH_MAX)).is_ok());
-        assert_eq!(
-            parse_error(&nested(FILTER_DEPTH_MAX + 1)).message,
-            "filter nested too deeply"
-        );
+        assert_eq!(parse_error(&nested(FILTER_DEPTH_MAX + 1)).message, "filter nested too deeply");
         let deep_and = format!("{}{}", "(&".repeat(100_000), ")".repeat(100_000));
         assert!(parse_filter(&deep_and).is_err());
     }

@@ -21,10 +21,7 @@ impl Default for FrameLimits {
     /// 16 MiB covers any sane entry (large jpegPhoto/certificate values included); 64 levels
     /// leave room for deeply nested filters while keeping the decoder's recursion shallow.
     fn default() -> Self {
-        Self {
-            pdu_bytes_max: 16 * 1024 * 1024,
-            nesting_depth_max: 64,
-        }
+        Self { pdu_bytes_max: 16 * 1024 * 1024, nesting_depth_max: 64 }
     }
 }
 
@@ -102,20 +99,12 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, FrameError> {
     if class == CLASS_UNIVERSAL && tag_number == 0 {
         // X.690 §8.1.5: tag 0 is the end-of-contents marker, which only closes an
         // indefinite length, and those are never allowed here.
-        return Err(FrameError::Malformed(
-            "end-of-contents octets outside an indefinite length",
-        ));
+        return Err(FrameError::Malformed("end-of-contents octets outside an indefinite length"));
     }
     let Some((content_len, length_len)) = parse_length(&buf[tag_len..])? else {
         return Ok(None);
     };
-    Ok(Some(Header {
-        class,
-        constructed,
-        tag_number,
-        header_len: tag_len + length_len,
-        content_len,
-    }))
+    Ok(Some(Header { class, constructed, tag_number, header_len: tag_len + length_len, content_len }))
 }
 
 /// X.690 §8.1.2.4: base-128 tag number, bit 8 set on every octet but the last.
@@ -183,10 +172,7 @@ pub fn check_frame(buf: &[u8], limits: &FrameLimits) -> Result<Option<usize>, Fr
     };
     let pdu_len = header.end().unwrap_or(usize::MAX);
     if pdu_len > limits.pdu_bytes_max {
-        return Err(FrameError::TooLong {
-            len: pdu_len,
-            max: limits.pdu_bytes_max,
-        });
+        return Err(FrameError::TooLong { len: pdu_len, max: limits.pdu_bytes_max });
     }
     let Some(pdu) = buf.get(..pdu_len) else {
         return Ok(None);
@@ -214,11 +200,9 @@ fn walk_elements(pdu: &[u8], depth_max: usize) -> Result<(), FrameError> {
             return Ok(());
         }
         let parent_end = open_ends.last().copied().unwrap_or(pdu.len());
-        let window = pdu
-            .get(position..parent_end)
-            .ok_or(FrameError::Malformed("bad offsets"))?;
-        let header = parse_header(window)?
-            .ok_or(FrameError::Malformed("element header overruns its parent"))?;
+        let window = pdu.get(position..parent_end).ok_or(FrameError::Malformed("bad offsets"))?;
+        let header =
+            parse_header(window)?.ok_or(FrameError::Malformed("element header overruns its parent"))?;
         let end = header
             .end()
             .filter(|&len| len <= window.len())
@@ -240,9 +224,8 @@ mod tests {
     use super::*;
 
     /// `ldapsearch -x` anonymous simple bind, as captured on the wire.
-    const ANON_BIND: [u8; 14] = [
-        0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
-    ];
+    const ANON_BIND: [u8; 14] =
+        [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00];
 
     fn limits() -> FrameLimits {
         FrameLimits::default()
@@ -256,11 +239,7 @@ mod tests {
     #[test]
     fn every_prefix_needs_more() {
         for end in 0..ANON_BIND.len() {
-            assert_eq!(
-                check_frame(&ANON_BIND[..end], &limits()),
-                Ok(None),
-                "prefix {end}"
-            );
+            assert_eq!(check_frame(&ANON_BIND[..end], &limits()), Ok(None), "prefix {end}");
         }
     }
 
@@ -275,11 +254,7 @@ mod tests {
         ];
         assert_eq!(check_frame(&pdu, &limits()), Ok(Some(pdu.len())));
         for end in 0..pdu.len() {
-            assert_eq!(
-                check_frame(&pdu[..end], &limits()),
-                Ok(None),
-                "prefix {end}"
-            );
+            assert_eq!(check_frame(&pdu[..end], &limits()), Ok(None), "prefix {end}");
         }
     }
 
@@ -302,72 +277,42 @@ mod tests {
         let unbind = [0x30, 0x05, 0x02, 0x01, 0x02, 0x42, 0x00];
         stream.extend_from_slice(&unbind);
         assert_eq!(check_frame(&stream, &limits()), Ok(Some(14)));
-        assert_eq!(
-            check_frame(&stream[14..], &limits()),
-            Ok(Some(unbind.len()))
-        );
+        assert_eq!(check_frame(&stream[14..], &limits()), Ok(Some(unbind.len())));
     }
 
     #[test]
     fn not_a_sequence() {
-        assert_eq!(
-            check_frame(&[0x31, 0x00], &limits()),
-            Err(FrameError::NotASequence)
-        );
-        assert_eq!(
-            check_frame(&[0x10, 0x00], &limits()),
-            Err(FrameError::NotASequence)
-        );
+        assert_eq!(check_frame(&[0x31, 0x00], &limits()), Err(FrameError::NotASequence));
+        assert_eq!(check_frame(&[0x10, 0x00], &limits()), Err(FrameError::NotASequence));
     }
 
     #[test]
     fn indefinite_length_rejected_outside_and_inside() {
-        assert_eq!(
-            check_frame(&[0x30, 0x80], &limits()),
-            Err(FrameError::IndefiniteLength)
-        );
+        assert_eq!(check_frame(&[0x30, 0x80], &limits()), Err(FrameError::IndefiniteLength));
         let inner = [0x30, 0x07, 0x02, 0x01, 0x01, 0x42, 0x80, 0x00, 0x00];
-        assert_eq!(
-            check_frame(&inner, &limits()),
-            Err(FrameError::IndefiniteLength)
-        );
+        assert_eq!(check_frame(&inner, &limits()), Err(FrameError::IndefiniteLength));
     }
 
     #[test]
     fn too_long_rejected_from_header_alone() {
-        let small = FrameLimits {
-            pdu_bytes_max: 100,
-            nesting_depth_max: 64,
-        };
+        let small = FrameLimits { pdu_bytes_max: 100, nesting_depth_max: 64 };
         assert_eq!(
             check_frame(&[0x30, 0x84, 0x00, 0x00, 0x01, 0x00], &small),
             Err(FrameError::TooLong { len: 262, max: 100 })
         );
         // A length that cannot be represented at all is too long, not an overflow.
         let huge = [0x30, 0x88, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
-        assert!(matches!(
-            check_frame(&huge, &limits()),
-            Err(FrameError::TooLong { .. })
-        ));
+        assert!(matches!(check_frame(&huge, &limits()), Err(FrameError::TooLong { .. })));
         // Exactly at the limit is fine.
-        let exact = FrameLimits {
-            pdu_bytes_max: 14,
-            nesting_depth_max: 64,
-        };
+        let exact = FrameLimits { pdu_bytes_max: 14, nesting_depth_max: 64 };
         assert_eq!(check_frame(&ANON_BIND, &exact), Ok(Some(14)));
     }
 
     #[test]
     fn too_many_length_octets_rejected() {
         let nine = [0x30, 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        assert!(matches!(
-            check_frame(&nine, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
-        assert!(matches!(
-            check_frame(&[0x30, 0xff], &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        assert!(matches!(check_frame(&nine, &limits()), Err(FrameError::Malformed(_))));
+        assert!(matches!(check_frame(&[0x30, 0xff], &limits()), Err(FrameError::Malformed(_))));
     }
 
     /// `depth` nested SEQUENCEs with an empty NULL at the bottom.
@@ -392,16 +337,10 @@ mod tests {
 
     #[test]
     fn depth_limit() {
-        let limits = FrameLimits {
-            pdu_bytes_max: 1 << 20,
-            nesting_depth_max: 8,
-        };
+        let limits = FrameLimits { pdu_bytes_max: 1 << 20, nesting_depth_max: 8 };
         let ok = nested(8);
         assert_eq!(check_frame(&ok, &limits), Ok(Some(ok.len())));
-        assert_eq!(
-            check_frame(&nested(9), &limits),
-            Err(FrameError::TooDeep { max: 8 })
-        );
+        assert_eq!(check_frame(&nested(9), &limits), Err(FrameError::TooDeep { max: 8 }));
         // Far deeper than any stack could recurse, still no overflow.
         let deep = nested(20_000);
         assert!(check_frame(&deep, &FrameLimits::default()).is_err());
@@ -410,19 +349,11 @@ mod tests {
     #[test]
     fn children_overrunning_parent_rejected() {
         // BindRequest claims 7 bytes, its OCTET STRING child claims 9.
-        let pdu = [
-            0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x09, 0x80, 0x00,
-        ];
-        assert!(matches!(
-            check_frame(&pdu, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        let pdu = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x09, 0x80, 0x00];
+        assert!(matches!(check_frame(&pdu, &limits()), Err(FrameError::Malformed(_))));
         // Child header cut by the parent's end.
         let pdu = [0x30, 0x04, 0x02, 0x01, 0x01, 0x04];
-        assert!(matches!(
-            check_frame(&pdu, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        assert!(matches!(check_frame(&pdu, &limits()), Err(FrameError::Malformed(_))));
     }
 
     #[test]
@@ -430,46 +361,28 @@ mod tests {
         // Inner SEQUENCE claims 3 bytes but holds a 2-byte NULL and one stray byte that is
         // itself the start of a truncated element.
         let pdu = [0x30, 0x05, 0x30, 0x03, 0x05, 0x00, 0x04];
-        assert!(matches!(
-            check_frame(&pdu, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        assert!(matches!(check_frame(&pdu, &limits()), Err(FrameError::Malformed(_))));
     }
 
     #[test]
     fn end_of_contents_marker_rejected() {
         let pdu = [0x30, 0x05, 0x02, 0x01, 0x01, 0x00, 0x00];
-        assert!(matches!(
-            check_frame(&pdu, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        assert!(matches!(check_frame(&pdu, &limits()), Err(FrameError::Malformed(_))));
     }
 
     #[test]
     fn multi_byte_tags() {
         // [APPLICATION 200] constructed (0x7f 0x81 0x48) holding [PRIVATE 31] primitive.
-        let pdu = [
-            0x30, 0x0a, 0x02, 0x01, 0x01, 0x7f, 0x81, 0x48, 0x03, 0xdf, 0x1f, 0x00,
-        ];
+        let pdu = [0x30, 0x0a, 0x02, 0x01, 0x01, 0x7f, 0x81, 0x48, 0x03, 0xdf, 0x1f, 0x00];
         assert_eq!(check_frame(&pdu, &limits()), Ok(Some(pdu.len())));
         for end in 0..pdu.len() {
-            assert_eq!(
-                check_frame(&pdu[..end], &limits()),
-                Ok(None),
-                "prefix {end}"
-            );
+            assert_eq!(check_frame(&pdu[..end], &limits()), Ok(None), "prefix {end}");
         }
         let header = parse_header(&pdu[5..]).unwrap().unwrap();
-        assert_eq!(
-            (header.class, header.constructed, header.tag_number),
-            (1, true, 200)
-        );
+        assert_eq!((header.class, header.constructed, header.tag_number), (1, true, 200));
         // A tag number that does not fit u32 is malformed, not a wrap-around.
         let pdu = [0x30, 0x08, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00];
-        assert!(matches!(
-            check_frame(&pdu, &limits()),
-            Err(FrameError::Malformed(_))
-        ));
+        assert!(matches!(check_frame(&pdu, &limits()), Err(FrameError::Malformed(_))));
     }
 
     #[test]

@@ -73,10 +73,7 @@ pub struct LdifError {
 
 /// Shorthand for returning an [`LdifError`].
 fn fail<T>(line: usize, message: impl Into<String>) -> Result<T, LdifError> {
-    Err(LdifError {
-        line,
-        message: message.into(),
-    })
+    Err(LdifError { line, message: message.into() })
 }
 
 /// The writer folds physical lines at this width, the continuation's leading space included
@@ -117,13 +114,7 @@ enum ValueSpec<'a> {
 
 impl<R: BufRead> LdifReader<R> {
     pub fn new(r: R) -> Self {
-        LdifReader {
-            input: r,
-            line_number: 0,
-            at_file_start: true,
-            allow_file_urls: true,
-            finished: false,
-        }
+        LdifReader { input: r, line_number: 0, at_file_start: true, allow_file_urls: true, finished: false }
     }
 
     /// Whether `attr:< file://...` values are read from the filesystem (the default). Turn it
@@ -179,18 +170,12 @@ impl<R: BufRead> LdifReader<R> {
                     None if !started && buf.iter().all(|&b| b == b' ') => {}
                     None => {
                         let message = "a continuation line (leading space) has nothing to continue";
-                        first_error.get_or_insert(LdifError {
-                            line: number,
-                            message: message.into(),
-                        });
+                        first_error.get_or_insert(LdifError { line: number, message: message.into() });
                     }
                 },
                 Some(b'#') => after_comment = true,
                 Some(_) => {
-                    lines.push(LogicalLine {
-                        number,
-                        text: std::mem::take(&mut buf),
-                    });
+                    lines.push(LogicalLine { number, text: std::mem::take(&mut buf) });
                     after_comment = false;
                 }
             }
@@ -239,10 +224,7 @@ fn strip_version_line(lines: &[LogicalLine]) -> Result<&[LogicalLine], LdifError
     match split_line(first)? {
         (name, _) if !name.eq_ignore_ascii_case("version") => Ok(lines),
         (_, ValueSpec::Plain(value)) if trim_spaces(value) == b"1" => Ok(rest),
-        _ => fail(
-            first.number,
-            "unsupported LDIF version: only 'version: 1' is known",
-        ),
+        _ => fail(first.number, "unsupported LDIF version: only 'version: 1' is known"),
     }
 }
 
@@ -254,43 +236,30 @@ fn parse_record(lines: &[LogicalLine], urls: bool) -> Result<(usize, LdifRecord)
     let line = first.number;
     let (name, spec) = split_line(first)?;
     if !name.eq_ignore_ascii_case("dn") {
-        return fail(
-            line,
-            format!("a record must start with 'dn:', found '{name}:'"),
-        );
+        return fail(line, format!("a record must start with 'dn:', found '{name}:'"));
     }
     let dn = utf8_value(resolve_value(spec, line, urls)?, "dn", line)?;
     // RFC 2849 note 9: controls, between dn and changetype, may be ignored.
     while let Some((_, after)) = rest.split_first().filter(|(l, _)| has_name(l, "control")) {
         rest = after;
     }
-    let Some((kind_line, body)) = rest
-        .split_first()
-        .filter(|(l, _)| has_name(l, "changetype"))
-    else {
+    let Some((kind_line, body)) = rest.split_first().filter(|(l, _)| has_name(l, "changetype")) else {
         let attrs = parse_attributes(rest, line, urls)?;
         return Ok((line, LdifRecord::Content { dn, attrs }));
     };
     let (_, spec) = split_line(kind_line)?;
     let kind = resolve_value(spec, kind_line.number, urls)?;
     let record = match trim_spaces(&kind).to_ascii_lowercase().as_slice() {
-        b"add" => LdifRecord::Add {
-            dn,
-            attrs: parse_attributes(body, line, urls)?,
-        },
+        b"add" => LdifRecord::Add { dn, attrs: parse_attributes(body, line, urls)? },
         b"delete" => match body.first() {
             None => LdifRecord::Delete { dn },
             Some(extra) => return fail(extra.number, "a delete record takes no further lines"),
         },
-        b"modify" => LdifRecord::Modify {
-            dn,
-            mods: parse_modifications(body, urls)?,
-        },
+        b"modify" => LdifRecord::Modify { dn, mods: parse_modifications(body, urls)? },
         b"modrdn" | b"moddn" => parse_moddn(dn, body, line, urls)?,
         other => {
             let kind = String::from_utf8_lossy(other);
-            let message =
-                format!("unknown changetype '{kind}' (add, delete, modify, modrdn, moddn)");
+            let message = format!("unknown changetype '{kind}' (add, delete, modify, modrdn, moddn)");
             return fail(kind_line.number, message);
         }
     };
@@ -303,29 +272,19 @@ fn has_name(line: &LogicalLine, name: &str) -> bool {
 
 /// The `attrval-spec` lines of a content or add record (RFC 2849 wants at least one), merged
 /// by attribute description: ignoring case, keeping the first spelling and the value order.
-fn parse_attributes(
-    lines: &[LogicalLine],
-    dn_line: usize,
-    urls: bool,
-) -> Result<Vec<Attribute>, LdifError> {
+fn parse_attributes(lines: &[LogicalLine], dn_line: usize, urls: bool) -> Result<Vec<Attribute>, LdifError> {
     if lines.is_empty() {
         return fail(dn_line, "the record has a dn but no attributes");
     }
     let mut attrs: Vec<Attribute> = Vec::new();
     for line in lines {
         let (name, spec) = split_line(line)?;
-        if ["dn", "changetype", "control"]
-            .iter()
-            .any(|word| name.eq_ignore_ascii_case(word))
-        {
+        if ["dn", "changetype", "control"].iter().any(|word| name.eq_ignore_ascii_case(word)) {
             let message = format!("unexpected '{name}:' in a record (is a blank line missing?)");
             return fail(line.number, message);
         }
         let value = resolve_value(spec, line.number, urls)?;
-        match attrs
-            .iter_mut()
-            .find(|attr| attr.name.eq_ignore_ascii_case(name))
-        {
+        match attrs.iter_mut().find(|attr| attr.name.eq_ignore_ascii_case(name)) {
             Some(attr) => attr.values.push(value),
             None => attrs.push(Attribute::new(name, vec![value])),
         }
@@ -346,22 +305,14 @@ fn parse_modifications(lines: &[LogicalLine], urls: bool) -> Result<Vec<LdifMod>
             "replace" => ModOp::Replace,
             "increment" => ModOp::Increment,
             _ => {
-                let message =
-                    format!("expected add:, delete:, replace: or increment:, not '{op_name}:'");
+                let message = format!("expected add:, delete:, replace: or increment:, not '{op_name}:'");
                 return fail(header.number, message);
             }
         };
-        let attr_name = utf8_value(
-            resolve_value(spec, header.number, urls)?,
-            "name",
-            header.number,
-        )?;
+        let attr_name = utf8_value(resolve_value(spec, header.number, urls)?, "name", header.number)?;
         let attr_name = attr_name.trim_matches(' ');
         if !is_attribute_description(attr_name.as_bytes()) {
-            return fail(
-                header.number,
-                format!("'{attr_name}' is not an attribute description"),
-            );
+            return fail(header.number, format!("'{attr_name}' is not an attribute description"));
         }
         let mut values = Vec::new();
         while let Some((line, after)) = block.split_first() {
@@ -377,10 +328,7 @@ fn parse_modifications(lines: &[LogicalLine], urls: bool) -> Result<Vec<LdifMod>
             values.push(resolve_value(spec, line.number, urls)?);
         }
         remaining = block;
-        mods.push(LdifMod {
-            op,
-            attr: Attribute::new(attr_name, values),
-        });
+        mods.push(LdifMod { op, attr: Attribute::new(attr_name, values) });
     }
     Ok(mods)
 }
@@ -397,23 +345,14 @@ fn parse_moddn(
         let (name, spec) = split_line(line)?;
         let value = resolve_value(spec, line.number, urls)?;
         let was_unset = match name.to_ascii_lowercase().as_str() {
-            "newrdn" => new_rdn
-                .replace(utf8_value(value, name, line.number)?)
-                .is_none(),
-            "newsuperior" => new_superior
-                .replace(utf8_value(value, name, line.number)?)
-                .is_none(),
+            "newrdn" => new_rdn.replace(utf8_value(value, name, line.number)?).is_none(),
+            "newsuperior" => new_superior.replace(utf8_value(value, name, line.number)?).is_none(),
             "deleteoldrdn" => match trim_spaces(&value) {
                 b"0" => delete_old_rdn.replace(false).is_none(),
                 b"1" => delete_old_rdn.replace(true).is_none(),
                 _ => return fail(line.number, "deleteoldrdn must be 0 or 1"),
             },
-            _ => {
-                return fail(
-                    line.number,
-                    format!("unexpected '{name}:' in a modrdn record"),
-                )
-            }
+            _ => return fail(line.number, format!("unexpected '{name}:' in a modrdn record")),
         };
         if !was_unset {
             return fail(line.number, format!("'{name}:' given twice"));
@@ -425,12 +364,7 @@ fn parse_moddn(
     let Some(delete_old_rdn) = delete_old_rdn else {
         return fail(dn_line, "modrdn record without 'deleteoldrdn:'");
     };
-    Ok(LdifRecord::ModDn {
-        dn,
-        new_rdn,
-        delete_old_rdn,
-        new_superior,
-    })
+    Ok(LdifRecord::ModDn { dn, new_rdn, delete_old_rdn, new_superior })
 }
 
 /// Splits `name: value`, `name:: base64` or `name:< url` at the first colon and checks the
@@ -444,10 +378,7 @@ fn split_line(line: &LogicalLine) -> Result<(&str, ValueSpec<'_>), LdifError> {
         Ok(name) if is_attribute_description(name.as_bytes()) => name,
         _ => {
             let shown = String::from_utf8_lossy(&text[..colon]);
-            return fail(
-                line.number,
-                format!("'{shown}' is not an attribute description"),
-            );
+            return fail(line.number, format!("'{shown}' is not an attribute description"));
         }
     };
     // RFC 2849 value-spec: FILL (spaces) separates the indicator from the value.
@@ -470,10 +401,9 @@ fn is_attribute_description(name: &[u8]) -> bool {
 fn resolve_value(spec: ValueSpec<'_>, line: usize, urls: bool) -> Result<Vec<u8>, LdifError> {
     match spec {
         // SAFE-CHAR excludes NUL, CR and LF: such values must come base64 encoded.
-        ValueSpec::Plain(value) if value.iter().any(|&b| b == 0 || b == b'\r') => fail(
-            line,
-            "NUL or CR in a plain value; such values need base64 ('::')",
-        ),
+        ValueSpec::Plain(value) if value.iter().any(|&b| b == 0 || b == b'\r') => {
+            fail(line, "NUL or CR in a plain value; such values need base64 ('::')")
+        }
         ValueSpec::Plain(value) => Ok(value.to_vec()),
         ValueSpec::Base64(encoded) => BASE64_LENIENT
             .decode(trim_spaces(encoded))
@@ -487,10 +417,7 @@ fn resolve_value(spec: ValueSpec<'_>, line: usize, urls: bool) -> Result<Vec<u8>
 fn read_file_url(url: &[u8], line: usize, urls: bool) -> Result<Vec<u8>, LdifError> {
     let shown = String::from_utf8_lossy(url);
     if !urls {
-        return fail(
-            line,
-            format!("URL values are disabled for this input: '{shown}'"),
-        );
+        return fail(line, format!("URL values are disabled for this input: '{shown}'"));
     }
     let lowercase = url.to_ascii_lowercase();
     let path_start = if lowercase.starts_with(b"file:///") {
@@ -498,13 +425,9 @@ fn read_file_url(url: &[u8], line: usize, urls: bool) -> Result<Vec<u8>, LdifErr
     } else if lowercase.starts_with(b"file://localhost/") {
         16
     } else {
-        return fail(
-            line,
-            format!("only local file:// URLs are supported, not '{shown}'"),
-        );
+        return fail(line, format!("only local file:// URLs are supported, not '{shown}'"));
     };
-    let Some(path) = percent_decode(&url[path_start..]).and_then(|p| String::from_utf8(p).ok())
-    else {
+    let Some(path) = percent_decode(&url[path_start..]).and_then(|p| String::from_utf8(p).ok()) else {
         return fail(line, format!("bad %-escape or non-UTF-8 path in '{shown}'"));
     };
     std::fs::read(&path).or_else(|err| fail(line, format!("cannot read '{path}': {err}")))
@@ -539,10 +462,7 @@ fn skip_leading_spaces(bytes: &[u8]) -> &[u8] {
 
 fn trim_spaces(bytes: &[u8]) -> &[u8] {
     let start = skip_leading_spaces(bytes);
-    let end = start
-        .iter()
-        .rposition(|&b| b != b' ')
-        .map_or(0, |last| last + 1);
+    let end = start.iter().rposition(|&b| b != b' ').map_or(0, |last| last + 1);
     &start[..end]
 }
 
@@ -580,9 +500,7 @@ pub fn write_value_line(out: &mut impl Write, name: &str, value: &[u8]) -> std::
 fn is_safe_string(value: &[u8]) -> bool {
     let safe_char = |b: &u8| matches!(b, 0x01..=0x7f) && *b != b'\n' && *b != b'\r';
     let unsafe_init = |b: &u8| matches!(b, b' ' | b':' | b'<');
-    !value.first().is_some_and(unsafe_init)
-        && value.last() != Some(&b' ')
-        && value.iter().all(safe_char)
+    !value.first().is_some_and(unsafe_init) && value.last() != Some(&b' ') && value.iter().all(safe_char)
 }
 
 /// Writes `line` folded (RFC 2849 note 2): the first physical line holds up to
@@ -662,10 +580,7 @@ dn: cn=Bjorn Jensen, ou=Accounting, dc=airius, dc=com\ncn: Bjorn Jensen\n";
         assert_eq!(lines_of(&items), [Ok(2), Ok(9)]);
         let recs = records(text);
         let (dn, attrs) = content(&recs[0]);
-        assert!(
-            dn.starts_with("cn=Barbara Jensen, ou=Product Development,"),
-            "{dn}"
-        );
+        assert!(dn.starts_with("cn=Barbara Jensen, ou=Product Development,"), "{dn}");
         assert_eq!(attrs[0], attr("objectclass", &["top", "person"]));
         assert_eq!(attrs[1], attr("cn", &["Barbara Jensen", "Babs Jensen"]));
         // Example 2: no FILL after the colon, and a folded value.
@@ -673,8 +588,7 @@ dn: cn=Bjorn Jensen, ou=Accounting, dc=airius, dc=com\ncn: Bjorn Jensen\n";
 description:Babs is a big sailing fan, and travels extensively in sea
  rch of perfect sailing conditions.\ntitle:Product Manager\n";
         let recs = records(text);
-        let description =
-            "Babs is a big sailing fan, and travels extensively in search of perfect \
+        let description = "Babs is a big sailing fan, and travels extensively in search of perfect \
                            sailing conditions.";
         assert_eq!(content(&recs[0]).1[0], attr("description", &[description]));
         // Example 3: a folded base64 value holding a CR.
@@ -741,19 +655,13 @@ control: 1.2.840.113556.1.4.805 true\nchangetype: delete\n"
         let moved = matches!(&recs[3], LdifRecord::ModDn { delete_old_rdn: false, new_superior, .. }
             if *new_superior == superior);
         assert!(moved, "{:?}", recs[3]);
-        let ops: Vec<(ModOp, usize)> = mods(&recs[4])
-            .iter()
-            .map(|m| (m.op, m.attr.values.len()))
-            .collect();
+        let ops: Vec<(ModOp, usize)> = mods(&recs[4]).iter().map(|m| (m.op, m.attr.values.len())).collect();
         use ModOp::{Add, Delete, Replace};
         assert_eq!(ops, [(Add, 1), (Delete, 0), (Replace, 2), (Delete, 1)]);
         let phones = attr("telephonenumber", &["+1 408 555 1234", "+1 408 555 5678"]);
         assert_eq!(mods(&recs[4])[2].attr, phones);
         let replace_all = (Replace, attr("postaladdress", &[]));
-        assert_eq!(
-            (mods(&recs[5])[0].op, mods(&recs[5])[0].attr.clone()),
-            replace_all
-        );
+        assert_eq!((mods(&recs[5])[0].op, mods(&recs[5])[0].attr.clone()), replace_all);
         assert!(matches!(&recs[6], LdifRecord::Delete { dn } if dn.starts_with("ou=Product")));
     }
 
@@ -766,15 +674,9 @@ postaladdress: 123 Anystreet\n-\n\ndelete: description\n-\n
 dn: cn=bad\ncn: x\nnot an attribute line\ncn: y\n\ndn: cn=ok2\nchangetype: explode\n
 dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
         let items = read_all(text);
-        assert_eq!(
-            lines_of(&items),
-            [Ok(1), Err(7), Err(12), Err(16), Err(19), Ok(21)]
-        );
+        assert_eq!(lines_of(&items), [Ok(1), Err(7), Err(12), Err(16), Err(19), Ok(21)]);
         let message = items[2].as_ref().map_err(ToString::to_string).err();
-        assert!(
-            message.is_some_and(|m| m.starts_with("line 12: ")),
-            "{items:?}"
-        );
+        assert!(message.is_some_and(|m| m.starts_with("line 12: ")), "{items:?}");
     }
 
     #[test]
@@ -786,14 +688,8 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
             ("dn: cn=a\nchangetype: modify\nadd: cn\nsn: x\n", 4),
             ("dn: cn=a\nchangetype: modify\nfrobnicate: cn\n", 3),
             ("dn: cn=a\nchangetype: modrdn\nnewrdn: cn=b\n", 1),
-            (
-                "dn: a\nchangetype: modrdn\nnewrdn: cn=b\ndeleteoldrdn: 2\n",
-                4,
-            ),
-            (
-                "dn: a\nchangetype: modrdn\nnewrdn: b=1\nnewrdn: c=1\ndeleteoldrdn: 1\n",
-                4,
-            ),
+            ("dn: a\nchangetype: modrdn\nnewrdn: cn=b\ndeleteoldrdn: 2\n", 4),
+            ("dn: a\nchangetype: modrdn\nnewrdn: b=1\nnewrdn: c=1\ndeleteoldrdn: 1\n", 4),
             ("dn: cn=a\ncn: a\ndn: cn=b\n", 3),
             ("dn: cn=a\ncn: a\x00b\n", 2),
             ("dn:: /w==\ncn: a\n", 1),
@@ -826,10 +722,7 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
         assert_eq!(records("version: 1\n\n\ndn: cn=a\ncn: a\n").len(), 1);
         assert!(read_all("").is_empty() && read_all("\n\n# only a comment\n  \n").is_empty());
         let root = records("dn:\nobjectclass: top\n");
-        assert_eq!(
-            content(&root[0]),
-            ("", &[attr("objectclass", &["top"])][..])
-        );
+        assert_eq!(content(&root[0]), ("", &[attr("objectclass", &["top"])][..]));
     }
 
     #[test]
@@ -838,10 +731,7 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
         let items: Vec<Item> = LdifReader::new(ordered.as_slice()).collect();
         assert_eq!(items.len(), 19);
         assert_eq!(lines_of(&items[..1]), [Ok(2)]);
-        let recs: Vec<LdifRecord> = items
-            .into_iter()
-            .filter_map(|item| Some(item.ok()?.1))
-            .collect();
+        let recs: Vec<LdifRecord> = items.into_iter().filter_map(|item| Some(item.ok()?.1)).collect();
         assert_eq!(content(&recs[0]).0, "dc=example,dc=com");
         assert!(recs.iter().all(|record| content(record).1.len() > 1));
 
@@ -849,30 +739,18 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
         let recs = records(&modify);
         assert_eq!(recs.len(), 8);
         assert_eq!(mods(&recs[0]).len(), 5);
-        let folded =
-            "cn=James A Jones 2,ou=Information Technology Division,ou=People,dc=example,dc=com";
+        let folded = "cn=James A Jones 2,ou=Information Technology Division,ou=People,dc=example,dc=com";
         assert_eq!(mods(&recs[2])[0].attr.values[0], folded.as_bytes());
         assert!(matches!(&recs[4], LdifRecord::Add { attrs, .. } if attrs.len() == 15));
         let increment = &mods(&recs[6])[1];
-        assert_eq!(
-            (increment.op, &increment.attr),
-            (ModOp::Increment, &attr("gidNumber", &["-1"]))
-        );
+        assert_eq!((increment.op, &increment.attr), (ModOp::Increment, &attr("gidNumber", &["-1"])));
         assert!(mods(&recs[7]).is_empty());
 
-        let outputs = [
-            "test.ldif",
-            "test-dn.ldif",
-            "dn.out",
-            "search.out.provider",
-            "modify.out.provider",
-        ];
+        let outputs = ["test.ldif", "test-dn.ldif", "dn.out", "search.out.provider", "modify.out.provider"];
         let modrdn_outputs = (0..4).map(|n| format!("modrdn.out.provider.{n}"));
         for name in outputs.into_iter().map(str::to_owned).chain(modrdn_outputs) {
             let text = openldap_testdata(&name);
-            let errors: Vec<LdifError> = LdifReader::new(text.as_slice())
-                .filter_map(Result::err)
-                .collect();
+            let errors: Vec<LdifError> = LdifReader::new(text.as_slice()).filter_map(Result::err).collect();
             assert_eq!(errors, [], "{name}");
         }
     }
@@ -908,10 +786,7 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
         let text = String::from_utf8_lossy(&out).into_owned();
         let widths: Vec<usize> = text.lines().map(str::len).collect();
         assert_eq!(widths, [76, 76, 63, 76], "{text}");
-        assert!(text
-            .lines()
-            .nth(1)
-            .is_some_and(|line| line.starts_with(" x")));
+        assert!(text.lines().nth(1).is_some_and(|line| line.starts_with(" x")));
 
         let binary: Vec<u8> = (0..=255).collect();
         let entries = vec![
@@ -926,27 +801,18 @@ dn: cn=bad64\ncn:: !!!!\n\ndn: cn=ok3\ncn: ok3\n";
                 ],
             ),
             (" leading space,dc=x".to_owned(), vec![attr("sn", &["x"])]),
-            (
-                format!("cn={},dc=x", "n".repeat(120)),
-                vec![attr("sn", &["y"])],
-            ),
-            (
-                "cn=big".to_owned(),
-                vec![attr("description", &[&"z".repeat(1 << 20)])],
-            ),
+            (format!("cn={},dc=x", "n".repeat(120)), vec![attr("sn", &["y"])]),
+            ("cn=big".to_owned(), vec![attr("description", &[&"z".repeat(1 << 20)])]),
         ];
         let mut out = Vec::new();
         for (dn, attrs) in &entries {
             write_entry(&mut out, dn, attrs).unwrap_or_else(|err| panic!("{err}"));
         }
         let text = String::from_utf8(out).unwrap_or_else(|err| panic!("{err}"));
-        assert!(text
-            .lines()
-            .all(|line| line.len() <= LINE_WIDTH_MAX && line.is_ascii()));
+        assert!(text.lines().all(|line| line.len() <= LINE_WIDTH_MAX && line.is_ascii()));
         let recs = records(&text);
         let read: Vec<(&str, &[Attribute])> = recs.iter().map(content).collect();
-        let written: Vec<(&str, &[Attribute])> =
-            entries.iter().map(|(dn, a)| (&dn[..], &a[..])).collect();
+        let written: Vec<(&str, &[Attribute])> = entries.iter().map(|(dn, a)| (&dn[..], &a[..])).collect();
         assert_eq!(read, written);
         // A long unfolded line is read as it is.
         let unfolded = format!("dn: cn=big\ndescription: {}\n", "z".repeat(1 << 20));

@@ -12,10 +12,7 @@ pub const NORMALIZATION_VERSION: u32 = 1;
 
 /// Attributes compared byte for byte (octetStringMatch).
 pub fn is_octet_attribute(attr_lower: &str) -> bool {
-    matches!(
-        attr_lower,
-        "userpassword" | "jpegphoto" | "usercertificate" | "photo"
-    )
+    matches!(attr_lower, "userpassword" | "jpegphoto" | "usercertificate" | "photo")
 }
 
 /// The normalised form of `value` under `attr_lower`'s equality rule.
@@ -59,17 +56,11 @@ mod tests {
 
     #[test]
     fn case_ignore_folds_and_collapses() {
-        assert_eq!(
-            normalize_value("cn", b"  Babs   JENSEN "),
-            b"babs jensen".to_vec()
-        );
+        assert_eq!(normalize_value("cn", b"  Babs   JENSEN "), b"babs jensen".to_vec());
     }
 
     #[test]
     fn octet_attributes_are_kept() {
-        assert_eq!(
-            normalize_value("userpassword", b" Secret "),
-            b" Secret ".to_vec()
-        );
+        assert_eq!(normalize_value("userpassword", b" Secret "), b" Secret ".to_vec());
     }
 }

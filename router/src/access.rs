@@ -32,14 +32,10 @@ impl Identity {
 pub fn check_write(who: &Identity) -> Result<(), LdapError> {
     match who {
         Identity::Root(_) => Ok(()),
-        Identity::Anonymous => Err(LdapError::new(
-            ResultCode::STRONGER_AUTH_REQUIRED,
-            "modifications require authentication",
-        )),
-        Identity::User(_) => Err(LdapError::new(
-            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
-            "no write access",
-        )),
+        Identity::Anonymous => {
+            Err(LdapError::new(ResultCode::STRONGER_AUTH_REQUIRED, "modifications require authentication"))
+        }
+        Identity::User(_) => Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, "no write access")),
     }
 }
 
@@ -53,9 +49,7 @@ pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String
 
 /// Whether `who` may compare against `attr_lower`.
 pub fn may_read(config: &DirectoryConfig, who: &Identity, attr_lower: &str) -> bool {
-    !hidden_attributes(config, who)
-        .iter()
-        .any(|h| h == attr_lower)
+    !hidden_attributes(config, who).iter().any(|h| h == attr_lower)
 }
 
 #[cfg(test)]
@@ -65,15 +59,7 @@ mod tests {
     #[test]
     fn only_root_writes() {
         assert!(check_write(&Identity::Root(Dn::default())).is_ok());
-        assert_eq!(
-            check_write(&Identity::Anonymous).unwrap_err().code,
-            ResultCode(8)
-        );
-        assert_eq!(
-            check_write(&Identity::User(Dn::default()))
-                .unwrap_err()
-                .code,
-            ResultCode(50)
-        );
+        assert_eq!(check_write(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
+        assert_eq!(check_write(&Identity::User(Dn::default())).unwrap_err().code, ResultCode(50));
     }
 }

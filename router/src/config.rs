@@ -15,11 +15,7 @@ pub struct Suffix {
 
 impl Suffix {
     pub fn new(dn: Dn) -> Self {
-        Self {
-            display: dn.to_string(),
-            norm: dn.normalized(),
-            dn,
-        }
+        Self { display: dn.to_string(), norm: dn.normalized(), dn }
     }
 }
 
@@ -52,15 +48,10 @@ pub struct DirectoryConfig {
 impl DirectoryConfig {
     /// The suffix under which `dn` falls (the longest match).
     pub fn suffix_of(&self, dn: &Dn) -> Option<&Suffix> {
-        self.suffixes
-            .iter()
-            .filter(|s| dn.is_descendant_or_self_of(&s.dn))
-            .max_by_key(|s| s.dn.len())
+        self.suffixes.iter().filter(|s| dn.is_descendant_or_self_of(&s.dn)).max_by_key(|s| s.dn.len())
     }
 
     pub fn is_root_dn(&self, dn: &Dn) -> bool {
-        self.root_dn
-            .as_ref()
-            .is_some_and(|root| root.normalized() == dn.normalized())
+        self.root_dn.as_ref().is_some_and(|root| root.normalized() == dn.normalized())
     }
 }

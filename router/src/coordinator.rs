@@ -49,14 +49,7 @@ struct Inner {
 impl Coordinator {
     pub fn new(shards: Vec<Addr<ShardActor>>, cell: Arc<SkeletonCell>, log: IntentLog) -> Self {
         let tree = (*cell.load()).clone();
-        Self {
-            inner: Rc::new(Inner {
-                shards,
-                cell,
-                tree: RefCell::new(tree),
-                log,
-            }),
-        }
+        Self { inner: Rc::new(Inner { shards, cell, tree: RefCell::new(tree), log }) }
     }
 }
 
@@ -70,10 +63,7 @@ impl Actor for Coordinator {
 
 impl Inner {
     async fn write(&self, shard: usize, op: WriteOp) -> LdapResultOf<WriteOutcome> {
-        let addr = self
-            .shards
-            .get(shard)
-            .ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
+        let addr = self.shards.get(shard).ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
         Ok(addr.send(Write(op)).await??)
     }
 
@@ -86,22 +76,11 @@ impl Inner {
         if id == EntryId::ROOT || self.tree.borrow().contains(id) {
             return Ok(());
         }
-        let outcome = self
-            .write(
-                id.shard(),
-                WriteOp::SetContainer {
-                    id,
-                    container: true,
-                },
-            )
-            .await?;
+        let outcome = self.write(id.shard(), WriteOp::SetContainer { id, container: true }).await?;
         let WriteOutcome::Record(record) = outcome else {
             return Err(LdapError::new(ResultCode::OTHER, "unexpected shard reply"));
         };
-        let next =
-            self.tree
-                .borrow()
-                .with_container(id, record.parent, &record.rdn, &record.rdn_norm);
+        let next = self.tree.borrow().with_container(id, record.parent, &record.rdn, &record.rdn_norm);
         self.publish(next);
         // It may have been a container before, demoted and left closed.
         self.reopen(id).await;
@@ -172,14 +151,7 @@ impl Inner {
 
     async fn delete_closed(&self, target: Located) -> LdapResultOf<()> {
         let id = target.id;
-        self.write(
-            id.shard(),
-            WriteOp::SetContainer {
-                id,
-                container: false,
-            },
-        )
-        .await?;
+        self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await?;
         let next = self.tree.borrow().without_container(id);
         self.publish(next);
         self.delete_leaf(target).await
@@ -192,11 +164,8 @@ impl Inner {
         if name_shard == id.shard() {
             self.write(id.shard(), WriteOp::Delete { id }).await?;
         } else {
-            let intent = Intent::DeleteWithRemoteName {
-                id,
-                parent: target.parent,
-                rdn: target.rdn_norm.clone(),
-            };
+            let intent =
+                Intent::DeleteWithRemoteName { id, parent: target.parent, rdn: target.rdn_norm.clone() };
             let seq = self
                 .log
                 .record(&intent)
@@ -204,16 +173,10 @@ impl Inner {
             self.write(id.shard(), WriteOp::Delete { id }).await?;
             self.write(
                 name_shard,
-                WriteOp::RemoveDn {
-                    parent: target.parent,
-                    rdn_norm: target.rdn_norm,
-                    id,
-                },
+                WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id },
             )
             .await?;
-            self.log
-                .clear(seq)
-                .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+            self.log.clear(seq).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
         }
         if target.parent != EntryId::ROOT {
             self.demote_if_childless(target.parent).await?;
@@ -222,20 +185,11 @@ impl Inner {
     }
 
     async fn move_leaf(&self, req: MoveLeaf) -> LdapResultOf<()> {
-        let MoveLeaf {
-            target,
-            new_parent,
-            new_rdn,
-            new_rdn_norm,
-            drop_values,
-            add_values,
-        } = req;
+        let MoveLeaf { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values } = req;
         let id = target.id;
         // The entry may have gained children since the router looked.
         if self.tree.borrow().contains(id) {
-            return Err(LdapError::unwilling(
-                "renaming an entry with children is not supported yet",
-            ));
+            return Err(LdapError::unwilling("renaming an entry with children is not supported yet"));
         }
         self.promote(new_parent).await?;
         let count = self.shards.len();
@@ -248,18 +202,12 @@ impl Inner {
             new_parent,
             new_rdn: new_rdn_norm.clone(),
         };
-        let seq = self
-            .log
-            .record(&intent)
-            .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+        let seq =
+            self.log.record(&intent).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
         let steps = async {
             self.write(
                 new_name_shard,
-                WriteOp::PutDn {
-                    parent: new_parent,
-                    rdn_norm: new_rdn_norm.clone(),
-                    id,
-                },
+                WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id },
             )
             .await?;
             let relocate = WriteOp::Relocate {
@@ -273,11 +221,7 @@ impl Inner {
             if let Err(e) = self.write(id.shard(), relocate).await {
                 self.write(
                     new_name_shard,
-                    WriteOp::RemoveDn {
-                        parent: new_parent,
-                        rdn_norm: new_rdn_norm.clone(),
-                        id,
-                    },
+                    WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id },
                 )
                 .await?;
                 return Err(e);
@@ -285,11 +229,7 @@ impl Inner {
             if (target.parent, &target.rdn_norm) != (new_parent, &new_rdn_norm) {
                 self.write(
                     old_name_shard,
-                    WriteOp::RemoveDn {
-                        parent: target.parent,
-                        rdn_norm: target.rdn_norm,
-                        id,
-                    },
+                    WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id },
                 )
                 .await?;
             }
@@ -297,14 +237,8 @@ impl Inner {
         };
         let result: LdapResultOf<()> = steps.await;
         // On a failed step the intent stays only if we could not undo; recovery decides.
-        if result.is_ok()
-            || result
-                .as_ref()
-                .is_err_and(|e| e.code != ResultCode::UNAVAILABLE)
-        {
-            self.log
-                .clear(seq)
-                .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+        if result.is_ok() || result.as_ref().is_err_and(|e| e.code != ResultCode::UNAVAILABLE) {
+            self.log.clear(seq).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
         }
         if result.is_ok() && target.parent != new_parent && target.parent != EntryId::ROOT {
             self.demote_if_childless(target.parent).await?;
@@ -314,79 +248,40 @@ impl Inner {
 
     /// Finishes or rolls back every intent left by a crash.
     async fn recover(&self) -> LdapResultOf<usize> {
-        let pending = self
-            .log
-            .pending()
-            .map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
+        let pending = self.log.pending().map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
         let count = self.shards.len();
         for (seq, intent) in &pending {
             match intent.clone() {
-                Intent::MoveLeaf {
-                    id,
-                    old_parent,
-                    old_rdn,
-                    new_parent,
-                    new_rdn,
-                } => {
+                Intent::MoveLeaf { id, old_parent, old_rdn, new_parent, new_rdn } => {
                     let record = self.fetch(id).await?;
-                    let moved = record
-                        .as_ref()
-                        .is_some_and(|r| r.parent == new_parent && r.rdn_norm == new_rdn);
+                    let moved =
+                        record.as_ref().is_some_and(|r| r.parent == new_parent && r.rdn_norm == new_rdn);
                     if moved {
                         let shard = shard_for_child(old_parent, &old_rdn, count);
-                        self.write(
-                            shard,
-                            WriteOp::RemoveDn {
-                                parent: old_parent,
-                                rdn_norm: old_rdn,
-                                id,
-                            },
-                        )
-                        .await?;
+                        self.write(shard, WriteOp::RemoveDn { parent: old_parent, rdn_norm: old_rdn, id })
+                            .await?;
                     } else {
                         let shard = shard_for_child(new_parent, &new_rdn, count);
-                        self.write(
-                            shard,
-                            WriteOp::RemoveDn {
-                                parent: new_parent,
-                                rdn_norm: new_rdn,
-                                id,
-                            },
-                        )
-                        .await?;
+                        self.write(shard, WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn, id })
+                            .await?;
                     }
                 }
                 Intent::DeleteWithRemoteName { id, parent, rdn } => {
                     if self.fetch(id).await?.is_none() {
                         let shard = shard_for_child(parent, &rdn, count);
-                        self.write(
-                            shard,
-                            WriteOp::RemoveDn {
-                                parent,
-                                rdn_norm: rdn,
-                                id,
-                            },
-                        )
-                        .await?;
+                        self.write(shard, WriteOp::RemoveDn { parent, rdn_norm: rdn, id }).await?;
                     }
                 }
             }
-            self.log
-                .clear(*seq)
-                .map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
+            self.log.clear(*seq).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
             tracing::info!(?intent, "recovered an interrupted cross-shard change");
         }
         Ok(pending.len())
     }
 
-    async fn fetch(
-        &self,
-        id: EntryId,
-    ) -> LdapResultOf<Option<Arc<ferrodir_shard::record::EntryRecord>>> {
-        let addr = self
-            .shards
-            .get(id.shard())
-            .ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
+    async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<ferrodir_shard::record::EntryRecord>>> {
+        let addr =
+            self.shards.get(id.shard()).ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
         Ok(addr.send(Fetch(id)).await??)
     }
 }
@@ -438,9 +333,7 @@ serial_handler!(DeleteEntry, LdapResultOf<()>, |inner, msg| {
 #[rtype(result = "LdapResultOf<()>")]
 pub struct MaybeDemote(pub EntryId);
 
-serial_handler!(MaybeDemote, LdapResultOf<()>, |inner, msg| inner
-    .demote_if_childless(msg.0)
-    .await);
+serial_handler!(MaybeDemote, LdapResultOf<()>, |inner, msg| inner.demote_if_childless(msg.0).await);
 
 /// Modify DN of a leaf.
 #[derive(Message)]
@@ -454,15 +347,11 @@ pub struct MoveLeaf {
     pub add_values: Vec<(String, Vec<u8>)>,
 }
 
-serial_handler!(MoveLeaf, LdapResultOf<()>, |inner, msg| inner
-    .move_leaf(msg)
-    .await);
+serial_handler!(MoveLeaf, LdapResultOf<()>, |inner, msg| inner.move_leaf(msg).await);
 
 /// Finish or roll back interrupted changes; sent once at start, before serving.
 #[derive(Message)]
 #[rtype(result = "LdapResultOf<usize>")]
 pub struct Recover;
 
-serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner
-    .recover()
-    .await);
+serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner.recover().await);

@@ -16,19 +16,11 @@ pub struct LdapError {
 
 impl LdapError {
     pub fn new(code: ResultCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            matched_dn: String::new(),
-            message: message.into(),
-        }
+        Self { code, matched_dn: String::new(), message: message.into() }
     }
 
     pub fn no_such_object(matched_dn: impl Into<String>) -> Self {
-        Self {
-            code: ResultCode::NO_SUCH_OBJECT,
-            matched_dn: matched_dn.into(),
-            message: String::new(),
-        }
+        Self { code: ResultCode::NO_SUCH_OBJECT, matched_dn: matched_dn.into(), message: String::new() }
     }
 
     pub fn protocol(message: impl Into<String>) -> Self {
@@ -36,10 +28,7 @@ impl LdapError {
     }
 
     pub fn invalid_dn(message: impl std::fmt::Display) -> Self {
-        Self::new(
-            ResultCode::INVALID_DN_SYNTAX,
-            format!("invalid DN: {message}"),
-        )
+        Self::new(ResultCode::INVALID_DN_SYNTAX, format!("invalid DN: {message}"))
     }
 
     pub fn unwilling(message: impl Into<String>) -> Self {
@@ -70,20 +59,13 @@ impl From<ShardError> for LdapError {
             ShardError::NoSuchObject => String::new(),
             other => other.to_string(),
         };
-        Self {
-            code,
-            matched_dn: String::new(),
-            message,
-        }
+        Self { code, matched_dn: String::new(), message }
     }
 }
 
 impl From<actix::MailboxError> for LdapError {
     fn from(error: actix::MailboxError) -> Self {
-        Self::new(
-            ResultCode::UNAVAILABLE,
-            format!("shard unreachable: {error}"),
-        )
+        Self::new(ResultCode::UNAVAILABLE, format!("shard unreachable: {error}"))
     }
 }
 
@@ -95,17 +77,8 @@ mod tests {
 
     #[test]
     fn shard_errors_map_to_codes() {
-        assert_eq!(
-            LdapError::from(ShardError::AlreadyExists).code,
-            ResultCode::ENTRY_ALREADY_EXISTS
-        );
-        assert_eq!(
-            LdapError::from(ShardError::NotAllowedOnNonLeaf).code,
-            ResultCode(66)
-        );
-        assert_eq!(
-            LdapError::from(ShardError::ParentClosed).code,
-            ResultCode::BUSY
-        );
+        assert_eq!(LdapError::from(ShardError::AlreadyExists).code, ResultCode::ENTRY_ALREADY_EXISTS);
+        assert_eq!(LdapError::from(ShardError::NotAllowedOnNonLeaf).code, ResultCode(66));
+        assert_eq!(LdapError::from(ShardError::ParentClosed).code, ResultCode::BUSY);
     }
 }

@@ -14,19 +14,9 @@ const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("intents");
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Intent {
     /// A leaf's DN→ID record moves from (old_parent, old_rdn) to (new_parent, new_rdn).
-    MoveLeaf {
-        id: EntryId,
-        old_parent: EntryId,
-        old_rdn: String,
-        new_parent: EntryId,
-        new_rdn: String,
-    },
+    MoveLeaf { id: EntryId, old_parent: EntryId, old_rdn: String, new_parent: EntryId, new_rdn: String },
     /// An entry is deleted on its home shard and its DN→ID record on another shard.
-    DeleteWithRemoteName {
-        id: EntryId,
-        parent: EntryId,
-        rdn: String,
-    },
+    DeleteWithRemoteName { id: EntryId, parent: EntryId, rdn: String },
 }
 
 impl Intent {
@@ -38,13 +28,7 @@ impl Intent {
             out.extend_from_slice(text.as_bytes());
         };
         match self {
-            Intent::MoveLeaf {
-                id,
-                old_parent,
-                old_rdn,
-                new_parent,
-                new_rdn,
-            } => {
+            Intent::MoveLeaf { id, old_parent, old_rdn, new_parent, new_rdn } => {
                 put(*id, "M");
                 put(*old_parent, old_rdn);
                 put(*new_parent, new_rdn);
@@ -70,13 +54,7 @@ impl Intent {
             "M" => {
                 let (old_parent, old_rdn) = take()?;
                 let (new_parent, new_rdn) = take()?;
-                Some(Intent::MoveLeaf {
-                    id,
-                    old_parent,
-                    old_rdn,
-                    new_parent,
-                    new_rdn,
-                })
+                Some(Intent::MoveLeaf { id, old_parent, old_rdn, new_parent, new_rdn })
             }
             "D" => {
                 let (parent, rdn) = take()?;
@@ -111,18 +89,11 @@ impl IntentLog {
     /// Durably records `intent` and returns its sequence number.
     pub fn record(&self, intent: &Intent) -> Result<u64, IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
-        txn.set_durability(redb::Durability::Immediate)
-            .map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate).map_err(err)?;
         let seq = {
             let mut table = txn.open_table(INTENTS).map_err(err)?;
-            let next = table
-                .last()
-                .map_err(err)?
-                .map(|(k, _)| k.value() + 1)
-                .unwrap_or(1);
-            table
-                .insert(next, intent.encode().as_slice())
-                .map_err(err)?;
+            let next = table.last().map_err(err)?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+            table.insert(next, intent.encode().as_slice()).map_err(err)?;
             next
         };
         txn.commit().map_err(err)?;
@@ -131,12 +102,8 @@ impl IntentLog {
 
     pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
-        txn.set_durability(redb::Durability::Immediate)
-            .map_err(err)?;
-        txn.open_table(INTENTS)
-            .map_err(err)?
-            .remove(seq)
-            .map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate).map_err(err)?;
+        txn.open_table(INTENTS).map_err(err)?.remove(seq).map_err(err)?;
         txn.commit().map_err(err)
     }
 
@@ -147,8 +114,8 @@ impl IntentLog {
         let mut out = Vec::new();
         for item in table.iter().map_err(err)? {
             let (k, v) = item.map_err(err)?;
-            let intent = Intent::decode(v.value())
-                .ok_or_else(|| err(format!("undecodable intent {}", k.value())))?;
+            let intent =
+                Intent::decode(v.value()).ok_or_else(|| err(format!("undecodable intent {}", k.value())))?;
             out.push((k.value(), intent));
         }
         Ok(out)
@@ -170,11 +137,7 @@ mod tests {
             new_parent: EntryId(2),
             new_rdn: "uid=b".into(),
         };
-        let b = Intent::DeleteWithRemoteName {
-            id: EntryId(6),
-            parent: EntryId(1),
-            rdn: "cn=x".into(),
-        };
+        let b = Intent::DeleteWithRemoteName { id: EntryId(6), parent: EntryId(1), rdn: "cn=x".into() };
         let sa = log.record(&a).unwrap();
         let sb = log.record(&b).unwrap();
         log.clear(sa).unwrap();

@@ -39,10 +39,7 @@ pub fn ssha(password: &[u8], salt: &[u8]) -> String {
     hasher.update(salt);
     let mut raw = hasher.finalize().to_vec();
     raw.extend_from_slice(salt);
-    format!(
-        "{{SSHA}}{}",
-        base64::engine::general_purpose::STANDARD.encode(raw)
-    )
+    format!("{{SSHA}}{}", base64::engine::general_purpose::STANDARD.encode(raw))
 }
 
 fn strip_scheme<'a>(stored: &'a [u8], scheme: &[u8]) -> Option<&'a [u8]> {

@@ -21,10 +21,7 @@ pub struct Located {
 
 /// The normalised names from the top: the suffix first, then each RDN below it.
 pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
-    let suffix = worker
-        .config
-        .suffix_of(dn)
-        .ok_or_else(|| LdapError::no_such_object(""))?;
+    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     let below = dn.len() - suffix.dn.len();
     let mut names = Vec::with_capacity(below + 1);
     names.push(suffix.norm.clone());
@@ -45,14 +42,11 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
         if depth == 0 {
             String::new()
         } else {
-            dn.ancestors_suffix(dn.len() - names.len() + depth)
-                .to_string()
+            dn.ancestors_suffix(dn.len() - names.len() + depth).to_string()
         }
     };
     if found.matched == names.len() {
-        let node = tree
-            .get(parent)
-            .ok_or_else(|| LdapError::no_such_object(""))?;
+        let node = tree.get(parent).ok_or_else(|| LdapError::no_such_object(""))?;
         return Ok(Located {
             id: parent,
             parent: node.parent,
@@ -63,12 +57,9 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
     let next = &names[found.matched];
     let shard = shard_for_child(parent, next, worker.shard_count());
     match worker.lookup(shard, parent, next).await? {
-        Some(id) if found.matched + 1 == names.len() => Ok(Located {
-            id,
-            parent,
-            rdn_norm: next.clone(),
-            container: tree.contains(id),
-        }),
+        Some(id) if found.matched + 1 == names.len() => {
+            Ok(Located { id, parent, rdn_norm: next.clone(), container: tree.contains(id) })
+        }
         // A leaf on the path: the DN is below an entry with no children.
         Some(_) => Err(LdapError::no_such_object(matched_dn(found.matched + 1))),
         None => Err(LdapError::no_such_object(matched_dn(found.matched))),
@@ -77,14 +68,8 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
 
 /// Resolves the parent under which `dn` would be created, as (parent id, is container,
 /// normalised RDN of `dn` under it, display RDN).
-pub async fn locate_parent_of(
-    worker: &Worker,
-    dn: &Dn,
-) -> LdapResultOf<(Option<Located>, String, String)> {
-    let suffix = worker
-        .config
-        .suffix_of(dn)
-        .ok_or_else(|| LdapError::no_such_object(""))?;
+pub async fn locate_parent_of(worker: &Worker, dn: &Dn) -> LdapResultOf<(Option<Located>, String, String)> {
+    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     if dn.len() == suffix.dn.len() {
         // The suffix entry itself hangs under the virtual root.
         return Ok((None, suffix.norm.clone(), suffix.display.clone()));

@@ -15,8 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrodir_proto::message::{
-    decode_message, encode_message, ExtendedResponse, LdapMessage, LdapResult, OctetString,
-    ProtocolOp,
+    decode_message, encode_message, ExtendedResponse, LdapMessage, LdapResult, OctetString, ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
 use tokio::sync::{mpsc, Semaphore};
@@ -65,11 +64,7 @@ impl OpContext {
         if self.cancelled() {
             return;
         }
-        let message = LdapMessage {
-            message_id: self.message_id,
-            protocol_op: op,
-            controls: None,
-        };
+        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls: None };
         match encode_message(&message) {
             Ok(pdu) => {
                 let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
@@ -101,11 +96,7 @@ impl Session {
             slots: Arc::new(Semaphore::new(slots_max as usize)),
             slots_max,
         };
-        Self {
-            worker,
-            out,
-            state: Rc::new(state),
-        }
+        Self { worker, out, state: Rc::new(state) }
     }
 
     /// Handles one whole PDU. Returns `Flow::Close` after Unbind or a protocol violation.
@@ -118,11 +109,7 @@ impl Session {
                 return Flow::Close;
             }
         };
-        let LdapMessage {
-            message_id,
-            protocol_op,
-            controls,
-        } = message;
+        let LdapMessage { message_id, protocol_op, controls } = message;
         match protocol_op {
             ProtocolOp::UnbindRequest => {
                 self.cancel_all();
@@ -136,12 +123,7 @@ impl Session {
             }
             ProtocolOp::BindRequest(request) => {
                 // Wait for the operations in flight, then bind alone.
-                let all = self
-                    .state
-                    .slots
-                    .clone()
-                    .acquire_many_owned(self.state.slots_max)
-                    .await;
+                let all = self.state.slots.clone().acquire_many_owned(self.state.slots_max).await;
                 let ctx = self.context(message_id, Arc::new(AtomicBool::new(false)));
                 if let Some(refusal) = op::controls::check(controls.as_deref()) {
                     ctx.respond(op::bind::response(refusal)).await;
@@ -158,10 +140,7 @@ impl Session {
                     Err(_) => return Flow::Close,
                 };
                 let cancel = Arc::new(AtomicBool::new(false));
-                self.state
-                    .in_flight
-                    .borrow_mut()
-                    .insert(message_id, cancel.clone());
+                self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
                 let ctx = self.context(message_id, cancel);
                 let refusal = op::controls::check(controls.as_deref());
                 let state = self.state.clone();
@@ -206,14 +185,8 @@ impl Session {
         let notice = LdapMessage {
             message_id: 0,
             protocol_op: ProtocolOp::ExtendedResponse(ExtendedResponse {
-                result: LdapResult::new(
-                    ResultCode::PROTOCOL_ERROR,
-                    String::new(),
-                    reason.to_string(),
-                ),
-                response_name: Some(OctetString::from_static(
-                    NOTICE_OF_DISCONNECTION_OID.as_bytes(),
-                )),
+                result: LdapResult::new(ResultCode::PROTOCOL_ERROR, String::new(), reason.to_string()),
+                response_name: Some(OctetString::from_static(NOTICE_OF_DISCONNECTION_OID.as_bytes())),
                 response_value: None,
             }),
             controls: None,

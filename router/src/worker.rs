@@ -40,15 +40,7 @@ impl Worker {
         tree_cell: Arc<SkeletonCell>,
     ) -> Self {
         let tree = tree_cell.load();
-        Self {
-            index,
-            local,
-            shards,
-            coordinator,
-            config,
-            tree_cell,
-            tree_cache: RefCell::new(tree),
-        }
+        Self { index, local, shards, coordinator, config, tree_cell, tree_cache: RefCell::new(tree) }
     }
 
     pub fn shard_count(&self) -> usize {
@@ -77,12 +69,7 @@ impl Worker {
             return Ok(self.local.lookup_dn(parent, rdn_norm)?);
         }
         let addr = self.shard(shard)?;
-        Ok(addr
-            .send(Lookup {
-                parent,
-                rdn_norm: rdn_norm.to_string(),
-            })
-            .await??)
+        Ok(addr.send(Lookup { parent, rdn_norm: rdn_norm.to_string() }).await??)
     }
 
     /// Reads an entry from its home shard: a direct call when local.
@@ -108,11 +95,8 @@ impl Worker {
     }
 
     fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {
-        self.shards.get(index).ok_or_else(|| {
-            LdapError::new(
-                ferrodir_proto::ResultCode::OTHER,
-                format!("no shard {index}"),
-            )
-        })
+        self.shards
+            .get(index)
+            .ok_or_else(|| LdapError::new(ferrodir_proto::ResultCode::OTHER, format!("no shard {index}")))
     }
 }

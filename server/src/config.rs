@@ -109,10 +109,7 @@ impl Default for Limits {
 
 impl Default for Log {
     fn default() -> Self {
-        Self {
-            level: "info".into(),
-            format: "text".into(),
-        }
+        Self { level: "info".into(), format: "text".into() }
     }
 }
 
@@ -128,9 +125,7 @@ impl Config {
         if self.shards > 0 {
             self.shards
         } else {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         }
     }
 }

@@ -26,10 +26,8 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, limits: Arc<Limits>) {
     let write_timeout = Duration::from_secs(limits.write_timeout_s.max(1));
     let writer_task = actix::spawn(write_loop(writer, queue, write_timeout));
     let session = Session::new(worker, out, limits.ops_in_flight_per_connection_max);
-    let frame_limits = FrameLimits {
-        pdu_bytes_max: limits.pdu_bytes_max,
-        nesting_depth_max: limits.ber_nesting_depth_max,
-    };
+    let frame_limits =
+        FrameLimits { pdu_bytes_max: limits.pdu_bytes_max, nesting_depth_max: limits.ber_nesting_depth_max };
     let idle = (limits.idle_timeout_s > 0).then(|| Duration::from_secs(limits.idle_timeout_s));
     let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
     'connection: loop {
@@ -68,11 +66,7 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, limits: Arc<Limits>) {
 
 /// Drains the response queue to the socket, flushing when the queue runs dry so that a
 /// burst of responses goes out in few writes.
-async fn write_loop(
-    writer: OwnedWriteHalf,
-    mut queue: mpsc::Receiver<Outbound>,
-    timeout: Duration,
-) {
+async fn write_loop(writer: OwnedWriteHalf, mut queue: mpsc::Receiver<Outbound>, timeout: Duration) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
@@ -99,10 +93,7 @@ async fn write_loop(
             }
             next = queue.try_recv().ok();
         }
-        if !matches!(
-            tokio::time::timeout(timeout, writer.flush()).await,
-            Ok(Ok(()))
-        ) {
+        if !matches!(tokio::time::timeout(timeout, writer.flush()).await, Ok(Ok(()))) {
             return;
         }
     }

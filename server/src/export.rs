@@ -26,10 +26,7 @@ pub fn export(store: &Store, config: &Config, out: &mut impl Write) -> anyhow::R
                     true
                 }
                 Err(e) => {
-                    failure = Some(anyhow::anyhow!(
-                        "shard {index}, entry {:?}: {e}",
-                        keys::trailing_id(key)
-                    ));
+                    failure = Some(anyhow::anyhow!("shard {index}, entry {:?}: {e}", keys::trailing_id(key)));
                     false
                 }
             },

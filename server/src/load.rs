@@ -47,15 +47,8 @@ pub fn load_ldif(
     let mut report = LoadReport::default();
     for item in LdifReader::new(input) {
         let outcome = item.map_err(|e| e.to_string()).and_then(|(line, record)| {
-            place(
-                directory,
-                record,
-                &mut placed,
-                &mut by_dn,
-                &mut next_seq,
-                shard_count,
-            )
-            .map_err(|e| format!("line {line}: {e}"))
+            place(directory, record, &mut placed, &mut by_dn, &mut next_seq, shard_count)
+                .map_err(|e| format!("line {line}: {e}"))
         });
         if let Err(problem) = outcome {
             if !keep_going {
@@ -72,14 +65,14 @@ pub fn load_ldif(
 fn ensure_empty(store: &Store) -> anyhow::Result<()> {
     for (index, engine) in store.engines.iter().enumerate() {
         let mut found = false;
-        engine
-            .snapshot()?
-            .scan_prefix(&keys::entries_prefix(), &mut |_, _| {
-                found = true;
-                false
-            })?;
+        engine.snapshot()?.scan_prefix(&keys::entries_prefix(), &mut |_, _| {
+            found = true;
+            false
+        })?;
         if found {
-            anyhow::bail!("shard {index} already holds entries: import loads only a new, empty data directory");
+            anyhow::bail!(
+                "shard {index} already holds entries: import loads only a new, empty data directory"
+            );
         }
     }
     Ok(())
@@ -102,16 +95,14 @@ fn place(
     if by_dn.contains_key(&dn_norm) {
         return Err(format!("duplicate entry {dn_text}"));
     }
-    let suffix = directory
-        .suffix_of(&dn)
-        .ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
+    let suffix =
+        directory.suffix_of(&dn).ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
     let (parent, rdn, rdn_norm) = if dn.len() == suffix.dn.len() {
         (EntryId::ROOT, suffix.display.clone(), suffix.norm.clone())
     } else {
         let parent_norm = dn.parent().unwrap_or_default().normalized();
-        let &parent_index = by_dn
-            .get(&parent_norm)
-            .ok_or_else(|| format!("parent of {dn_text} not loaded before it"))?;
+        let &parent_index =
+            by_dn.get(&parent_norm).ok_or_else(|| format!("parent of {dn_text} not loaded before it"))?;
         let parent = &mut placed[parent_index];
         parent.record.flags |= FLAG_CONTAINER;
         let rdn = dn.rdn().ok_or("empty DN")?;
@@ -125,16 +116,7 @@ fn place(
     let id = EntryId::new(shard, next_seq[shard]);
     next_seq[shard] += 1;
     by_dn.insert(dn_norm, placed.len());
-    placed.push(Placed {
-        id,
-        record: EntryRecord {
-            parent,
-            rdn,
-            rdn_norm,
-            flags: 0,
-            entry,
-        },
-    });
+    placed.push(Placed { id, record: EntryRecord { parent, rdn, rdn_norm, flags: 0, entry } });
     Ok(())
 }
 
@@ -143,23 +125,14 @@ fn commit_all(store: &Store, placed: Vec<Placed>, next_seq: &[u64]) -> anyhow::R
     for Placed { id, record } in placed {
         let batch = &mut per_shard[id.shard()];
         for key in store.indexes.keys_for(id, &record.entry) {
-            batch.push(Mutation {
-                key,
-                value: Some(Vec::new()),
-            });
+            batch.push(Mutation { key, value: Some(Vec::new()) });
         }
-        batch.push(Mutation {
-            key: keys::child(record.parent, id),
-            value: Some(Vec::new()),
-        });
+        batch.push(Mutation { key: keys::child(record.parent, id), value: Some(Vec::new()) });
         batch.push(Mutation {
             key: keys::dn(record.parent, &record.rdn_norm),
             value: Some(id.to_be_bytes().to_vec()),
         });
-        batch.push(Mutation {
-            key: keys::entry(id),
-            value: Some(record.encode()),
-        });
+        batch.push(Mutation { key: keys::entry(id), value: Some(record.encode()) });
     }
     for (shard, batch) in per_shard.iter_mut().enumerate() {
         batch.push(Mutation {
@@ -173,17 +146,11 @@ fn commit_all(store: &Store, placed: Vec<Placed>, next_seq: &[u64]) -> anyhow::R
             .zip(&store.engines)
             .enumerate()
             .map(|(index, (batch, engine))| {
-                scope.spawn(move || {
-                    engine
-                        .commit(batch)
-                        .with_context(|| format!("committing shard {index}"))
-                })
+                scope.spawn(move || engine.commit(batch).with_context(|| format!("committing shard {index}")))
             })
             .collect();
         for handle in handles {
-            handle
-                .join()
-                .map_err(|_| anyhow::anyhow!("an import thread panicked"))??;
+            handle.join().map_err(|_| anyhow::anyhow!("an import thread panicked"))??;
         }
         Ok(())
     })

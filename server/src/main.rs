@@ -76,9 +76,7 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
 fn init_logging(config: &Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.log.level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if config.log.format == "json" {
         builder.json().init();
     } else {
@@ -89,11 +87,7 @@ fn init_logging(config: &Config) {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve {
-            config,
-            listen,
-            data_dir,
-        } => {
+        Command::Serve { config, listen, data_dir } => {
             let mut config = load_config(config.as_ref())?;
             if let Some(listen) = listen {
                 config.listen = listen;
@@ -106,26 +100,18 @@ fn main() -> anyhow::Result<()> {
             if store.created && config.example_data {
                 let directory = runtime::directory_config(&config)?;
                 let report = load::load_ldif(&store, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
-                tracing::info!(
-                    entries = report.entries,
-                    "new data directory: loaded the example entries"
-                );
+                tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
             }
             let system = actix_rt::System::new();
             system.block_on(runtime::serve(config, store))
         }
-        Command::Import {
-            config,
-            data_dir,
-            keep_going,
-            file,
-        } => {
+        Command::Import { config, data_dir, keep_going, file } => {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
             let store = Store::open(&config, &data_dir)?;
             let directory = runtime::directory_config(&config)?;
-            let input = std::fs::File::open(&file)
-                .with_context(|| format!("cannot open {}", file.display()))?;
+            let input =
+                std::fs::File::open(&file).with_context(|| format!("cannot open {}", file.display()))?;
             let started = std::time::Instant::now();
             let report = load::load_ldif(&store, &directory, BufReader::new(input), keep_going)?;
             for problem in &report.skipped {

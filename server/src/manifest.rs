@@ -36,9 +36,9 @@ impl Manifest {
     pub fn load(dir: &Path) -> anyhow::Result<Option<Self>> {
         let path = Self::path(dir);
         match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(toml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("bad manifest {}: {e}", path.display())
-            })?)),
+            Ok(text) => Ok(Some(
+                toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad manifest {}: {e}", path.display()))?,
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
         }
@@ -59,12 +59,7 @@ impl Manifest {
 
     /// Refuses a data directory made with other placement or normalisation rules, another
     /// engine, or (when `shards_wanted` is set) another shard count.
-    pub fn check(
-        &self,
-        dir: &Path,
-        shards_wanted: Option<usize>,
-        engine: &str,
-    ) -> anyhow::Result<()> {
+    pub fn check(&self, dir: &Path, shards_wanted: Option<usize>, engine: &str) -> anyhow::Result<()> {
         let way_out = format!(
             "to change it, export the data (`ferrodir export --data-dir {0} > data.ldif`) and import it into a new data directory (`ferrodir import --data-dir NEW data.ldif`)",
             dir.display()
@@ -78,10 +73,7 @@ impl Manifest {
             ));
         }
         if self.shards != expected.shards {
-            problems.push(format!(
-                "{} shards (config asks for {})",
-                self.shards, expected.shards
-            ));
+            problems.push(format!("{} shards (config asks for {})", self.shards, expected.shards));
         }
         if self.placement_version != expected.placement_version {
             problems.push(format!(
@@ -96,10 +88,7 @@ impl Manifest {
             ));
         }
         if self.engine != expected.engine {
-            problems.push(format!(
-                "engine {} (config asks for {})",
-                self.engine, expected.engine
-            ));
+            problems.push(format!("engine {} (config asks for {})", self.engine, expected.engine));
         }
         if problems.is_empty() {
             Ok(())
@@ -125,13 +114,7 @@ mod tests {
         let loaded = Manifest::load(dir.path()).unwrap().unwrap();
         assert!(loaded.check(dir.path(), Some(4), "redb").is_ok());
         assert!(loaded.check(dir.path(), None, "redb").is_ok());
-        let err = loaded
-            .check(dir.path(), Some(8), "redb")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("4 shards") && err.contains("ferrodir export"),
-            "{err}"
-        );
+        let err = loaded.check(dir.path(), Some(8), "redb").unwrap_err().to_string();
+        assert!(err.contains("4 shards") && err.contains("ferrodir export"), "{err}");
     }
 }

@@ -32,17 +32,13 @@ thread_local! {
 pub fn directory_config(config: &Config) -> anyhow::Result<DirectoryConfig> {
     let mut suffixes = Vec::new();
     for text in &config.suffixes {
-        let dn = ferrodir_proto::Dn::parse(text)
-            .map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+        let dn = ferrodir_proto::Dn::parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
         suffixes.push(Suffix::new(dn));
     }
     let root_dn = if config.root_dn.is_empty() {
         None
     } else {
-        Some(
-            ferrodir_proto::Dn::parse(&config.root_dn)
-                .map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?,
-        )
+        Some(ferrodir_proto::Dn::parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
     };
     let access = match config.access.as_str() {
         "default" => AccessProfile::Default,
@@ -66,8 +62,12 @@ pub fn directory_config(config: &Config) -> anyhow::Result<DirectoryConfig> {
 /// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
 pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
     let directory = Arc::new(directory_config(&config)?);
+    let settled = store.settle_containers(&config)?;
+    if settled > 0 {
+        tracing::info!(settled, "cleared the container flag of entries left without children");
+    }
     let cell = Arc::new(SkeletonCell::new(store.skeleton(&config)?));
-    let shard_count = store.engines.len();
+    let shard_count = store.manifest.shards;
 
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
@@ -86,9 +86,7 @@ pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
             let _ = tx.send(started);
         });
         shards.push(
-            rx.await
-                .context("worker thread died")?
-                .with_context(|| format!("starting shard {index}"))?,
+            rx.await.context("worker thread died")?.with_context(|| format!("starting shard {index}"))?,
         );
         arbiters.push(arbiter);
     }
@@ -101,22 +99,15 @@ pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
         let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log).start());
     });
     let coordinator = rx.await.context("coordinator thread died")?;
-    let recovered = coordinator
-        .send(Recover)
-        .await?
-        .map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;
+    let recovered = coordinator.send(Recover).await?.map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;
     if recovered > 0 {
         tracing::info!(recovered, "finished interrupted cross-shard changes");
     }
 
     for (index, arbiter) in arbiters.iter().enumerate() {
         let (tx, rx) = oneshot::channel();
-        let (shards, coordinator, directory, cell) = (
-            shards.clone(),
-            coordinator.clone(),
-            directory.clone(),
-            cell.clone(),
-        );
+        let (shards, coordinator, directory, cell) =
+            (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
         arbiter.spawn(async move {
             let local = LOCAL_SHARD.with(|slot| slot.borrow().clone());
             if let Some(local) = local {
@@ -181,10 +172,7 @@ fn announce(config: &Config, addr: SocketAddr, shards: usize) {
     // Printed plainly too, for a newcomer reading the terminal and for tests waiting on it.
     println!("ferrodir listening on {addr}");
     if !config.root_dn.is_empty() {
-        println!(
-            "admin identity: {} (password set by root_password in the config)",
-            config.root_dn
-        );
+        println!("admin identity: {} (password set by root_password in the config)", config.root_dn);
     }
     for suffix in &config.suffixes {
         println!("try: ldapsearch -x -H ldap://{addr} -b {suffix}");

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ferrodir_shard::core::{ShardCore, ShardInfo};
 use ferrodir_shard::index::IndexConfig;
+use ferrodir_shard::keys;
+use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
+use ferrodir_shard::storage::Mutation;
 use ferrodir_shard::storage::{EngineKind, KvEngine};
 
 use crate::config::Config;
@@ -24,12 +27,8 @@ pub struct Store {
 
 /// The engine named in the config, refusing sled unless its weaker promise is accepted.
 pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
-    let kind = EngineKind::parse(&config.engine).ok_or_else(|| {
-        anyhow::anyhow!(
-            "unknown engine {:?}: use \"redb\" or \"sled\"",
-            config.engine
-        )
-    })?;
+    let kind = EngineKind::parse(&config.engine)
+        .ok_or_else(|| anyhow::anyhow!("unknown engine {:?}: use \"redb\" or \"sled\"", config.engine))?;
     if config.durability != kind.durability_promise() {
         anyhow::bail!(
             "engine {} gives durability {:?}, but the config asks for {:?}; set durability = {:?} to accept it",
@@ -40,7 +39,9 @@ pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
         );
     }
     if kind == EngineKind::Sled {
-        tracing::warn!("engine sled: acknowledged writes survive a process crash but NOT a power loss (no fsync)");
+        tracing::warn!(
+            "engine sled: acknowledged writes survive a process crash but NOT a power loss (no fsync)"
+        );
     }
     Ok(kind)
 }
@@ -48,8 +49,7 @@ pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
 impl Store {
     pub fn open(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
-        std::fs::create_dir_all(data_dir)
-            .with_context(|| format!("cannot create {}", data_dir.display()))?;
+        std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {
             Some(m) => {
@@ -73,12 +73,7 @@ impl Store {
             engines.push(Arc::from(engine));
         }
         let indexes = Arc::new(IndexConfig::from_directives(&config.index)?);
-        Ok(Self {
-            manifest,
-            engines,
-            indexes,
-            created,
-        })
+        Ok(Self { manifest, engines, indexes, created })
     }
 
     pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
@@ -90,18 +85,41 @@ impl Store {
         }
     }
 
+    /// Clears the container flag of entries with no children left on any shard: a crash
+    /// between a last child's delete and its parent's demotion leaves such a flag behind.
+    /// Runs before the skeleton is built, while nothing else uses the shards.
+    pub fn settle_containers(&self, config: &Config) -> anyhow::Result<usize> {
+        let cores: Vec<ShardCore> = (0..self.engines.len())
+            .map(|i| ShardCore::new(self.shard_info(i, config), self.engines[i].clone()))
+            .collect::<Result<_, _>>()?;
+        let snapshots: Vec<_> = cores.iter().map(|c| c.snapshot()).collect();
+        let mut settled = 0;
+        for (index, core) in cores.iter().enumerate() {
+            let mut batch = Vec::new();
+            for (id, mut record) in core.container_records()? {
+                let mut has_children = false;
+                for (other, snapshot) in cores.iter().zip(&snapshots) {
+                    has_children |= other.has_children(snapshot.as_ref(), id)?;
+                }
+                if !has_children {
+                    record.flags &= !FLAG_CONTAINER;
+                    batch.push(Mutation { key: keys::entry(id), value: Some(record.encode()) });
+                }
+            }
+            if !batch.is_empty() {
+                settled += batch.len();
+                self.engines[index].commit(&batch).with_context(|| format!("shard {index}"))?;
+            }
+        }
+        Ok(settled)
+    }
+
     /// Reads every shard's container records and builds the skeleton.
     pub fn skeleton(&self, config: &Config) -> anyhow::Result<Skeleton> {
         let mut records = Vec::new();
         for (index, engine) in self.engines.iter().enumerate() {
-            let core = Rc::new(ShardCore::new(
-                self.shard_info(index, config),
-                engine.clone(),
-            )?);
-            for (id, record) in core
-                .container_records()
-                .with_context(|| format!("shard {index}"))?
-            {
+            let core = Rc::new(ShardCore::new(self.shard_info(index, config), engine.clone())?);
+            for (id, record) in core.container_records().with_context(|| format!("shard {index}"))? {
                 records.push((id, record.parent, record.rdn, record.rdn_norm));
             }
         }

@@ -51,10 +51,7 @@ impl ShardActor {
         let committer = spawn_committer(core.engine(), core.info.index)?;
         Ok(Self {
             core,
-            stager: Stager {
-                next_seq,
-                ..Default::default()
-            },
+            stager: Stager { next_seq, ..Default::default() },
             committer,
             closed: HashSet::new(),
             started_generation: 0,
@@ -73,27 +70,18 @@ impl ShardActor {
         let mutations = std::mem::take(&mut batch.mutations);
         self.stager.committing = Some(batch);
         let (done, result) = oneshot::channel();
-        if self
-            .committer
-            .submit(CommitJob { mutations, done })
-            .is_err()
-        {
-            self.finish_commit(
-                Err(ShardError::Unavailable("commit thread stopped".into())),
-                ctx,
-            );
+        if self.committer.submit(CommitJob { mutations, done }).is_err() {
+            self.finish_commit(Err(ShardError::Unavailable("commit thread stopped".into())), ctx);
             return;
         }
-        ctx.spawn(
-            fut::wrap_future::<_, Self>(result).map(|outcome, act, ctx| {
-                let outcome = match outcome {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(ShardError::Storage(e)),
-                    Err(_) => Err(ShardError::Unavailable("commit thread stopped".into())),
-                };
-                act.finish_commit(outcome, ctx);
-            }),
-        );
+        ctx.spawn(fut::wrap_future::<_, Self>(result).map(|outcome, act, ctx| {
+            let outcome = match outcome {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(ShardError::Storage(e)),
+                Err(_) => Err(ShardError::Unavailable("commit thread stopped".into())),
+            };
+            act.finish_commit(outcome, ctx);
+        }));
     }
 
     fn finish_commit(&mut self, outcome: ShardResult<()>, ctx: &mut Context<Self>) {
@@ -121,7 +109,14 @@ impl ShardActor {
                 None => self.core.cache_forget(id),
             }
         }
-        for (reply, result) in batch.replies {
+        let snapshot = self.core.snapshot();
+        for (reply, mut result) in batch.replies {
+            if let Ok(WriteOutcome::Deleted { record, parent_has_children_here }) = &mut result {
+                // Judged on the state just made durable, so that of two deletes of the last
+                // two children, whichever batch commits last sees none left.
+                *parent_has_children_here =
+                    self.core.has_children(snapshot.as_ref(), record.parent).unwrap_or(true);
+            }
             let _ = reply.send(result);
         }
     }
@@ -141,9 +136,7 @@ impl ShardActor {
     /// 1 if `parent` has a child on this shard, else 0: the scan stops at the first one.
     fn count_children(&self, parent: EntryId) -> ShardResult<u64> {
         let snapshot = self.core.snapshot();
-        Ok(u64::from(
-            self.core.has_children(snapshot.as_ref(), parent)?,
-        ))
+        Ok(u64::from(self.core.has_children(snapshot.as_ref(), parent)?))
     }
 }
 
@@ -172,13 +165,10 @@ impl Handler<Write> for ShardActor {
     fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) -> Self::Result {
         let (reply, answer) = oneshot::channel();
         let closed = &self.closed;
-        self.stager
-            .stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
+        self.stager.stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
         self.start_commit(ctx);
         Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
+            answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
         })
     }
 }
@@ -245,15 +235,9 @@ impl Handler<CloseAndCount> for ShardActor {
             return Box::pin(async move { count });
         };
         let (reply, answer) = oneshot::channel();
-        self.drain_waiters.push(DrainWaiter {
-            generation,
-            parent: msg.0,
-            reply,
-        });
+        self.drain_waiters.push(DrainWaiter { generation, parent: msg.0, reply });
         Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
+            answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
         })
     }
 }
@@ -347,7 +331,8 @@ mod tests {
             assert!(commits < 100, "200 concurrent adds took {commits} commits");
             // Replies came after the commit: the snapshot already shows every entry.
             assert!(core.lookup_dn(EntryId::ROOT, "cn=e199").unwrap().is_some());
-            let index_hits = core.postings(core.snapshot().as_ref(), &crate::keys::eq_prefix("cn", b"e5")).unwrap();
+            let index_hits =
+                core.postings(core.snapshot().as_ref(), &crate::keys::eq_prefix("cn", b"e5")).unwrap();
             assert_eq!(index_hits.len(), 1);
         });
     }
@@ -356,8 +341,12 @@ mod tests {
     fn closed_parent_refuses_children_and_containers_refuse_delete() {
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
-        let info =
-            ShardInfo { index: 0, count: 1, entry_cache_entries_max: 16, indexes: Arc::new(IndexConfig::default()) };
+        let info = ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache_entries_max: 16,
+            indexes: Arc::new(IndexConfig::default()),
+        };
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(info, engine).unwrap());

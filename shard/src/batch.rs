@@ -75,8 +75,15 @@ pub enum WriteOp {
 #[derive(Debug, Clone)]
 pub enum WriteOutcome {
     Added(EntryId),
-    /// The entry as it is after the write (or as it was, for Delete).
+    /// The entry as it is after the write.
     Record(Arc<EntryRecord>),
+    /// The entry as it was, and whether its parent still has a child on this shard once the
+    /// batch holding the delete is durable (filled in after the commit). When it has none,
+    /// the router asks the coordinator to demote the parent before answering the client.
+    Deleted {
+        record: Arc<EntryRecord>,
+        parent_has_children_here: bool,
+    },
     Done,
 }
 
@@ -120,12 +127,7 @@ impl Stager {
         core.record(id)
     }
 
-    fn dn(
-        &self,
-        core: &ShardCore,
-        parent: EntryId,
-        rdn_norm: &str,
-    ) -> ShardResult<Option<EntryId>> {
+    fn dn(&self, core: &ShardCore, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
         let key = (parent, rdn_norm.to_string());
         if let Some(d) = self.pending.dns.get(&key) {
             return Ok(*d);
@@ -138,13 +140,7 @@ impl Stager {
 
     /// Checks `op` against the staged state and, if it succeeds, adds its effects to the
     /// pending batch. The reply is queued either way.
-    pub fn stage(
-        &mut self,
-        core: &ShardCore,
-        op: WriteOp,
-        closed: &dyn Fn(EntryId) -> bool,
-        reply: Reply,
-    ) {
+    pub fn stage(&mut self, core: &ShardCore, op: WriteOp, closed: &dyn Fn(EntryId) -> bool, reply: Reply) {
         let mut effects = Effects::default();
         let result = self.plan(core, op, closed, &mut effects);
         if result.is_ok() {
@@ -161,12 +157,7 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         match op {
-            WriteOp::Add {
-                parent,
-                rdn,
-                rdn_norm,
-                entry,
-            } => {
+            WriteOp::Add { parent, rdn, rdn_norm, entry } => {
                 if closed(parent) {
                     return Err(ShardError::ParentClosed);
                 }
@@ -177,13 +168,7 @@ impl Stager {
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
                 fx.dns.push((parent, rdn_norm.clone(), Some(id)));
-                let record = Arc::new(EntryRecord {
-                    parent,
-                    rdn,
-                    rdn_norm,
-                    flags: 0,
-                    entry,
-                });
+                let record = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: 0, entry });
                 fx.records.push((id, None, Some(record)));
                 Ok(WriteOutcome::Added(id))
             }
@@ -192,13 +177,12 @@ impl Stager {
                 if old.is_container() {
                     return Err(ShardError::NotAllowedOnNonLeaf);
                 }
-                let dn_here =
-                    shard_for_child(old.parent, &old.rdn_norm, core.info.count) == core.info.index;
+                let dn_here = shard_for_child(old.parent, &old.rdn_norm, core.info.count) == core.info.index;
                 if dn_here && self.dn(core, old.parent, &old.rdn_norm)? == Some(id) {
                     fx.dns.push((old.parent, old.rdn_norm.clone(), None));
                 }
                 fx.records.push((id, Some(old.clone()), None));
-                Ok(WriteOutcome::Record(old))
+                Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
             }
             WriteOp::Modify { id, changes } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
@@ -214,20 +198,13 @@ impl Stager {
             WriteOp::SetContainer { id, container } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut next = (*old).clone();
-                next.flags = if container {
-                    next.flags | FLAG_CONTAINER
-                } else {
-                    next.flags & !FLAG_CONTAINER
-                };
+                next.flags =
+                    if container { next.flags | FLAG_CONTAINER } else { next.flags & !FLAG_CONTAINER };
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
             }
-            WriteOp::PutDn {
-                parent,
-                rdn_norm,
-                id,
-            } => {
+            WriteOp::PutDn { parent, rdn_norm, id } => {
                 match self.dn(core, parent, &rdn_norm)? {
                     Some(existing) if existing != id => return Err(ShardError::AlreadyExists),
                     Some(_) => {}
@@ -240,24 +217,13 @@ impl Stager {
                 }
                 Ok(WriteOutcome::Done)
             }
-            WriteOp::RemoveDn {
-                parent,
-                rdn_norm,
-                id,
-            } => {
+            WriteOp::RemoveDn { parent, rdn_norm, id } => {
                 if self.dn(core, parent, &rdn_norm)? == Some(id) {
                     fx.dns.push((parent, rdn_norm, None));
                 }
                 Ok(WriteOutcome::Done)
             }
-            WriteOp::Relocate {
-                id,
-                parent,
-                rdn,
-                rdn_norm,
-                drop_values,
-                add_values,
-            } => {
+            WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut entry = old.entry.clone();
                 for (name, value) in &drop_values {
@@ -266,13 +232,7 @@ impl Stager {
                 for (name, value) in &add_values {
                     add_value_if_absent(&mut entry, name, value);
                 }
-                let next = Arc::new(EntryRecord {
-                    parent,
-                    rdn,
-                    rdn_norm,
-                    flags: old.flags,
-                    entry,
-                });
+                let next = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry });
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
             }
@@ -282,10 +242,9 @@ impl Stager {
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
         let batch = &mut self.pending;
         if let Some(next) = fx.next_seq {
-            batch.mutations.push(Mutation {
-                key: keys::meta("next_seq"),
-                value: Some(next.to_be_bytes().to_vec()),
-            });
+            batch
+                .mutations
+                .push(Mutation { key: keys::meta("next_seq"), value: Some(next.to_be_bytes().to_vec()) });
         }
         for (parent, rdn_norm, target) in fx.dns {
             batch.mutations.push(Mutation {
@@ -295,13 +254,7 @@ impl Stager {
             batch.dns.insert((parent, rdn_norm), target);
         }
         for (id, old, new) in fx.records {
-            record_mutations(
-                core,
-                id,
-                old.as_deref(),
-                new.as_deref(),
-                &mut batch.mutations,
-            );
+            record_mutations(core, id, old.as_deref(), new.as_deref(), &mut batch.mutations);
             batch.records.insert(id, new.clone());
             batch.touched.push((id, new));
         }
@@ -331,11 +284,7 @@ fn add_value_if_absent(entry: &mut Entry, name: &str, value: &[u8]) {
     let norm = normalize_value(&lower, value);
     match entry.get_mut(name) {
         Some(attr) => {
-            if !attr
-                .values
-                .iter()
-                .any(|v| normalize_value(&lower, v) == norm)
-            {
+            if !attr.values.iter().any(|v| normalize_value(&lower, v) == norm) {
                 attr.values.push(value.to_vec());
             }
         }
@@ -372,42 +321,23 @@ fn record_mutations(
     out: &mut Vec<Mutation>,
 ) {
     let indexes = &core.info.indexes;
-    let old_keys = old
-        .map(|r| indexes.keys_for(id, &r.entry))
-        .unwrap_or_default();
-    let new_keys = new
-        .map(|r| indexes.keys_for(id, &r.entry))
-        .unwrap_or_default();
+    let old_keys = old.map(|r| indexes.keys_for(id, &r.entry)).unwrap_or_default();
+    let new_keys = new.map(|r| indexes.keys_for(id, &r.entry)).unwrap_or_default();
     for gone in old_keys.difference(&new_keys) {
-        out.push(Mutation {
-            key: gone.clone(),
-            value: None,
-        });
+        out.push(Mutation { key: gone.clone(), value: None });
     }
     for added in new_keys.difference(&old_keys) {
-        out.push(Mutation {
-            key: added.clone(),
-            value: Some(Vec::new()),
-        });
+        out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
     }
     let old_parent = old.map(|r| r.parent);
     let new_parent = new.map(|r| r.parent);
     if old_parent != new_parent {
         if let Some(p) = old_parent {
-            out.push(Mutation {
-                key: keys::child(p, id),
-                value: None,
-            });
+            out.push(Mutation { key: keys::child(p, id), value: None });
         }
         if let Some(p) = new_parent {
-            out.push(Mutation {
-                key: keys::child(p, id),
-                value: Some(Vec::new()),
-            });
+            out.push(Mutation { key: keys::child(p, id), value: Some(Vec::new()) });
         }
     }
-    out.push(Mutation {
-        key: keys::entry(id),
-        value: new.map(EntryRecord::encode),
-    });
+    out.push(Mutation { key: keys::entry(id), value: new.map(EntryRecord::encode) });
 }

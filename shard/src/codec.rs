@@ -33,10 +33,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn u8(&mut self) -> Result<u8, CorruptRecord> {
-        let (&first, rest) = self
-            .buf
-            .split_first()
-            .ok_or(CorruptRecord("truncated u8"))?;
+        let (&first, rest) = self.buf.split_first().ok_or(CorruptRecord("truncated u8"))?;
         self.buf = rest;
         Ok(first)
     }

@@ -34,12 +34,7 @@ pub struct ShardCore {
 impl ShardCore {
     pub fn new(info: ShardInfo, engine: Arc<dyn KvEngine>) -> ShardResult<Self> {
         let snapshot: Arc<dyn KvSnapshot> = Arc::from(engine.snapshot()?);
-        Ok(Self {
-            info,
-            engine,
-            snapshot: RefCell::new(snapshot),
-            cache: RefCell::new(HashMap::new()),
-        })
+        Ok(Self { info, engine, snapshot: RefCell::new(snapshot), cache: RefCell::new(HashMap::new()) })
     }
 
     pub fn engine(&self) -> Arc<dyn KvEngine> {
@@ -68,11 +63,7 @@ impl ShardCore {
     }
 
     /// An entry by id as of `snapshot`, filling the cache.
-    pub fn record_in(
-        &self,
-        snapshot: &dyn KvSnapshot,
-        id: EntryId,
-    ) -> ShardResult<Option<Arc<EntryRecord>>> {
+    pub fn record_in(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
         if let Some(hit) = self.cache.borrow().get(&id) {
             return Ok(Some(hit.clone()));
         }
@@ -87,17 +78,11 @@ impl ShardCore {
     /// The id named by (`parent`, `rdn_norm`) in this shard's DN→ID index.
     pub fn lookup_dn(&self, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
         let snapshot = self.snapshot();
-        Ok(snapshot
-            .get(&keys::dn(parent, rdn_norm))?
-            .and_then(|v| EntryId::from_be_slice(&v)))
+        Ok(snapshot.get(&keys::dn(parent, rdn_norm))?.and_then(|v| EntryId::from_be_slice(&v)))
     }
 
     /// Ids of this shard's children of `parent`.
-    pub fn children(
-        &self,
-        snapshot: &dyn KvSnapshot,
-        parent: EntryId,
-    ) -> ShardResult<Vec<EntryId>> {
+    pub fn children(&self, snapshot: &dyn KvSnapshot, parent: EntryId) -> ShardResult<Vec<EntryId>> {
         let mut out = Vec::new();
         snapshot.scan_prefix(&keys::children_prefix(parent), &mut |k, _| {
             if let Some(id) = keys::trailing_id(k) {

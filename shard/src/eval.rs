@@ -37,19 +37,13 @@ pub fn evaluate(filter: &Filter, entry: &Entry) -> Option<bool> {
         }
         Filter::Not(inner) => evaluate(inner, entry).map(|v| !v),
         Filter::EqualityMatch(ava) | Filter::ApproxMatch(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| {
-                v == a
-            })
+            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v == a)
         }
         Filter::GreaterOrEqual(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| {
-                v >= a
-            })
+            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v >= a)
         }
         Filter::LessOrEqual(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| {
-                v <= a
-            })
+            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v <= a)
         }
         Filter::Present(attr) => Some(present(entry, attr)),
         Filter::Substrings(sub) => substrings(entry, sub),
@@ -68,15 +62,8 @@ fn attr_name(desc: &[u8]) -> Option<String> {
     std::str::from_utf8(desc).ok().map(base_name_lower)
 }
 
-fn values_of<'e, 'n>(
-    entry: &'e Entry,
-    name: &'n str,
-) -> impl Iterator<Item = &'e Vec<u8>> + use<'e, 'n> {
-    entry
-        .attrs
-        .iter()
-        .filter(move |a| base_name_eq(&a.name, name))
-        .flat_map(|a| a.values.iter())
+fn values_of<'e, 'n>(entry: &'e Entry, name: &'n str) -> impl Iterator<Item = &'e Vec<u8>> + use<'e, 'n> {
+    entry.attrs.iter().filter(move |a| base_name_eq(&a.name, name)).flat_map(|a| a.values.iter())
 }
 
 fn present(entry: &Entry, desc: &[u8]) -> bool {
@@ -109,8 +96,7 @@ fn substrings(entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
             Substring::Final(v) => (2, normalize_value(&name, v)),
         })
         .collect();
-    let found =
-        values_of(entry, &name).any(|v| substring_match(&normalize_value(&name, v), &pieces));
+    let found = values_of(entry, &name).any(|v| substring_match(&normalize_value(&name, v), &pieces));
     Some(found)
 }
 
@@ -160,10 +146,7 @@ mod tests {
     #[test]
     fn basic_filters() {
         assert_eq!(check("(cn=babs  JENSEN)"), Some(true));
-        assert_eq!(
-            check("(&(objectClass=person)(|(sn=x)(cn=Babs J*)))"),
-            Some(true)
-        );
+        assert_eq!(check("(&(objectClass=person)(|(sn=x)(cn=Babs J*)))"), Some(true));
         assert_eq!(check("(!(sn=Jensen))"), Some(false));
         assert_eq!(check("(mail=*)"), Some(false));
         assert_eq!(check("(cn=*jen*)"), Some(true));

@@ -53,12 +53,7 @@ impl std::fmt::Display for EntryId {
 /// which `std`'s hasher is not.
 pub fn shard_for_child(parent: EntryId, normalized_rdn: &str, shard_count: usize) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parent
-        .0
-        .to_be_bytes()
-        .iter()
-        .chain(normalized_rdn.as_bytes())
-    {
+    for byte in parent.0.to_be_bytes().iter().chain(normalized_rdn.as_bytes()) {
         hash ^= u64::from(*byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -80,10 +75,7 @@ mod tests {
     #[test]
     fn placement_is_stable_and_spreads() {
         // Fixed expectations: a change here is a placement-version change.
-        assert_eq!(
-            shard_for_child(EntryId(1), "uid=a", 4),
-            shard_for_child(EntryId(1), "uid=a", 4)
-        );
+        assert_eq!(shard_for_child(EntryId(1), "uid=a", 4), shard_for_child(EntryId(1), "uid=a", 4));
         let mut counts = [0usize; 4];
         for i in 0..4000 {
             counts[shard_for_child(EntryId(9), &format!("uid=user{i}"), 4)] += 1;

@@ -38,21 +38,14 @@ fn dedup(attr: &Attribute, name: &str) -> ShardResult<Attribute> {
 
 fn add_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult<()> {
     if attr.values.is_empty() {
-        return Err(ShardError::ConstraintViolation(format!(
-            "{}: no values to add",
-            attr.name
-        )));
+        return Err(ShardError::ConstraintViolation(format!("{}: no values to add", attr.name)));
     }
     let incoming = dedup(attr, name)?;
     match entry.get_mut(&attr.name) {
         Some(existing) => {
             for value in incoming.values {
                 let norm = normalize_value(name, &value);
-                if existing
-                    .values
-                    .iter()
-                    .any(|v| normalize_value(name, v) == norm)
-                {
+                if existing.values.iter().any(|v| normalize_value(name, v) == norm) {
                     return Err(ShardError::AttributeOrValueExists(attr.name.clone()));
                 }
                 existing.values.push(value);
@@ -70,9 +63,7 @@ fn delete_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult
         }
         return Ok(());
     }
-    let existing = entry
-        .get_mut(&attr.name)
-        .ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    let existing = entry.get_mut(&attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
     for value in &attr.values {
         let norm = normalize_value(name, value);
         let before = existing.values.len();
@@ -90,18 +81,11 @@ fn delete_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult
 /// RFC 4525: add the given integer to every value of the attribute.
 fn increment(entry: &mut Entry, attr: &Attribute) -> ShardResult<()> {
     let delta = match attr.values.as_slice() {
-        [one] => parse_int(one).ok_or_else(|| {
-            ShardError::ConstraintViolation("increment value is not an integer".into())
-        })?,
-        _ => {
-            return Err(ShardError::ConstraintViolation(
-                "increment needs exactly one value".into(),
-            ))
-        }
+        [one] => parse_int(one)
+            .ok_or_else(|| ShardError::ConstraintViolation("increment value is not an integer".into()))?,
+        _ => return Err(ShardError::ConstraintViolation("increment needs exactly one value".into())),
     };
-    let existing = entry
-        .get_mut(&attr.name)
-        .ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    let existing = entry.get_mut(&attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
     for value in &mut existing.values {
         let current = parse_int(value)
             .ok_or_else(|| ShardError::ConstraintViolation("value is not an integer".into()))?;
@@ -122,23 +106,13 @@ mod tests {
     use super::*;
 
     fn m(op: ModOp, name: &str, values: &[&str]) -> LdifMod {
-        LdifMod {
-            op,
-            attr: Attribute::new(name, values.iter().map(|v| v.as_bytes().to_vec()).collect()),
-        }
+        LdifMod { op, attr: Attribute::new(name, values.iter().map(|v| v.as_bytes().to_vec()).collect()) }
     }
 
     #[test]
     fn add_delete_replace_increment() {
         let mut e = Entry::new(vec![Attribute::new("cn", vec![b"a".to_vec()])]);
-        apply_changes(
-            &mut e,
-            &[
-                m(ModOp::Add, "cn", &["b"]),
-                m(ModOp::Add, "uidNumber", &["5"]),
-            ],
-        )
-        .unwrap();
+        apply_changes(&mut e, &[m(ModOp::Add, "cn", &["b"]), m(ModOp::Add, "uidNumber", &["5"])]).unwrap();
         assert_eq!(e.get("cn").unwrap().values.len(), 2);
         assert!(matches!(
             apply_changes(&mut e.clone(), &[m(ModOp::Add, "CN", &["A"])]),
@@ -150,14 +124,8 @@ mod tests {
         ));
         apply_changes(&mut e, &[m(ModOp::Increment, "uidnumber", &["-2"])]).unwrap();
         assert_eq!(e.first_str("uidNumber"), Some("3"));
-        apply_changes(
-            &mut e,
-            &[
-                m(ModOp::Replace, "cn", &["z"]),
-                m(ModOp::Delete, "uidNumber", &[]),
-            ],
-        )
-        .unwrap();
+        apply_changes(&mut e, &[m(ModOp::Replace, "cn", &["z"]), m(ModOp::Delete, "uidNumber", &[])])
+            .unwrap();
         assert_eq!(e.get("cn").unwrap().values, vec![b"z".to_vec()]);
         assert!(e.get("uidnumber").is_none());
     }

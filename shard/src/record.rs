@@ -71,13 +71,7 @@ impl EntryRecord {
         if !r.is_empty() {
             return Err(CorruptRecord("trailing bytes"));
         }
-        Ok(Self {
-            parent,
-            rdn,
-            rdn_norm,
-            flags,
-            entry: Entry { attrs },
-        })
+        Ok(Self { parent, rdn, rdn_norm, flags, entry: Entry { attrs } })
     }
 }
 
@@ -92,10 +86,7 @@ mod tests {
             rdn: "cn=Babs".into(),
             rdn_norm: "cn=babs".into(),
             flags: FLAG_CONTAINER,
-            entry: Entry::new(vec![Attribute::new(
-                "cn",
-                vec![b"Babs".to_vec(), b"B".to_vec()],
-            )]),
+            entry: Entry::new(vec![Attribute::new("cn", vec![b"Babs".to_vec(), b"B".to_vec()])]),
         };
         let bytes = record.encode();
         assert_eq!(EntryRecord::decode(&bytes).unwrap(), record);

@@ -56,10 +56,7 @@ impl AttrSelection {
     /// From a request's attribute list: empty or `*` means all user attributes, `+` all
     /// operational ones, `1.1` alone means none.
     pub fn from_request<A: AsRef<[u8]>>(attributes: &[A], types_only: bool) -> Self {
-        let mut sel = Self {
-            types_only,
-            ..Default::default()
-        };
+        let mut sel = Self { types_only, ..Default::default() };
         if attributes.is_empty() {
             sel.all_user = true;
         }
@@ -68,9 +65,7 @@ impl AttrSelection {
                 b"*" => sel.all_user = true,
                 b"+" => sel.all_operational = true,
                 b"1.1" => {}
-                other => sel
-                    .names
-                    .push(base_name_lower(&String::from_utf8_lossy(other))),
+                other => sel.names.push(base_name_lower(&String::from_utf8_lossy(other))),
             }
         }
         sel
@@ -92,10 +87,7 @@ pub enum SearchChunk {
     /// Whole encoded SearchResultEntry PDUs, one `Bytes` per entry.
     Entries(Vec<Bytes>),
     /// This shard is finished.
-    Done {
-        shard: usize,
-        result: ShardResult<()>,
-    },
+    Done { shard: usize, result: ShardResult<()> },
 }
 
 pub struct SearchTask {
@@ -128,21 +120,14 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
         let Some(record) = core.record_in(snapshot.as_ref(), id)? else {
             continue;
         };
-        if !in_scope(&task.tree, task.scope, id, &record)
-            || !eval::matches(&task.filter, &record.entry)
-        {
+        if !in_scope(&task.tree, task.scope, id, &record) || !eval::matches(&task.filter, &record.entry) {
             continue;
         }
         let pdu = encode_entry(task, id, &record)?;
         chunk_bytes += pdu.len();
         chunk.push(pdu);
         if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
-            if task
-                .sink
-                .send(SearchChunk::Entries(std::mem::take(&mut chunk)))
-                .await
-                .is_err()
-            {
+            if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
                 return Ok(()); // the connection went away
             }
             chunk_bytes = 0;
@@ -164,17 +149,9 @@ fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) ->
 }
 
 /// The ids to examine on this shard: from an index when the filter allows, else from scope.
-fn candidates(
-    core: &ShardCore,
-    snapshot: &dyn KvSnapshot,
-    task: &SearchTask,
-) -> ShardResult<Vec<EntryId>> {
+fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) -> ShardResult<Vec<EntryId>> {
     if let Scope::Base(id) = task.scope {
-        return Ok(if id.shard() == core.info.index {
-            vec![id]
-        } else {
-            Vec::new()
-        });
+        return Ok(if id.shard() == core.info.index { vec![id] } else { Vec::new() });
     }
     if let Some(ids) = indexed(core, snapshot, &task.filter)? {
         return Ok(ids.into_iter().collect());
@@ -217,11 +194,7 @@ fn indexed(
             if !indexes.kinds(&name).presence {
                 return Ok(None);
             }
-            Ok(Some(
-                core.postings(snapshot, &keys::pres_prefix(&name))?
-                    .into_iter()
-                    .collect(),
-            ))
+            Ok(Some(core.postings(snapshot, &keys::pres_prefix(&name))?.into_iter().collect()))
         }
         Filter::And(parts) => {
             let mut best: Option<BTreeSet<EntryId>> = None;
@@ -262,36 +235,20 @@ fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardRe
         let vals = if sel.types_only {
             Vec::new()
         } else {
-            attr.values
-                .iter()
-                .map(|v| OctetString::from(v.as_slice()))
-                .collect()
+            attr.values.iter().map(|v| OctetString::from(v.as_slice())).collect()
         };
-        attributes.push(PartialAttribute {
-            r#type: OctetString::from(attr.name.as_bytes()),
-            vals,
-        });
+        attributes.push(PartialAttribute { r#type: OctetString::from(attr.name.as_bytes()), vals });
     }
     let container = record.is_container() || task.tree.contains(id);
     let has_subordinates: &'static [u8] = if container { b"TRUE" } else { b"FALSE" };
     let operational: [(&str, OctetString); 3] = [
         ("entrydn", OctetString::from(dn.as_bytes())),
-        (
-            "hassubordinates",
-            OctetString::from_static(has_subordinates),
-        ),
-        (
-            "subschemasubentry",
-            OctetString::from_static(b"cn=Subschema"),
-        ),
+        ("hassubordinates", OctetString::from_static(has_subordinates)),
+        ("subschemasubentry", OctetString::from_static(b"cn=Subschema")),
     ];
     for (name, value) in operational {
         if sel.wants_operational(name) {
-            let vals = if sel.types_only {
-                Vec::new()
-            } else {
-                vec![value]
-            };
+            let vals = if sel.types_only { Vec::new() } else { vec![value] };
             attributes.push(PartialAttribute {
                 r#type: OctetString::from_static(display_name(name).as_bytes()),
                 vals,
@@ -306,9 +263,7 @@ fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardRe
         }),
         controls: None,
     };
-    encode_message(&message)
-        .map(Bytes::from)
-        .map_err(|e| ShardError::Unavailable(format!("encode: {e}")))
+    encode_message(&message).map(Bytes::from).map_err(|e| ShardError::Unavailable(format!("encode: {e}")))
 }
 
 fn display_name(lower: &str) -> &'static str {

@@ -56,10 +56,7 @@ impl Skeleton {
         for (id, parent, rdn, rdn_norm) in records {
             pending.insert(id, (parent, rdn, rdn_norm));
         }
-        let mut skeleton = Skeleton {
-            version,
-            ..Default::default()
-        };
+        let mut skeleton = Skeleton { version, ..Default::default() };
         // Place nodes top-down: a node is placed once its parent is (iterative, no recursion).
         let mut frontier = vec![EntryId::ROOT];
         let mut by_parent: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
@@ -85,16 +82,7 @@ impl Skeleton {
         };
         self.by_name.insert((parent, rdn_norm.clone()), id);
         self.child_containers.entry(parent).or_default().push(id);
-        self.nodes.insert(
-            id,
-            ContainerNode {
-                id,
-                parent,
-                rdn,
-                rdn_norm,
-                dn,
-            },
-        );
+        self.nodes.insert(id, ContainerNode { id, parent, rdn, rdn_norm, dn });
     }
 
     /// A copy with `id` added as a container (its parent must be a container or ROOT).
@@ -217,10 +205,7 @@ pub struct SkeletonCell {
 impl SkeletonCell {
     pub fn new(initial: Skeleton) -> Self {
         let version = initial.version;
-        Self {
-            current: ArcSwap::from_pointee(initial),
-            version: AtomicU64::new(version),
-        }
+        Self { current: ArcSwap::from_pointee(initial), version: AtomicU64::new(version) }
     }
 
     pub fn version(&self) -> u64 {
@@ -247,18 +232,8 @@ mod tests {
         let (s, orphans) = Skeleton::build(
             1,
             vec![
-                (
-                    EntryId(2),
-                    EntryId(1),
-                    "ou=People".into(),
-                    "ou=people".into(),
-                ),
-                (
-                    EntryId(1),
-                    EntryId::ROOT,
-                    "dc=example,dc=com".into(),
-                    "dc=example,dc=com".into(),
-                ),
+                (EntryId(2), EntryId(1), "ou=People".into(), "ou=people".into()),
+                (EntryId(1), EntryId::ROOT, "dc=example,dc=com".into(), "dc=example,dc=com".into()),
                 (EntryId(9), EntryId(77), "ou=lost".into(), "ou=lost".into()),
             ],
         );
@@ -269,22 +244,10 @@ mod tests {
     #[test]
     fn builds_dns_and_resolves() {
         let s = sample();
-        assert_eq!(
-            &*s.get(EntryId(2)).unwrap().dn,
-            "ou=People,dc=example,dc=com"
-        );
+        assert_eq!(&*s.get(EntryId(2)).unwrap().dn, "ou=People,dc=example,dc=com");
         let r = s.resolve(["dc=example,dc=com", "ou=people", "uid=x"]);
-        assert_eq!(
-            r,
-            Resolution {
-                deepest: EntryId(2),
-                matched: 2
-            }
-        );
-        assert_eq!(
-            s.dn_of_child(EntryId(2), "uid=x"),
-            "uid=x,ou=People,dc=example,dc=com"
-        );
+        assert_eq!(r, Resolution { deepest: EntryId(2), matched: 2 });
+        assert_eq!(s.dn_of_child(EntryId(2), "uid=x"), "uid=x,ou=People,dc=example,dc=com");
         assert!(s.parent_within(EntryId(2), EntryId(1)));
         assert!(!s.parent_within(EntryId(1), EntryId(2)));
         assert_eq!(s.containers_under(EntryId(1)).len(), 2);

@@ -1,4 +1,9 @@
 //! End-to-end tests: the real `ferrodir` binary on a loopback port, driven by real clients
 //! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input.
 
+mod cli;
+mod concurrency;
 mod harness;
+mod ops;
+mod persistence;
+mod raw;

@@ -13,10 +13,7 @@ use crate::frame::{parse_header, Header, CLASS_APPLICATION, CLASS_CONTEXT, CLASS
 
 impl DecodeError {
     fn without_id(reason: impl Into<String>) -> Self {
-        Self {
-            message_id: None,
-            reason: reason.into(),
-        }
+        Self { message_id: None, reason: reason.into() }
     }
 }
 
@@ -29,22 +26,15 @@ impl DecodeError {
 pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
     let content = outer_sequence_content(pdu)?;
     let (message_id, after_id) = decode_message_id(content)?;
-    let with_id = |reason: String| DecodeError {
-        message_id: Some(message_id),
-        reason,
-    };
+    let with_id = |reason: String| DecodeError { message_id: Some(message_id), reason };
 
     if let Ok(Some(header)) = parse_header(after_id) {
         if !is_protocol_op_tag(&header) {
-            return Err(with_id(format!(
-                "unrecognized protocolOp tag {}",
-                describe_tag(&header)
-            )));
+            return Err(with_id(format!("unrecognized protocolOp tag {}", describe_tag(&header))));
         }
     }
     let mut decoder = rasn::ber::de::Decoder::new(after_id, DecoderOptions::ber());
-    let protocol_op =
-        ProtocolOp::decode(&mut decoder).map_err(|e| with_id(format!("protocolOp: {e}")))?;
+    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| with_id(format!("protocolOp: {e}")))?;
     let controls = if decoder.remaining().first() == Some(&0xa0) {
         let controls = <Vec<Control>>::decode_with_tag(&mut decoder, Tag::new(Class::Context, 0))
             .map_err(|e| with_id(format!("controls: {e}")))?;
@@ -53,11 +43,7 @@ pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
         None
     };
     skip_unrecognized_components(decoder.remaining()).map_err(with_id)?;
-    Ok(LdapMessage {
-        message_id,
-        protocol_op,
-        controls,
-    })
+    Ok(LdapMessage { message_id, protocol_op, controls })
 }
 
 /// The APPLICATION tags RFC 4511 assigns to operations (§4.2-§4.13; 17, 18, 20-22 unused).
@@ -94,9 +80,7 @@ fn outer_sequence_content(pdu: &[u8]) -> Result<&[u8], DecodeError> {
         return Err(DecodeError::without_id("LDAPMessage is not a SEQUENCE"));
     }
     if end != pdu.len() {
-        return Err(DecodeError::without_id(
-            "bytes after the end of the LDAPMessage",
-        ));
+        return Err(DecodeError::without_id("bytes after the end of the LDAPMessage"));
     }
     Ok(&pdu[header.header_len..end])
 }
@@ -108,30 +92,19 @@ fn decode_message_id(content: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
     let (header, end) =
         complete_header(content).map_err(|e| DecodeError::without_id(format!("messageID: {e}")))?;
     if header.class != CLASS_UNIVERSAL || header.constructed || header.tag_number != 2 {
-        return Err(DecodeError::without_id(
-            "messageID is not a primitive INTEGER",
-        ));
+        return Err(DecodeError::without_id("messageID is not a primitive INTEGER"));
     }
     let octets = &content[header.header_len..end];
     match octets.first() {
         None => return Err(DecodeError::without_id("messageID has no content octets")),
-        Some(first) if first & 0x80 != 0 => {
-            return Err(DecodeError::without_id("messageID is negative"))
-        }
+        Some(first) if first & 0x80 != 0 => return Err(DecodeError::without_id("messageID is negative")),
         Some(_) => {}
     }
-    let significant = octets
-        .iter()
-        .position(|&b| b != 0)
-        .map_or(&[][..], |start| &octets[start..]);
+    let significant = octets.iter().position(|&b| b != 0).map_or(&[][..], |start| &octets[start..]);
     let value = if significant.len() > 4 {
         None
     } else {
-        Some(
-            significant
-                .iter()
-                .fold(0u32, |value, &b| (value << 8) | u32::from(b)),
-        )
+        Some(significant.iter().fold(0u32, |value, &b| (value << 8) | u32::from(b)))
     };
     match value {
         Some(id) if id <= MESSAGE_ID_MAX => Ok((id, &content[end..])),
@@ -163,23 +136,17 @@ pub fn encode_message(message: &LdapMessage) -> Result<Vec<u8>, EncodeError> {
 /// buffer). On error `out` is left as it was.
 pub fn encode_message_into(message: &LdapMessage, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     if message.message_id > MESSAGE_ID_MAX {
-        return Err(EncodeError {
-            reason: format!("messageID {} above maxInt", message.message_id),
-        });
+        return Err(EncodeError { reason: format!("messageID {} above maxInt", message.message_id) });
     }
     let mut encoder = rasn::ber::enc::Encoder::new(EncoderOptions::ber());
     message
         .protocol_op
         .encode(&mut encoder)
-        .map_err(|e| EncodeError {
-            reason: format!("protocolOp: {e}"),
-        })?;
+        .map_err(|e| EncodeError { reason: format!("protocolOp: {e}") })?;
     if let Some(controls) = &message.controls {
         controls
             .encode_with_tag(&mut encoder, Tag::new(Class::Context, 0))
-            .map_err(|e| EncodeError {
-                reason: format!("controls: {e}"),
-            })?;
+            .map_err(|e| EncodeError { reason: format!("controls: {e}") })?;
     }
     let body = encoder.output();
     let id_octets = message_id_octets(message.message_id);
@@ -213,10 +180,7 @@ fn push_length(out: &mut Vec<u8>, len: usize) {
         return;
     }
     let bytes = len.to_be_bytes();
-    let first = bytes
-        .iter()
-        .position(|&b| b != 0)
-        .unwrap_or(bytes.len() - 1);
+    let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len() - 1);
     out.push(0x80 | (bytes.len() - first) as u8);
     out.extend_from_slice(&bytes[first..]);
 }
@@ -232,17 +196,11 @@ mod tests {
     #[test]
     fn unknown_protocol_op_keeps_message_id() {
         let pdu = [0x30, 0x05, 0x02, 0x01, 0x07, 0x7e, 0x00];
-        assert_eq!(
-            check_frame(&pdu, &FrameLimits::default()),
-            Ok(Some(pdu.len()))
-        );
+        assert_eq!(check_frame(&pdu, &FrameLimits::default()), Ok(Some(pdu.len())));
         assert_eq!(decode_message(&pdu).unwrap_err().message_id, Some(7));
         // High-tag-number APPLICATION 200, constructed.
         let pdu = [0x30, 0x08, 0x02, 0x02, 0x01, 0x00, 0x7f, 0x81, 0x48, 0x00];
-        assert_eq!(
-            check_frame(&pdu, &FrameLimits::default()),
-            Ok(Some(pdu.len()))
-        );
+        assert_eq!(check_frame(&pdu, &FrameLimits::default()), Ok(Some(pdu.len())));
         assert_eq!(decode_message(&pdu).unwrap_err().message_id, Some(256));
     }
 
@@ -270,13 +228,8 @@ mod tests {
 
     #[test]
     fn unrecognized_trailing_components_ignored() {
-        let pdu = [
-            0x30, 0x0a, 0x02, 0x01, 0x01, 0x42, 0x00, 0x81, 0x01, 0x00, 0x30, 0x00,
-        ];
-        assert_eq!(
-            decode_message(&pdu).unwrap(),
-            message(1, ProtocolOp::UnbindRequest)
-        );
+        let pdu = [0x30, 0x0a, 0x02, 0x01, 0x01, 0x42, 0x00, 0x81, 0x01, 0x00, 0x30, 0x00];
+        assert_eq!(decode_message(&pdu).unwrap(), message(1, ProtocolOp::UnbindRequest));
     }
 
     #[test]
@@ -285,9 +238,7 @@ mod tests {
             let mut pdu = vec![0x30, (id.len() + 4) as u8, 0x02, id.len() as u8];
             pdu.extend_from_slice(id);
             pdu.extend_from_slice(&[0x42, 0x00]);
-            decode_message(&pdu)
-                .map(|m| m.message_id)
-                .map_err(|e| e.message_id)
+            decode_message(&pdu).map(|m| m.message_id).map_err(|e| e.message_id)
         };
         assert_eq!(with_id(&[0x00]), Ok(0));
         assert_eq!(with_id(&[0x7f, 0xff, 0xff, 0xff]), Ok(MESSAGE_ID_MAX));
@@ -303,18 +254,12 @@ mod tests {
     #[test]
     fn long_form_lengths_accepted() {
         let pdu = [
-            0x30, 0x84, 0, 0, 0, 0x14, 0x02, 0x84, 0, 0, 0, 0x01, 0x01, 0x60, 0x84, 0, 0, 0, 0x07,
-            0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
+            0x30, 0x84, 0, 0, 0, 0x14, 0x02, 0x84, 0, 0, 0, 0x01, 0x01, 0x60, 0x84, 0, 0, 0, 0x07, 0x02,
+            0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
         ];
-        assert_eq!(
-            check_frame(&pdu, &FrameLimits::default()),
-            Ok(Some(pdu.len()))
-        );
+        assert_eq!(check_frame(&pdu, &FrameLimits::default()), Ok(Some(pdu.len())));
         assert_eq!(decode_message(&pdu).unwrap().message_id, 1);
-        let big = message(
-            1,
-            ProtocolOp::DelRequest(OctetString::from(vec![b'x'; 70_000])),
-        );
+        let big = message(1, ProtocolOp::DelRequest(OctetString::from(vec![b'x'; 70_000])));
         let encoded = encode_message(&big).unwrap();
         assert_eq!(&encoded[..2], [0x30, 0x83]);
         round_trip(&big);
@@ -338,12 +283,7 @@ mod tests {
     fn deepest_allowed_filter_decodes_on_a_small_stack() {
         // LDAPMessage, SearchRequest, 61 × NOT, the equality match: 64 constructed levels.
         let depth = FrameLimits::default().nesting_depth_max - 3;
-        let filter = parse_filter(&format!(
-            "{}(cn=x){}",
-            "(!".repeat(depth),
-            ")".repeat(depth)
-        ))
-        .unwrap();
+        let filter = parse_filter(&format!("{}(cn=x){}", "(!".repeat(depth), ")".repeat(depth))).unwrap();
         let search = message(
             1,
             ProtocolOp::SearchRequest(SearchRequest {
@@ -358,10 +298,7 @@ mod tests {
             }),
         );
         let encoded = encode_message(&search).unwrap();
-        assert_eq!(
-            check_frame(&encoded, &FrameLimits::default()),
-            Ok(Some(encoded.len()))
-        );
+        assert_eq!(check_frame(&encoded, &FrameLimits::default()), Ok(Some(encoded.len())));
         let mut one_deeper = parse_filter("(!(cn=x))").unwrap();
         if let ProtocolOp::SearchRequest(request) = &search.protocol_op {
             one_deeper = Filter::Not(Box::new(request.filter.clone()));
@@ -438,13 +375,11 @@ mod tests {
     fn protos_c06_ldapv3_corpus() {
         let relative = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../shared/testdata/conformance/protos-c06-ldapv3");
-        let directory = [
-            relative.as_path(),
-            std::path::Path::new("/work/shared/testdata/conformance/protos-c06-ldapv3"),
-        ]
-        .into_iter()
-        .find(|path| path.is_dir())
-        .expect("the PROTOS c06-ldapv3 test data (shared/testdata/conformance/) is missing");
+        let directory =
+            [relative.as_path(), std::path::Path::new("/work/shared/testdata/conformance/protos-c06-ldapv3")]
+                .into_iter()
+                .find(|path| path.is_dir())
+                .expect("the PROTOS c06-ldapv3 test data (shared/testdata/conformance/) is missing");
         let mut count = 0;
         for entry in std::fs::read_dir(directory).unwrap() {
             let bytes = std::fs::read(entry.unwrap().path()).unwrap();

@@ -25,9 +25,9 @@ mod result;
 pub use crate::filter::AttributeValueAssertion;
 pub use codec::{decode_message, encode_message, encode_message_into};
 pub use ops::{
-    AddRequest, AuthenticationChoice, BindRequest, Change, CompareRequest, DerefAliases,
-    ExtendedRequest, IntermediateResponse, ModifyDnRequest, ModifyOperation, ModifyRequest,
-    PartialAttribute, SaslCredentials, SearchRequest, SearchResultEntry, SearchScope,
+    AddRequest, AuthenticationChoice, BindRequest, Change, CompareRequest, DerefAliases, ExtendedRequest,
+    IntermediateResponse, ModifyDnRequest, ModifyOperation, ModifyRequest, PartialAttribute, SaslCredentials,
+    SearchRequest, SearchResultEntry, SearchScope,
 };
 pub use rasn::types::OctetString;
 pub use result::{BindResponse, ExtendedResponse, LdapResult};
@@ -136,19 +136,12 @@ mod tests {
     }
 
     pub(super) fn message(message_id: u32, protocol_op: ProtocolOp) -> LdapMessage {
-        LdapMessage {
-            message_id,
-            protocol_op,
-            controls: None,
-        }
+        LdapMessage { message_id, protocol_op, controls: None }
     }
 
     /// Decodes `pdu` (after check_frame accepts it whole) and re-encodes it byte for byte.
     fn decode_exact(pdu: &[u8]) -> LdapMessage {
-        assert_eq!(
-            check_frame(pdu, &FrameLimits::default()),
-            Ok(Some(pdu.len()))
-        );
+        assert_eq!(check_frame(pdu, &FrameLimits::default()), Ok(Some(pdu.len())));
         let decoded = decode_message(pdu).unwrap();
         assert_eq!(encode_message(&decoded).unwrap(), pdu, "{decoded:?}");
         decoded
@@ -156,18 +149,13 @@ mod tests {
 
     pub(super) fn round_trip(msg: &LdapMessage) {
         let encoded = encode_message(msg).unwrap();
-        assert_eq!(
-            check_frame(&encoded, &FrameLimits::default()),
-            Ok(Some(encoded.len()))
-        );
+        assert_eq!(check_frame(&encoded, &FrameLimits::default()), Ok(Some(encoded.len())));
         assert_eq!(&decode_message(&encoded).unwrap(), msg);
     }
 
     #[test]
     fn anonymous_simple_bind() {
-        let pdu = [
-            0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
-        ];
+        let pdu = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00];
         let expected = message(
             1,
             ProtocolOp::BindRequest(BindRequest {
@@ -182,8 +170,7 @@ mod tests {
     #[test]
     fn search_request_as_ldapsearch_sends_it() {
         // ldapsearch -x -b dc=example,dc=com '(objectClass=*)' cn
-        let pdu: &[u8] =
-            b"\x30\x3a\x02\x01\x02\x63\x35\x04\x11dc=example,dc=com\x0a\x01\x02\x0a\x01\x00\
+        let pdu: &[u8] = b"\x30\x3a\x02\x01\x02\x63\x35\x04\x11dc=example,dc=com\x0a\x01\x02\x0a\x01\x00\
             \x02\x01\x00\x02\x01\x00\x01\x01\x00\x87\x0bobjectClass\x30\x04\x04\x02cn";
         let expected = message(
             2,
@@ -203,32 +190,20 @@ mod tests {
 
     #[test]
     fn search_result_done_and_unbind() {
-        let done = [
-            0x30, 0x0c, 0x02, 0x01, 0x02, 0x65, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
-        ];
-        assert_eq!(
-            decode_exact(&done),
-            message(2, ProtocolOp::SearchResultDone(LdapResult::success()))
-        );
+        let done = [0x30, 0x0c, 0x02, 0x01, 0x02, 0x65, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00];
+        assert_eq!(decode_exact(&done), message(2, ProtocolOp::SearchResultDone(LdapResult::success())));
         let unbind = [0x30, 0x05, 0x02, 0x01, 0x03, 0x42, 0x00];
         assert_eq!(decode_exact(&unbind), message(3, ProtocolOp::UnbindRequest));
         let delete: &[u8] = b"\x30\x0a\x02\x01\x04\x4a\x05cn=ab";
-        assert_eq!(
-            decode_exact(delete),
-            message(4, ProtocolOp::DelRequest(os("cn=ab")))
-        );
+        assert_eq!(decode_exact(delete), message(4, ProtocolOp::DelRequest(os("cn=ab"))));
         let abandon = [0x30, 0x06, 0x02, 0x01, 0x05, 0x50, 0x01, 0x04];
-        assert_eq!(
-            decode_exact(&abandon),
-            message(5, ProtocolOp::AbandonRequest(4))
-        );
+        assert_eq!(decode_exact(&abandon), message(5, ProtocolOp::AbandonRequest(4)));
     }
 
     #[test]
     fn notice_of_disconnection() {
         // RFC 4511 §4.4.1: messageID 0, ExtendedResponse, responseName 1.3.6.1.4.1.1466.20036.
-        let pdu: &[u8] =
-            b"\x30\x37\x02\x01\x00\x78\x32\x0a\x01\x02\x04\x00\x04\x13decoding error here\
+        let pdu: &[u8] = b"\x30\x37\x02\x01\x00\x78\x32\x0a\x01\x02\x04\x00\x04\x13decoding error here\
             \x8a\x161.3.6.1.4.1.1466.20036";
         let expected = message(
             0,
@@ -254,11 +229,7 @@ mod tests {
                 criticality: true,
                 control_value: Some(os("\x30\x00")),
             },
-            Control {
-                control_type: os("2.16.840.1.113730.3.4.2"),
-                criticality: false,
-                control_value: None,
-            },
+            Control { control_type: os("2.16.840.1.113730.3.4.2"), criticality: false, control_value: None },
         ]);
         assert_eq!(decode_exact(pdu), expected);
         // An explicit FALSE from a peer is accepted too.
@@ -266,11 +237,7 @@ mod tests {
         let decoded = decode_message(explicit).unwrap();
         assert_eq!(
             decoded.controls,
-            Some(vec![Control {
-                control_type: os(""),
-                criticality: false,
-                control_value: None
-            }])
+            Some(vec![Control { control_type: os(""), criticality: false, control_value: None }])
         );
     }
 
@@ -279,17 +246,11 @@ mod tests {
     }
 
     fn attribute(name: &str, vals: &[&str]) -> PartialAttribute {
-        PartialAttribute {
-            r#type: os(name),
-            vals: vals.iter().map(|v| os(v)).collect(),
-        }
+        PartialAttribute { r#type: os(name), vals: vals.iter().map(|v| os(v)).collect() }
     }
 
     pub(super) fn every_protocol_op() -> Vec<ProtocolOp> {
-        let ava = AttributeValueAssertion {
-            attribute_desc: os("cn"),
-            assertion_value: os("x"),
-        };
+        let ava = AttributeValueAssertion { attribute_desc: os("cn"), assertion_value: os("x") };
         let mut referral = result(ResultCode::REFERRAL);
         referral.referral = Some(vec![os("ldap://h/dc=x")]);
         vec![
@@ -313,10 +274,8 @@ mod tests {
                 size_limit: MESSAGE_ID_MAX,
                 time_limit: 30,
                 types_only: true,
-                filter: parse_filter(
-                    "(&(objectClass=Person)(|(sn=Jensen)(cn=Babs J*))(!(x:dn:1.2:=y)))",
-                )
-                .unwrap(),
+                filter: parse_filter("(&(objectClass=Person)(|(sn=Jensen)(cn=Babs J*))(!(x:dn:1.2:=y)))")
+                    .unwrap(),
                 attributes: vec![os("cn"), os("*"), os("+")],
             }),
             ProtocolOp::SearchResultEntry(SearchResultEntry {
@@ -328,14 +287,8 @@ mod tests {
             ProtocolOp::ModifyRequest(ModifyRequest {
                 object: os("cn=a"),
                 changes: vec![
-                    Change {
-                        operation: ModifyOperation::Replace,
-                        modification: attribute("sn", &["z"]),
-                    },
-                    Change {
-                        operation: ModifyOperation::Increment,
-                        modification: attribute("n", &["1"]),
-                    },
+                    Change { operation: ModifyOperation::Replace, modification: attribute("sn", &["z"]) },
+                    Change { operation: ModifyOperation::Increment, modification: attribute("n", &["1"]) },
                 ],
             }),
             ProtocolOp::ModifyResponse(result(ResultCode::NO_SUCH_ATTRIBUTE)),
@@ -353,10 +306,7 @@ mod tests {
                 new_superior: None,
             }),
             ProtocolOp::ModifyDnResponse(result(ResultCode::SUCCESS)),
-            ProtocolOp::CompareRequest(CompareRequest {
-                entry: os("cn=a"),
-                ava,
-            }),
+            ProtocolOp::CompareRequest(CompareRequest { entry: os("cn=a"), ava }),
             ProtocolOp::CompareResponse(result(ResultCode::COMPARE_TRUE)),
             ProtocolOp::AbandonRequest(MESSAGE_ID_MAX),
             ProtocolOp::ExtendedRequest(ExtendedRequest {
@@ -380,11 +330,8 @@ mod tests {
         for (index, protocol_op) in every_protocol_op().into_iter().enumerate() {
             round_trip(&message(index as u32, protocol_op.clone()));
             let mut with_controls = message(MESSAGE_ID_MAX, protocol_op);
-            with_controls.controls = Some(vec![Control {
-                control_type: os("1.2.3"),
-                criticality: true,
-                control_value: None,
-            }]);
+            with_controls.controls =
+                Some(vec![Control { control_type: os("1.2.3"), criticality: true, control_value: None }]);
             round_trip(&with_controls);
         }
         round_trip(&LdapMessage {
@@ -397,22 +344,13 @@ mod tests {
     #[test]
     fn result_codes_past_rfc4511_round_trip() {
         for code in [118, 123, 4096, 0x7fff_ffff] {
-            let msg = message(
-                9,
-                ProtocolOp::AddResponse(LdapResult::error(ResultCode(code), "")),
-            );
+            let msg = message(9, ProtocolOp::AddResponse(LdapResult::error(ResultCode(code), "")));
             round_trip(&msg);
         }
-        let pdu = [
-            0x30, 0x0d, 0x02, 0x01, 0x09, 0x69, 0x08, 0x0a, 0x02, 0x10, 0x00, 0x04, 0x00, 0x04,
-            0x00,
-        ];
+        let pdu = [0x30, 0x0d, 0x02, 0x01, 0x09, 0x69, 0x08, 0x0a, 0x02, 0x10, 0x00, 0x04, 0x00, 0x04, 0x00];
         assert_eq!(
             decode_exact(&pdu),
-            message(
-                9,
-                ProtocolOp::AddResponse(LdapResult::error(ResultCode(4096), ""))
-            )
+            message(9, ProtocolOp::AddResponse(LdapResult::error(ResultCode(4096), "")))
         );
     }
 
@@ -427,10 +365,7 @@ mod tests {
         );
         let encoded = encode_message(&add).unwrap();
         let vals: &[u8] = b"\x31\x09\x04\x01z\x04\x01a\x04\x01m";
-        assert!(
-            encoded.windows(vals.len()).any(|w| w == vals),
-            "{encoded:02x?}"
-        );
+        assert!(encoded.windows(vals.len()).any(|w| w == vals), "{encoded:02x?}");
         round_trip(&add);
         let filter = parse_filter("(&(z=1)(|(y=2)(b=3))(a=4))").unwrap();
         let search = message(

@@ -165,20 +165,14 @@ mod tests {
 
     #[test]
     fn attribute_values_keep_their_order() {
-        let attribute = PartialAttribute {
-            r#type: os("cn"),
-            vals: vec![os("z"), os("a"), os("m"), os("a")],
-        };
+        let attribute = PartialAttribute { r#type: os("cn"), vals: vec![os("z"), os("a"), os("m"), os("a")] };
         let encoded = rasn::ber::encode(&attribute).unwrap();
         let expected = [
-            0x30, 0x12, 0x04, 0x02, b'c', b'n', 0x31, 0x0c, 0x04, 0x01, b'z', 0x04, 0x01, b'a',
-            0x04, 0x01, b'm', 0x04, 0x01, b'a',
+            0x30, 0x12, 0x04, 0x02, b'c', b'n', 0x31, 0x0c, 0x04, 0x01, b'z', 0x04, 0x01, b'a', 0x04, 0x01,
+            b'm', 0x04, 0x01, b'a',
         ];
         assert_eq!(encoded, expected);
-        assert_eq!(
-            rasn::ber::decode::<PartialAttribute>(&encoded).unwrap(),
-            attribute
-        );
+        assert_eq!(rasn::ber::decode::<PartialAttribute>(&encoded).unwrap(), attribute);
     }
 
     #[test]
@@ -222,9 +216,6 @@ mod tests {
         let encoded = rasn::ber::encode(&request).unwrap();
         let expected: &[u8] = b"\x30\x14\x04\x04cn=a\x04\x04cn=b\x01\x01\xff\x80\x03o=x";
         assert_eq!(encoded, expected);
-        assert_eq!(
-            rasn::ber::decode::<ModifyDnRequest>(&encoded).unwrap(),
-            request
-        );
+        assert_eq!(rasn::ber::decode::<ModifyDnRequest>(&encoded).unwrap(), request);
     }
 }

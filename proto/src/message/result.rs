@@ -26,9 +26,7 @@ impl Encode for ResultCode {
         _: &Constraints,
         identifier: Identifier,
     ) -> Result<(), E::Error> {
-        encoder
-            .encode_integer(tag, &Constraints::NONE, &self.0, identifier)
-            .map(drop)
+        encoder.encode_integer(tag, &Constraints::NONE, &self.0, identifier).map(drop)
     }
 }
 
@@ -39,9 +37,7 @@ impl Decode for ResultCode {
         tag: Tag,
         _: &Constraints,
     ) -> Result<Self, D::Error> {
-        decoder
-            .decode_integer::<u32>(tag, &Constraints::NONE)
-            .map(ResultCode)
+        decoder.decode_integer::<u32>(tag, &Constraints::NONE).map(ResultCode)
     }
 }
 
@@ -139,12 +135,7 @@ macro_rules! flattened_codec {
                 constraints: &Constraints,
                 identifier: Identifier,
             ) -> Result<(), E::Error> {
-                <$wire>::from(self).encode_with_tag_and_constraints(
-                    encoder,
-                    tag,
-                    constraints,
-                    identifier,
-                )
+                <$wire>::from(self).encode_with_tag_and_constraints(encoder, tag, constraints, identifier)
             }
         }
 
@@ -165,12 +156,7 @@ flattened_codec!(ExtendedResponse, ExtendedResponseWire);
 
 impl From<&BindResponse> for BindResponseWire {
     fn from(response: &BindResponse) -> Self {
-        let LdapResult {
-            result_code,
-            matched_dn,
-            diagnostic_message,
-            referral,
-        } = response.result.clone();
+        let LdapResult { result_code, matched_dn, diagnostic_message, referral } = response.result.clone();
         Self {
             result_code,
             matched_dn,
@@ -183,20 +169,10 @@ impl From<&BindResponse> for BindResponseWire {
 
 impl From<BindResponseWire> for BindResponse {
     fn from(wire: BindResponseWire) -> Self {
-        let BindResponseWire {
-            result_code,
-            matched_dn,
-            diagnostic_message,
-            referral,
-            server_sasl_creds,
-        } = wire;
+        let BindResponseWire { result_code, matched_dn, diagnostic_message, referral, server_sasl_creds } =
+            wire;
         Self {
-            result: LdapResult {
-                result_code,
-                matched_dn,
-                diagnostic_message,
-                referral,
-            },
+            result: LdapResult { result_code, matched_dn, diagnostic_message, referral },
             server_sasl_creds,
         }
     }
@@ -204,12 +180,7 @@ impl From<BindResponseWire> for BindResponse {
 
 impl From<&ExtendedResponse> for ExtendedResponseWire {
     fn from(response: &ExtendedResponse) -> Self {
-        let LdapResult {
-            result_code,
-            matched_dn,
-            diagnostic_message,
-            referral,
-        } = response.result.clone();
+        let LdapResult { result_code, matched_dn, diagnostic_message, referral } = response.result.clone();
         Self {
             result_code,
             matched_dn,
@@ -232,12 +203,7 @@ impl From<ExtendedResponseWire> for ExtendedResponse {
             response_value,
         } = wire;
         Self {
-            result: LdapResult {
-                result_code,
-                matched_dn,
-                diagnostic_message,
-                referral,
-            },
+            result: LdapResult { result_code, matched_dn, diagnostic_message, referral },
             response_name,
             response_value,
         }
@@ -280,10 +246,8 @@ mod tests {
     #[test]
     fn ldap_result_with_referral() {
         let mut result = LdapResult::new(ResultCode::REFERRAL, "dc=example", "go there");
-        result.referral = Some(vec![
-            OctetString::from(&b"ldap://a/"[..]),
-            OctetString::from(&b"ldap://b/"[..]),
-        ]);
+        result.referral =
+            Some(vec![OctetString::from(&b"ldap://a/"[..]), OctetString::from(&b"ldap://b/"[..])]);
         let encoded = round_trip(&result);
         let expected: &[u8] = b"\x30\x31\x0a\x01\x0a\x04\x0adc=example\x04\x08go there\
             \xa3\x16\x04\x09ldap://a/\x04\x09ldap://b/";
@@ -301,14 +265,8 @@ mod tests {
             encoded,
             [0x30, 0x0c, 0x0a, 0x01, 0x0e, 0x04, 0x00, 0x04, 0x00, 0x87, 0x03, b'a', b'b', b'c']
         );
-        let plain = BindResponse {
-            result: LdapResult::success(),
-            server_sasl_creds: None,
-        };
-        assert_eq!(
-            round_trip(&plain),
-            [0x30, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00]
-        );
+        let plain = BindResponse { result: LdapResult::success(), server_sasl_creds: None };
+        assert_eq!(round_trip(&plain), [0x30, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00]);
     }
 
     #[test]
@@ -322,14 +280,11 @@ mod tests {
         assert_eq!(
             encoded,
             [
-                0x30, 0x12, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00, 0x8a, 0x05, b'1', b'.', b'2',
-                b'.', b'3', 0x8b, 0x02, 0x30, 0x00
+                0x30, 0x12, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00, 0x8a, 0x05, b'1', b'.', b'2', b'.',
+                b'3', 0x8b, 0x02, 0x30, 0x00
             ]
         );
-        let value_only = ExtendedResponse {
-            response_name: None,
-            ..response
-        };
+        let value_only = ExtendedResponse { response_name: None, ..response };
         round_trip(&value_only);
     }
 }

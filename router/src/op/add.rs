@@ -27,10 +27,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     let dn = parse_dn(&request.entry)?;
     check_write(&ctx.identity)?;
     if dn.is_root() {
-        return Err(LdapError::new(
-            ResultCode::ENTRY_ALREADY_EXISTS,
-            "the root DSE always exists",
-        ));
+        return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, "the root DSE always exists"));
     }
     let entry = build_entry(&request)?;
     let (parent, rdn_norm, rdn) = locate_parent_of(&ctx.worker, &dn).await?;
@@ -39,24 +36,10 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     }
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
-    let op = WriteOp::Add {
-        parent: parent_id,
-        rdn,
-        rdn_norm,
-        entry,
-    };
-    let parent_is_container = parent
-        .as_ref()
-        .is_none_or(|p| ctx.worker.tree().contains(p.id));
+    let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry };
+    let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.tree().contains(p.id));
     if !parent_is_container {
-        ctx.worker
-            .coordinator
-            .send(AddUnder {
-                parent: parent_id,
-                shard,
-                op,
-            })
-            .await??;
+        ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
         return Ok(());
     }
     for _ in 0..PARENT_CLOSED_RETRIES_MAX {
@@ -65,14 +48,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
                 tokio::time::sleep(Duration::from_millis(PARENT_CLOSED_RETRY_DELAY_MS)).await;
                 // The parent may have been demoted to a leaf meanwhile, or deleted.
                 if parent_id != EntryId::ROOT && !ctx.worker.tree().contains(parent_id) {
-                    ctx.worker
-                        .coordinator
-                        .send(AddUnder {
-                            parent: parent_id,
-                            shard,
-                            op,
-                        })
-                        .await??;
+                    ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
                     return Ok(());
                 }
             }
@@ -109,16 +85,10 @@ fn build_entry(request: &AddRequest) -> LdapResultOf<Entry> {
                 format!("{name}: given twice"),
             ));
         }
-        entry.attrs.push(Attribute::new(
-            name,
-            attribute.vals.iter().map(|v| v.to_vec()).collect(),
-        ));
+        entry.attrs.push(Attribute::new(name, attribute.vals.iter().map(|v| v.to_vec()).collect()));
     }
     if entry.get("objectClass").is_none() {
-        return Err(LdapError::new(
-            ResultCode::OBJECT_CLASS_VIOLATION,
-            "no objectClass attribute",
-        ));
+        return Err(LdapError::new(ResultCode::OBJECT_CLASS_VIOLATION, "no objectClass attribute"));
     }
     Ok(entry)
 }
@@ -132,18 +102,11 @@ fn check_rdn_present(entry: &Entry, rdn: &ferrodir_proto::Rdn) -> LdapResultOf<(
             .attrs
             .iter()
             .filter(|a| ferrodir_proto::entry::base_name_lower(&a.name) == lower)
-            .any(|a| {
-                a.values
-                    .iter()
-                    .any(|v| normalize_value(&lower, v) == wanted)
-            });
+            .any(|a| a.values.iter().any(|v| normalize_value(&lower, v) == wanted));
         if !present {
             return Err(LdapError::new(
                 ResultCode::NAMING_VIOLATION,
-                format!(
-                    "value of naming attribute '{}' is not present in entry",
-                    ava.attr
-                ),
+                format!("value of naming attribute '{}' is not present in entry", ava.attr),
             ));
         }
     }

@@ -2,9 +2,7 @@
 //! or as an entry holding userPassword. An unknown DN and a wrong password get the same
 //! answer, so a client can't probe which DNs exist.
 
-use ferrodir_proto::message::{
-    AuthenticationChoice, BindRequest, BindResponse, LdapResult, ProtocolOp,
-};
+use ferrodir_proto::message::{AuthenticationChoice, BindRequest, BindResponse, LdapResult, ProtocolOp};
 use ferrodir_proto::ResultCode;
 
 use crate::access::Identity;
@@ -15,10 +13,7 @@ use crate::resolve::locate;
 use crate::session::OpContext;
 
 pub fn response(result: LdapResult) -> ProtocolOp {
-    ProtocolOp::BindResponse(BindResponse {
-        result,
-        server_sasl_creds: None,
-    })
+    ProtocolOp::BindResponse(BindResponse { result, server_sasl_creds: None })
 }
 
 /// Runs the bind, answers it, and returns the connection's new identity (anonymous on any
@@ -39,10 +34,7 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
     let password = match request.authentication {
         AuthenticationChoice::Simple(password) => password,
         AuthenticationChoice::Sasl(_) => {
-            return Err(LdapError::new(
-                ResultCode::AUTH_METHOD_NOT_SUPPORTED,
-                "SASL is not supported",
-            ))
+            return Err(LdapError::new(ResultCode::AUTH_METHOD_NOT_SUPPORTED, "SASL is not supported"))
         }
     };
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
@@ -51,34 +43,25 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         (true, false) => return Err(invalid()),
         // RFC 4513 §5.1.2: an unauthenticated bind is refused.
         (false, true) => {
-            return Err(LdapError::unwilling(
-                "unauthenticated bind (DN with no password) disallowed",
-            ))
+            return Err(LdapError::unwilling("unauthenticated bind (DN with no password) disallowed"))
         }
         (false, false) => {}
     }
     let dn = parse_dn(&request.name)?;
     let config = &ctx.worker.config;
     if config.is_root_dn(&dn) {
-        let matches = config
-            .root_password
-            .as_ref()
-            .is_some_and(|p| password::verify(p.as_bytes(), &password));
-        return if matches {
-            Ok(Identity::Root(dn))
-        } else {
-            Err(invalid())
-        };
+        let matches =
+            config.root_password.as_ref().is_some_and(|p| password::verify(p.as_bytes(), &password));
+        return if matches { Ok(Identity::Root(dn)) } else { Err(invalid()) };
     }
     let Ok(located) = locate(&ctx.worker, &dn).await else {
         return Err(invalid());
     };
     let record = ctx.worker.fetch(located.id).await?.ok_or_else(invalid)?;
-    let accepted = record.entry.get("userPassword").is_some_and(|attr| {
-        attr.values
-            .iter()
-            .any(|stored| password::verify(stored, &password))
-    });
+    let accepted = record
+        .entry
+        .get("userPassword")
+        .is_some_and(|attr| attr.values.iter().any(|stored| password::verify(stored, &password)));
     if accepted {
         Ok(Identity::User(dn))
     } else {

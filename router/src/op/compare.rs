@@ -26,11 +26,7 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         return Err(LdapError::protocol("empty attribute description"));
     }
     let target = locate(&ctx.worker, &dn).await?;
-    let record = ctx
-        .worker
-        .fetch(target.id)
-        .await?
-        .ok_or_else(|| LdapError::no_such_object(""))?;
+    let record = ctx.worker.fetch(target.id).await?.ok_or_else(|| LdapError::no_such_object(""))?;
     if !may_read(&ctx.worker.config, &ctx.identity, &name) {
         return Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, ""));
     }

@@ -1,7 +1,7 @@
 //! Delete (RFC 4511 §4.8). A leaf whose name and data share a shard is deleted by that
 //! shard alone; containers and leaves with a moved name go through the coordinator.
 
-use ferrodir_shard::batch::WriteOp;
+use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::EntryId;
 
@@ -20,12 +20,15 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
     if target.container || name_shard != target.id.shard() {
         return ctx.worker.coordinator.send(DeleteEntry(target)).await?;
     }
-    ctx.worker
-        .write(target.id.shard(), WriteOp::Delete { id: target.id })
-        .await?;
-    if target.parent != EntryId::ROOT {
-        // Best effort: a full coordinator mailbox only delays a demotion until the next delete.
-        let _ = ctx.worker.coordinator.try_send(MaybeDemote(target.parent));
+    let outcome = ctx.worker.write(target.id.shard(), WriteOp::Delete { id: target.id }).await?;
+    let maybe_last_child = match outcome {
+        WriteOutcome::Deleted { parent_has_children_here, .. } => !parent_has_children_here,
+        _ => true,
+    };
+    if target.parent != EntryId::ROOT && maybe_last_child {
+        // The parent may have lost its last child: settle that before answering, so that
+        // the client's next read (and a restart) sees hasSubordinates FALSE.
+        ctx.worker.coordinator.send(MaybeDemote(target.parent)).await??;
     }
     Ok(())
 }

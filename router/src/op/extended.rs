@@ -23,10 +23,7 @@ pub async fn extended(ctx: &OpContext, request: ExtendedRequest) -> ExtendedResp
         result: LdapResult::new(
             ResultCode::PROTOCOL_ERROR,
             String::new(),
-            format!(
-                "unsupported extended operation {}",
-                String::from_utf8_lossy(&request.request_name)
-            ),
+            format!("unsupported extended operation {}", String::from_utf8_lossy(&request.request_name)),
         ),
         response_name: None,
         response_value: None,

@@ -45,13 +45,11 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
         }
         ProtocolOp::ModifyRequest(req) => {
             let result = modify::modify(ctx, req).await;
-            ctx.respond(ProtocolOp::ModifyResponse(finish(result)))
-                .await;
+            ctx.respond(ProtocolOp::ModifyResponse(finish(result))).await;
         }
         ProtocolOp::ModifyDnRequest(req) => {
             let result = moddn::modify_dn(ctx, req).await;
-            ctx.respond(ProtocolOp::ModifyDnResponse(finish(result)))
-                .await;
+            ctx.respond(ProtocolOp::ModifyDnResponse(finish(result))).await;
         }
         ProtocolOp::CompareRequest(req) => {
             let result = compare::compare(ctx, req).await;

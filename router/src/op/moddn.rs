@@ -23,9 +23,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         return Err(LdapError::unwilling("cannot rename a naming context"));
     }
     if target.container {
-        return Err(LdapError::unwilling(
-            "renaming an entry with children is not supported yet",
-        ));
+        return Err(LdapError::unwilling("renaming an entry with children is not supported yet"));
     }
     let new_parent = match &new_superior {
         Some(superior) => {
@@ -40,10 +38,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         }
         None => target.parent,
     };
-    let old_rdn = dn
-        .rdn()
-        .cloned()
-        .ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let old_rdn = dn.rdn().cloned().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
     let new_rdn_norm = new_rdn.normalized();
     let drop_values = if request.deleteoldrdn {
         old_rdn
@@ -55,29 +50,12 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     } else {
         Vec::new()
     };
-    let add_values = new_rdn
-        .avas
-        .iter()
-        .map(|a| (a.attr.clone(), a.value.clone()))
-        .collect();
-    let request = MoveLeaf {
-        target,
-        new_parent,
-        new_rdn: new_rdn.to_string(),
-        new_rdn_norm,
-        drop_values,
-        add_values,
-    };
+    let add_values = new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+    let request =
+        MoveLeaf { target, new_parent, new_rdn: new_rdn.to_string(), new_rdn_norm, drop_values, add_values };
     ctx.worker.coordinator.send(request).await?
 }
 
 fn same_ava(a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {
-    Rdn {
-        avas: vec![a.clone()],
-    }
-    .normalized()
-        == Rdn {
-            avas: vec![b.clone()],
-        }
-        .normalized()
+    Rdn { avas: vec![a.clone()] }.normalized() == Rdn { avas: vec![b.clone()] }.normalized()
 }

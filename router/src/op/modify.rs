@@ -26,26 +26,10 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
             ModifyOperation::Replace => ModOp::Replace,
             ModifyOperation::Increment => ModOp::Increment,
         };
-        let values = change
-            .modification
-            .vals
-            .iter()
-            .map(|v| v.to_vec())
-            .collect();
-        changes.push(LdifMod {
-            op,
-            attr: Attribute::new(name, values),
-        });
+        let values = change.modification.vals.iter().map(|v| v.to_vec()).collect();
+        changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let target = locate(&ctx.worker, &dn).await?;
-    ctx.worker
-        .write(
-            target.id.shard(),
-            WriteOp::Modify {
-                id: target.id,
-                changes,
-            },
-        )
-        .await?;
+    ctx.worker.write(target.id.shard(), WriteOp::Modify { id: target.id, changes }).await?;
     Ok(())
 }

@@ -12,11 +12,7 @@ pub const SUBSCHEMA_DN: &str = "cn=Subschema";
 
 /// Features (RFC 4512 §5.1.5): all operational attributes `+` (RFC 3673), absolute
 /// true/false filters (RFC 4526), Modify increment (RFC 4525).
-const SUPPORTED_FEATURES: &[&str] = &[
-    "1.3.6.1.4.1.4203.1.5.1",
-    "1.3.6.1.4.1.4203.1.5.3",
-    "1.3.6.1.1.14",
-];
+const SUPPORTED_FEATURES: &[&str] = &["1.3.6.1.4.1.4203.1.5.1", "1.3.6.1.4.1.4203.1.5.3", "1.3.6.1.1.14"];
 
 /// The root DSE; everything but objectClass is operational, as slapd publishes it.
 pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
@@ -39,10 +35,7 @@ pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
 /// The subschema entry; its attributeTypes and objectClasses arrive with the schema layer.
 pub fn subschema() -> (Entry, Entry) {
     let user = Entry::new(vec![
-        attr(
-            "objectClass",
-            &["top", "subentry", "subschema", "extensibleObject"],
-        ),
+        attr("objectClass", &["top", "subentry", "subschema", "extensibleObject"]),
         attr("cn", &["Subschema"]),
     ]);
     let operational = Entry::new(vec![attr("structuralObjectClass", &["subentry"])]);
@@ -54,12 +47,7 @@ fn attr(name: &str, values: &[&str]) -> Attribute {
 }
 
 /// The SearchResultEntry for a router-served entry under `sel`.
-pub fn encode(
-    dn: &str,
-    user: &Entry,
-    operational: &Entry,
-    sel: &AttrSelection,
-) -> SearchResultEntry {
+pub fn encode(dn: &str, user: &Entry, operational: &Entry, sel: &AttrSelection) -> SearchResultEntry {
     let mut attributes = Vec::new();
     let mut push = |a: &Attribute| {
         if a.values.is_empty() {
@@ -68,15 +56,9 @@ pub fn encode(
         let vals = if sel.types_only {
             Vec::new()
         } else {
-            a.values
-                .iter()
-                .map(|v| OctetString::from(v.as_slice()))
-                .collect()
+            a.values.iter().map(|v| OctetString::from(v.as_slice())).collect()
         };
-        attributes.push(PartialAttribute {
-            r#type: OctetString::from(a.name.as_bytes()),
-            vals,
-        });
+        attributes.push(PartialAttribute { r#type: OctetString::from(a.name.as_bytes()), vals });
     };
     for a in &user.attrs {
         let lower = a.name.to_ascii_lowercase();
@@ -90,8 +72,5 @@ pub fn encode(
             push(a);
         }
     }
-    SearchResultEntry {
-        object_name: OctetString::from(dn.as_bytes()),
-        attributes,
-    }
+    SearchResultEntry { object_name: OctetString::from(dn.as_bytes()), attributes }
 }

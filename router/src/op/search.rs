@@ -31,11 +31,7 @@ pub async fn search(ctx: &OpContext, request: SearchRequest) {
 
 /// The effective limit: the client's, capped by the server's for everyone but the rootDN.
 fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
-    let server = if matches!(identity, Identity::Root(_)) || server == 0 {
-        None
-    } else {
-        Some(server)
-    };
+    let server = if matches!(identity, Identity::Root(_)) || server == 0 { None } else { Some(server) };
     match (client, server) {
         (0, s) => s,
         (c, Some(s)) => Some(c.min(s)),
@@ -82,8 +78,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         ctx.worker.start_search(shard, task).await?;
     }
     drop(sink);
-    let deadline =
-        time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
+    let deadline = time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
     let outcome = collect(ctx, &stop, chunks, shards.len(), size_limit, deadline).await;
     // Whatever ended the collection, the shards have nothing more to do.
     stop.store(true, Ordering::Relaxed);
@@ -175,11 +170,7 @@ async fn serve_special(
     };
     if request.scope != SearchScope::BaseObject {
         // Neither has children a search can reach.
-        return if base.is_root() {
-            Err(LdapError::no_such_object(""))
-        } else {
-            Ok(LdapResult::success())
-        };
+        return if base.is_root() { Err(LdapError::no_such_object("")) } else { Ok(LdapResult::success()) };
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());

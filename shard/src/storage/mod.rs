@@ -51,11 +51,7 @@ pub type StorageResult<T> = Result<T, StorageError>;
 pub trait KvSnapshot: Send + Sync {
     fn get(&self, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
     /// Calls `visit` for each key starting with `prefix`, in key order, until it returns false.
-    fn scan_prefix(
-        &self,
-        prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> StorageResult<()>;
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()>;
 }
 
 /// A shard's storage engine.
@@ -99,12 +95,8 @@ impl EngineKind {
     /// Opens (creating if needed) the storage of shard `shard_index` under `dir`.
     pub fn open(self, dir: &Path, shard_index: usize) -> StorageResult<Box<dyn KvEngine>> {
         match self {
-            Self::Redb => Ok(Box::new(RedbEngine::open(
-                &dir.join(format!("shard-{shard_index:03}.redb")),
-            )?)),
-            Self::Sled => Ok(Box::new(SledEngine::open(
-                &dir.join(format!("shard-{shard_index:03}.sled")),
-            )?)),
+            Self::Redb => Ok(Box::new(RedbEngine::open(&dir.join(format!("shard-{shard_index:03}.redb")))?)),
+            Self::Sled => Ok(Box::new(SledEngine::open(&dir.join(format!("shard-{shard_index:03}.sled")))?)),
         }
     }
 }
@@ -126,20 +118,10 @@ mod tests {
     use super::*;
 
     fn exercise(engine: &dyn KvEngine) {
-        let put = |k: &[u8], v: &[u8]| Mutation {
-            key: k.to_vec(),
-            value: Some(v.to_vec()),
-        };
-        engine
-            .commit(&[put(b"Pa1", b"1"), put(b"Pa2", b"2"), put(b"Pb1", b"3")])
-            .unwrap();
+        let put = |k: &[u8], v: &[u8]| Mutation { key: k.to_vec(), value: Some(v.to_vec()) };
+        engine.commit(&[put(b"Pa1", b"1"), put(b"Pa2", b"2"), put(b"Pb1", b"3")]).unwrap();
         let before = engine.snapshot().unwrap();
-        engine
-            .commit(&[Mutation {
-                key: b"Pa1".to_vec(),
-                value: None,
-            }])
-            .unwrap();
+        engine.commit(&[Mutation { key: b"Pa1".to_vec(), value: None }]).unwrap();
         let after = engine.snapshot().unwrap();
         assert_eq!(after.get(b"Pa1").unwrap(), None);
         assert_eq!(after.get(b"Pa2").unwrap(), Some(b"2".to_vec()));

@@ -38,8 +38,7 @@ impl KvEngine for RedbEngine {
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
         let mut txn = self.db.begin_write().map_err(err)?;
         // Explicit, not a default: the acknowledgement waits for fdatasync.
-        txn.set_durability(redb::Durability::Immediate)
-            .map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate).map_err(err)?;
         {
             let mut table = txn.open_table(KV).map_err(err)?;
             for m in batch {
@@ -63,18 +62,10 @@ struct RedbSnapshot {
 
 impl KvSnapshot for RedbSnapshot {
     fn get(&self, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
-        Ok(self
-            .table
-            .get(key)
-            .map_err(err)?
-            .map(|v| v.value().to_vec()))
+        Ok(self.table.get(key).map_err(err)?.map(|v| v.value().to_vec()))
     }
 
-    fn scan_prefix(
-        &self,
-        prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> StorageResult<()> {
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()> {
         let range = match prefix_end(prefix) {
             Some(end) => self.table.range(prefix..end.as_slice()).map_err(err)?,
             None => self.table.range(prefix..).map_err(err)?,

@@ -24,9 +24,7 @@ impl SledEngine {
 
 impl KvEngine for SledEngine {
     fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
-        Ok(Box::new(SledView {
-            tree: self.tree.clone(),
-        }))
+        Ok(Box::new(SledView { tree: self.tree.clone() }))
     }
 
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
@@ -52,11 +50,7 @@ impl KvSnapshot for SledView {
         Ok(self.tree.get(key).map_err(err)?.map(|v| v.to_vec()))
     }
 
-    fn scan_prefix(
-        &self,
-        prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> StorageResult<()> {
+    fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()> {
         for item in self.tree.scan_prefix(prefix) {
             let (k, v) = item.map_err(err)?;
             if !visit(&k, &v) {
