@@ -93,7 +93,9 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
     std::str::from_utf8(bytes).map_err(|_| LdapError::protocol("LDAPString is not UTF-8"))
 }
 
-/// Parses an LDAPDN, mapping failures to invalidDNSyntax.
+/// Parses an LDAPDN, mapping every failure (bad UTF-8 included, as slapd does) to
+/// invalidDNSyntax.
 pub fn parse_dn(bytes: &[u8]) -> Result<ferrodir_proto::Dn, LdapError> {
-    ferrodir_proto::Dn::parse(text(bytes)?).map_err(LdapError::invalid_dn)
+    let text = std::str::from_utf8(bytes).map_err(|_| LdapError::invalid_dn("not UTF-8"))?;
+    ferrodir_proto::Dn::parse(text).map_err(LdapError::invalid_dn)
 }
