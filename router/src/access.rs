@@ -19,6 +19,14 @@ pub enum Identity {
 }
 
 impl Identity {
+    /// The DN stamped as creatorsName/modifiersName on this identity's writes.
+    pub fn author(&self) -> String {
+        match self {
+            Identity::Anonymous => String::new(),
+            Identity::Root(dn) | Identity::User(dn) => dn.to_string(),
+        }
+    }
+
     /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:...` or empty for anonymous.
     pub fn authz_id(&self) -> String {
         match self {

@@ -4,7 +4,7 @@
 //! - promoting a leaf to a container when its first child arrives, and demoting a container
 //!   whose last child left;
 //! - deleting a container (which must have no children on any shard);
-//! - moving a leaf's name between shards (Modify DN).
+//! - Modify DN of a leaf or a whole subtree (the name may move between shards).
 //!
 //! Each change follows one order: write a durable intent when more than one shard's data
 //! changes, apply each shard's step (each step is a normal group-committed write), publish
@@ -184,12 +184,16 @@ impl Inner {
         Ok(())
     }
 
-    async fn move_leaf(&self, req: MoveLeaf) -> LdapResultOf<()> {
-        let MoveLeaf { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values } = req;
+    /// Modify DN of any entry. Only the entry's own record and its DN→ID record change:
+    /// descendants store their parent's id, and their DNs come from the skeleton, which is
+    /// republished in one step after the entry moved. A search pinned to the old skeleton
+    /// sees the whole subtree at its old place, one pinned to the new one sees it all moved.
+    async fn move_entry(&self, req: MoveEntry) -> LdapResultOf<()> {
+        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author } = req;
         let id = target.id;
-        // The entry may have gained children since the router looked.
-        if self.tree.borrow().contains(id) {
-            return Err(LdapError::unwilling("renaming an entry with children is not supported yet"));
+        let container = self.tree.borrow().contains(id);
+        if container && (new_parent == id || self.tree.borrow().parent_within(new_parent, id)) {
+            return Err(LdapError::unwilling("cannot move an entry below itself"));
         }
         self.promote(new_parent).await?;
         let count = self.shards.len();
@@ -202,43 +206,38 @@ impl Inner {
             new_parent,
             new_rdn: new_rdn_norm.clone(),
         };
-        let seq =
-            self.log.record(&intent).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+        let seq = self.log.record(&intent).map_err(unavailable)?;
         let steps = async {
-            self.write(
-                new_name_shard,
-                WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id },
-            )
-            .await?;
+            let reserve = WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
+            self.write(new_name_shard, reserve).await?;
             let relocate = WriteOp::Relocate {
                 id,
                 parent: new_parent,
-                rdn: new_rdn,
+                rdn: new_rdn.clone(),
                 rdn_norm: new_rdn_norm.clone(),
                 drop_values,
                 add_values,
+                author,
             };
             if let Err(e) = self.write(id.shard(), relocate).await {
-                self.write(
-                    new_name_shard,
-                    WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id },
-                )
-                .await?;
+                let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
+                self.write(new_name_shard, release).await?;
                 return Err(e);
             }
+            if container {
+                let next = self.tree.borrow().with_moved(id, new_parent, &new_rdn, &new_rdn_norm);
+                self.publish(next);
+            }
             if (target.parent, &target.rdn_norm) != (new_parent, &new_rdn_norm) {
-                self.write(
-                    old_name_shard,
-                    WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id },
-                )
-                .await?;
+                let old = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id };
+                self.write(old_name_shard, old).await?;
             }
             Ok(())
         };
         let result: LdapResultOf<()> = steps.await;
-        // On a failed step the intent stays only if we could not undo; recovery decides.
+        // A step that failed with `unavailable` may have half-happened: recovery decides.
         if result.is_ok() || result.as_ref().is_err_and(|e| e.code != ResultCode::UNAVAILABLE) {
-            self.log.clear(seq).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+            self.log.clear(seq).map_err(unavailable)?;
         }
         if result.is_ok() && target.parent != new_parent && target.parent != EntryId::ROOT {
             self.demote_if_childless(target.parent).await?;
@@ -284,6 +283,10 @@ impl Inner {
             self.shards.get(id.shard()).ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
         Ok(addr.send(Fetch(id)).await??)
     }
+}
+
+fn unavailable(error: impl std::fmt::Display) -> LdapError {
+    LdapError::new(ResultCode::UNAVAILABLE, error.to_string())
 }
 
 macro_rules! serial_handler {
@@ -335,19 +338,20 @@ pub struct MaybeDemote(pub EntryId);
 
 serial_handler!(MaybeDemote, LdapResultOf<()>, |inner, msg| inner.demote_if_childless(msg.0).await);
 
-/// Modify DN of a leaf.
+/// Modify DN of an entry, leaf or subtree.
 #[derive(Message)]
 #[rtype(result = "LdapResultOf<()>")]
-pub struct MoveLeaf {
+pub struct MoveEntry {
     pub target: Located,
     pub new_parent: EntryId,
     pub new_rdn: String,
     pub new_rdn_norm: String,
     pub drop_values: Vec<(String, Vec<u8>)>,
     pub add_values: Vec<(String, Vec<u8>)>,
+    pub author: String,
 }
 
-serial_handler!(MoveLeaf, LdapResultOf<()>, |inner, msg| inner.move_leaf(msg).await);
+serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| inner.move_entry(msg).await);
 
 /// Finish or roll back interrupted changes; sent once at start, before serving.
 #[derive(Message)]

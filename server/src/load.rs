@@ -15,6 +15,7 @@ use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::{EntryRecord, FLAG_CONTAINER};
+use ferrodir_shard::stamp::{stamp_imported, Stamp};
 use ferrodir_shard::storage::Mutation;
 use ferrodir_shard::EntryId;
 
@@ -108,7 +109,8 @@ fn place(
         let rdn = dn.rdn().ok_or("empty DN")?;
         (parent.id, rdn.to_string(), rdn.normalized())
     };
-    let entry = ferrodir_proto::Entry::new(attrs);
+    let mut entry = ferrodir_proto::Entry::new(attrs);
+    stamp_imported(&mut entry, &Stamp::now(&directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default()));
     if entry.get("objectClass").is_none() {
         return Err(format!("{dn_text} has no objectClass"));
     }

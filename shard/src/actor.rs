@@ -284,6 +284,7 @@ mod tests {
 
     fn add(name: &str, parent: EntryId) -> Write {
         Write(WriteOp::Add {
+            author: "cn=test".into(),
             parent,
             rdn: format!("cn={name}"),
             rdn_norm: format!("cn={}", name.to_lowercase()),

@@ -21,6 +21,7 @@ use crate::id::{shard_for_child, EntryId};
 use crate::keys;
 use crate::modify::apply_changes;
 use crate::record::{EntryRecord, FLAG_CONTAINER};
+use crate::stamp::{stamp_created, stamp_modified, Stamp};
 use crate::storage::Mutation;
 
 /// One write a shard can apply by itself.
@@ -33,6 +34,8 @@ pub enum WriteOp {
         rdn: String,
         rdn_norm: String,
         entry: Entry,
+        /// Who asks: stamped as creatorsName and modifiersName.
+        author: String,
     },
     /// Delete a leaf entry and its keys; its DN→ID record too when it lives here.
     Delete {
@@ -41,6 +44,7 @@ pub enum WriteOp {
     Modify {
         id: EntryId,
         changes: Vec<LdifMod>,
+        author: String,
     },
     /// Mark or unmark an entry as a container (published in the skeleton).
     SetContainer {
@@ -69,6 +73,7 @@ pub enum WriteOp {
         rdn_norm: String,
         drop_values: Vec<(String, Vec<u8>)>,
         add_values: Vec<(String, Vec<u8>)>,
+        author: String,
     },
 }
 
@@ -157,7 +162,7 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         match op {
-            WriteOp::Add { parent, rdn, rdn_norm, entry } => {
+            WriteOp::Add { parent, rdn, rdn_norm, mut entry, author } => {
                 if closed(parent) {
                     return Err(ShardError::ParentClosed);
                 }
@@ -168,6 +173,7 @@ impl Stager {
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
                 fx.dns.push((parent, rdn_norm.clone(), Some(id)));
+                stamp_created(&mut entry, &Stamp::now(&author));
                 let record = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: 0, entry });
                 fx.records.push((id, None, Some(record)));
                 Ok(WriteOutcome::Added(id))
@@ -184,10 +190,11 @@ impl Stager {
                 fx.records.push((id, Some(old.clone()), None));
                 Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
             }
-            WriteOp::Modify { id, changes } => {
+            WriteOp::Modify { id, changes, author } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut next = (*old).clone();
                 apply_changes(&mut next.entry, &changes)?;
+                stamp_modified(&mut next.entry, &Stamp::now(&author));
                 if next.parent != EntryId::ROOT {
                     check_rdn_kept(&next)?;
                 }
@@ -223,7 +230,7 @@ impl Stager {
                 }
                 Ok(WriteOutcome::Done)
             }
-            WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values } => {
+            WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values, author } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut entry = old.entry.clone();
                 for (name, value) in &drop_values {
@@ -232,6 +239,7 @@ impl Stager {
                 for (name, value) in &add_values {
                     add_value_if_absent(&mut entry, name, value);
                 }
+                stamp_modified(&mut entry, &Stamp::now(&author));
                 let next = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry });
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))

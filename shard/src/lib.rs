@@ -12,6 +12,7 @@
 //! - [`search`], [`eval`]: running a search on this shard and streaming the matches.
 //! - [`modify`]: applying a Modify's changes to an entry.
 //! - [`skeleton`]: the tree of container entries every worker reads.
+//! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
 
 pub mod actor;
 pub mod batch;
@@ -27,6 +28,7 @@ pub mod modify;
 pub mod record;
 pub mod search;
 pub mod skeleton;
+pub mod stamp;
 pub mod storage;
 
 pub use error::{ShardError, ShardResult};

@@ -27,6 +27,7 @@ use crate::id::EntryId;
 use crate::keys;
 use crate::record::EntryRecord;
 use crate::skeleton::Skeleton;
+use crate::stamp::STORED_OPERATIONAL;
 use crate::storage::KvSnapshot;
 
 const CHUNK_ENTRIES_MAX: usize = 64;
@@ -225,11 +226,21 @@ fn indexed(
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
 fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardResult<Bytes> {
     let sel = &task.attrs;
-    let dn = task.tree.dn_of_child(record.parent, &record.rdn);
+    // A container's DN comes from the pinned skeleton, like its descendants', so that a
+    // subtree Modify DN is seen whole or not at all.
+    let dn = match task.tree.get(id) {
+        Some(node) => node.dn.to_string(),
+        None => task.tree.dn_of_child(record.parent, &record.rdn),
+    };
     let mut attributes = Vec::new();
     for attr in &record.entry.attrs {
         let name = base_name_lower(&attr.name);
-        if !sel.wants_user(&name) {
+        let wanted = if STORED_OPERATIONAL.contains(&name.as_str()) {
+            sel.wants_operational(&name)
+        } else {
+            sel.wants_user(&name)
+        };
+        if !wanted {
             continue;
         }
         let vals = if sel.types_only {
@@ -239,7 +250,7 @@ fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardRe
         };
         attributes.push(PartialAttribute { r#type: OctetString::from(attr.name.as_bytes()), vals });
     }
-    let container = record.is_container() || task.tree.contains(id);
+    let container = task.tree.contains(id);
     let has_subordinates: &'static [u8] = if container { b"TRUE" } else { b"FALSE" };
     let operational: [(&str, OctetString); 3] = [
         ("entrydn", OctetString::from(dn.as_bytes())),

@@ -109,6 +109,18 @@ impl Skeleton {
         next
     }
 
+    /// A copy where container `id` has a new parent and RDN; every DN below it follows.
+    pub fn with_moved(&self, id: EntryId, parent: EntryId, rdn: &str, rdn_norm: &str) -> Self {
+        let records = self.nodes.values().map(|n| {
+            if n.id == id {
+                (id, parent, rdn.to_string(), rdn_norm.to_string())
+            } else {
+                (n.id, n.parent, n.rdn.clone(), n.rdn_norm.clone())
+            }
+        });
+        Skeleton::build(self.version + 1, records).0
+    }
+
     pub fn get(&self, id: EntryId) -> Option<&ContainerNode> {
         self.nodes.get(&id)
     }
@@ -258,6 +270,8 @@ mod tests {
         let s = sample();
         let t = s.with_container(EntryId(3), EntryId(2), "cn=g", "cn=g");
         assert!(t.contains(EntryId(3)) && !s.contains(EntryId(3)));
+        let moved = t.with_moved(EntryId(2), EntryId(1), "ou=Staff", "ou=staff");
+        assert_eq!(&*moved.get(EntryId(3)).unwrap().dn, "cn=g,ou=Staff,dc=example,dc=com");
         let u = t.without_container(EntryId(3));
         assert!(!u.contains(EntryId(3)));
         assert_eq!(u.version, s.version + 2);

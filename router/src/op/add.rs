@@ -36,7 +36,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     }
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
-    let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry };
+    let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.tree().contains(p.id));
     if !parent_is_container {
         ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
@@ -70,6 +70,7 @@ fn build_entry(request: &AddRequest) -> LdapResultOf<Entry> {
             return Err(LdapError::protocol(format!("{name}: no values")));
         }
         let lower = ferrodir_proto::entry::base_name_lower(&name);
+        reject_no_user_modification(&lower, &name)?;
         let mut seen = std::collections::HashSet::new();
         for value in &attribute.vals {
             if !seen.insert(normalize_value(&lower, value)) {
@@ -109,6 +110,16 @@ fn check_rdn_present(entry: &Entry, rdn: &ferrodir_proto::Rdn) -> LdapResultOf<(
                 format!("value of naming attribute '{}' is not present in entry", ava.attr),
             ));
         }
+    }
+    Ok(())
+}
+
+/// RFC 4512 §4.1.2: NO-USER-MODIFICATION attributes are maintained by the server; a client
+/// supplying one gets constraintViolation, as slapd answers.
+pub fn reject_no_user_modification(lower: &str, name: &str) -> LdapResultOf<()> {
+    const SERVER_MAINTAINED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry"];
+    if ferrodir_shard::stamp::STORED_OPERATIONAL.contains(&lower) || SERVER_MAINTAINED.contains(&lower) {
+        return Err(LdapError::new(ResultCode::CONSTRAINT_VIOLATION, format!("{name}: no user modification allowed")));
     }
     Ok(())
 }

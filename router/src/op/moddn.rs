@@ -1,13 +1,13 @@
-//! Modify DN (RFC 4511 §4.9) of a leaf: a new RDN, a new superior, or both. The name moves
-//! between shards through the coordinator; the entry itself keeps its id and home shard.
-//! Renaming an entry with children arrives with subtree Modify DN.
+//! Modify DN (RFC 4511 §4.9) of a leaf or a whole subtree: a new RDN, a new superior, or
+//! both. The coordinator moves the name (possibly between shards); the entry keeps its id
+//! and home shard, and its descendants don't change at all.
 
 use ferrodir_proto::message::ModifyDnRequest;
 use ferrodir_proto::{Rdn, ResultCode};
 use ferrodir_shard::EntryId;
 
 use crate::access::check_write;
-use crate::coordinator::MoveLeaf;
+use crate::coordinator::MoveEntry;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, text};
 use crate::resolve::locate;
@@ -21,9 +21,6 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     let target = locate(&ctx.worker, &dn).await?;
     if target.parent == EntryId::ROOT {
         return Err(LdapError::unwilling("cannot rename a naming context"));
-    }
-    if target.container {
-        return Err(LdapError::unwilling("renaming an entry with children is not supported yet"));
     }
     let new_parent = match &new_superior {
         Some(superior) => {
@@ -52,7 +49,15 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     };
     let add_values = new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
     let request =
-        MoveLeaf { target, new_parent, new_rdn: new_rdn.to_string(), new_rdn_norm, drop_values, add_values };
+        MoveEntry {
+        target,
+        new_parent,
+        new_rdn: new_rdn.to_string(),
+        new_rdn_norm,
+        drop_values,
+        add_values,
+        author: ctx.identity.author(),
+    };
     ctx.worker.coordinator.send(request).await?
 }
 

@@ -1,0 +1,158 @@
+//! The operational attributes a shard stamps on every write, as slapd publishes them:
+//! entryUUID (RFC 4530), entryCSN, createTimestamp, modifyTimestamp, creatorsName and
+//! modifiersName (RFC 4512 §3.4).
+//!
+//! entryCSN comes from one clock for the whole server: a process-wide monotonic counter of
+//! microseconds, so CSNs never repeat or go back, even across shards. Only writes touch it;
+//! reads never do. It is stamped when the write is staged into its batch, and a shard commits
+//! its batches in staging order, so a shard's CSNs rise in commit order.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ferrodir_proto::entry::{Attribute, Entry};
+
+/// Stored operational attributes (lowercased), in the order slapd lists them.
+pub const STORED_OPERATIONAL: &[&str] = &[
+    "structuralobjectclass",
+    "entryuuid",
+    "creatorsname",
+    "createtimestamp",
+    "entrycsn",
+    "modifiersname",
+    "modifytimestamp",
+];
+
+static CLOCK_MICROS: AtomicU64 = AtomicU64::new(0);
+
+/// One write's time and author.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub author: String,
+    /// `YYYYMMDDHHMMSSZ` (RFC 4517 §3.3.13).
+    pub time: String,
+    /// `YYYYMMDDHHMMSS.ffffffZ#000000#000#000000`, OpenLDAP's CSN form.
+    pub csn: String,
+}
+
+impl Stamp {
+    /// Takes the next tick of the server-wide clock.
+    pub fn now(author: &str) -> Self {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        let mut last = CLOCK_MICROS.load(Ordering::Relaxed);
+        let micros = loop {
+            let next = wall.max(last + 1);
+            match CLOCK_MICROS.compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break next,
+                Err(seen) => last = seen,
+            }
+        };
+        let seconds = micros / 1_000_000;
+        let civil = civil_time(seconds);
+        Self {
+            author: author.to_string(),
+            time: format!("{civil}Z"),
+            csn: format!("{civil}.{:06}Z#000000#000#000000", micros % 1_000_000),
+        }
+    }
+}
+
+/// `YYYYMMDDHHMMSS` of a Unix time (UTC), by the days-from-civil algorithm in reverse.
+fn civil_time(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let secs_of_day = seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
+        secs_of_day / 3600,
+        (secs_of_day / 60) % 60,
+        secs_of_day % 60
+    )
+}
+
+fn set(entry: &mut Entry, name: &str, value: String) {
+    match entry.get_mut(name) {
+        Some(attr) => attr.values = vec![value.into_bytes()],
+        None => entry.attrs.push(Attribute::new(name, vec![value.into_bytes()])),
+    }
+}
+
+/// Stamps a new entry: a fresh entryUUID, and creator and modifier alike.
+pub fn stamp_created(entry: &mut Entry, stamp: &Stamp) {
+    if entry.get("entryUUID").is_none() {
+        set(entry, "entryUUID", uuid::Uuid::new_v4().hyphenated().to_string());
+    }
+    if entry.get("creatorsName").is_none() {
+        set(entry, "creatorsName", stamp.author.clone());
+    }
+    if entry.get("createTimestamp").is_none() {
+        set(entry, "createTimestamp", stamp.time.clone());
+    }
+    stamp_modified(entry, stamp);
+}
+
+/// Stamps an imported entry: keeps whatever operational values the LDIF carried (an export
+/// of another server, say) and adds the missing ones.
+pub fn stamp_imported(entry: &mut Entry, stamp: &Stamp) {
+    let keep_modified = ["entryCSN", "modifiersName", "modifyTimestamp"].iter().all(|n| entry.get(n).is_some());
+    if keep_modified {
+        if entry.get("entryUUID").is_none() {
+            set(entry, "entryUUID", uuid::Uuid::new_v4().hyphenated().to_string());
+        }
+        for (name, value) in [("creatorsName", &stamp.author), ("createTimestamp", &stamp.time)] {
+            if entry.get(name).is_none() {
+                set(entry, name, value.clone());
+            }
+        }
+    } else {
+        stamp_created(entry, stamp);
+    }
+}
+
+/// Stamps a changed entry.
+pub fn stamp_modified(entry: &mut Entry, stamp: &Stamp) {
+    set(entry, "entryCSN", stamp.csn.clone());
+    set(entry, "modifiersName", stamp.author.clone());
+    set(entry, "modifyTimestamp", stamp.time.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_time_known_points() {
+        assert_eq!(civil_time(0), "19700101000000");
+        assert_eq!(civil_time(951_782_400), "20000229000000");
+        assert_eq!(civil_time(1_796_000_000), "20261130005320");
+    }
+
+    #[test]
+    fn csns_strictly_rise() {
+        let a = Stamp::now("cn=a");
+        let b = Stamp::now("cn=a");
+        assert!(b.csn > a.csn, "{} then {}", a.csn, b.csn);
+        assert_eq!(a.time.len(), 15);
+    }
+
+    #[test]
+    fn created_entries_get_every_attribute_once() {
+        let mut entry = Entry::default();
+        let stamp = Stamp::now("cn=admin");
+        stamp_created(&mut entry, &stamp);
+        stamp_modified(&mut entry, &Stamp::now("cn=other"));
+        for name in &STORED_OPERATIONAL[1..] {
+            assert_eq!(entry.get(name).map(|a| a.values.len()), Some(1), "{name}");
+        }
+        assert_eq!(entry.first_str("creatorsName"), Some("cn=admin"));
+        assert_eq!(entry.first_str("modifiersName"), Some("cn=other"));
+    }
+}
