@@ -547,7 +547,7 @@ mod tests {
     /// `testdata` folder is; by default it sits in `shared/` beside the workspace.
     fn openldap_testdata(name: &str) -> String {
         let testdata = std::env::var_os("FERRODIR_TESTDATA").map_or_else(
-            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata"),
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata"),
             std::path::PathBuf::from,
         );
         let path = testdata.join("conformance/openldap").join(name);

@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn protos_c06_ldapv3_corpus() {
         let relative = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/testdata/conformance/protos-c06-ldapv3");
+            .join("../testdata/conformance/protos-c06-ldapv3");
         let directory =
             [relative.as_path(), std::path::Path::new("/work/shared/testdata/conformance/protos-c06-ldapv3")]
                 .into_iter()
