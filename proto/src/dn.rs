@@ -9,8 +9,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::value::normalize_value;
-
 /// A distinguished name. `rdns[0]` is the leftmost, most specific RDN; no RDNs is the root DSE
 /// (the empty string, RFC 4512 §5.1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -222,8 +220,7 @@ impl Ava {
     /// `lowercase(attr)=escaped(normalised value)`. The value keeps the RFC 4514 escaping so
     /// that a `,` or `+` inside it cannot be mistaken for a separator in the joined form.
     pub fn normalized(&self) -> String {
-        let attr = normalize_attr_name(&self.attr);
-        let value = normalize_value(&attr, &self.value);
+        let (attr, value) = crate::value::normalize_ava(&normalize_attr_name(&self.attr), &self.value);
         let mut out = attr;
         out.push('=');
         // Writing into a String cannot fail.

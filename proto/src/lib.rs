@@ -20,6 +20,7 @@ pub mod frame;
 pub mod ldif;
 pub mod message;
 pub mod result_code;
+pub mod schema;
 pub mod value;
 
 pub use dn::{Dn, Rdn};

@@ -8,7 +8,29 @@
 /// The version of these normalisation rules. Index keys and DN→ID records are built from
 /// them, so a data directory records the version it was built with (its manifest), and a
 /// server with other rules refuses to open it.
-pub const NORMALIZATION_VERSION: u32 = 1;
+pub const NORMALIZATION_VERSION: u32 = 2;
+
+/// How a DN's attribute-value assertions are normalised once a schema is known: the
+/// attribute's canonical name and its value under the type's equality rule (RFC 4517
+/// distinguishedNameMatch compares RDNs by each type's equality). Installed once at start.
+pub type AvaNormalizer = dyn Fn(&str, &[u8]) -> Option<(String, Vec<u8>)> + Send + Sync;
+
+static AVA_NORMALIZER: std::sync::OnceLock<Box<AvaNormalizer>> = std::sync::OnceLock::new();
+
+/// Installs the schema-aware AVA normaliser; only the first call takes effect.
+pub fn install_ava_normalizer(normalizer: Box<AvaNormalizer>) -> bool {
+    AVA_NORMALIZER.set(normalizer).is_ok()
+}
+
+/// The normalised (attribute, value) of one AVA of a DN. `attr_lower` is the lowercased type
+/// as written; without an installed normaliser (or for a type it doesn't know), the type
+/// stays as written and the value uses [`normalize_value`].
+pub fn normalize_ava(attr_lower: &str, value: &[u8]) -> (String, Vec<u8>) {
+    if let Some(found) = AVA_NORMALIZER.get().and_then(|n| n(attr_lower, value)) {
+        return found;
+    }
+    (attr_lower.to_string(), normalize_value(attr_lower, value))
+}
 
 /// Attributes compared byte for byte (octetStringMatch).
 pub fn is_octet_attribute(attr_lower: &str) -> bool {

@@ -1,7 +1,11 @@
 //! What the router needs to know about the directory: naming contexts, the root identity,
 //! the access profile and per-request limits. Built by `server` from the TOML config.
 
+use std::sync::Arc;
+
+use ferrodir_proto::schema::Schema;
 use ferrodir_proto::Dn;
+use ferrodir_shard::rules::RuleTable;
 
 /// A naming context served by this server.
 #[derive(Clone, Debug)]
@@ -43,6 +47,9 @@ pub struct DirectoryConfig {
     /// How many search result chunks one search may have queued toward its connection.
     pub search_chunks_in_flight: usize,
     pub vendor_version: String,
+    pub schema: Arc<Schema>,
+    /// Matching facts per attribute type, resolved once from `schema`.
+    pub rules: Arc<RuleTable>,
 }
 
 impl DirectoryConfig {

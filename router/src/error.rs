@@ -53,6 +53,7 @@ impl From<ShardError> for LdapError {
             ShardError::ParentClosed => ResultCode::BUSY,
             ShardError::Storage(_) | ShardError::Unavailable(_) => ResultCode::UNAVAILABLE,
             ShardError::Corrupt(_) => ResultCode::OTHER,
+            ShardError::Schema(violation) => violation.code,
             _ => ResultCode::OTHER,
         };
         let message = match &error {

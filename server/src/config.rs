@@ -26,8 +26,11 @@ pub struct Config {
     pub durability: String,
     /// "default" (safe) or "open-read" (slapd with no ACLs).
     pub access: String,
-    /// slapd-style index directives: "attr[,attr] eq[,pres]".
+    /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
+    /// Extra schema files in OpenLDAP's `.schema` format, loaded after the standard ones
+    /// (core, cosine, inetOrgPerson, nis, openldap).
+    pub schema_files: Vec<PathBuf>,
     /// Load a small example tree when the data directory is created.
     pub example_data: bool,
     pub limits: Limits,
@@ -81,6 +84,7 @@ impl Default for Config {
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),
                 "uid pres".into(),
             ],
+            schema_files: Vec::new(),
             example_data: true,
             limits: Limits::default(),
             log: Log::default(),

@@ -10,6 +10,8 @@ use std::io::BufRead;
 
 use anyhow::Context as _;
 use ferrodir_proto::ldif::{LdifReader, LdifRecord};
+use ferrodir_proto::schema::check::check_entry;
+use ferrodir_proto::schema::Schema;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::id::shard_for_child;
@@ -48,7 +50,7 @@ pub fn load_ldif(
     let mut report = LoadReport::default();
     for item in LdifReader::new(input) {
         let outcome = item.map_err(|e| e.to_string()).and_then(|(line, record)| {
-            place(directory, record, &mut placed, &mut by_dn, &mut next_seq, shard_count)
+            place(directory, &store.schema, record, &mut placed, &mut by_dn, &mut next_seq, shard_count)
                 .map_err(|e| format!("line {line}: {e}"))
         });
         if let Err(problem) = outcome {
@@ -81,6 +83,7 @@ fn ensure_empty(store: &Store) -> anyhow::Result<()> {
 
 fn place(
     directory: &DirectoryConfig,
+    schema: &Schema,
     record: LdifRecord,
     placed: &mut Vec<Placed>,
     by_dn: &mut HashMap<String, usize>,
@@ -110,10 +113,22 @@ fn place(
         (parent.id, rdn.to_string(), rdn.normalized())
     };
     let mut entry = ferrodir_proto::Entry::new(attrs);
-    stamp_imported(&mut entry, &Stamp::now(&directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default()));
-    if entry.get("objectClass").is_none() {
-        return Err(format!("{dn_text} has no objectClass"));
+    let named_by = if parent == EntryId::ROOT { dn.rdns.first() } else { dn.rdn() };
+    let checked = check_entry(schema, &entry, named_by)
+        .map_err(|v| format!("{dn_text}: {} ({})", v.message, v.code))?;
+    if entry.get("structuralObjectClass").is_none() {
+        entry.attrs.insert(
+            0,
+            ferrodir_proto::Attribute::new(
+                "structuralObjectClass",
+                vec![checked.structural_class.into_bytes()],
+            ),
+        );
     }
+    stamp_imported(
+        &mut entry,
+        &Stamp::now(&directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default()),
+    );
     let shard = shard_for_child(parent, &rdn_norm, shard_count);
     let id = EntryId::new(shard, next_seq[shard]);
     next_seq[shard] += 1;
@@ -126,7 +141,7 @@ fn commit_all(store: &Store, placed: Vec<Placed>, next_seq: &[u64]) -> anyhow::R
     let mut per_shard: Vec<Vec<Mutation>> = vec![Vec::new(); store.engines.len()];
     for Placed { id, record } in placed {
         let batch = &mut per_shard[id.shard()];
-        for key in store.indexes.keys_for(id, &record.entry) {
+        for key in store.indexes.keys_for(&store.rules, id, &record.entry) {
             batch.push(Mutation { key, value: Some(Vec::new()) });
         }
         batch.push(Mutation { key: keys::child(record.parent, id), value: Some(Vec::new()) });
@@ -137,6 +152,7 @@ fn commit_all(store: &Store, placed: Vec<Placed>, next_seq: &[u64]) -> anyhow::R
         batch.push(Mutation { key: keys::entry(id), value: Some(record.encode()) });
     }
     for (shard, batch) in per_shard.iter_mut().enumerate() {
+        batch.extend(crate::reindex::ready_marks(store));
         batch.push(Mutation {
             key: keys::meta("next_seq"),
             value: Some(next_seq[shard].to_be_bytes().to_vec()),

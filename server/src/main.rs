@@ -3,7 +3,8 @@
 //! # Layout
 //! - `main.rs`: the command line (serve, import, export) and logging.
 //! - `config.rs`: the TOML configuration; `manifest.rs`: what a data directory is fixed to.
-//! - `store.rs`: opening a data directory's shards; `load.rs` and `export.rs`: LDIF in and out.
+//! - `store.rs`: opening a data directory's shards; `load.rs` and `export.rs`: LDIF in and out;
+//!   `reindex.rs`: rebuilding indices.
 //! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
 //! - `connection.rs`: one client connection's read and write loops.
 
@@ -12,6 +13,7 @@ mod connection;
 mod export;
 mod load;
 mod manifest;
+mod reindex;
 mod runtime;
 mod store;
 
@@ -57,6 +59,13 @@ enum Command {
         keep_going: bool,
         file: PathBuf,
     },
+    /// Rebuild every index offline (after the index configuration changed).
+    Reindex {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Write every entry as LDIF to standard output, parents first (offline, like slapcat).
     Export {
         #[arg(long)]
@@ -98,7 +107,7 @@ fn main() -> anyhow::Result<()> {
             init_logging(&config);
             let store = Store::open(&config, &config.data_dir)?;
             if store.created && config.example_data {
-                let directory = runtime::directory_config(&config)?;
+                let directory = runtime::directory_config(&config, &store)?;
                 let report = load::load_ldif(&store, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
                 tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
             }
@@ -109,7 +118,7 @@ fn main() -> anyhow::Result<()> {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
             let store = Store::open(&config, &data_dir)?;
-            let directory = runtime::directory_config(&config)?;
+            let directory = runtime::directory_config(&config, &store)?;
             let input =
                 std::fs::File::open(&file).with_context(|| format!("cannot open {}", file.display()))?;
             let started = std::time::Instant::now();
@@ -125,6 +134,15 @@ fn main() -> anyhow::Result<()> {
                 report.entries as f64 / seconds.max(1e-9),
                 report.skipped.len()
             );
+            Ok(())
+        }
+        Command::Reindex { config, data_dir } => {
+            let config = load_config(config.as_ref())?;
+            init_logging(&config);
+            let store = Store::open(&config, &data_dir)?;
+            let started = std::time::Instant::now();
+            let entries = reindex::reindex(&store)?;
+            eprintln!("reindexed {entries} entries in {:.2}s", started.elapsed().as_secs_f64());
             Ok(())
         }
         Command::Export { config, data_dir } => {

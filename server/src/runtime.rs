@@ -29,7 +29,7 @@ thread_local! {
     static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
 }
 
-pub fn directory_config(config: &Config) -> anyhow::Result<DirectoryConfig> {
+pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<DirectoryConfig> {
     let mut suffixes = Vec::new();
     for text in &config.suffixes {
         let dn = ferrodir_proto::Dn::parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
@@ -56,12 +56,14 @@ pub fn directory_config(config: &Config) -> anyhow::Result<DirectoryConfig> {
         search_time_max_s: config.limits.search_time_max_s,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
+        schema: store.schema.clone(),
+        rules: store.rules.clone(),
     })
 }
 
 /// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
 pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
-    let directory = Arc::new(directory_config(&config)?);
+    let directory = Arc::new(directory_config(&config, &store)?);
     let settled = store.settle_containers(&config)?;
     if settled > 0 {
         tracing::info!(settled, "cleared the container flag of entries left without children");

@@ -7,7 +7,13 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use ferrodir_shard::core::{ShardCore, ShardInfo};
-use ferrodir_shard::index::IndexConfig;
+use std::collections::HashSet;
+
+use ferrodir_proto::schema::Schema;
+use ferrodir_shard::index::{IndexConfig, IndexKind};
+use ferrodir_shard::rules::{equality_key, RuleTable};
+
+use crate::reindex::ready_key;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
@@ -21,6 +27,8 @@ pub struct Store {
     pub manifest: Manifest,
     pub engines: Vec<Arc<dyn KvEngine>>,
     pub indexes: Arc<IndexConfig>,
+    pub schema: Arc<Schema>,
+    pub rules: Arc<RuleTable>,
     /// Whether the directory was created by this open.
     pub created: bool,
 }
@@ -72,8 +80,25 @@ impl Store {
             })?;
             engines.push(Arc::from(engine));
         }
-        let indexes = Arc::new(IndexConfig::from_directives(&config.index)?);
-        Ok(Self { manifest, engines, indexes, created })
+        let schema = Arc::new(load_schema(config)?);
+        let rules = Arc::new(RuleTable::from_schema(&schema));
+        install_dn_rules(rules.clone());
+        let mut indexes = IndexConfig::from_directives(&config.index, &rules)?;
+        if created {
+            mark_all_ready(&engines, &indexes)?;
+        }
+        let ready = ready_everywhere(&engines, &indexes)?;
+        for (attr, kind) in indexes.configured() {
+            if !ready.contains(&(attr.clone(), kind)) {
+                tracing::warn!(
+                    attr,
+                    kind = kind.name(),
+                    "index not built yet: searches won't use it until `ferrodir reindex`"
+                );
+            }
+        }
+        indexes.set_searchable(ready);
+        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, created })
     }
 
     pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
@@ -82,6 +107,8 @@ impl Store {
             count: self.engines.len(),
             entry_cache_entries_max: config.limits.entry_cache_entries_max,
             indexes: self.indexes.clone(),
+            schema: self.schema.clone(),
+            rules: self.rules.clone(),
         }
     }
 
@@ -132,4 +159,54 @@ impl Store {
         }
         Ok(skeleton)
     }
+}
+
+/// The standard schemas plus the config's extra files.
+pub fn load_schema(config: &Config) -> anyhow::Result<Schema> {
+    let mut schema = Schema::standard();
+    for path in &config.schema_files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read schema {}", path.display()))?;
+        schema.load_openldap_schema(&text).with_context(|| format!("schema file {}", path.display()))?;
+    }
+    Ok(schema)
+}
+
+/// Makes DN normalisation schema-aware: each AVA by its type's canonical name and equality
+/// rule, so `CN=Foo`, `commonName=foo` and `2.5.4.3=foo` name the same entry.
+fn install_dn_rules(rules: Arc<RuleTable>) {
+    ferrodir_proto::value::install_ava_normalizer(Box::new(move |attr: &str, value: &[u8]| {
+        let attr_rules = rules.get(attr)?;
+        let key = equality_key(attr_rules, value).unwrap_or_else(|| value.to_vec());
+        Some((attr_rules.canonical.clone(), key))
+    }));
+}
+
+fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> anyhow::Result<()> {
+    let marks: Vec<Mutation> = indexes
+        .configured()
+        .into_iter()
+        .map(|(attr, kind)| Mutation { key: ready_key(&attr, kind), value: Some(b"ready".to_vec()) })
+        .collect();
+    for engine in engines {
+        engine.commit(&marks)?;
+    }
+    Ok(())
+}
+
+/// The configured indices marked complete on every shard.
+fn ready_everywhere(
+    engines: &[Arc<dyn KvEngine>],
+    indexes: &IndexConfig,
+) -> anyhow::Result<HashSet<(String, IndexKind)>> {
+    let mut ready = HashSet::new();
+    'index: for (attr, kind) in indexes.configured() {
+        for engine in engines {
+            if engine.snapshot()?.get(&ready_key(&attr, kind))?.is_none() {
+                continue 'index;
+            }
+        }
+        ready.insert((attr, kind));
+    }
+    Ok(ready)
 }

@@ -264,7 +264,9 @@ mod tests {
     use super::*;
     use crate::core::ShardInfo;
     use crate::index::IndexConfig;
+    use crate::rules::RuleTable;
     use crate::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageResult};
+    use ferrodir_proto::schema::Schema;
 
     /// Counts commits, to see that concurrent writers share them.
     struct Counting {
@@ -282,6 +284,13 @@ mod tests {
         }
     }
 
+    fn test_info(index: &[&str]) -> ShardInfo {
+        let schema = Arc::new(Schema::standard());
+        let rules = Arc::new(RuleTable::from_schema(&schema));
+        let indexes = Arc::new(IndexConfig::from_directives(index, &rules).unwrap());
+        ShardInfo { index: 0, count: 1, entry_cache_entries_max: 16, indexes, schema, rules }
+    }
+
     fn add(name: &str, parent: EntryId) -> Write {
         Write(WriteOp::Add {
             author: "cn=test".into(),
@@ -291,6 +300,7 @@ mod tests {
             entry: Entry::new(vec![
                 Attribute::new("objectClass", vec![b"person".to_vec()]),
                 Attribute::new("cn", vec![name.as_bytes().to_vec()]),
+                Attribute::new("sn", vec![b"x".to_vec()]),
             ]),
         })
     }
@@ -302,12 +312,7 @@ mod tests {
             inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
             commits: AtomicUsize::new(0),
         });
-        let info = ShardInfo {
-            index: 0,
-            count: 1,
-            entry_cache_entries_max: 16,
-            indexes: Arc::new(IndexConfig::from_directives(&["cn eq"]).unwrap()),
-        };
+        let info = test_info(&["cn eq"]);
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(info, engine.clone()).unwrap());
@@ -342,12 +347,7 @@ mod tests {
     fn closed_parent_refuses_children_and_containers_refuse_delete() {
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
-        let info = ShardInfo {
-            index: 0,
-            count: 1,
-            entry_cache_entries_max: 16,
-            indexes: Arc::new(IndexConfig::default()),
-        };
+        let info = test_info(&[]);
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(info, engine).unwrap());

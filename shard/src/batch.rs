@@ -11,16 +11,17 @@ use std::sync::Arc;
 
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::ldif::LdifMod;
-use ferrodir_proto::value::normalize_value;
-use ferrodir_proto::Rdn;
+use ferrodir_proto::schema::check::check_entry;
+use ferrodir_proto::{Dn, Rdn};
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
 use crate::error::{ShardError, ShardResult};
 use crate::id::{shard_for_child, EntryId};
 use crate::keys;
-use crate::modify::apply_changes;
+use crate::modify::{apply_changes, find_attr, value_key};
 use crate::record::{EntryRecord, FLAG_CONTAINER};
+use crate::rules::RuleTable;
 use crate::stamp::{stamp_created, stamp_modified, Stamp};
 use crate::storage::Mutation;
 
@@ -173,8 +174,10 @@ impl Stager {
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
                 fx.dns.push((parent, rdn_norm.clone(), Some(id)));
-                stamp_created(&mut entry, &Stamp::now(&author));
-                let record = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: 0, entry });
+                let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
+                check_schema(core, &mut record)?;
+                stamp_created(&mut record.entry, &Stamp::now(&author));
+                let record = Arc::new(record);
                 fx.records.push((id, None, Some(record)));
                 Ok(WriteOutcome::Added(id))
             }
@@ -193,11 +196,12 @@ impl Stager {
             WriteOp::Modify { id, changes, author } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut next = (*old).clone();
-                apply_changes(&mut next.entry, &changes)?;
+                apply_changes(&core.info.rules, &mut next.entry, &changes)?;
                 stamp_modified(&mut next.entry, &Stamp::now(&author));
                 if next.parent != EntryId::ROOT {
-                    check_rdn_kept(&next)?;
+                    check_rdn_kept(&core.info.rules, &next)?;
                 }
+                check_schema(core, &mut next)?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -233,14 +237,17 @@ impl Stager {
             WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values, author } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut entry = old.entry.clone();
+                let rules = &core.info.rules;
                 for (name, value) in &drop_values {
-                    remove_value(&mut entry, name, value);
+                    remove_value(rules, &mut entry, name, value);
                 }
                 for (name, value) in &add_values {
-                    add_value_if_absent(&mut entry, name, value);
+                    add_value_if_absent(rules, &mut entry, name, value);
                 }
-                stamp_modified(&mut entry, &Stamp::now(&author));
-                let next = Arc::new(EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry });
+                let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
+                check_schema(core, &mut next)?;
+                stamp_modified(&mut next.entry, &Stamp::now(&author));
+                let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
             }
@@ -276,46 +283,60 @@ struct Effects {
     records: Vec<(EntryId, Option<Arc<EntryRecord>>, Option<Arc<EntryRecord>>)>,
 }
 
-fn remove_value(entry: &mut Entry, name: &str, value: &[u8]) {
-    let lower = name.to_ascii_lowercase();
-    let norm = normalize_value(&lower, value);
-    if let Some(attr) = entry.get_mut(name) {
-        attr.values.retain(|v| normalize_value(&lower, v) != norm);
+fn remove_value(rules: &RuleTable, entry: &mut Entry, name: &str, value: &[u8]) {
+    let key = value_key(rules, name, value);
+    if let Some(index) = find_attr(rules, entry, name) {
+        let attr = &mut entry.attrs[index];
+        attr.values.retain(|v| value_key(rules, name, v) != key);
         if attr.values.is_empty() {
-            entry.remove(name);
+            entry.attrs.remove(index);
         }
     }
 }
 
-fn add_value_if_absent(entry: &mut Entry, name: &str, value: &[u8]) {
-    let lower = name.to_ascii_lowercase();
-    let norm = normalize_value(&lower, value);
-    match entry.get_mut(name) {
-        Some(attr) => {
-            if !attr.values.iter().any(|v| normalize_value(&lower, v) == norm) {
+fn add_value_if_absent(rules: &RuleTable, entry: &mut Entry, name: &str, value: &[u8]) {
+    let key = value_key(rules, name, value);
+    match find_attr(rules, entry, name) {
+        Some(index) => {
+            let attr = &mut entry.attrs[index];
+            if !attr.values.iter().any(|v| value_key(rules, name, v) == key) {
                 attr.values.push(value.to_vec());
             }
         }
-        None => entry.attrs.push(Attribute::new(name, vec![value.to_vec()])),
+        None => entry.attrs.push(Attribute::new(rules.display(name), vec![value.to_vec()])),
     }
+}
+
+/// The RDN of a record as a parsed [`Rdn`]: a suffix entry's "RDN" is its whole DN, whose
+/// first RDN names it.
+fn parsed_rdn(record_rdn: &str) -> Option<Rdn> {
+    Dn::parse(record_rdn).ok().and_then(|dn| dn.rdns.into_iter().next())
 }
 
 /// Checks that every value of the entry's RDN is still in the entry (RFC 4511 §4.6: a Modify
 /// may not remove them).
-fn check_rdn_kept(record: &EntryRecord) -> ShardResult<()> {
-    let Ok(rdn) = Rdn::parse(&record.rdn) else {
-        return Ok(());
-    };
+fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
+    let Some(rdn) = parsed_rdn(&record.rdn) else { return Ok(()) };
     for ava in &rdn.avas {
-        let lower = ava.attr.to_ascii_lowercase();
-        let norm = normalize_value(&lower, &ava.value);
-        let present = record
-            .entry
-            .get(&ava.attr)
-            .is_some_and(|a| a.values.iter().any(|v| normalize_value(&lower, v) == norm));
+        let key = value_key(rules, &ava.attr, &ava.value);
+        let present = find_attr(rules, &record.entry, &ava.attr).is_some_and(|i| {
+            record.entry.attrs[i].values.iter().any(|v| value_key(rules, &ava.attr, v) == key)
+        });
         if !present {
             return Err(ShardError::NotAllowedOnRdn(ava.attr.clone()));
         }
+    }
+    Ok(())
+}
+
+/// Checks the entry against the schema and records its structural object class.
+fn check_schema(core: &ShardCore, record: &mut EntryRecord) -> ShardResult<()> {
+    let rdn = parsed_rdn(&record.rdn);
+    let checked = check_entry(&core.info.schema, &record.entry, rdn.as_ref()).map_err(ShardError::Schema)?;
+    let structural = checked.structural_class.into_bytes();
+    match record.entry.get_mut("structuralObjectClass") {
+        Some(attr) => attr.values = vec![structural],
+        None => record.entry.attrs.insert(0, Attribute::new("structuralObjectClass", vec![structural])),
     }
     Ok(())
 }
@@ -329,8 +350,9 @@ fn record_mutations(
     out: &mut Vec<Mutation>,
 ) {
     let indexes = &core.info.indexes;
-    let old_keys = old.map(|r| indexes.keys_for(id, &r.entry)).unwrap_or_default();
-    let new_keys = new.map(|r| indexes.keys_for(id, &r.entry)).unwrap_or_default();
+    let rules = &core.info.rules;
+    let old_keys = old.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
+    let new_keys = new.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
     for gone in old_keys.difference(&new_keys) {
         out.push(Mutation { key: gone.clone(), value: None });
     }

@@ -13,7 +13,9 @@ use crate::id::EntryId;
 use crate::index::IndexConfig;
 use crate::keys;
 use crate::record::EntryRecord;
+use crate::rules::RuleTable;
 use crate::storage::{KvEngine, KvSnapshot};
+use ferrodir_proto::schema::Schema;
 
 /// Static facts about a shard that every part of it needs.
 #[derive(Clone, Debug)]
@@ -22,6 +24,8 @@ pub struct ShardInfo {
     pub count: usize,
     pub entry_cache_entries_max: usize,
     pub indexes: Arc<IndexConfig>,
+    pub schema: Arc<Schema>,
+    pub rules: Arc<RuleTable>,
 }
 
 pub struct ShardCore {

@@ -21,6 +21,9 @@ pub enum ShardError {
     NotAllowedOnRdn(String),
     #[error("{0}")]
     ConstraintViolation(String),
+    /// The entry would break the schema; carries the result code slapd answers with.
+    #[error("{}", .0.message)]
+    Schema(ferrodir_proto::schema::check::Violation),
     /// The parent is being deleted or demoted; the router retries after it settles.
     #[error("parent is being changed")]
     ParentClosed,

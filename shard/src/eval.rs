@@ -1,22 +1,28 @@
 //! Filter evaluation against one entry, with RFC 4511 §4.5.1.7's three-valued logic: a
 //! component is TRUE, FALSE or Undefined (`None`), and NOT of Undefined stays Undefined.
+//!
+//! Every assertion goes through the attribute's own matching rules ([`RuleTable`]), and a
+//! filter on a type matches its subtypes too (`name` matches `cn` and `sn`). An assertion on
+//! an unknown type, or with a value the rule can't read, is Undefined.
 
-use ferrodir_proto::entry::{base_name_eq, base_name_lower, Entry};
-use ferrodir_proto::filter::{Filter, Substring, SubstringFilter};
-use ferrodir_proto::value::normalize_value;
+use ferrodir_proto::entry::Entry;
+use ferrodir_proto::filter::{Filter, MatchingRuleAssertion, Substring, SubstringFilter};
+use ferrodir_proto::schema::matching::{self, Kind};
+
+use crate::rules::{AttrRules, RuleTable};
 
 /// Whether `entry` matches: only TRUE returns the entry.
-pub fn matches(filter: &Filter, entry: &Entry) -> bool {
-    evaluate(filter, entry) == Some(true)
+pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry) -> bool {
+    evaluate(rules, filter, entry) == Some(true)
 }
 
 /// Three-valued evaluation. Nesting depth was bounded by the frame check before decoding.
-pub fn evaluate(filter: &Filter, entry: &Entry) -> Option<bool> {
+pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry) -> Option<bool> {
     match filter {
         Filter::And(parts) => {
             let mut result = Some(true);
             for part in parts {
-                match evaluate(part, entry) {
+                match evaluate(rules, part, entry) {
                     Some(false) => return Some(false),
                     None => result = None,
                     Some(true) => {}
@@ -27,7 +33,7 @@ pub fn evaluate(filter: &Filter, entry: &Entry) -> Option<bool> {
         Filter::Or(parts) => {
             let mut result = Some(false);
             for part in parts {
-                match evaluate(part, entry) {
+                match evaluate(rules, part, entry) {
                     Some(true) => return Some(true),
                     None => result = None,
                     Some(false) => {}
@@ -35,94 +41,131 @@ pub fn evaluate(filter: &Filter, entry: &Entry) -> Option<bool> {
             }
             result
         }
-        Filter::Not(inner) => evaluate(inner, entry).map(|v| !v),
-        Filter::EqualityMatch(ava) | Filter::ApproxMatch(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v == a)
+        Filter::Not(inner) => evaluate(rules, inner, entry).map(|v| !v),
+        Filter::EqualityMatch(ava) => equality(rules, entry, &ava.attribute_desc, &ava.assertion_value),
+        Filter::ApproxMatch(ava) => {
+            let target = target(rules, &ava.attribute_desc)?;
+            let rule = target.equality?;
+            let mut undefined = false;
+            for value in values_of(rules, entry, target) {
+                match matching::approx_match(rule, value, &ava.assertion_value) {
+                    Some(true) => return Some(true),
+                    None => undefined = true,
+                    Some(false) => {}
+                }
+            }
+            if undefined {
+                None
+            } else {
+                Some(false)
+            }
         }
         Filter::GreaterOrEqual(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v >= a)
+            ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, true)
         }
-        Filter::LessOrEqual(ava) => {
-            compare_values(entry, &ava.attribute_desc, &ava.assertion_value, |v, a| v <= a)
-        }
-        Filter::Present(attr) => Some(present(entry, attr)),
-        Filter::Substrings(sub) => substrings(entry, sub),
-        Filter::ExtensibleMatch(mra) => match &mra.r#type {
-            // Without a matching rule, an extensible match with a type is an equality match.
-            Some(attr) if mra.matching_rule.is_none() => {
-                compare_values(entry, attr, &mra.match_value, |v, a| v == a)
-            }
-            // Named matching rules arrive with the schema layer; until then, Undefined.
-            _ => None,
+        Filter::LessOrEqual(ava) => ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, false),
+        Filter::Present(desc) => match target(rules, desc) {
+            Some(target) => Some(values_of(rules, entry, target).next().is_some()),
+            None => Some(false),
         },
+        Filter::Substrings(sub) => substrings(rules, entry, sub),
+        Filter::ExtensibleMatch(mra) => extensible(rules, entry, mra),
     }
 }
 
-fn attr_name(desc: &[u8]) -> Option<String> {
-    std::str::from_utf8(desc).ok().map(base_name_lower)
+fn target<'r>(rules: &'r RuleTable, desc: &[u8]) -> Option<&'r AttrRules> {
+    rules.get(std::str::from_utf8(desc).ok()?).map(|r| &**r)
 }
 
-fn values_of<'e, 'n>(entry: &'e Entry, name: &'n str) -> impl Iterator<Item = &'e Vec<u8>> + use<'e, 'n> {
-    entry.attrs.iter().filter(move |a| base_name_eq(&a.name, name)).flat_map(|a| a.values.iter())
-}
-
-fn present(entry: &Entry, desc: &[u8]) -> bool {
-    match attr_name(desc) {
-        Some(name) => values_of(entry, &name).next().is_some(),
-        None => false,
-    }
-}
-
-fn compare_values(
-    entry: &Entry,
-    desc: &[u8],
-    assertion: &[u8],
-    test: impl Fn(&[u8], &[u8]) -> bool,
-) -> Option<bool> {
-    let name = attr_name(desc)?;
-    let assertion = normalize_value(&name, assertion);
-    let found = values_of(entry, &name).any(|v| test(&normalize_value(&name, v), &assertion));
-    Some(found)
-}
-
-fn substrings(entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
-    let name = attr_name(&sub.r#type)?;
-    let pieces: Vec<(u8, Vec<u8>)> = sub
-        .substrings
+/// The values of every attribute of `entry` that is `target` or one of its subtypes.
+fn values_of<'e>(
+    rules: &'e RuleTable,
+    entry: &'e Entry,
+    target: &'e AttrRules,
+) -> impl Iterator<Item = &'e [u8]> {
+    entry
+        .attrs
         .iter()
-        .map(|s| match s {
-            Substring::Initial(v) => (0, normalize_value(&name, v)),
-            Substring::Any(v) => (1, normalize_value(&name, v)),
-            Substring::Final(v) => (2, normalize_value(&name, v)),
-        })
-        .collect();
-    let found = values_of(entry, &name).any(|v| substring_match(&normalize_value(&name, v), &pieces));
+        .filter(move |a| rules.get(&a.name).is_some_and(|r| target.subtypes.contains(&r.canonical)))
+        .flat_map(|a| a.values.iter().map(Vec::as_slice))
+}
+
+fn equality(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8]) -> Option<bool> {
+    let target = target(rules, desc)?;
+    let rule = target.equality?;
+    let wanted = matching::normalize(rule, assertion)?;
+    let found =
+        values_of(rules, entry, target).any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
     Some(found)
 }
 
-fn substring_match(value: &[u8], pieces: &[(u8, Vec<u8>)]) -> bool {
-    let mut rest = value;
-    for (kind, piece) in pieces {
-        match kind {
-            0 => match rest.strip_prefix(piece.as_slice()) {
-                Some(r) => rest = r,
-                None => return false,
-            },
-            2 => return rest.ends_with(piece),
-            _ => match find(rest, piece) {
-                Some(at) => rest = &rest[at + piece.len()..],
-                None => return false,
-            },
+fn ordering(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8], greater: bool) -> Option<bool> {
+    let target = target(rules, desc)?;
+    let rule = target.ordering?;
+    let mut undefined = false;
+    for value in values_of(rules, entry, target) {
+        match matching::compare(rule, value, assertion) {
+            Some(order) if (order.is_ge() && greater) || (order.is_le() && !greater) => return Some(true),
+            Some(_) => {}
+            None => undefined = true,
         }
     }
-    true
+    if undefined {
+        None
+    } else {
+        Some(false)
+    }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() {
-        return Some(0);
+fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
+    let target = target(rules, &sub.r#type)?;
+    let rule = target.substr?;
+    let mut initial = None;
+    let mut any = Vec::new();
+    let mut final_ = None;
+    for piece in &sub.substrings {
+        match piece {
+            Substring::Initial(v) => initial = Some(v.as_ref()),
+            Substring::Any(v) => any.push(v.as_ref()),
+            Substring::Final(v) => final_ = Some(v.as_ref()),
+        }
     }
-    haystack.windows(needle.len()).position(|w| w == needle)
+    let mut undefined = false;
+    for value in values_of(rules, entry, target) {
+        match matching::substrings_match(rule, value, initial, &any, final_) {
+            Some(true) => return Some(true),
+            None => undefined = true,
+            Some(false) => {}
+        }
+    }
+    if undefined {
+        None
+    } else {
+        Some(false)
+    }
+}
+
+/// RFC 4511 §4.5.1.7.7. With a type and no rule, the type's equality rule; with a rule, that
+/// rule over the type's values, or over every attribute's values when no type is given.
+/// (dnAttributes would also test the entry's DN components: not yet, so it is Undefined.)
+fn extensible(rules: &RuleTable, entry: &Entry, mra: &MatchingRuleAssertion) -> Option<bool> {
+    if mra.dn_attributes {
+        return None;
+    }
+    let rule = match &mra.matching_rule {
+        Some(name) => match matching::lookup(std::str::from_utf8(name).ok()?)? {
+            (rule, Kind::Equality) => rule,
+            _ => return None,
+        },
+        None => target(rules, mra.r#type.as_ref()?)?.equality?,
+    };
+    let wanted = matching::normalize(rule, &mra.match_value)?;
+    let hit = |value: &[u8]| matching::normalize(rule, value).as_deref() == Some(&wanted);
+    let found = match &mra.r#type {
+        Some(desc) => values_of(rules, entry, target(rules, desc)?).any(hit),
+        None => entry.attrs.iter().flat_map(|a| a.values.iter()).any(|v| hit(v)),
+    };
+    Some(found)
 }
 
 #[cfg(test)]
@@ -130,22 +173,27 @@ mod tests {
     use super::*;
     use ferrodir_proto::entry::Attribute;
     use ferrodir_proto::filter::parse_filter;
+    use ferrodir_proto::schema::Schema;
 
     fn babs() -> Entry {
         Entry::new(vec![
             Attribute::new("objectClass", vec![b"person".to_vec()]),
             Attribute::new("cn", vec![b"Babs Jensen".to_vec()]),
             Attribute::new("sn", vec![b"Jensen".to_vec()]),
+            Attribute::new("telephoneNumber", vec![b"+1 555-1234".to_vec()]),
         ])
     }
 
     fn check(filter: &str) -> Option<bool> {
-        evaluate(&parse_filter(filter).unwrap(), &babs())
+        let rules = RuleTable::from_schema(&Schema::standard());
+        evaluate(&rules, &parse_filter(filter).unwrap(), &babs())
     }
 
     #[test]
     fn basic_filters() {
         assert_eq!(check("(cn=babs  JENSEN)"), Some(true));
+        assert_eq!(check("(commonName=babs jensen)"), Some(true));
+        assert_eq!(check("(2.5.4.3=babs jensen)"), Some(true));
         assert_eq!(check("(&(objectClass=person)(|(sn=x)(cn=Babs J*)))"), Some(true));
         assert_eq!(check("(!(sn=Jensen))"), Some(false));
         assert_eq!(check("(mail=*)"), Some(false));
@@ -154,12 +202,16 @@ mod tests {
         assert_eq!(check("(cn=b*z*)"), Some(false));
         assert_eq!(check("(&)"), Some(true));
         assert_eq!(check("(|)"), Some(false));
+        assert_eq!(check("(telephoneNumber=+15551234)"), Some(true));
     }
 
     #[test]
-    fn undefined_propagates() {
-        assert_eq!(check("(cn:1.2.3:=x)"), None);
-        assert_eq!(check("(!(cn:1.2.3:=x))"), None);
-        assert_eq!(check("(|(cn:1.2.3:=x)(sn=jensen))"), Some(true));
+    fn subtypes_and_undefined() {
+        assert_eq!(check("(name=jensen)"), Some(true));
+        assert_eq!(check("(noSuchAttribute=x)"), None);
+        assert_eq!(check("(!(noSuchAttribute=x))"), None);
+        assert_eq!(check("(|(noSuchAttribute=x)(sn=jensen))"), Some(true));
+        assert_eq!(check("(cn:caseExactMatch:=Babs Jensen)"), Some(true));
+        assert_eq!(check("(cn:caseExactMatch:=babs jensen)"), Some(false));
     }
 }

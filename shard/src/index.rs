@@ -1,27 +1,69 @@
 //! Which attributes are indexed, and the index keys an entry contributes.
 //!
-//! Configured per attribute like slapd's `index` directive: `"cn eq,pres"`. An equality key is
-//! the attribute's normalised value ([`ferrodir_proto::value::normalize_value`]), so index
-//! lookups and filter evaluation agree on equality.
+//! Configured per attribute like slapd's `index` directive: `"cn eq,pres,sub"`, plus `ord`
+//! for ordering. Keys are built from each attribute's own matching rules ([`RuleTable`]):
+//! an equality key is the value normalised by the equality rule, so index lookups and filter
+//! evaluation agree on what "equal" means. Postings are one key per (value, entry), so adding
+//! an entry never rewrites a long list.
+//!
+//! An index that was configured after data was loaded is maintained by every write but not
+//! used by searches until `ferrodir reindex` has built it (its "ready" mark): no search is
+//! answered from a half-built index.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-use ferrodir_proto::entry::{base_name_lower, Entry};
-use ferrodir_proto::value::normalize_value;
+use ferrodir_proto::entry::Entry;
+use ferrodir_proto::schema::matching::{self, Rule};
 
 use crate::id::EntryId;
 use crate::keys;
+use crate::rules::{equality_key, AttrRules, RuleTable};
 
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct IndexKinds {
     pub equality: bool,
     pub presence: bool,
+    pub substring: bool,
+    pub ordering: bool,
 }
 
-/// The per-attribute index configuration of every shard.
+/// One kind of index, for readiness marks.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IndexKind {
+    Equality,
+    Presence,
+    Substring,
+    Ordering,
+}
+
+impl IndexKind {
+    pub const ALL: [IndexKind; 4] = [Self::Equality, Self::Presence, Self::Substring, Self::Ordering];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Equality => "eq",
+            Self::Presence => "pres",
+            Self::Substring => "sub",
+            Self::Ordering => "ord",
+        }
+    }
+
+    fn of(self, kinds: IndexKinds) -> bool {
+        match self {
+            Self::Equality => kinds.equality,
+            Self::Presence => kinds.presence,
+            Self::Substring => kinds.substring,
+            Self::Ordering => kinds.ordering,
+        }
+    }
+}
+
+/// The per-attribute index configuration of every shard, keyed by canonical attribute name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IndexConfig {
     by_attr: HashMap<String, IndexKinds>,
+    /// (attribute, kind) pairs searches may use; None means all configured ones.
+    searchable: Option<HashSet<(String, IndexKind)>>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,8 +74,12 @@ pub struct IndexConfigError {
 }
 
 impl IndexConfig {
-    /// Parses directives like `"objectClass eq"`, `"cn,sn eq,pres"`.
-    pub fn from_directives<S: AsRef<str>>(directives: &[S]) -> Result<Self, IndexConfigError> {
+    /// Parses directives like `"objectClass eq"`, `"cn,sn eq,pres,sub"`; attribute names are
+    /// mapped to their canonical names through `rules`.
+    pub fn from_directives<S: AsRef<str>>(
+        directives: &[S],
+        rules: &RuleTable,
+    ) -> Result<Self, IndexConfigError> {
         let mut config = Self::default();
         for directive in directives {
             let directive = directive.as_ref();
@@ -47,36 +93,75 @@ impl IndexConfig {
             let mut kinds = IndexKinds::default();
             for kind in kinds_text.split(',') {
                 match kind {
-                    "eq" => kinds.equality = true,
+                    "eq" | "approx" => kinds.equality = true,
                     "pres" => kinds.presence = true,
+                    "sub" | "subinitial" | "subany" | "subfinal" => kinds.substring = true,
+                    "ord" => kinds.ordering = true,
                     other => return Err(bad(&format!("unsupported index kind {other:?}"))),
                 }
             }
             for attr in attrs.split(',') {
-                let slot = config.by_attr.entry(attr.to_ascii_lowercase()).or_default();
+                let slot = config.by_attr.entry(rules.canonical(attr)).or_default();
                 slot.equality |= kinds.equality;
                 slot.presence |= kinds.presence;
+                slot.substring |= kinds.substring;
+                slot.ordering |= kinds.ordering;
             }
         }
         Ok(config)
     }
 
-    pub fn kinds(&self, attr_lower: &str) -> IndexKinds {
-        self.by_attr.get(attr_lower).copied().unwrap_or_default()
+    /// Every configured (attribute, kind) pair.
+    pub fn configured(&self) -> BTreeSet<(String, IndexKind)> {
+        let mut out = BTreeSet::new();
+        for (attr, kinds) in &self.by_attr {
+            for kind in IndexKind::ALL {
+                if kind.of(*kinds) {
+                    out.insert((attr.clone(), kind));
+                }
+            }
+        }
+        out
+    }
+
+    /// Restricts searches to the indices marked ready on every shard.
+    pub fn set_searchable(&mut self, ready: HashSet<(String, IndexKind)>) {
+        self.searchable = Some(ready);
+    }
+
+    /// Whether searches may use the `kind` index of canonical attribute `attr`.
+    pub fn usable(&self, attr: &str, kind: IndexKind) -> bool {
+        let configured = self.by_attr.get(attr).is_some_and(|k| kind.of(*k));
+        configured && self.searchable.as_ref().is_none_or(|ready| ready.contains(&(attr.to_string(), kind)))
     }
 
     /// Every index key `entry` (stored as `id`) contributes, sorted and de-duplicated.
-    pub fn keys_for(&self, id: EntryId, entry: &Entry) -> BTreeSet<Vec<u8>> {
+    pub fn keys_for(&self, rules: &RuleTable, id: EntryId, entry: &Entry) -> BTreeSet<Vec<u8>> {
         let mut out = BTreeSet::new();
         for attr in &entry.attrs {
-            let name = base_name_lower(&attr.name);
-            let kinds = self.kinds(&name);
+            let Some(attr_rules) = rules.get(&attr.name) else { continue };
+            let name = &attr_rules.canonical;
+            let Some(kinds) = self.by_attr.get(name).copied() else { continue };
             if kinds.presence && !attr.values.is_empty() {
-                out.insert(keys::pres(&name, id));
+                out.insert(keys::pres(name, id));
             }
-            if kinds.equality {
-                for value in &attr.values {
-                    out.insert(keys::eq(&name, &normalize_value(&name, value), id));
+            for value in &attr.values {
+                if kinds.equality {
+                    if let Some(key) = equality_key(attr_rules, value) {
+                        out.insert(keys::eq(name, &key, id));
+                    }
+                }
+                if kinds.substring {
+                    if let Some(form) = substring_form(attr_rules, value) {
+                        for gram in grams(&anchored(&form)) {
+                            out.insert(keys::sub(name, gram, id));
+                        }
+                    }
+                }
+                if kinds.ordering {
+                    if let Some(key) = ordering_key(attr_rules, value) {
+                        out.insert(keys::ord(name, &key, id));
+                    }
                 }
             }
         }
@@ -84,24 +169,94 @@ impl IndexConfig {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ferrodir_proto::entry::Attribute;
+/// Bytes of a substring gram.
+pub const GRAM_BYTES: usize = 3;
+const INITIAL_MARK: u8 = 0x01;
+const FINAL_MARK: u8 = 0x02;
 
-    #[test]
-    fn directives_and_keys() {
-        let config = IndexConfig::from_directives(&["objectClass eq", "cn,uid eq,pres"]).unwrap();
-        assert!(config.kinds("cn").presence);
-        assert!(!config.kinds("objectclass").presence);
-        let entry = Entry::new(vec![
-            Attribute::new("cn;lang-en", vec![b"Babs  Jensen".to_vec()]),
-            Attribute::new("sn", vec![b"Jensen".to_vec()]),
-        ]);
-        let keys = config.keys_for(EntryId(5), &entry);
-        assert!(keys.contains(&keys::eq("cn", b"babs jensen", EntryId(5))));
-        assert!(keys.contains(&keys::pres("cn", EntryId(5))));
-        assert_eq!(keys.len(), 2);
-        assert!(IndexConfig::from_directives(&["cn sub"]).is_err());
+/// The form substring grams are cut from: the equality-normalised value, for the string
+/// rules whose substring preparation agrees with their equality preparation (RFC 4518).
+/// Grams only preselect candidates; the filter is still evaluated on each of them.
+pub fn substring_form(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
+    match rules.equality? {
+        Rule::CaseIgnore
+        | Rule::CaseExact
+        | Rule::CaseIgnoreIa5
+        | Rule::CaseExactIa5
+        | Rule::TelephoneNumber
+        | Rule::NumericString => matching::normalize(rules.equality?, value),
+        _ => None,
     }
+}
+
+fn anchored(form: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(form.len() + 2);
+    out.push(INITIAL_MARK);
+    out.extend_from_slice(form);
+    out.push(FINAL_MARK);
+    out
+}
+
+/// Every window of [`GRAM_BYTES`] bytes.
+pub fn grams(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.windows(GRAM_BYTES)
+}
+
+/// The grams a substring assertion requires: its initial piece anchored at the start, its
+/// final piece at the end, every piece's inner grams.
+pub fn assertion_grams(
+    rules: &AttrRules,
+    initial: Option<&[u8]>,
+    any: &[&[u8]],
+    final_: Option<&[u8]>,
+) -> Vec<Vec<u8>> {
+    let mut pieces = Vec::new();
+    if let Some(piece) = initial.and_then(|p| substring_form(rules, p)) {
+        let mut anchored = vec![INITIAL_MARK];
+        anchored.extend_from_slice(&piece);
+        pieces.push(anchored);
+    }
+    for piece in any.iter().filter_map(|p| substring_form(rules, p)) {
+        pieces.push(piece);
+    }
+    if let Some(mut piece) = final_.and_then(|p| substring_form(rules, p)) {
+        piece.push(FINAL_MARK);
+        pieces.push(piece);
+    }
+    let mut out: Vec<Vec<u8>> =
+        pieces.iter().flat_map(|p| grams(p).map(<[u8]>::to_vec).collect::<Vec<_>>()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A key that sorts like the ordering rule: integers as sign, length and digits; other
+/// rules by their normalised form (generalizedTime normalises to UTC, so it sorts too).
+pub fn ordering_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
+    let rule = rules.ordering?;
+    let norm = matching::normalize(equality_or(rules, rule), value)?;
+    if rule != Rule::Integer {
+        return Some(norm);
+    }
+    let (negative, digits) = match norm.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, norm.as_slice()),
+    };
+    let len = u32::try_from(digits.len()).ok()?;
+    let mut key = Vec::with_capacity(digits.len() + 5);
+    if negative {
+        // Larger magnitudes sort first: complement the length and digits.
+        key.push(0);
+        key.extend_from_slice(&(!len).to_be_bytes());
+        key.extend(digits.iter().map(|d| b'9' - (d - b'0')));
+    } else {
+        key.push(1);
+        key.extend_from_slice(&len.to_be_bytes());
+        key.extend_from_slice(digits);
+    }
+    Some(key)
+}
+
+fn equality_or(rules: &AttrRules, ordering: Rule) -> Rule {
+    rules.equality.unwrap_or(ordering)
 }

@@ -67,6 +67,45 @@ pub fn pres(attr_lower: &str, id: EntryId) -> Vec<u8> {
     key
 }
 
+/// attr ‖ 0 ‖ gram ‖ id: a substring gram posting.
+pub fn sub(attr_lower: &str, gram: &[u8], id: EntryId) -> Vec<u8> {
+    let mut key = sub_prefix(attr_lower, gram);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn sub_prefix(attr_lower: &str, gram: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + attr_lower.len() + gram.len() + 8);
+    key.push(Table::Sub as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key.extend_from_slice(gram);
+    key
+}
+
+/// attr ‖ 0 ‖ ordering key ‖ 0 ‖ id: an ordering posting; keys of one attribute sort in the
+/// rule's order.
+pub fn ord(attr_lower: &str, order_key: &[u8], id: EntryId) -> Vec<u8> {
+    let mut key = ord_attr_prefix(attr_lower);
+    key.extend_from_slice(order_key);
+    key.push(0);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn ord_attr_prefix(attr_lower: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + attr_lower.len());
+    key.push(Table::Ord as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key
+}
+
+/// The prefix of every key of one index table (for reindex).
+pub fn table_prefix(table: Table) -> Vec<u8> {
+    vec![table as u8]
+}
+
 pub fn meta(name: &str) -> Vec<u8> {
     let mut key = vec![Table::Meta as u8];
     key.extend_from_slice(name.as_bytes());

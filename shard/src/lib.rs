@@ -5,6 +5,7 @@
 //! - [`storage`]: the byte-level storage trait and its engines (redb default, sled).
 //! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk.
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
+//! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
 //! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
@@ -26,6 +27,7 @@ pub mod index;
 pub mod keys;
 pub mod modify;
 pub mod record;
+pub mod rules;
 pub mod search;
 pub mod skeleton;
 pub mod stamp;

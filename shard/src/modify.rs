@@ -1,51 +1,85 @@
 //! Applying a Modify's changes to an entry (RFC 4511 §4.6): all of them or none, since the
-//! caller applies them to a copy.
+//! caller applies them to a copy. Attributes are found by type, whatever name or alias the
+//! client used (`commonName` changes `cn`), and values compared by the type's equality rule.
 
-use ferrodir_proto::entry::{base_name_lower, Attribute, Entry};
+use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::ldif::{LdifMod, ModOp};
-use ferrodir_proto::value::normalize_value;
 
 use crate::error::{ShardError, ShardResult};
+use crate::rules::{equality_key, RuleTable};
 
 /// Applies `changes` in order to `entry`.
-pub fn apply_changes(entry: &mut Entry, changes: &[LdifMod]) -> ShardResult<()> {
+pub fn apply_changes(rules: &RuleTable, entry: &mut Entry, changes: &[LdifMod]) -> ShardResult<()> {
     for change in changes {
-        let name = base_name_lower(&change.attr.name);
         match change.op {
-            ModOp::Add => add_values(entry, &change.attr, &name)?,
-            ModOp::Delete => delete_values(entry, &change.attr, &name)?,
+            ModOp::Add => add_values(rules, entry, &change.attr)?,
+            ModOp::Delete => delete_values(rules, entry, &change.attr)?,
             ModOp::Replace => {
-                entry.remove(&change.attr.name);
+                remove_attr(rules, entry, &change.attr.name);
                 if !change.attr.values.is_empty() {
-                    entry.attrs.push(dedup(&change.attr, &name)?);
+                    let mut attr = dedup(rules, &change.attr)?;
+                    attr.name = rules.display(&attr.name);
+                    entry.attrs.push(attr);
                 }
             }
-            ModOp::Increment => increment(entry, &change.attr)?,
+            ModOp::Increment => increment(rules, entry, &change.attr)?,
         }
     }
     Ok(())
 }
 
-fn dedup(attr: &Attribute, name: &str) -> ShardResult<Attribute> {
+/// The comparison key of a value of `name`: its equality-normalised form, or the bytes
+/// themselves for a type without an equality rule.
+pub fn value_key(rules: &RuleTable, name: &str, value: &[u8]) -> Vec<u8> {
+    rules.get(name).and_then(|r| equality_key(r, value)).unwrap_or_else(|| value.to_vec())
+}
+
+/// The index in `entry.attrs` of the attribute of the same type as `name` (options included).
+pub fn find_attr(rules: &RuleTable, entry: &Entry, name: &str) -> Option<usize> {
+    let (wanted, options) = split_options(rules, name);
+    entry.attrs.iter().position(|a| {
+        let (canonical, theirs) = split_options(rules, &a.name);
+        canonical == wanted && theirs == options
+    })
+}
+
+fn split_options(rules: &RuleTable, name: &str) -> (String, String) {
+    let options = name.split_once(';').map(|(_, o)| o.to_ascii_lowercase()).unwrap_or_default();
+    (rules.canonical(name), options)
+}
+
+fn remove_attr(rules: &RuleTable, entry: &mut Entry, name: &str) -> bool {
+    match find_attr(rules, entry, name) {
+        Some(index) => {
+            entry.attrs.remove(index);
+            true
+        }
+        None => false,
+    }
+}
+
+fn dedup(rules: &RuleTable, attr: &Attribute) -> ShardResult<Attribute> {
     let mut seen = std::collections::HashSet::new();
     for value in &attr.values {
-        if !seen.insert(normalize_value(name, value)) {
+        if !seen.insert(value_key(rules, &attr.name, value)) {
             return Err(ShardError::AttributeOrValueExists(attr.name.clone()));
         }
     }
     Ok(attr.clone())
 }
 
-fn add_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult<()> {
+fn add_values(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> ShardResult<()> {
     if attr.values.is_empty() {
         return Err(ShardError::ConstraintViolation(format!("{}: no values to add", attr.name)));
     }
-    let incoming = dedup(attr, name)?;
-    match entry.get_mut(&attr.name) {
-        Some(existing) => {
+    let mut incoming = dedup(rules, attr)?;
+    incoming.name = rules.display(&incoming.name);
+    match find_attr(rules, entry, &attr.name) {
+        Some(index) => {
+            let existing = &mut entry.attrs[index];
             for value in incoming.values {
-                let norm = normalize_value(name, &value);
-                if existing.values.iter().any(|v| normalize_value(name, v) == norm) {
+                let key = value_key(rules, &attr.name, &value);
+                if existing.values.iter().any(|v| value_key(rules, &attr.name, v) == key) {
                     return Err(ShardError::AttributeOrValueExists(attr.name.clone()));
                 }
                 existing.values.push(value);
@@ -56,37 +90,40 @@ fn add_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult<()
     Ok(())
 }
 
-fn delete_values(entry: &mut Entry, attr: &Attribute, name: &str) -> ShardResult<()> {
+fn delete_values(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> ShardResult<()> {
     if attr.values.is_empty() {
-        if !entry.remove(&attr.name) {
+        if !remove_attr(rules, entry, &attr.name) {
             return Err(ShardError::NoSuchAttribute(attr.name.clone()));
         }
         return Ok(());
     }
-    let existing = entry.get_mut(&attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    let index =
+        find_attr(rules, entry, &attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    let existing = &mut entry.attrs[index];
     for value in &attr.values {
-        let norm = normalize_value(name, value);
+        let key = value_key(rules, &attr.name, value);
         let before = existing.values.len();
-        existing.values.retain(|v| normalize_value(name, v) != norm);
+        existing.values.retain(|v| value_key(rules, &attr.name, v) != key);
         if existing.values.len() == before {
             return Err(ShardError::NoSuchAttribute(attr.name.clone()));
         }
     }
     if existing.values.is_empty() {
-        entry.remove(&attr.name);
+        entry.attrs.remove(index);
     }
     Ok(())
 }
 
 /// RFC 4525: add the given integer to every value of the attribute.
-fn increment(entry: &mut Entry, attr: &Attribute) -> ShardResult<()> {
+fn increment(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> ShardResult<()> {
     let delta = match attr.values.as_slice() {
         [one] => parse_int(one)
             .ok_or_else(|| ShardError::ConstraintViolation("increment value is not an integer".into()))?,
         _ => return Err(ShardError::ConstraintViolation("increment needs exactly one value".into())),
     };
-    let existing = entry.get_mut(&attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
-    for value in &mut existing.values {
+    let index =
+        find_attr(rules, entry, &attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    for value in &mut entry.attrs[index].values {
         let current = parse_int(value)
             .ok_or_else(|| ShardError::ConstraintViolation("value is not an integer".into()))?;
         let next = current
@@ -104,6 +141,7 @@ fn parse_int(bytes: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrodir_proto::schema::Schema;
 
     fn m(op: ModOp, name: &str, values: &[&str]) -> LdifMod {
         LdifMod { op, attr: Attribute::new(name, values.iter().map(|v| v.as_bytes().to_vec()).collect()) }
@@ -111,21 +149,31 @@ mod tests {
 
     #[test]
     fn add_delete_replace_increment() {
+        let rules = RuleTable::from_schema(&Schema::standard());
         let mut e = Entry::new(vec![Attribute::new("cn", vec![b"a".to_vec()])]);
-        apply_changes(&mut e, &[m(ModOp::Add, "cn", &["b"]), m(ModOp::Add, "uidNumber", &["5"])]).unwrap();
+        apply_changes(
+            &rules,
+            &mut e,
+            &[m(ModOp::Add, "commonName", &["b"]), m(ModOp::Add, "uidNumber", &["5"])],
+        )
+        .unwrap();
         assert_eq!(e.get("cn").unwrap().values.len(), 2);
         assert!(matches!(
-            apply_changes(&mut e.clone(), &[m(ModOp::Add, "CN", &["A"])]),
+            apply_changes(&rules, &mut e.clone(), &[m(ModOp::Add, "CN", &["A"])]),
             Err(ShardError::AttributeOrValueExists(_))
         ));
         assert!(matches!(
-            apply_changes(&mut e.clone(), &[m(ModOp::Delete, "cn", &["zz"])]),
+            apply_changes(&rules, &mut e.clone(), &[m(ModOp::Delete, "cn", &["zz"])]),
             Err(ShardError::NoSuchAttribute(_))
         ));
-        apply_changes(&mut e, &[m(ModOp::Increment, "uidnumber", &["-2"])]).unwrap();
+        apply_changes(&rules, &mut e, &[m(ModOp::Increment, "uidnumber", &["-2"])]).unwrap();
         assert_eq!(e.first_str("uidNumber"), Some("3"));
-        apply_changes(&mut e, &[m(ModOp::Replace, "cn", &["z"]), m(ModOp::Delete, "uidNumber", &[])])
-            .unwrap();
+        apply_changes(
+            &rules,
+            &mut e,
+            &[m(ModOp::Replace, "2.5.4.3", &["z"]), m(ModOp::Delete, "uidNumber", &[])],
+        )
+        .unwrap();
         assert_eq!(e.get("cn").unwrap().values, vec![b"z".to_vec()]);
         assert!(e.get("uidnumber").is_none());
     }

@@ -6,7 +6,7 @@
 //! holds up the shard's other work. Entries and the done marker share that one FIFO, so the
 //! marker can't overtake an entry.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,15 +17,17 @@ use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{
     encode_message, LdapMessage, OctetString, PartialAttribute, ProtocolOp, SearchResultEntry,
 };
-use ferrodir_proto::value::normalize_value;
+use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
 use crate::core::ShardCore;
 use crate::error::{ShardError, ShardResult};
 use crate::eval;
 use crate::id::EntryId;
+use crate::index::{assertion_grams, ordering_key, IndexKind};
 use crate::keys;
 use crate::record::EntryRecord;
+use crate::rules::{equality_key, RuleTable};
 use crate::skeleton::Skeleton;
 use crate::stamp::STORED_OPERATIONAL;
 use crate::storage::KvSnapshot;
@@ -41,44 +43,72 @@ pub enum Scope {
     Subtree(EntryId),
 }
 
-/// Which attributes a search returns (RFC 4511 §4.5.1.8, RFC 3673 `+`).
+/// Which attributes a search returns (RFC 4511 §4.5.1.8, RFC 3673 `+`, RFC 4529 `@class`).
+/// Names are canonical (see [`RuleTable`]): asking for `commonName` returns `cn`, and asking
+/// for a supertype returns its subtypes.
 #[derive(Clone, Debug, Default)]
 pub struct AttrSelection {
     pub all_user: bool,
     pub all_operational: bool,
-    /// Lowercased attribute types asked for by name.
-    pub names: Vec<String>,
+    /// Canonical names asked for, with their subtypes.
+    pub names: HashSet<String>,
     pub types_only: bool,
-    /// Lowercased attribute types this requester may not read.
+    /// Canonical names this requester may not read.
     pub hidden: Vec<String>,
 }
 
 impl AttrSelection {
     /// From a request's attribute list: empty or `*` means all user attributes, `+` all
-    /// operational ones, `1.1` alone means none.
-    pub fn from_request<A: AsRef<[u8]>>(attributes: &[A], types_only: bool) -> Self {
+    /// operational ones, `1.1` alone means none, `@class` the attributes class allows.
+    pub fn from_request<A: AsRef<[u8]>>(
+        attributes: &[A],
+        types_only: bool,
+        rules: &RuleTable,
+        schema: &Schema,
+    ) -> Self {
         let mut sel = Self { types_only, ..Default::default() };
         if attributes.is_empty() {
             sel.all_user = true;
         }
         for attr in attributes {
-            match attr.as_ref() {
-                b"*" => sel.all_user = true,
-                b"+" => sel.all_operational = true,
-                b"1.1" => {}
-                other => sel.names.push(base_name_lower(&String::from_utf8_lossy(other))),
+            let text = String::from_utf8_lossy(attr.as_ref());
+            match text.as_ref() {
+                "*" => sel.all_user = true,
+                "+" => sel.all_operational = true,
+                "1.1" => {}
+                other => match other.strip_prefix('@') {
+                    Some(class) => sel.add_class(class, rules, schema),
+                    None => sel.add_name(other, rules),
+                },
             }
         }
         sel
     }
 
-    fn wants_user(&self, name_lower: &str) -> bool {
-        (self.all_user || self.names.iter().any(|n| n == name_lower))
-            && !self.hidden.iter().any(|h| h == name_lower)
+    fn add_name(&mut self, name: &str, rules: &RuleTable) {
+        match rules.get(name) {
+            Some(r) => self.names.extend(r.subtypes.iter().cloned()),
+            None => {
+                self.names.insert(rules.canonical(name));
+            }
+        }
     }
 
-    fn wants_operational(&self, name_lower: &str) -> bool {
-        self.all_operational || self.names.iter().any(|n| n == name_lower)
+    fn add_class(&mut self, class: &str, rules: &RuleTable, schema: &Schema) {
+        let Some(class) = schema.object_class(class) else { return };
+        for class in schema.superclasses(class) {
+            for name in class.must.iter().chain(&class.may) {
+                self.add_name(name, rules);
+            }
+        }
+    }
+
+    fn wants_user(&self, canonical: &str) -> bool {
+        (self.all_user || self.names.contains(canonical)) && !self.hidden.iter().any(|h| h == canonical)
+    }
+
+    fn wants_operational(&self, canonical: &str) -> bool {
+        self.all_operational || self.names.contains(canonical)
     }
 }
 
@@ -121,10 +151,12 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
         let Some(record) = core.record_in(snapshot.as_ref(), id)? else {
             continue;
         };
-        if !in_scope(&task.tree, task.scope, id, &record) || !eval::matches(&task.filter, &record.entry) {
+        if !in_scope(&task.tree, task.scope, id, &record)
+            || !eval::matches(&core.info.rules, &task.filter, &record.entry)
+        {
             continue;
         }
-        let pdu = encode_entry(task, id, &record)?;
+        let pdu = encode_entry(&core.info.rules, task, id, &record)?;
         chunk_bytes += pdu.len();
         chunk.push(pdu);
         if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
@@ -173,29 +205,88 @@ fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) ->
     }
 }
 
-/// Candidate ids from the equality and presence indices, or None if the filter can't use them.
+/// Candidate ids from the indices, or None if the filter can't use them. Only indices
+/// marked complete are used (see `index`); anything else falls back to the scope's scan.
 fn indexed(
     core: &ShardCore,
     snapshot: &dyn KvSnapshot,
     filter: &Filter,
 ) -> ShardResult<Option<BTreeSet<EntryId>>> {
     let indexes = &core.info.indexes;
+    let rules = &core.info.rules;
+    let usable = |desc: &[u8], kind: IndexKind| {
+        let attr = rules.get(std::str::from_utf8(desc).ok()?)?;
+        indexes.usable(&attr.canonical, kind).then_some(attr)
+    };
+    let postings = |prefix: &[u8]| -> ShardResult<BTreeSet<EntryId>> {
+        Ok(core.postings(snapshot, prefix)?.into_iter().collect())
+    };
     match filter {
         Filter::EqualityMatch(ava) => {
-            let name = base_name_lower(&String::from_utf8_lossy(&ava.attribute_desc));
-            if !indexes.kinds(&name).equality {
+            let Some(attr) = usable(&ava.attribute_desc, IndexKind::Equality) else { return Ok(None) };
+            // Only the type itself is indexed under its name: a supertype's filter must scan.
+            if attr.subtypes.len() > 1 {
                 return Ok(None);
             }
-            let value = normalize_value(&name, &ava.assertion_value);
-            let ids = core.postings(snapshot, &keys::eq_prefix(&name, &value))?;
-            Ok(Some(ids.into_iter().collect()))
+            match equality_key(attr, &ava.assertion_value) {
+                Some(key) => Ok(Some(postings(&keys::eq_prefix(&attr.canonical, &key))?)),
+                None => Ok(None),
+            }
         }
-        Filter::Present(attr) => {
-            let name = base_name_lower(&String::from_utf8_lossy(attr));
-            if !indexes.kinds(&name).presence {
+        Filter::Present(desc) => match usable(desc, IndexKind::Presence) {
+            Some(attr) if attr.subtypes.len() == 1 => {
+                Ok(Some(postings(&keys::pres_prefix(&attr.canonical))?))
+            }
+            _ => Ok(None),
+        },
+        Filter::Substrings(sub) => {
+            let Some(attr) = usable(&sub.r#type, IndexKind::Substring) else { return Ok(None) };
+            if attr.subtypes.len() > 1 {
                 return Ok(None);
             }
-            Ok(Some(core.postings(snapshot, &keys::pres_prefix(&name))?.into_iter().collect()))
+            let (mut initial, mut any, mut final_) = (None, Vec::new(), None);
+            for piece in &sub.substrings {
+                match piece {
+                    ferrodir_proto::filter::Substring::Initial(v) => initial = Some(v.as_ref()),
+                    ferrodir_proto::filter::Substring::Any(v) => any.push(v.as_ref()),
+                    ferrodir_proto::filter::Substring::Final(v) => final_ = Some(v.as_ref()),
+                }
+            }
+            let grams = assertion_grams(attr, initial, &any, final_);
+            if grams.is_empty() {
+                return Ok(None);
+            }
+            let mut found: Option<BTreeSet<EntryId>> = None;
+            for gram in grams {
+                let ids = postings(&keys::sub_prefix(&attr.canonical, &gram))?;
+                found = Some(match found {
+                    Some(prev) => prev.intersection(&ids).copied().collect(),
+                    None => ids,
+                });
+            }
+            Ok(found)
+        }
+        Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
+            let Some(attr) = usable(&ava.attribute_desc, IndexKind::Ordering) else { return Ok(None) };
+            let Some(bound) = ordering_key(attr, &ava.assertion_value) else { return Ok(None) };
+            let greater = matches!(filter, Filter::GreaterOrEqual(_));
+            let prefix = keys::ord_attr_prefix(&attr.canonical);
+            let mut ids = BTreeSet::new();
+            snapshot.scan_prefix(&prefix, &mut |key, _| {
+                // attr ‖ 0 ‖ ordering key ‖ 0 ‖ id (8)
+                if key.len() >= prefix.len() + 9 {
+                    let order_key = &key[prefix.len()..key.len() - 9];
+                    let keep =
+                        if greater { order_key >= bound.as_slice() } else { order_key <= bound.as_slice() };
+                    if keep {
+                        if let Some(id) = keys::trailing_id(key) {
+                            ids.insert(id);
+                        }
+                    }
+                }
+                true
+            })?;
+            Ok(Some(ids))
         }
         Filter::And(parts) => {
             let mut best: Option<BTreeSet<EntryId>> = None;
@@ -224,7 +315,12 @@ fn indexed(
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
-fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardResult<Bytes> {
+fn encode_entry(
+    rules: &RuleTable,
+    task: &SearchTask,
+    id: EntryId,
+    record: &EntryRecord,
+) -> ShardResult<Bytes> {
     let sel = &task.attrs;
     // A container's DN comes from the pinned skeleton, like its descendants', so that a
     // subtree Modify DN is seen whole or not at all.
@@ -234,12 +330,15 @@ fn encode_entry(task: &SearchTask, id: EntryId, record: &EntryRecord) -> ShardRe
     };
     let mut attributes = Vec::new();
     for attr in &record.entry.attrs {
-        let name = base_name_lower(&attr.name);
-        let wanted = if STORED_OPERATIONAL.contains(&name.as_str()) {
-            sel.wants_operational(&name)
-        } else {
-            sel.wants_user(&name)
+        let (name, operational) = match rules.get(&attr.name) {
+            Some(r) => (r.canonical.clone(), r.operational),
+            None => {
+                let name = base_name_lower(&attr.name);
+                let operational = STORED_OPERATIONAL.contains(&name.as_str());
+                (name, operational)
+            }
         };
+        let wanted = if operational { sel.wants_operational(&name) } else { sel.wants_user(&name) };
         if !wanted {
             continue;
         }

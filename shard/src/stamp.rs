@@ -102,7 +102,8 @@ pub fn stamp_created(entry: &mut Entry, stamp: &Stamp) {
 /// Stamps an imported entry: keeps whatever operational values the LDIF carried (an export
 /// of another server, say) and adds the missing ones.
 pub fn stamp_imported(entry: &mut Entry, stamp: &Stamp) {
-    let keep_modified = ["entryCSN", "modifiersName", "modifyTimestamp"].iter().all(|n| entry.get(n).is_some());
+    let keep_modified =
+        ["entryCSN", "modifiersName", "modifyTimestamp"].iter().all(|n| entry.get(n).is_some());
     if keep_modified {
         if entry.get("entryUUID").is_none() {
             set(entry, "entryUUID", uuid::Uuid::new_v4().hyphenated().to_string());

@@ -451,7 +451,13 @@ fn modify_errors_change_nothing() {
 fn modify_increment() {
     let server = Server::start();
     let mut root = admin(&server);
-    let result = root.modify(BOB, vec![Mod::Add("uidNumber", set(&["1000"]))]).expect("modify");
+    // uidNumber is allowed by no class of bob's: extensibleObject lets the schema accept it.
+    let result = root
+        .modify(
+            BOB,
+            vec![Mod::Add("objectClass", set(&["extensibleObject"])), Mod::Add("uidNumber", set(&["1000"]))],
+        )
+        .expect("modify");
     assert_eq!(result.rc, 0, "{result:?}");
     let result = root.modify(BOB, vec![Mod::Increment("uidNumber", "5")]).expect("modify");
     assert_eq!(result.rc, 0, "{result:?}");

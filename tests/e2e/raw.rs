@@ -405,8 +405,7 @@ fn tlv_long(tag: u8, content: &[u8]) -> Vec<u8> {
 
 #[test]
 fn protos_c06_pdus_are_answered_or_refused() {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/conformance/protos-c06-ldapv3");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/conformance/protos-c06-ldapv3");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("dir entry").path())

@@ -6,18 +6,19 @@ use std::time::Duration;
 
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::AddRequest;
-use ferrodir_proto::value::normalize_value;
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::batch::WriteOp;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::EntryId;
 
 use crate::access::check_write;
+use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, text};
 use crate::resolve::locate_parent_of;
 use crate::session::OpContext;
+use ferrodir_shard::modify::{find_attr, value_key};
 
 /// How often an add retries while its parent is briefly closed by the coordinator.
 const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
@@ -29,11 +30,8 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     if dn.is_root() {
         return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, "the root DSE always exists"));
     }
-    let entry = build_entry(&request)?;
+    let entry = build_entry(&request, &ctx.worker.config)?;
     let (parent, rdn_norm, rdn) = locate_parent_of(&ctx.worker, &dn).await?;
-    if let Some(rdn_value) = dn.rdn() {
-        check_rdn_present(&entry, rdn_value)?;
-    }
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
@@ -58,8 +56,9 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     Err(LdapError::new(ResultCode::BUSY, "parent entry is busy"))
 }
 
-/// The entry as sent, value order kept; rejects empty and duplicate values.
-fn build_entry(request: &AddRequest) -> LdapResultOf<Entry> {
+/// The entry as sent, value order kept; rejects empty and duplicate values and attributes
+/// only the server may set. The schema check happens on the shard, on the entry as stored.
+fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<Entry> {
     let mut entry = Entry::default();
     for attribute in &request.attributes {
         let name = text(&attribute.r#type)?.to_string();
@@ -69,57 +68,36 @@ fn build_entry(request: &AddRequest) -> LdapResultOf<Entry> {
         if attribute.vals.is_empty() {
             return Err(LdapError::protocol(format!("{name}: no values")));
         }
-        let lower = ferrodir_proto::entry::base_name_lower(&name);
-        reject_no_user_modification(&lower, &name)?;
+        reject_no_user_modification(config, &name)?;
         let mut seen = std::collections::HashSet::new();
         for value in &attribute.vals {
-            if !seen.insert(normalize_value(&lower, value)) {
+            if !seen.insert(value_key(&config.rules, &name, value)) {
                 return Err(LdapError::new(
                     ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
                     format!("{name}: duplicate value"),
                 ));
             }
         }
-        if entry.get(&name).is_some() {
+        if find_attr(&config.rules, &entry, &name).is_some() {
             return Err(LdapError::new(
                 ResultCode::ATTRIBUTE_OR_VALUE_EXISTS,
                 format!("{name}: given twice"),
             ));
         }
-        entry.attrs.push(Attribute::new(name, attribute.vals.iter().map(|v| v.to_vec()).collect()));
-    }
-    if entry.get("objectClass").is_none() {
-        return Err(LdapError::new(ResultCode::OBJECT_CLASS_VIOLATION, "no objectClass attribute"));
+        let stored_name = config.rules.display(&name);
+        entry.attrs.push(Attribute::new(stored_name, attribute.vals.iter().map(|v| v.to_vec()).collect()));
     }
     Ok(entry)
 }
 
-/// RFC 4512 §2.3.1: the RDN's values must be present in the entry.
-fn check_rdn_present(entry: &Entry, rdn: &ferrodir_proto::Rdn) -> LdapResultOf<()> {
-    for ava in &rdn.avas {
-        let lower = ava.attr.to_ascii_lowercase();
-        let wanted = normalize_value(&lower, &ava.value);
-        let present = entry
-            .attrs
-            .iter()
-            .filter(|a| ferrodir_proto::entry::base_name_lower(&a.name) == lower)
-            .any(|a| a.values.iter().any(|v| normalize_value(&lower, v) == wanted));
-        if !present {
-            return Err(LdapError::new(
-                ResultCode::NAMING_VIOLATION,
-                format!("value of naming attribute '{}' is not present in entry", ava.attr),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// RFC 4512 §4.1.2: NO-USER-MODIFICATION attributes are maintained by the server; a client
 /// supplying one gets constraintViolation, as slapd answers.
-pub fn reject_no_user_modification(lower: &str, name: &str) -> LdapResultOf<()> {
-    const SERVER_MAINTAINED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry"];
-    if ferrodir_shard::stamp::STORED_OPERATIONAL.contains(&lower) || SERVER_MAINTAINED.contains(&lower) {
-        return Err(LdapError::new(ResultCode::CONSTRAINT_VIOLATION, format!("{name}: no user modification allowed")));
+pub fn reject_no_user_modification(config: &DirectoryConfig, name: &str) -> LdapResultOf<()> {
+    if config.schema.attribute(name).is_some_and(|a| a.no_user_modification) {
+        return Err(LdapError::new(
+            ResultCode::CONSTRAINT_VIOLATION,
+            format!("{name}: no user modification allowed"),
+        ));
     }
     Ok(())
 }

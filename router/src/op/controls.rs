@@ -29,7 +29,11 @@ mod tests {
     use ferrodir_proto::message::OctetString;
 
     fn control(oid: &str, critical: bool) -> Control {
-        Control { control_type: OctetString::from(oid.as_bytes()), criticality: critical, control_value: None }
+        Control {
+            control_type: OctetString::from(oid.as_bytes()),
+            criticality: critical,
+            control_value: None,
+        }
     }
 
     #[test]

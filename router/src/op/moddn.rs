@@ -48,8 +48,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         Vec::new()
     };
     let add_values = new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
-    let request =
-        MoveEntry {
+    let request = MoveEntry {
         target,
         new_parent,
         new_rdn: new_rdn.to_string(),

@@ -20,7 +20,7 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         if name.is_empty() {
             return Err(LdapError::protocol("empty attribute description"));
         }
-        crate::op::add::reject_no_user_modification(&ferrodir_proto::entry::base_name_lower(name), name)?;
+        crate::op::add::reject_no_user_modification(&ctx.worker.config, name)?;
         let op = match change.operation {
             ModifyOperation::Add => ModOp::Add,
             ModifyOperation::Delete => ModOp::Delete,
@@ -31,6 +31,8 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let target = locate(&ctx.worker, &dn).await?;
-    ctx.worker.write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() }).await?;
+    ctx.worker
+        .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
+        .await?;
     Ok(())
 }

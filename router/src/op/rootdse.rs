@@ -3,6 +3,7 @@
 
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::{OctetString, PartialAttribute, SearchResultEntry};
+use ferrodir_proto::schema::Schema;
 use ferrodir_shard::search::AttrSelection;
 
 use crate::config::DirectoryConfig;
@@ -32,13 +33,16 @@ pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
     (user, operational)
 }
 
-/// The subschema entry; its attributeTypes and objectClasses arrive with the schema layer.
-pub fn subschema() -> (Entry, Entry) {
+/// The subschema entry (RFC 4512 §4.2): the schema in force, as data.
+pub fn subschema(schema: &Schema) -> (Entry, Entry) {
     let user = Entry::new(vec![
         attr("objectClass", &["top", "subentry", "subschema", "extensibleObject"]),
         attr("cn", &["Subschema"]),
     ]);
-    let operational = Entry::new(vec![attr("structuralObjectClass", &["subentry"])]);
+    let mut operational = Entry::new(vec![attr("structuralObjectClass", &["subentry"])]);
+    for (name, values) in schema.subschema_values() {
+        operational.attrs.push(Attribute::new(name, values.into_iter().map(String::into_bytes).collect()));
+    }
     (user, operational)
 }
 

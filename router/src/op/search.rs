@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrodir_proto::entry::Entry;
-use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
+use ferrodir_proto::message::{DerefAliases, LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::eval;
 use ferrodir_shard::search::{AttrSelection, Scope, SearchChunk, SearchTask};
@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use crate::access::{hidden_attributes, Identity};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, rootdse};
-use crate::resolve::locate;
+use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
@@ -42,12 +42,16 @@ fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
 async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
     let base = parse_dn(&request.base_object)?;
-    let mut attrs = AttrSelection::from_request(&request.attributes, request.types_only);
+    let mut attrs =
+        AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
     attrs.hidden = hidden_attributes(config, &ctx.identity);
     if base.is_root() || base.normalized() == "cn=subschema" {
         return serve_special(ctx, &request, &base, &attrs).await;
     }
-    let target = locate(&ctx.worker, &base).await?;
+    let mut target = locate(&ctx.worker, &base).await?;
+    if matches!(request.deref_aliases, DerefAliases::DerefFindingBaseObj | DerefAliases::DerefAlways) {
+        target = deref_base(ctx, target).await?;
+    }
     let scope = match request.scope {
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
@@ -166,7 +170,7 @@ async fn serve_special(
     let (dn, (user, operational)) = if base.is_root() {
         ("", rootdse::root_dse(&ctx.worker.config))
     } else {
-        (rootdse::SUBSCHEMA_DN, rootdse::subschema())
+        (rootdse::SUBSCHEMA_DN, rootdse::subschema(&ctx.worker.config.schema))
     };
     if request.scope != SearchScope::BaseObject {
         // Neither has children a search can reach.
@@ -174,9 +178,32 @@ async fn serve_special(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches(&request.filter, &visible) {
+    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }
     Ok(LdapResult::success())
+}
+
+/// How many aliases in a row a base may go through before it counts as a loop.
+const ALIAS_HOPS_MAX: usize = 16;
+
+/// RFC 4511 §4.5.1.3: when finding the base, an alias entry stands for the entry its
+/// aliasedObjectName names. A missing target is aliasProblem, a loop aliasDereferencingProblem.
+async fn deref_base(ctx: &OpContext, mut target: Located) -> LdapResultOf<Located> {
+    for _ in 0..ALIAS_HOPS_MAX {
+        let Some(record) = ctx.worker.fetch(target.id).await? else { return Ok(target) };
+        if !record.entry.has_object_class("alias") {
+            return Ok(target);
+        }
+        let Some(aliased) = record.entry.first_str("aliasedObjectName") else {
+            return Err(LdapError::new(ResultCode::ALIAS_PROBLEM, "alias without aliasedObjectName"));
+        };
+        let dn = ferrodir_proto::Dn::parse(aliased)
+            .map_err(|_| LdapError::new(ResultCode::ALIAS_PROBLEM, "bad aliasedObjectName"))?;
+        target = locate(&ctx.worker, &dn)
+            .await
+            .map_err(|_| LdapError::new(ResultCode::ALIAS_PROBLEM, "aliasedObjectName names no entry"))?;
+    }
+    Err(LdapError::new(ResultCode::ALIAS_DEREFERENCING_PROBLEM, "alias loop"))
 }

@@ -29,6 +29,10 @@ pub enum Table {
     Eq = b'Q',
     /// attr ‖ 0 ‖ id (8) → empty. Presence index.
     Pres = b'P',
+    /// attr ‖ 0 ‖ 3-byte gram ‖ id (8) → empty. Substring index.
+    Sub = b'S',
+    /// attr ‖ 0 ‖ ordering key ‖ 0 ‖ id (8) → empty. Ordering index.
+    Ord = b'O',
     /// name → value. Per-shard metadata such as the next id.
     Meta = b'M',
 }

@@ -1,0 +1,85 @@
+//! `ferrodir reindex`: rebuild every shard's indices offline after the index configuration
+//! changed, then mark each configured index ready. Until an index is marked ready on every
+//! shard, searches don't use it (see `shard::index`).
+
+use anyhow::Context as _;
+use ferrodir_shard::index::IndexKind;
+use ferrodir_shard::keys;
+use ferrodir_shard::record::EntryRecord;
+use ferrodir_shard::storage::{Mutation, Table};
+
+use crate::store::Store;
+
+/// Rebuilds all shards in parallel; returns the number of entries indexed.
+pub fn reindex(store: &Store) -> anyhow::Result<usize> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..store.engines.len())
+            .map(|shard| {
+                scope.spawn(move || reindex_shard(store, shard).with_context(|| format!("shard {shard}")))
+            })
+            .collect();
+        let mut total = 0;
+        for handle in handles {
+            total += handle.join().map_err(|_| anyhow::anyhow!("a reindex thread panicked"))??;
+        }
+        Ok(total)
+    })
+}
+
+fn reindex_shard(store: &Store, shard: usize) -> anyhow::Result<usize> {
+    let engine = &store.engines[shard];
+    let snapshot = engine.snapshot()?;
+    let mut batch = Vec::new();
+    for table in [Table::Eq, Table::Pres, Table::Sub, Table::Ord] {
+        snapshot.scan_prefix(&keys::table_prefix(table), &mut |key, _| {
+            batch.push(Mutation { key: key.to_vec(), value: None });
+            true
+        })?;
+    }
+    snapshot.scan_prefix(&keys::meta(READY_PREFIX), &mut |key, _| {
+        batch.push(Mutation { key: key.to_vec(), value: None });
+        true
+    })?;
+    let mut entries = 0;
+    let mut failure = None;
+    snapshot.scan_prefix(&keys::entries_prefix(), &mut |key, value| match (
+        keys::trailing_id(key),
+        EntryRecord::decode(value),
+    ) {
+        (Some(id), Ok(record)) => {
+            entries += 1;
+            for index_key in store.indexes.keys_for(&store.rules, id, &record.entry) {
+                batch.push(Mutation { key: index_key, value: Some(Vec::new()) });
+            }
+            true
+        }
+        (_, Err(e)) => {
+            failure = Some(anyhow::anyhow!("entry {:?}: {e}", keys::trailing_id(key)));
+            false
+        }
+        (None, _) => true,
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    batch.extend(ready_marks(store));
+    engine.commit(&batch)?;
+    Ok(entries)
+}
+
+/// The meta-key prefix of index readiness marks: `index:<attr>:<kind>`.
+pub const READY_PREFIX: &str = "index:";
+
+pub fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
+    keys::meta(&format!("{READY_PREFIX}{attr}:{}", kind.name()))
+}
+
+/// Marks saying every configured index is complete on a shard.
+pub fn ready_marks(store: &Store) -> Vec<Mutation> {
+    store
+        .indexes
+        .configured()
+        .into_iter()
+        .map(|(attr, kind)| Mutation { key: ready_key(&attr, kind), value: Some(b"ready".to_vec()) })
+        .collect()
+}

@@ -1,0 +1,101 @@
+//! Per-attribute matching facts, resolved once from the schema: which canonical name an
+//! attribute's index keys use, its equality, ordering and substring rules, and which types
+//! count as its subtypes in a filter (RFC 4512 §2.5.1: a filter on `name` matches `cn`).
+//!
+//! Built once at start and shared read-only by every shard, so a filter or an index key
+//! never looks anything up in the schema on the hot path beyond one hash probe.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ferrodir_proto::schema::matching::{self, Kind, Rule};
+use ferrodir_proto::schema::Schema;
+
+/// How one attribute type matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrRules {
+    /// The lowercased primary name: the key of its index postings.
+    pub canonical: String,
+    /// The primary name as the schema spells it: how the attribute is stored and returned,
+    /// whichever alias or OID the client used (as slapd does).
+    pub display: String,
+    pub equality: Option<Rule>,
+    pub ordering: Option<Rule>,
+    pub substr: Option<Rule>,
+    /// Canonical names of this type and all its subtypes.
+    pub subtypes: Vec<String>,
+    /// usage is not userApplications (RFC 4512 §2.5.1).
+    pub operational: bool,
+}
+
+/// Every attribute type of the schema, by lowercased name, alias and OID.
+#[derive(Debug, Default)]
+pub struct RuleTable {
+    by_name: HashMap<String, Arc<AttrRules>>,
+}
+
+fn rule(name: Option<&String>, kind: Kind) -> Option<Rule> {
+    let (rule, found) = matching::lookup(name?)?;
+    (found == kind).then_some(rule)
+}
+
+impl RuleTable {
+    pub fn from_schema(schema: &Schema) -> Self {
+        let mut by_name = HashMap::new();
+        for attr in schema.attribute_types() {
+            let canonical = attr.name().to_ascii_lowercase();
+            let subtypes = schema.subtypes(attr).iter().map(|t| t.name().to_ascii_lowercase()).collect();
+            let rules = Arc::new(AttrRules {
+                canonical,
+                display: attr.name().to_string(),
+                equality: rule(attr.equality.as_ref(), Kind::Equality),
+                ordering: rule(attr.ordering.as_ref(), Kind::Ordering),
+                substr: rule(attr.substr.as_ref(), Kind::Substrings),
+                subtypes,
+                operational: attr.is_operational(),
+            });
+            by_name.insert(attr.oid.to_ascii_lowercase(), rules.clone());
+            for name in &attr.names {
+                by_name.insert(name.to_ascii_lowercase(), rules.clone());
+            }
+        }
+        Self { by_name }
+    }
+
+    /// The rules of an attribute description (`cn`, `commonName`, `2.5.4.3`, `cn;lang-en`).
+    pub fn get(&self, description: &str) -> Option<&Arc<AttrRules>> {
+        let base = description.split(';').next().unwrap_or("");
+        if base.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.by_name.get(&base.to_ascii_lowercase())
+        } else {
+            self.by_name.get(base)
+        }
+    }
+
+    /// The description with its type spelled as the schema's primary name, options kept:
+    /// `commonName;lang-en` gives `cn;lang-en`. Unknown types are kept as written.
+    pub fn display(&self, description: &str) -> String {
+        match (self.get(description), description.split_once(';')) {
+            (Some(rules), Some((_, options))) => format!("{};{options}", rules.display),
+            (Some(rules), None) => rules.display.clone(),
+            (None, _) => description.to_string(),
+        }
+    }
+
+    /// The canonical (index key) name of a description; unknown types keep their own name.
+    pub fn canonical(&self, description: &str) -> String {
+        match self.get(description) {
+            Some(rules) => rules.canonical.clone(),
+            None => ferrodir_proto::entry::base_name_lower(description),
+        }
+    }
+}
+
+/// The equality key of `value` under `rules`: the index key and the form compared by
+/// equality filters. None when the value is invalid for the rule.
+pub fn equality_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
+    match rules.equality {
+        Some(rule) => matching::normalize(rule, value),
+        None => None,
+    }
+}
