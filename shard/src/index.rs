@@ -260,3 +260,70 @@ pub fn ordering_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
 fn equality_or(rules: &AttrRules, ordering: Rule) -> Rule {
     rules.equality.unwrap_or(ordering)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrodir_proto::entry::Attribute;
+    use ferrodir_proto::schema::Schema;
+
+    fn rules() -> RuleTable {
+        RuleTable::from_schema(&Schema::standard())
+    }
+
+    #[test]
+    fn directives_map_aliases_to_canonical_names() {
+        let rules = rules();
+        let config = IndexConfig::from_directives(&["objectClass eq", "commonName,uid eq,pres,sub", "uidNumber ord"], &rules)
+            .unwrap();
+        assert!(config.usable("cn", IndexKind::Presence));
+        assert!(config.usable("cn", IndexKind::Substring));
+        assert!(!config.usable("objectclass", IndexKind::Presence));
+        assert!(config.usable("uidnumber", IndexKind::Ordering));
+        assert!(IndexConfig::from_directives(&["cn bogus"], &rules).is_err());
+    }
+
+    #[test]
+    fn unready_indices_are_not_searchable() {
+        let rules = rules();
+        let mut config = IndexConfig::from_directives(&["cn eq,sub"], &rules).unwrap();
+        config.set_searchable(HashSet::from([("cn".to_string(), IndexKind::Equality)]));
+        assert!(config.usable("cn", IndexKind::Equality));
+        assert!(!config.usable("cn", IndexKind::Substring));
+    }
+
+    #[test]
+    fn keys_follow_matching_rules() {
+        let rules = rules();
+        let config = IndexConfig::from_directives(&["cn eq,pres,sub", "telephoneNumber eq", "uidNumber ord"], &rules).unwrap();
+        let entry = Entry::new(vec![
+            Attribute::new("commonName", vec![b"Babs  Jensen".to_vec()]),
+            Attribute::new("telephoneNumber", vec![b"+1 555-1234".to_vec()]),
+            Attribute::new("uidNumber", vec![b"42".to_vec()]),
+        ]);
+        let keys = config.keys_for(&rules, EntryId(5), &entry);
+        assert!(keys.contains(&keys::eq("cn", b"babs jensen", EntryId(5))));
+        assert!(keys.contains(&keys::pres("cn", EntryId(5))));
+        assert!(keys.contains(&keys::eq("telephonenumber", b"+15551234", EntryId(5))));
+        assert!(keys.contains(&keys::sub("cn", b"\x01ba", EntryId(5))));
+        assert!(keys.contains(&keys::sub("cn", b"en\x02", EntryId(5))));
+        let cn = rules.get("cn").unwrap();
+        let wanted = assertion_grams(cn, Some(b"BABS".as_slice()), &[b"jen".as_slice()], None);
+        for gram in &wanted {
+            assert!(keys.contains(&keys::sub("cn", gram, EntryId(5))), "{gram:?}");
+        }
+    }
+
+    #[test]
+    fn integer_ordering_keys_sort_numerically() {
+        let rules = rules();
+        let uid_number = rules.get("uidNumber").unwrap();
+        let mut keys: Vec<(Vec<u8>, i64)> = [-100i64, -5, -1, 0, 3, 10, 100, 12345]
+            .iter()
+            .map(|n| (ordering_key(uid_number, n.to_string().as_bytes()).unwrap(), *n))
+            .collect();
+        keys.sort();
+        let sorted: Vec<i64> = keys.into_iter().map(|(_, n)| n).collect();
+        assert_eq!(sorted, vec![-100, -5, -1, 0, 3, 10, 100, 12345]);
+    }
+}
