@@ -81,8 +81,9 @@ impl Dn {
             return Ok(Dn::root());
         }
         let mut rdns = vec![parser.parse_rdn()?];
-        // parse_rdn only stops at ',' or at the end of the input.
-        while parser.eat(b',') {
+        // parse_rdn only stops at ',' (or ';', the RFC 1779 separator that RFC 4514 §4 lets
+        // implementations recognise, as slapd does) or at the end of the input.
+        while parser.eat(b',') || parser.eat(b';') {
             rdns.push(parser.parse_rdn()?);
         }
         Ok(Dn { rdns })
@@ -329,8 +330,11 @@ impl<'a> Parser<'a> {
             return Err(DnError::MissingEquals { offset: self.pos });
         }
         self.skip_spaces();
-        let value =
-            if self.peek() == Some(b'#') { self.parse_hex_value()? } else { self.parse_string_value()? };
+        let value = match self.peek() {
+            Some(b'#') => self.parse_hex_value()?,
+            Some(b'"') => self.parse_quoted_value()?,
+            _ => self.parse_string_value()?,
+        };
         Ok(Ava { attr, value })
     }
 
@@ -432,7 +436,7 @@ impl<'a> Parser<'a> {
         let mut significant_len = 0;
         loop {
             match self.peek() {
-                None | Some(b',' | b'+') => break,
+                None | Some(b',' | b'+' | b';') => break,
                 Some(b'\\') => {
                     value.push(self.parse_escape()?);
                     significant_len = value.len();
@@ -442,7 +446,7 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                 }
                 // RFC 4514 §3: these may only appear escaped.
-                Some(0 | b'"' | b';' | b'<' | b'>') => {
+                Some(0 | b'"' | b'<' | b'>') => {
                     return Err(DnError::UnescapedCharacter { offset: self.pos, ch: self.current_char() });
                 }
                 Some(byte) => {
@@ -454,6 +458,33 @@ impl<'a> Parser<'a> {
         }
         value.truncate(significant_len);
         Ok(value)
+    }
+
+    /// An RFC 1779 quoted value (`CN="John Smith"`), which RFC 4514 §4 lets implementations
+    /// accept and slapd does: everything up to the closing quote, escapes resolved.
+    fn parse_quoted_value(&mut self) -> Result<Vec<u8>, DnError> {
+        let open = self.pos;
+        self.pos += 1;
+        let mut value = Vec::new();
+        loop {
+            match self.peek() {
+                None => return Err(DnError::UnescapedCharacter { offset: open, ch: '"' }),
+                Some(b'"') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(b'\\') => value.push(self.parse_escape()?),
+                Some(byte) => {
+                    value.push(byte);
+                    self.pos += 1;
+                }
+            }
+        }
+        self.skip_spaces();
+        match self.peek() {
+            None | Some(b',' | b'+' | b';') => Ok(value),
+            Some(_) => Err(DnError::UnescapedCharacter { offset: self.pos, ch: self.current_char() }),
+        }
     }
 
     /// `pair = ESC ( ESC / special / hexpair )`. Returns the byte the escape stands for; a
@@ -673,7 +704,7 @@ mod tests {
             (r"UID=john\GGsmith", 8),
             (r"cn=abc\", 6),
             (r#"cn=a"b"#, 4),
-            ("cn=a;b", 4),
+            ("cn=a;b", 6), // ";" separates RDNs (RFC 1779); "b" then lacks its "="
             ("cn=<a>", 3),
             ("cn=a\0b", 4),
         ];

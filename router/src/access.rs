@@ -47,6 +47,16 @@ pub fn check_write(who: &Identity) -> Result<(), LdapError> {
     }
 }
 
+/// Anonymous writes are refused before the target is even looked up (slapd answers
+/// strongerAuthRequired whether or not the entry exists); other identities are checked
+/// after name resolution, with [`check_write`].
+pub fn check_not_anonymous(who: &Identity) -> Result<(), LdapError> {
+    match who {
+        Identity::Anonymous => check_write(who),
+        _ => Ok(()),
+    }
+}
+
 /// Lowercased attribute types that `who` may not read.
 pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
     match (config.access, who) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::ldif::LdifMod;
-use ferrodir_proto::schema::check::check_entry;
+use ferrodir_proto::schema::check::{check_entry, Violation};
 use ferrodir_proto::{Dn, Rdn};
 use tokio::sync::oneshot;
 
@@ -201,6 +201,7 @@ impl Stager {
                 if next.parent != EntryId::ROOT {
                     check_rdn_kept(&core.info.rules, &next)?;
                 }
+                check_structural_kept(&core.info.rules, &old, &next)?;
                 check_schema(core, &mut next)?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
@@ -339,6 +340,47 @@ fn check_schema(core: &ShardCore, record: &mut EntryRecord) -> ShardResult<()> {
         None => record.entry.attrs.insert(0, Attribute::new("structuralObjectClass", vec![structural])),
     }
     Ok(())
+}
+
+/// RFC 4512 §2.4.2: an entry's structural object class can't change (slapd:
+/// objectClassModsProhibited). Checked before the rest of the schema, as slapd does: the
+/// new objectClass values must still hold the old structural class, and any other
+/// structural class among them must be one of its superclasses.
+fn check_structural_kept(rules: &RuleTable, old: &EntryRecord, new: &EntryRecord) -> ShardResult<()> {
+    let Some(before) = old.entry.first_str("structuralObjectClass") else { return Ok(()) };
+    let Some(lineage) = rules.class_lineage(before.as_bytes()) else { return Ok(()) };
+    let values: Vec<&Vec<u8>> = new
+        .entry
+        .attrs
+        .iter()
+        .filter(|a| a.name.eq_ignore_ascii_case("objectClass"))
+        .flat_map(|a| &a.values)
+        .collect();
+    // No class at all, or an unknown one: the schema check names that problem instead.
+    if values.is_empty() || values.iter().any(|v| rules.class_lineage(v).is_none()) {
+        return Ok(());
+    }
+    let mut keeps = false;
+    for value in values {
+        let Some(class) = rules.class_lineage(value).and_then(|l| l.first()) else { continue };
+        if Some(class) == lineage.first() {
+            keeps = true;
+        } else if rules.is_structural(class) && !lineage.contains(class) {
+            return Err(prohibited(before, class));
+        }
+    }
+    if keeps {
+        Ok(())
+    } else {
+        Err(prohibited(before, "(none)"))
+    }
+}
+
+fn prohibited(before: &str, after: &str) -> ShardError {
+    ShardError::Schema(Violation {
+        code: ferrodir_proto::ResultCode::OBJECT_CLASS_MODS_PROHIBITED,
+        message: format!("structural object class modification from '{before}' to '{after}' not allowed"),
+    })
 }
 
 /// The entry, one-level and index mutations that turn `old` into `new`.

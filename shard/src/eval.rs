@@ -8,21 +8,22 @@
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::filter::{Filter, MatchingRuleAssertion, Substring, SubstringFilter};
 use ferrodir_proto::schema::matching::{self, Kind};
+use ferrodir_proto::Dn;
 
 use crate::rules::{AttrRules, RuleTable};
 
 /// Whether `entry` matches: only TRUE returns the entry.
-pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry) -> bool {
-    evaluate(rules, filter, entry) == Some(true)
+pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> bool {
+    evaluate(rules, filter, entry, dn) == Some(true)
 }
 
 /// Three-valued evaluation. Nesting depth was bounded by the frame check before decoding.
-pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry) -> Option<bool> {
+pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> Option<bool> {
     match filter {
         Filter::And(parts) => {
             let mut result = Some(true);
             for part in parts {
-                match evaluate(rules, part, entry) {
+                match evaluate(rules, part, entry, dn) {
                     Some(false) => return Some(false),
                     None => result = None,
                     Some(true) => {}
@@ -33,7 +34,7 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry) -> Option<boo
         Filter::Or(parts) => {
             let mut result = Some(false);
             for part in parts {
-                match evaluate(rules, part, entry) {
+                match evaluate(rules, part, entry, dn) {
                     Some(true) => return Some(true),
                     None => result = None,
                     Some(false) => {}
@@ -41,14 +42,14 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry) -> Option<boo
             }
             result
         }
-        Filter::Not(inner) => evaluate(rules, inner, entry).map(|v| !v),
+        Filter::Not(inner) => evaluate(rules, inner, entry, dn).map(|v| !v),
         Filter::EqualityMatch(ava) => equality(rules, entry, &ava.attribute_desc, &ava.assertion_value),
         Filter::ApproxMatch(ava) => {
             let target = target(rules, &ava.attribute_desc)?;
-            let rule = target.equality?;
+            let rule = target.rules.equality?;
             let mut undefined = false;
-            for value in values_of(rules, entry, target) {
-                match matching::approx_match(rule, value, &ava.assertion_value) {
+            for value in values_of(rules, entry, &target) {
+                match approx(rule, value, &ava.assertion_value) {
                     Some(true) => return Some(true),
                     None => undefined = true,
                     Some(false) => {}
@@ -65,45 +66,132 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry) -> Option<boo
         }
         Filter::LessOrEqual(ava) => ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, false),
         Filter::Present(desc) => match target(rules, desc) {
-            Some(target) => Some(values_of(rules, entry, target).next().is_some()),
+            Some(target) => Some(values_of(rules, entry, &target).next().is_some()),
             None => Some(false),
         },
         Filter::Substrings(sub) => substrings(rules, entry, sub),
-        Filter::ExtensibleMatch(mra) => extensible(rules, entry, mra),
+        Filter::ExtensibleMatch(mra) => extensible(rules, entry, mra, dn),
     }
 }
 
-fn target<'r>(rules: &'r RuleTable, desc: &[u8]) -> Option<&'r AttrRules> {
-    rules.get(std::str::from_utf8(desc).ok()?).map(|r| &**r)
+/// The type a filter names, with the options it requires (`cn;lang-en` only matches
+/// values of `cn` carrying the `lang-en` option; RFC 4512 §2.5).
+struct Target<'r> {
+    rules: &'r AttrRules,
+    options: Vec<String>,
 }
 
-/// The values of every attribute of `entry` that is `target` or one of its subtypes.
+fn target<'r>(rules: &'r RuleTable, desc: &[u8]) -> Option<Target<'r>> {
+    let desc = std::str::from_utf8(desc).ok()?;
+    let options = desc.split(';').skip(1).map(str::to_ascii_lowercase).collect();
+    Some(Target { rules: rules.get(desc)?, options })
+}
+
+/// Whether an attribute description carries every option in `required`.
+pub fn has_options(description: &str, required: &[String]) -> bool {
+    required.iter().all(|want| description.split(';').skip(1).any(|have| have.eq_ignore_ascii_case(want)))
+}
+
+/// The values of every attribute of `entry` that is the target type or one of its
+/// subtypes, with the target's options.
 fn values_of<'e>(
     rules: &'e RuleTable,
     entry: &'e Entry,
-    target: &'e AttrRules,
+    target: &'e Target<'e>,
 ) -> impl Iterator<Item = &'e [u8]> {
     entry
         .attrs
         .iter()
-        .filter(move |a| rules.get(&a.name).is_some_and(|r| target.subtypes.contains(&r.canonical)))
+        .filter(move |a| {
+            rules.get(&a.name).is_some_and(|r| target.rules.subtypes.contains(&r.canonical))
+                && has_options(&a.name, &target.options)
+        })
         .flat_map(|a| a.values.iter().map(Vec::as_slice))
 }
 
 fn equality(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8]) -> Option<bool> {
     let target = target(rules, desc)?;
-    let rule = target.equality?;
+    if target.rules.canonical == "objectclass" {
+        return Some(has_class(rules, entry, assertion));
+    }
+    let rule = target.rules.equality?;
     let wanted = matching::normalize(rule, assertion)?;
     let found =
-        values_of(rules, entry, target).any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
+        values_of(rules, entry, &target).any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
     Some(found)
+}
+
+/// Approximate match: for directory strings, every word of the assertion sounds like some
+/// word of the value (Soundex, as slapd's phonetic approx does: `jon doe` ~ `John Doe`);
+/// other rules use `matching::approx_match`.
+fn approx(rule: matching::Rule, value: &[u8], assertion: &[u8]) -> Option<bool> {
+    use matching::Rule::*;
+    if !matches!(rule, CaseIgnore | CaseExact | CaseIgnoreIa5 | CaseExactIa5) {
+        return matching::approx_match(rule, value, assertion);
+    }
+    let words = |bytes: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(soundex)
+            .collect()
+    };
+    let have = words(value);
+    let want = words(assertion);
+    Some(!want.is_empty() && want.iter().all(|w| have.contains(w)))
+}
+
+/// American Soundex: the first letter and three digits for the consonant groups.
+fn soundex(word: &str) -> String {
+    let code = |c: char| match c.to_ascii_lowercase() {
+        'b' | 'f' | 'p' | 'v' => '1',
+        'c' | 'g' | 'j' | 'k' | 'q' | 's' | 'x' | 'z' => '2',
+        'd' | 't' => '3',
+        'l' => '4',
+        'm' | 'n' => '5',
+        'r' => '6',
+        'h' | 'w' => '-',
+        _ => '0',
+    };
+    let mut chars = word.chars();
+    let Some(first) = chars.next() else { return String::new() };
+    let mut out: String = first.to_uppercase().collect();
+    let mut last = code(first);
+    for c in chars {
+        let digit = code(c);
+        if digit == '-' {
+            continue;
+        }
+        if digit != '0' && digit != last {
+            out.push(digit);
+            if out.len() == 4 {
+                break;
+            }
+        }
+        last = digit;
+    }
+    while out.len() < 4 {
+        out.push('0');
+    }
+    out
+}
+
+/// Whether the entry is of `class`, directly or through a subclass (RFC 4512 §2.4.1).
+pub fn has_class(rules: &RuleTable, entry: &Entry, class: &[u8]) -> bool {
+    let Some(wanted) = rules.class_lineage(class).and_then(|l| l.first()) else { return false };
+    entry
+        .attrs
+        .iter()
+        .filter(|a| a.name.eq_ignore_ascii_case("objectClass"))
+        .flat_map(|a| a.values.iter())
+        .any(|v| rules.class_lineage(v).is_some_and(|lineage| lineage.contains(wanted)))
 }
 
 fn ordering(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8], greater: bool) -> Option<bool> {
     let target = target(rules, desc)?;
-    let rule = target.ordering?;
+    let rule = target.rules.ordering?;
     let mut undefined = false;
-    for value in values_of(rules, entry, target) {
+    for value in values_of(rules, entry, &target) {
         match matching::compare(rule, value, assertion) {
             Some(order) if (order.is_ge() && greater) || (order.is_le() && !greater) => return Some(true),
             Some(_) => {}
@@ -119,7 +207,7 @@ fn ordering(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8], gre
 
 fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
     let target = target(rules, &sub.r#type)?;
-    let rule = target.substr?;
+    let rule = target.rules.substr?;
     let mut initial = None;
     let mut any = Vec::new();
     let mut final_ = None;
@@ -131,7 +219,7 @@ fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option
         }
     }
     let mut undefined = false;
-    for value in values_of(rules, entry, target) {
+    for value in values_of(rules, entry, &target) {
         match matching::substrings_match(rule, value, initial, &any, final_) {
             Some(true) => return Some(true),
             None => undefined = true,
@@ -145,27 +233,69 @@ fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option
     }
 }
 
-/// RFC 4511 §4.5.1.7.7. With a type and no rule, the type's equality rule; with a rule, that
-/// rule over the type's values, or over every attribute's values when no type is given.
-/// (dnAttributes would also test the entry's DN components: not yet, so it is Undefined.)
-fn extensible(rules: &RuleTable, entry: &Entry, mra: &MatchingRuleAssertion) -> Option<bool> {
-    if mra.dn_attributes {
-        return None;
-    }
-    let rule = match &mra.matching_rule {
-        Some(name) => match matching::lookup(std::str::from_utf8(name).ok()?)? {
-            (rule, Kind::Equality) => rule,
-            _ => return None,
-        },
-        None => target(rules, mra.r#type.as_ref()?)?.equality?,
+/// RFC 4511 §4.5.1.7.7. With a type and no rule, the type's equality rule; with a rule,
+/// that rule over the type's values, or over every attribute's values when no type is given.
+/// With dnAttributes, the AVAs of the entry's DN count as values too. An ordering rule asks
+/// whether a value is less than the assertion (RFC 4517 §4.2).
+fn extensible(
+    rules: &RuleTable,
+    entry: &Entry,
+    mra: &MatchingRuleAssertion,
+    dn: Option<&Dn>,
+) -> Option<bool> {
+    let typed = match &mra.r#type {
+        Some(desc) => Some(target(rules, desc)?),
+        None => None,
     };
-    let wanted = matching::normalize(rule, &mra.match_value)?;
-    let hit = |value: &[u8]| matching::normalize(rule, value).as_deref() == Some(&wanted);
-    let found = match &mra.r#type {
-        Some(desc) => values_of(rules, entry, target(rules, desc)?).any(hit),
+    let (rule, kind) = match &mra.matching_rule {
+        Some(name) => matching::lookup(std::str::from_utf8(name).ok()?)?,
+        None => (typed.as_ref()?.rules.equality?, Kind::Equality),
+    };
+    let hit = |value: &[u8]| -> bool {
+        match kind {
+            Kind::Equality => {
+                let wanted = matching::normalize(rule, &mra.match_value);
+                wanted.is_some() && matching::normalize(rule, value) == wanted
+            }
+            Kind::Ordering => {
+                matching::compare(rule, value, &mra.match_value) == Some(std::cmp::Ordering::Less)
+            }
+            Kind::Substrings => false,
+        }
+    };
+    if kind == Kind::Equality {
+        matching::normalize(rule, &mra.match_value)?;
+    }
+    let mut found = match &typed {
+        Some(target) => values_of(rules, entry, target).any(hit),
         None => entry.attrs.iter().flat_map(|a| a.values.iter()).any(|v| hit(v)),
     };
+    if !found && mra.dn_attributes {
+        let dn = dn?;
+        found = dn.rdns.iter().flat_map(|rdn| rdn.avas.iter()).any(|ava| {
+            let type_ok = typed.as_ref().is_none_or(|t| {
+                rules.get(&ava.attr).is_some_and(|r| t.rules.subtypes.contains(&r.canonical))
+            });
+            type_ok && hit(&ava.value)
+        });
+    }
     Some(found)
+}
+
+/// Whether `filter` mentions an attribute for which `wanted` is true (to know whether a
+/// search needs computed attributes or the entry's DN before it can evaluate).
+pub fn mentions(filter: &Filter, wanted: &dyn Fn(&[u8], bool) -> bool) -> bool {
+    match filter {
+        Filter::And(parts) | Filter::Or(parts) => parts.iter().any(|p| mentions(p, wanted)),
+        Filter::Not(inner) => mentions(inner, wanted),
+        Filter::EqualityMatch(a)
+        | Filter::ApproxMatch(a)
+        | Filter::GreaterOrEqual(a)
+        | Filter::LessOrEqual(a) => wanted(&a.attribute_desc, false),
+        Filter::Present(desc) => wanted(desc, false),
+        Filter::Substrings(sub) => wanted(&sub.r#type, false),
+        Filter::ExtensibleMatch(mra) => wanted(mra.r#type.as_deref().unwrap_or_default(), mra.dn_attributes),
+    }
 }
 
 #[cfg(test)]
@@ -186,7 +316,7 @@ mod tests {
 
     fn check(filter: &str) -> Option<bool> {
         let rules = RuleTable::from_schema(&Schema::standard());
-        evaluate(&rules, &parse_filter(filter).unwrap(), &babs())
+        evaluate(&rules, &parse_filter(filter).unwrap(), &babs(), None)
     }
 
     #[test]

@@ -146,7 +146,12 @@ impl IndexConfig {
                 out.insert(keys::pres(name, id));
             }
             for value in &attr.values {
-                if kinds.equality {
+                if kinds.equality && name == "objectclass" {
+                    // A class value stands for its superclasses too, as in filters.
+                    for class in rules.class_lineage(value).map(|l| l.as_slice()).unwrap_or_default() {
+                        out.insert(keys::eq(name, class.as_bytes(), id));
+                    }
+                } else if kinds.equality {
                     if let Some(key) = equality_key(attr_rules, value) {
                         out.insert(keys::eq(name, &key, id));
                     }
@@ -274,8 +279,11 @@ mod tests {
     #[test]
     fn directives_map_aliases_to_canonical_names() {
         let rules = rules();
-        let config = IndexConfig::from_directives(&["objectClass eq", "commonName,uid eq,pres,sub", "uidNumber ord"], &rules)
-            .unwrap();
+        let config = IndexConfig::from_directives(
+            &["objectClass eq", "commonName,uid eq,pres,sub", "uidNumber ord"],
+            &rules,
+        )
+        .unwrap();
         assert!(config.usable("cn", IndexKind::Presence));
         assert!(config.usable("cn", IndexKind::Substring));
         assert!(!config.usable("objectclass", IndexKind::Presence));
@@ -295,7 +303,9 @@ mod tests {
     #[test]
     fn keys_follow_matching_rules() {
         let rules = rules();
-        let config = IndexConfig::from_directives(&["cn eq,pres,sub", "telephoneNumber eq", "uidNumber ord"], &rules).unwrap();
+        let config =
+            IndexConfig::from_directives(&["cn eq,pres,sub", "telephoneNumber eq", "uidNumber ord"], &rules)
+                .unwrap();
         let entry = Entry::new(vec![
             Attribute::new("commonName", vec![b"Babs  Jensen".to_vec()]),
             Attribute::new("telephoneNumber", vec![b"+1 555-1234".to_vec()]),

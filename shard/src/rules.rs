@@ -28,10 +28,18 @@ pub struct AttrRules {
     pub operational: bool,
 }
 
-/// Every attribute type of the schema, by lowercased name, alias and OID.
+/// Every attribute type of the schema, by lowercased name, alias and OID, and every object
+/// class with its superclasses.
 #[derive(Debug, Default)]
 pub struct RuleTable {
     by_name: HashMap<String, Arc<AttrRules>>,
+    /// Lowercased class name or OID → lowercased primary names of the class and all its
+    /// superclasses: `(objectClass=person)` matches an inetOrgPerson (RFC 4512 §2.4.1).
+    classes: HashMap<String, Arc<Vec<String>>>,
+    /// Lowercased class name or OID → the class's primary name as the schema spells it.
+    class_names: HashMap<String, String>,
+    /// Lowercased primary names of the structural classes.
+    structural: std::collections::HashSet<String>,
 }
 
 fn rule(name: Option<&String>, kind: Kind) -> Option<Rule> {
@@ -59,7 +67,37 @@ impl RuleTable {
                 by_name.insert(name.to_ascii_lowercase(), rules.clone());
             }
         }
-        Self { by_name }
+        let mut classes = HashMap::new();
+        let mut class_names = HashMap::new();
+        let mut structural = std::collections::HashSet::new();
+        for class in schema.object_classes() {
+            if class.kind == ferrodir_proto::schema::ObjectClassKind::Structural {
+                structural.insert(class.name().to_ascii_lowercase());
+            }
+            let lineage: Vec<String> =
+                schema.superclasses(class).iter().map(|c| c.name().to_ascii_lowercase()).collect();
+            let lineage = Arc::new(lineage);
+            for key in class.names.iter().chain(std::iter::once(&class.oid)) {
+                classes.insert(key.to_ascii_lowercase(), lineage.clone());
+                class_names.insert(key.to_ascii_lowercase(), class.name().to_string());
+            }
+        }
+        Self { by_name, classes, class_names, structural }
+    }
+
+    /// The lowercased primary names of `class` and its superclasses; None for an unknown class.
+    pub fn class_lineage(&self, class: &[u8]) -> Option<&Arc<Vec<String>>> {
+        self.classes.get(&String::from_utf8_lossy(class).trim().to_ascii_lowercase())
+    }
+
+    /// Whether `class` (a lowercased primary name) is structural.
+    pub fn is_structural(&self, class: &str) -> bool {
+        self.structural.contains(class)
+    }
+
+    /// The schema's spelling of a class given by name, alias or OID (as slapd stores it).
+    pub fn class_name(&self, class: &str) -> Option<&str> {
+        self.class_names.get(&class.trim().to_ascii_lowercase()).map(String::as_str)
     }
 
     /// The rules of an attribute description (`cn`, `commonName`, `2.5.4.3`, `cn;lang-en`).

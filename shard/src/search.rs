@@ -52,6 +52,8 @@ pub struct AttrSelection {
     pub all_operational: bool,
     /// Canonical names asked for, with their subtypes.
     pub names: HashSet<String>,
+    /// Types asked for with options (`cn;lang-en`): only values carrying those options.
+    pub with_options: Vec<(Vec<String>, Vec<String>)>,
     pub types_only: bool,
     /// Canonical names this requester may not read.
     pub hidden: Vec<String>,
@@ -86,6 +88,15 @@ impl AttrSelection {
     }
 
     fn add_name(&mut self, name: &str, rules: &RuleTable) {
+        if name.contains(';') {
+            let options = name.split(';').skip(1).map(str::to_ascii_lowercase).collect();
+            let types = match rules.get(name) {
+                Some(r) => r.subtypes.clone(),
+                None => vec![rules.canonical(name)],
+            };
+            self.with_options.push((types, options));
+            return;
+        }
         match rules.get(name) {
             Some(r) => self.names.extend(r.subtypes.iter().cloned()),
             None => {
@@ -103,8 +114,15 @@ impl AttrSelection {
         }
     }
 
-    fn wants_user(&self, canonical: &str) -> bool {
-        (self.all_user || self.names.contains(canonical)) && !self.hidden.iter().any(|h| h == canonical)
+    fn wants_user(&self, canonical: &str, description: &str) -> bool {
+        (self.all_user || self.names.contains(canonical) || self.wants_with_options(canonical, description))
+            && !self.hidden.iter().any(|h| h == canonical)
+    }
+
+    fn wants_with_options(&self, canonical: &str, description: &str) -> bool {
+        self.with_options.iter().any(|(types, options)| {
+            types.iter().any(|t| t == canonical) && eval::has_options(description, options)
+        })
     }
 
     fn wants_operational(&self, canonical: &str) -> bool {
@@ -144,6 +162,15 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
     let candidates = candidates(core, snapshot.as_ref(), task)?;
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
+    let rules = &core.info.rules;
+    // Computed attributes and the DN are only put together for filters that need them.
+    let needs_computed = eval::mentions(&task.filter, &|desc, _| {
+        std::str::from_utf8(desc)
+            .ok()
+            .and_then(|d| rules.get(d))
+            .is_some_and(|r| COMPUTED.contains(&r.canonical.as_str()))
+    });
+    let needs_dn = eval::mentions(&task.filter, &|_, dn_attributes| dn_attributes);
     for id in candidates {
         if task.cancel.load(Ordering::Relaxed) {
             return Ok(());
@@ -151,9 +178,25 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
         let Some(record) = core.record_in(snapshot.as_ref(), id)? else {
             continue;
         };
-        if !in_scope(&task.tree, task.scope, id, &record)
-            || !eval::matches(&core.info.rules, &task.filter, &record.entry)
-        {
+        if !in_scope(&task.tree, task.scope, id, &record) {
+            continue;
+        }
+        let matched = if needs_computed || needs_dn {
+            let dn_text = entry_dn(&task.tree, id, &record);
+            let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
+            if needs_computed {
+                let mut entry = record.entry.clone();
+                for (name, value) in computed_attributes(&task.tree, id, &dn_text) {
+                    entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
+                }
+                eval::matches(rules, &task.filter, &entry, dn.as_ref())
+            } else {
+                eval::matches(rules, &task.filter, &record.entry, dn.as_ref())
+            }
+        } else {
+            eval::matches(rules, &task.filter, &record.entry, None)
+        };
+        if !matched {
             continue;
         }
         let pdu = encode_entry(&core.info.rules, task, id, &record)?;
@@ -228,7 +271,16 @@ fn indexed(
             if attr.subtypes.len() > 1 {
                 return Ok(None);
             }
-            match equality_key(attr, &ava.assertion_value) {
+            let key = if attr.canonical == "objectclass" {
+                // Keys are the lowercased primary names of each class and its superclasses.
+                match rules.class_lineage(&ava.assertion_value).and_then(|l| l.first()) {
+                    Some(name) => Some(name.as_bytes().to_vec()),
+                    None => return Ok(Some(BTreeSet::new())),
+                }
+            } else {
+                equality_key(attr, &ava.assertion_value)
+            };
+            match key {
                 Some(key) => Ok(Some(postings(&keys::eq_prefix(&attr.canonical, &key))?)),
                 None => Ok(None),
             }
@@ -314,6 +366,28 @@ fn indexed(
     }
 }
 
+/// The attributes computed at send time (lowercased names), not stored.
+pub const COMPUTED: [&str; 3] = ["entrydn", "hassubordinates", "subschemasubentry"];
+
+/// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
+/// its descendants', so that a subtree Modify DN is seen whole or not at all.
+fn entry_dn(tree: &Skeleton, id: EntryId, record: &EntryRecord) -> String {
+    match tree.get(id) {
+        Some(node) => node.dn.to_string(),
+        None => tree.dn_of_child(record.parent, &record.rdn),
+    }
+}
+
+/// entryDN (RFC 5020), hasSubordinates and subschemaSubentry (RFC 4512 §4.2) of an entry.
+fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'static str, &'a [u8]); 3] {
+    let has_subordinates: &'static [u8] = if tree.contains(id) { b"TRUE" } else { b"FALSE" };
+    [
+        ("entryDN", dn.as_bytes()),
+        ("hasSubordinates", has_subordinates),
+        ("subschemaSubentry", b"cn=Subschema"),
+    ]
+}
+
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
 fn encode_entry(
     rules: &RuleTable,
@@ -322,12 +396,7 @@ fn encode_entry(
     record: &EntryRecord,
 ) -> ShardResult<Bytes> {
     let sel = &task.attrs;
-    // A container's DN comes from the pinned skeleton, like its descendants', so that a
-    // subtree Modify DN is seen whole or not at all.
-    let dn = match task.tree.get(id) {
-        Some(node) => node.dn.to_string(),
-        None => task.tree.dn_of_child(record.parent, &record.rdn),
-    };
+    let dn = entry_dn(&task.tree, id, record);
     let mut attributes = Vec::new();
     for attr in &record.entry.attrs {
         let (name, operational) = match rules.get(&attr.name) {
@@ -338,7 +407,11 @@ fn encode_entry(
                 (name, operational)
             }
         };
-        let wanted = if operational { sel.wants_operational(&name) } else { sel.wants_user(&name) };
+        let wanted = if operational {
+            sel.wants_operational(&name) || sel.wants_with_options(&name, &attr.name)
+        } else {
+            sel.wants_user(&name, &attr.name)
+        };
         if !wanted {
             continue;
         }
@@ -349,20 +422,11 @@ fn encode_entry(
         };
         attributes.push(PartialAttribute { r#type: OctetString::from(attr.name.as_bytes()), vals });
     }
-    let container = task.tree.contains(id);
-    let has_subordinates: &'static [u8] = if container { b"TRUE" } else { b"FALSE" };
-    let operational: [(&str, OctetString); 3] = [
-        ("entrydn", OctetString::from(dn.as_bytes())),
-        ("hassubordinates", OctetString::from_static(has_subordinates)),
-        ("subschemasubentry", OctetString::from_static(b"cn=Subschema")),
-    ];
-    for (name, value) in operational {
-        if sel.wants_operational(name) {
+    for (name, value) in computed_attributes(&task.tree, id, &dn) {
+        let value = OctetString::from(value);
+        if sel.wants_operational(&name.to_ascii_lowercase()) {
             let vals = if sel.types_only { Vec::new() } else { vec![value] };
-            attributes.push(PartialAttribute {
-                r#type: OctetString::from_static(display_name(name).as_bytes()),
-                vals,
-            });
+            attributes.push(PartialAttribute { r#type: OctetString::from_static(name.as_bytes()), vals });
         }
     }
     let message = LdapMessage {
@@ -374,12 +438,4 @@ fn encode_entry(
         controls: None,
     };
     encode_message(&message).map(Bytes::from).map_err(|e| ShardError::Unavailable(format!("encode: {e}")))
-}
-
-fn display_name(lower: &str) -> &'static str {
-    match lower {
-        "entrydn" => "entryDN",
-        "hassubordinates" => "hasSubordinates",
-        _ => "subschemaSubentry",
-    }
 }

@@ -11,11 +11,11 @@ use ferrodir_shard::batch::WriteOp;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::EntryId;
 
-use crate::access::check_write;
+use crate::access::{check_not_anonymous, check_write};
 use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
-use crate::op::{parse_dn, text};
+use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate_parent_of;
 use crate::session::OpContext;
 use ferrodir_shard::modify::{find_attr, value_key};
@@ -26,12 +26,18 @@ const PARENT_CLOSED_RETRY_DELAY_MS: u64 = 5;
 
 pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     let dn = parse_dn(&request.entry)?;
-    check_write(&ctx.identity)?;
-    if dn.is_root() {
-        return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, "the root DSE always exists"));
+    if request.attributes.is_empty() {
+        return Err(LdapError::protocol("no attributes"));
     }
-    let entry = build_entry(&request, &ctx.worker.config)?;
+    check_writable(&ctx.worker.config, &dn)?;
+    check_not_anonymous(&ctx.identity)?;
+    // Name resolution comes before access, as slapd answers: noSuchObject beats refusal.
     let (parent, rdn_norm, rdn) = locate_parent_of(&ctx.worker, &dn).await?;
+    check_write(&ctx.identity)?;
+    let mut entry = build_entry(&request, &ctx.worker.config)?;
+    if let Some(named_by) = dn.rdns.first() {
+        add_rdn_values(&ctx.worker.config, &mut entry, named_by);
+    }
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
@@ -85,7 +91,8 @@ fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<E
             ));
         }
         let stored_name = config.rules.display(&name);
-        entry.attrs.push(Attribute::new(stored_name, attribute.vals.iter().map(|v| v.to_vec()).collect()));
+        let values = canonical_values(config, &name, attribute.vals.iter().map(|v| v.to_vec()).collect())?;
+        entry.attrs.push(Attribute::new(stored_name, values));
     }
     Ok(entry)
 }
@@ -100,4 +107,104 @@ pub fn reject_no_user_modification(config: &DirectoryConfig, name: &str) -> Ldap
         ));
     }
     Ok(())
+}
+
+/// slapd adds the RDN's values to an entry that lacks them (RFC 4512 §2.3.1 requires them).
+fn add_rdn_values(config: &DirectoryConfig, entry: &mut Entry, rdn: &ferrodir_proto::Rdn) {
+    for ava in &rdn.avas {
+        let key = value_key(&config.rules, &ava.attr, &ava.value);
+        match find_attr(&config.rules, entry, &ava.attr) {
+            Some(index) => {
+                let attr = &mut entry.attrs[index];
+                if !attr.values.iter().any(|v| value_key(&config.rules, &ava.attr, v) == key) {
+                    attr.values.push(ava.value.clone());
+                }
+            }
+            None => {
+                entry.attrs.push(Attribute::new(config.rules.display(&ava.attr), vec![ava.value.clone()]))
+            }
+        }
+    }
+}
+
+/// Values as slapd stores them: objectClass values by the class's own name (`2.5.6.6` is
+/// stored as `person`), and DN-syntax values in their pretty form. Values that don't parse
+/// are kept, for the schema check to refuse with invalidAttributeSyntax.
+pub fn canonical_values(
+    config: &DirectoryConfig,
+    name: &str,
+    values: Vec<Vec<u8>>,
+) -> LdapResultOf<Vec<Vec<u8>>> {
+    let Some(attr) = config.schema.attribute(name) else { return Ok(values) };
+    if attr.name().eq_ignore_ascii_case("objectClass") {
+        return Ok(values
+            .into_iter()
+            .map(|v| match std::str::from_utf8(&v).ok().and_then(|c| config.rules.class_name(c)) {
+                Some(class) => class.as_bytes().to_vec(),
+                None => v,
+            })
+            .collect());
+    }
+    if attr.syntax.as_deref() == Some(DN_SYNTAX) {
+        let mut out = Vec::with_capacity(values.len());
+        for (index, value) in values.into_iter().enumerate() {
+            if !dn_types_known(config, &value) {
+                return Err(LdapError::new(
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!("{name}: value #{index} invalid per syntax"),
+                ));
+            }
+            out.push(pretty_dn(&value).unwrap_or(value));
+        }
+        return Ok(out);
+    }
+    Ok(values)
+}
+
+/// A DN value must name attribute types the schema knows, by name or numeric OID (slapd
+/// refuses the RFC 1779 `OID.` prefix in values). Unparsable values are left to the syntax
+/// check.
+fn dn_types_known(config: &DirectoryConfig, value: &[u8]) -> bool {
+    let Some(dn) = std::str::from_utf8(value).ok().and_then(|t| ferrodir_proto::Dn::parse(t).ok()) else {
+        return true;
+    };
+    dn.rdns.iter().flat_map(|r| r.avas.iter()).all(|ava| {
+        !ava.attr.to_ascii_lowercase().starts_with("oid.") && config.rules.get(&ava.attr).is_some()
+    })
+}
+
+const DN_SYNTAX: &str = "1.3.6.1.4.1.1466.115.121.1.12";
+
+/// slapd's pretty form of a DN value: types in lower case, no spaces around separators,
+/// the AVAs of a multi-valued RDN in type order, and the characters RFC 4514 §2.4 requires
+/// escaped (plus `=`) written as `\XX`; other bytes, UTF-8 included, as they are.
+pub fn pretty_dn(value: &[u8]) -> Option<Vec<u8>> {
+    let dn = ferrodir_proto::Dn::parse(std::str::from_utf8(value).ok()?).ok()?;
+    let mut out = Vec::with_capacity(value.len());
+    for (i, rdn) in dn.rdns.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let mut avas: Vec<_> = rdn.avas.iter().collect();
+        avas.sort_by_key(|a| a.attr.to_ascii_lowercase());
+        for (j, ava) in avas.iter().enumerate() {
+            if j > 0 {
+                out.push(b'+');
+            }
+            out.extend_from_slice(ava.attr.to_ascii_lowercase().as_bytes());
+            out.push(b'=');
+            let last = ava.value.len().saturating_sub(1);
+            for (k, &byte) in ava.value.iter().enumerate() {
+                let special = matches!(byte, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';' | b'=' | 0)
+                    || (k == 0 && (byte == b'#' || byte == b' '))
+                    || (k == last && byte == b' ');
+                if special {
+                    out.extend_from_slice(format!("\\{byte:02X}").as_bytes());
+                } else {
+                    out.push(byte);
+                }
+            }
+        }
+    }
+    Some(out)
 }

@@ -2,13 +2,15 @@
 //! (subtypes included), noSuchAttribute when the entry lacks it, undefinedAttributeType for
 //! a type the schema doesn't know.
 
+use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::{CompareRequest, LdapResult};
 use ferrodir_proto::schema::matching;
 use ferrodir_proto::ResultCode;
+use ferrodir_shard::eval::{has_class, has_options};
 
 use crate::access::may_read;
 use crate::error::{LdapError, LdapResultOf};
-use crate::op::{parse_dn, text};
+use crate::op::{parse_dn, rootdse, text};
 use crate::resolve::locate;
 use crate::session::OpContext;
 
@@ -26,13 +28,25 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         return Err(LdapError::protocol("empty attribute description"));
     }
     let config = &ctx.worker.config;
-    let target = locate(&ctx.worker, &dn).await?;
-    let record = ctx.worker.fetch(target.id).await?.ok_or_else(|| LdapError::no_such_object(""))?;
+    let entry = target_entry(ctx, &dn).await?;
     let rules = config.rules.get(desc).ok_or_else(|| {
         LdapError::new(ResultCode::UNDEFINED_ATTRIBUTE_TYPE, format!("{desc}: attribute type undefined"))
     })?;
     if !may_read(config, &ctx.identity, &rules.canonical) {
         return Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, ""));
+    }
+    if rules.canonical == "objectclass" {
+        if config.rules.class_lineage(&request.ava.assertion_value).is_none() {
+            return Err(LdapError::new(
+                ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                "objectClass: value invalid per syntax",
+            ));
+        }
+        return Ok(if has_class(&config.rules, &entry, &request.ava.assertion_value) {
+            ResultCode::COMPARE_TRUE
+        } else {
+            ResultCode::COMPARE_FALSE
+        });
     }
     let rule = rules.equality.ok_or_else(|| {
         LdapError::new(ResultCode::INAPPROPRIATE_MATCHING, format!("{desc}: no equality matching rule"))
@@ -40,11 +54,12 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     let assertion = matching::normalize(rule, &request.ava.assertion_value).ok_or_else(|| {
         LdapError::new(ResultCode::INVALID_ATTRIBUTE_SYNTAX, format!("{desc}: value invalid per syntax"))
     })?;
-    let mut values = record
-        .entry
+    let options: Vec<String> = desc.split(';').skip(1).map(str::to_ascii_lowercase).collect();
+    let mut values = entry
         .attrs
         .iter()
         .filter(|a| config.rules.get(&a.name).is_some_and(|r| rules.subtypes.contains(&r.canonical)))
+        .filter(|a| has_options(&a.name, &options))
         .flat_map(|a| a.values.iter())
         .peekable();
     if values.peek().is_none() {
@@ -55,4 +70,36 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     } else {
         Ok(ResultCode::COMPARE_FALSE)
     }
+}
+
+/// The entry a Compare looks at, with the attributes computed at read time: the root DSE
+/// and cn=Subschema come from the router, every other entry from its shard.
+async fn target_entry(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> LdapResultOf<Entry> {
+    let config = &ctx.worker.config;
+    let (user, operational) = if dn.is_root() {
+        rootdse::root_dse(config)
+    } else if dn.normalized() == "cn=subschema" {
+        rootdse::subschema(&config.schema)
+    } else {
+        let target = locate(&ctx.worker, dn).await?;
+        let record = ctx.worker.fetch(target.id).await?.ok_or_else(|| LdapError::no_such_object(""))?;
+        let tree = ctx.worker.tree();
+        let shown = match tree.get(target.id) {
+            Some(node) => node.dn.to_string(),
+            None => tree.dn_of_child(record.parent, &record.rdn),
+        };
+        let mut entry = record.entry.clone();
+        let has_subordinates = if tree.contains(target.id) { "TRUE" } else { "FALSE" };
+        for (name, value) in [
+            ("entryDN", shown.as_str()),
+            ("hasSubordinates", has_subordinates),
+            ("subschemaSubentry", "cn=Subschema"),
+        ] {
+            entry.attrs.push(Attribute::new(name, vec![value.as_bytes().to_vec()]));
+        }
+        return Ok(entry);
+    };
+    let mut entry = user;
+    entry.attrs.extend(operational.attrs);
+    Ok(entry)
 }

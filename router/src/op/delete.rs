@@ -5,17 +5,19 @@ use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::EntryId;
 
-use crate::access::check_write;
+use crate::access::{check_not_anonymous, check_write};
 use crate::coordinator::{DeleteEntry, MaybeDemote};
 use crate::error::LdapResultOf;
-use crate::op::parse_dn;
+use crate::op::{check_writable, parse_dn};
 use crate::resolve::locate;
 use crate::session::OpContext;
 
 pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
     let dn = parse_dn(dn_bytes)?;
-    check_write(&ctx.identity)?;
+    check_writable(&ctx.worker.config, &dn)?;
+    check_not_anonymous(&ctx.identity)?;
     let target = locate(&ctx.worker, &dn).await?;
+    check_write(&ctx.identity)?;
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
     if target.container || name_shard != target.id.shard() {
         return ctx.worker.coordinator.send(DeleteEntry(target)).await?;

@@ -93,6 +93,18 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
     std::str::from_utf8(bytes).map_err(|_| LdapError::protocol("LDAPString is not UTF-8"))
 }
 
+/// Refuses writes to what no naming context of ours holds: the root DSE, cn=Subschema, and
+/// DNs outside every suffix (slapd: unwillingToPerform, "no global superior knowledge").
+pub fn check_writable(
+    config: &crate::config::DirectoryConfig,
+    dn: &ferrodir_proto::Dn,
+) -> Result<(), LdapError> {
+    if dn.is_root() || dn.normalized() == "cn=subschema" || config.suffix_of(dn).is_none() {
+        return Err(LdapError::unwilling("no global superior knowledge"));
+    }
+    Ok(())
+}
+
 /// Parses an LDAPDN, mapping every failure (bad UTF-8 included, as slapd does) to
 /// invalidDNSyntax.
 pub fn parse_dn(bytes: &[u8]) -> Result<ferrodir_proto::Dn, LdapError> {

@@ -6,10 +6,10 @@ use ferrodir_proto::message::ModifyDnRequest;
 use ferrodir_proto::{Rdn, ResultCode};
 use ferrodir_shard::EntryId;
 
-use crate::access::check_write;
+use crate::access::{check_not_anonymous, check_write};
 use crate::coordinator::MoveEntry;
 use crate::error::{LdapError, LdapResultOf};
-use crate::op::{parse_dn, text};
+use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
 use crate::session::OpContext;
 
@@ -17,14 +17,33 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     let dn = parse_dn(&request.entry)?;
     let new_rdn = Rdn::parse(text(&request.newrdn)?).map_err(LdapError::invalid_dn)?;
     let new_superior = request.new_superior.as_deref().map(parse_dn).transpose()?;
-    check_write(&ctx.identity)?;
+    check_writable(&ctx.worker.config, &dn)?;
+    check_not_anonymous(&ctx.identity)?;
+    let config = &ctx.worker.config;
+    if let Some(ava) = new_rdn.avas.iter().find(|a| config.rules.get(&a.attr).is_none()) {
+        return Err(LdapError::invalid_dn(format!("{}: attribute type undefined", ava.attr)));
+    }
     let target = locate(&ctx.worker, &dn).await?;
+    check_write(&ctx.identity)?;
     if target.parent == EntryId::ROOT {
-        return Err(LdapError::unwilling("cannot rename a naming context"));
+        // The suffix entry names a whole naming context (slapd: affectsMultipleDSAs).
+        return Err(LdapError::new(ResultCode::AFFECTS_MULTIPLE_DSAS, "cannot rename a naming context"));
     }
     let new_parent = match &new_superior {
         Some(superior) => {
-            let parent = locate(&ctx.worker, superior).await?;
+            let same_context =
+                config.suffix_of(superior).map(|s| &s.norm) == config.suffix_of(&dn).map(|s| &s.norm);
+            if !same_context {
+                return Err(LdapError::new(
+                    ResultCode::AFFECTS_MULTIPLE_DSAS,
+                    "newSuperior is in another naming context",
+                ));
+            }
+            let parent = locate(&ctx.worker, superior).await.map_err(|mut e| {
+                // slapd names no matchedDN for a missing newSuperior.
+                e.matched_dn.clear();
+                e
+            })?;
             if parent.id == target.id {
                 return Err(LdapError::new(
                     ResultCode::UNWILLING_TO_PERFORM,

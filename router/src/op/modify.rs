@@ -5,15 +5,20 @@ use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::message::{ModifyOperation, ModifyRequest};
 use ferrodir_shard::batch::WriteOp;
 
-use crate::access::check_write;
+use crate::access::{check_not_anonymous, check_write};
+use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
-use crate::op::{parse_dn, text};
+use crate::op::add::canonical_values;
+use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
 use crate::session::OpContext;
+use ferrodir_proto::schema::matching::Rule;
+use ferrodir_proto::ResultCode;
 
 pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()> {
     let dn = parse_dn(&request.object)?;
-    check_write(&ctx.identity)?;
+    check_writable(&ctx.worker.config, &dn)?;
+    check_not_anonymous(&ctx.identity)?;
     let mut changes = Vec::with_capacity(request.changes.len());
     for change in &request.changes {
         let name = text(&change.modification.r#type)?;
@@ -27,12 +32,48 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
             ModifyOperation::Replace => ModOp::Replace,
             ModifyOperation::Increment => ModOp::Increment,
         };
-        let values = change.modification.vals.iter().map(|v| v.to_vec()).collect();
+        let values: Vec<Vec<u8>> = change.modification.vals.iter().map(|v| v.to_vec()).collect();
+        check_change(&ctx.worker.config, op, name, &values)?;
+        let values = canonical_values(&ctx.worker.config, name, values)?;
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let target = locate(&ctx.worker, &dn).await?;
+    check_write(&ctx.identity)?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
         .await?;
+    Ok(())
+}
+
+/// What slapd refuses before touching the entry: increments that aren't one integer on an
+/// integer type (RFC 4525 §3), and deleting values of a type that has no equality rule.
+fn check_change(config: &DirectoryConfig, op: ModOp, name: &str, values: &[Vec<u8>]) -> LdapResultOf<()> {
+    let rules = config.rules.get(name);
+    match op {
+        ModOp::Increment => {
+            let [value] = values else {
+                return Err(LdapError::protocol("increment takes exactly one value"));
+            };
+            if std::str::from_utf8(value).ok().and_then(|v| v.parse::<i64>().ok()).is_none() {
+                return Err(LdapError::new(
+                    ResultCode::INVALID_ATTRIBUTE_SYNTAX,
+                    format!("{name}: value #0 invalid per syntax"),
+                ));
+            }
+            if rules.and_then(|r| r.equality) != Some(Rule::Integer) {
+                return Err(LdapError::new(
+                    ResultCode::CONSTRAINT_VIOLATION,
+                    format!("{name}: increment is only for integer attributes"),
+                ));
+            }
+        }
+        ModOp::Delete if !values.is_empty() && rules.is_some_and(|r| r.equality.is_none()) => {
+            return Err(LdapError::new(
+                ResultCode::INAPPROPRIATE_MATCHING,
+                format!("{name}: no equality matching rule"),
+            ));
+        }
+        _ => {}
+    }
     Ok(())
 }

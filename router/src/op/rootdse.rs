@@ -29,6 +29,8 @@ pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
         attr("subschemaSubentry", &[SUBSCHEMA_DN]),
         attr("vendorName", &["Ferrodir"]),
         attr("vendorVersion", &[config.vendor_version.as_str()]),
+        attr("entryDN", &[""]),
+        attr("structuralObjectClass", &["OpenLDAProotDSE"]),
     ]);
     (user, operational)
 }

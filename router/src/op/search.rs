@@ -178,7 +178,7 @@ async fn serve_special(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible) {
+    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }
