@@ -163,7 +163,7 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         match op {
-            WriteOp::Add { parent, rdn, rdn_norm, mut entry, author } => {
+            WriteOp::Add { parent, rdn, rdn_norm, entry, author } => {
                 if closed(parent) {
                     return Err(ShardError::ParentClosed);
                 }

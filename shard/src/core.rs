@@ -14,6 +14,7 @@ use crate::index::IndexConfig;
 use crate::keys;
 use crate::record::EntryRecord;
 use crate::rules::RuleTable;
+use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
 use ferrodir_proto::schema::Schema;
 
@@ -32,7 +33,7 @@ pub struct ShardCore {
     pub info: ShardInfo,
     engine: Arc<dyn KvEngine>,
     snapshot: RefCell<Arc<dyn KvSnapshot>>,
-    cache: RefCell<HashMap<EntryId, Arc<EntryRecord>>>,
+    cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
 }
 
 impl ShardCore {
@@ -59,24 +60,33 @@ impl ShardCore {
 
     /// An entry by id, from the cache or the last committed snapshot.
     pub fn record(&self, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
-        if let Some(hit) = self.cache.borrow().get(&id) {
-            return Ok(Some(hit.clone()));
-        }
         let snapshot = self.snapshot();
-        self.record_in(snapshot.as_ref(), id)
+        Ok(self.cached(snapshot.as_ref(), id)?.map(|c| c.record.clone()))
     }
 
-    /// An entry by id as of `snapshot`, filling the cache.
+    /// An entry by id as of `snapshot`.
     pub fn record_in(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
+        Ok(self.cached(snapshot, id)?.map(|c| c.record.clone()))
+    }
+
+    /// An entry and its encoded segments, from the cache or `snapshot`. Only reads from the
+    /// current snapshot fill the cache: a search pinned to an older one must not put an old
+    /// version of an entry back after a commit replaced it.
+    pub fn cached(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<Cached>>> {
         if let Some(hit) = self.cache.borrow().get(&id) {
             return Ok(Some(hit.clone()));
         }
         let Some(bytes) = snapshot.get(&keys::entry(id))? else {
             return Ok(None);
         };
-        let record = Arc::new(EntryRecord::decode(&bytes)?);
-        self.cache_put(id, record.clone());
-        Ok(Some(record))
+        let cached = Arc::new(Cached::new(Arc::new(EntryRecord::decode(&bytes)?)));
+        let current = self.snapshot.borrow();
+        let is_current = std::ptr::addr_eq(Arc::as_ptr(&current), snapshot as *const dyn KvSnapshot);
+        drop(current);
+        if is_current {
+            self.cache_insert(id, cached.clone());
+        }
+        Ok(Some(cached))
     }
 
     /// The id named by (`parent`, `rdn_norm`) in this shard's DN→ID index.
@@ -131,7 +141,12 @@ impl ShardCore {
         Ok(out)
     }
 
+    /// Caches the committed version of an entry (after a commit).
     pub fn cache_put(&self, id: EntryId, record: Arc<EntryRecord>) {
+        self.cache_insert(id, Arc::new(Cached::new(record)));
+    }
+
+    fn cache_insert(&self, id: EntryId, cached: Arc<Cached>) {
         let mut cache = self.cache.borrow_mut();
         if cache.len() >= self.info.entry_cache_entries_max && !cache.contains_key(&id) {
             // Evict an arbitrary entry: no recency bookkeeping on the hit path.
@@ -140,7 +155,7 @@ impl ShardCore {
             }
         }
         if self.info.entry_cache_entries_max > 0 {
-            cache.insert(id, record);
+            cache.insert(id, cached);
         }
     }
 

@@ -11,6 +11,7 @@
 //!   thread that syncs each batch.
 //! - [`actor`]: the shard actor and its messages.
 //! - [`search`], [`eval`]: running a search on this shard and streaming the matches.
+//! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
 //! - [`modify`]: applying a Modify's changes to an entry.
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
@@ -29,6 +30,7 @@ pub mod modify;
 pub mod record;
 pub mod rules;
 pub mod search;
+pub mod segments;
 pub mod skeleton;
 pub mod stamp;
 pub mod storage;

@@ -12,24 +12,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrodir_proto::entry::base_name_lower;
 use ferrodir_proto::filter::Filter;
-use ferrodir_proto::message::{
-    encode_message, LdapMessage, OctetString, PartialAttribute, ProtocolOp, SearchResultEntry,
-};
 use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
 use crate::core::ShardCore;
-use crate::error::{ShardError, ShardResult};
+use crate::error::ShardResult;
 use crate::eval;
 use crate::id::EntryId;
 use crate::index::{assertion_grams, ordering_key, IndexKind};
 use crate::keys;
 use crate::record::EntryRecord;
 use crate::rules::{equality_key, RuleTable};
+use crate::segments::{self, Cached};
 use crate::skeleton::Skeleton;
-use crate::stamp::STORED_OPERATIONAL;
 use crate::storage::KvSnapshot;
 
 const CHUNK_ENTRIES_MAX: usize = 64;
@@ -175,14 +171,15 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
         if task.cancel.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let Some(record) = core.record_in(snapshot.as_ref(), id)? else {
+        let Some(cached) = core.cached(snapshot.as_ref(), id)? else {
             continue;
         };
-        if !in_scope(&task.tree, task.scope, id, &record) {
+        let record = &cached.record;
+        if !in_scope(&task.tree, task.scope, id, record) {
             continue;
         }
         let matched = if needs_computed || needs_dn {
-            let dn_text = entry_dn(&task.tree, id, &record);
+            let dn_text = entry_dn(&task.tree, id, record);
             let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
             if needs_computed {
                 let mut entry = record.entry.clone();
@@ -199,7 +196,7 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
         if !matched {
             continue;
         }
-        let pdu = encode_entry(&core.info.rules, task, id, &record)?;
+        let pdu = encode_entry(rules, task, id, &cached);
         chunk_bytes += pdu.len();
         chunk.push(pdu);
         if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
@@ -389,53 +386,31 @@ fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'sta
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
-fn encode_entry(
-    rules: &RuleTable,
-    task: &SearchTask,
-    id: EntryId,
-    record: &EntryRecord,
-) -> ShardResult<Bytes> {
+fn encode_entry(rules: &RuleTable, task: &SearchTask, id: EntryId, cached: &Cached) -> Bytes {
     let sel = &task.attrs;
+    let record = &cached.record;
     let dn = entry_dn(&task.tree, id, record);
-    let mut attributes = Vec::new();
-    for attr in &record.entry.attrs {
-        let (name, operational) = match rules.get(&attr.name) {
-            Some(r) => (r.canonical.clone(), r.operational),
-            None => {
-                let name = base_name_lower(&attr.name);
-                let operational = STORED_OPERATIONAL.contains(&name.as_str());
-                (name, operational)
-            }
-        };
-        let wanted = if operational {
-            sel.wants_operational(&name) || sel.wants_with_options(&name, &attr.name)
+    let mut attributes = Vec::with_capacity(256);
+    for segment in cached.segments(rules) {
+        let wanted = if segment.operational {
+            sel.wants_operational(&segment.canonical)
+                || sel.wants_with_options(&segment.canonical, &segment.description)
         } else {
-            sel.wants_user(&name, &attr.name)
+            sel.wants_user(&segment.canonical, &segment.description)
         };
-        if !wanted {
-            continue;
+        if wanted {
+            attributes.extend_from_slice(if sel.types_only {
+                &segment.types_only
+            } else {
+                &segment.with_values
+            });
         }
-        let vals = if sel.types_only {
-            Vec::new()
-        } else {
-            attr.values.iter().map(|v| OctetString::from(v.as_slice())).collect()
-        };
-        attributes.push(PartialAttribute { r#type: OctetString::from(attr.name.as_bytes()), vals });
     }
     for (name, value) in computed_attributes(&task.tree, id, &dn) {
-        let value = OctetString::from(value);
         if sel.wants_operational(&name.to_ascii_lowercase()) {
-            let vals = if sel.types_only { Vec::new() } else { vec![value] };
-            attributes.push(PartialAttribute { r#type: OctetString::from_static(name.as_bytes()), vals });
+            let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
+            attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }
     }
-    let message = LdapMessage {
-        message_id: task.message_id,
-        protocol_op: ProtocolOp::SearchResultEntry(SearchResultEntry {
-            object_name: OctetString::from(dn.into_bytes()),
-            attributes,
-        }),
-        controls: None,
-    };
-    encode_message(&message).map(Bytes::from).map_err(|e| ShardError::Unavailable(format!("encode: {e}")))
+    Bytes::from(segments::search_result_entry(task.message_id, dn.as_bytes(), &attributes))
 }

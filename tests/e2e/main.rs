@@ -7,3 +7,4 @@ mod harness;
 mod ops;
 mod persistence;
 mod raw;
+mod semantics;

@@ -36,7 +36,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     check_write(&ctx.identity)?;
     let mut entry = build_entry(&request, &ctx.worker.config)?;
     if let Some(named_by) = dn.rdns.first() {
-        add_rdn_values(&ctx.worker.config, &mut entry, named_by);
+        add_rdn_values(&ctx.worker.config, &mut entry, named_by)?;
     }
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
@@ -109,14 +109,30 @@ pub fn reject_no_user_modification(config: &DirectoryConfig, name: &str) -> Ldap
     Ok(())
 }
 
-/// slapd adds the RDN's values to an entry that lacks them (RFC 4512 §2.3.1 requires them).
-fn add_rdn_values(config: &DirectoryConfig, entry: &mut Entry, rdn: &ferrodir_proto::Rdn) {
+/// slapd adds the RDN's values to an entry that lacks them (RFC 4512 §2.3.1 requires them),
+/// unless the naming attribute is operational or single-valued with another value already.
+fn add_rdn_values(
+    config: &DirectoryConfig,
+    entry: &mut Entry,
+    rdn: &ferrodir_proto::Rdn,
+) -> LdapResultOf<()> {
+    let naming = |message: String| LdapError::new(ResultCode::NAMING_VIOLATION, message);
     for ava in &rdn.avas {
+        let Some(attr_type) = config.schema.attribute(&ava.attr) else { continue };
+        if attr_type.is_operational() {
+            return Err(naming(format!("naming attribute '{}' is operational", ava.attr)));
+        }
         let key = value_key(&config.rules, &ava.attr, &ava.value);
         match find_attr(&config.rules, entry, &ava.attr) {
             Some(index) => {
                 let attr = &mut entry.attrs[index];
                 if !attr.values.iter().any(|v| value_key(&config.rules, &ava.attr, v) == key) {
+                    if attr_type.single_value {
+                        return Err(naming(format!(
+                            "value of single-valued naming attribute '{}' conflicts with value present in entry",
+                            ava.attr
+                        )));
+                    }
                     attr.values.push(ava.value.clone());
                 }
             }
@@ -125,6 +141,7 @@ fn add_rdn_values(config: &DirectoryConfig, entry: &mut Entry, rdn: &ferrodir_pr
             }
         }
     }
+    Ok(())
 }
 
 /// Values as slapd stores them: objectClass values by the class's own name (`2.5.6.6` is
