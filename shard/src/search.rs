@@ -153,20 +153,71 @@ pub async fn run_search(core: Rc<ShardCore>, task: SearchTask) {
     let _ = task.sink.send(SearchChunk::Done { shard, result }).await;
 }
 
+/// What a search asks of each entry, shared by the streaming path and the inline base path.
+pub struct Query<'a> {
+    pub message_id: u32,
+    pub tree: &'a Skeleton,
+    pub filter: &'a Filter,
+    pub attrs: &'a AttrSelection,
+}
+
+/// Whether the filter needs the computed attributes or the DN before it can be evaluated.
+fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
+    let needs_computed = eval::mentions(filter, &|desc, _| {
+        std::str::from_utf8(desc)
+            .ok()
+            .and_then(|d| rules.get(d))
+            .is_some_and(|r| COMPUTED.contains(&r.canonical.as_str()))
+    });
+    let needs_dn = eval::mentions(filter, &|_, dn_attributes| dn_attributes);
+    (needs_computed, needs_dn)
+}
+
+/// Evaluates the filter on one entry, putting together only what the filter needs.
+fn entry_matches(
+    rules: &RuleTable,
+    query: &Query,
+    needs: (bool, bool),
+    id: EntryId,
+    record: &EntryRecord,
+) -> bool {
+    let (needs_computed, needs_dn) = needs;
+    if !needs_computed && !needs_dn {
+        return eval::matches(rules, query.filter, &record.entry, None);
+    }
+    let dn_text = entry_dn(query.tree, id, record);
+    let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
+    if !needs_computed {
+        return eval::matches(rules, query.filter, &record.entry, dn.as_ref());
+    }
+    let mut entry = record.entry.clone();
+    for (name, value) in computed_attributes(query.tree, id, &dn_text) {
+        entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
+    }
+    eval::matches(rules, query.filter, &entry, dn.as_ref())
+}
+
+/// A base-scope search of an entry of this shard, answered inline by the caller on the
+/// shard's own thread: no task, no channel. The common lookup takes this path.
+pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<Option<Bytes>> {
+    let snapshot = core.snapshot();
+    let Some(cached) = core.cached(snapshot.as_ref(), id)? else { return Ok(None) };
+    let rules = &core.info.rules;
+    if !entry_matches(rules, query, filter_needs(rules, query.filter), id, &cached.record) {
+        return Ok(None);
+    }
+    Ok(Some(encode_entry(rules, query, id, &cached)))
+}
+
 async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> {
     let snapshot = core.snapshot();
     let candidates = candidates(core, snapshot.as_ref(), task)?;
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
     let rules = &core.info.rules;
-    // Computed attributes and the DN are only put together for filters that need them.
-    let needs_computed = eval::mentions(&task.filter, &|desc, _| {
-        std::str::from_utf8(desc)
-            .ok()
-            .and_then(|d| rules.get(d))
-            .is_some_and(|r| COMPUTED.contains(&r.canonical.as_str()))
-    });
-    let needs_dn = eval::mentions(&task.filter, &|_, dn_attributes| dn_attributes);
+    let query =
+        Query { message_id: task.message_id, tree: &task.tree, filter: &task.filter, attrs: &task.attrs };
+    let needs = filter_needs(rules, &task.filter);
     for id in candidates {
         if task.cancel.load(Ordering::Relaxed) {
             return Ok(());
@@ -175,28 +226,10 @@ async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> 
             continue;
         };
         let record = &cached.record;
-        if !in_scope(&task.tree, task.scope, id, record) {
+        if !in_scope(&task.tree, task.scope, id, record) || !entry_matches(rules, &query, needs, id, record) {
             continue;
         }
-        let matched = if needs_computed || needs_dn {
-            let dn_text = entry_dn(&task.tree, id, record);
-            let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
-            if needs_computed {
-                let mut entry = record.entry.clone();
-                for (name, value) in computed_attributes(&task.tree, id, &dn_text) {
-                    entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
-                }
-                eval::matches(rules, &task.filter, &entry, dn.as_ref())
-            } else {
-                eval::matches(rules, &task.filter, &record.entry, dn.as_ref())
-            }
-        } else {
-            eval::matches(rules, &task.filter, &record.entry, None)
-        };
-        if !matched {
-            continue;
-        }
-        let pdu = encode_entry(rules, task, id, &cached);
+        let pdu = encode_entry(rules, &query, id, &cached);
         chunk_bytes += pdu.len();
         chunk.push(pdu);
         if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
@@ -386,10 +419,10 @@ fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'sta
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
-fn encode_entry(rules: &RuleTable, task: &SearchTask, id: EntryId, cached: &Cached) -> Bytes {
-    let sel = &task.attrs;
+fn encode_entry(rules: &RuleTable, query: &Query, id: EntryId, cached: &Cached) -> Bytes {
+    let sel = query.attrs;
     let record = &cached.record;
-    let dn = entry_dn(&task.tree, id, record);
+    let dn = entry_dn(query.tree, id, record);
     let mut attributes = Vec::with_capacity(256);
     for segment in cached.segments(rules) {
         let wanted = if segment.operational {
@@ -406,11 +439,11 @@ fn encode_entry(rules: &RuleTable, task: &SearchTask, id: EntryId, cached: &Cach
             });
         }
     }
-    for (name, value) in computed_attributes(&task.tree, id, &dn) {
+    for (name, value) in computed_attributes(query.tree, id, &dn) {
         if sel.wants_operational(&name.to_ascii_lowercase()) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }
     }
-    Bytes::from(segments::search_result_entry(task.message_id, dn.as_bytes(), &attributes))
+    Bytes::from(segments::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
 }

@@ -31,7 +31,8 @@ pub struct ContainerNode {
 pub struct Skeleton {
     pub version: u64,
     nodes: HashMap<EntryId, ContainerNode>,
-    by_name: HashMap<(EntryId, String), EntryId>,
+    /// parent → normalised RDN → child container: looked up by `&str`, no allocation.
+    by_name: HashMap<EntryId, HashMap<String, EntryId>>,
     child_containers: HashMap<EntryId, Vec<EntryId>>,
 }
 
@@ -80,7 +81,7 @@ impl Skeleton {
             Some(p) => format!("{},{}", rdn, p.dn).into(),
             None => rdn.clone().into(),
         };
-        self.by_name.insert((parent, rdn_norm.clone()), id);
+        self.by_name.entry(parent).or_default().insert(rdn_norm.clone(), id);
         self.child_containers.entry(parent).or_default().push(id);
         self.nodes.insert(id, ContainerNode { id, parent, rdn, rdn_norm, dn });
     }
@@ -100,7 +101,9 @@ impl Skeleton {
         let mut next = self.clone();
         next.version += 1;
         if let Some(node) = next.nodes.remove(&id) {
-            next.by_name.remove(&(node.parent, node.rdn_norm));
+            if let Some(names) = next.by_name.get_mut(&node.parent) {
+                names.remove(&node.rdn_norm);
+            }
             if let Some(siblings) = next.child_containers.get_mut(&node.parent) {
                 siblings.retain(|c| *c != id);
             }
@@ -138,7 +141,7 @@ impl Skeleton {
     }
 
     pub fn child_named(&self, parent: EntryId, rdn_norm: &str) -> Option<EntryId> {
-        self.by_name.get(&(parent, rdn_norm.to_string())).copied()
+        self.by_name.get(&parent).and_then(|names| names.get(rdn_norm)).copied()
     }
 
     /// Walks normalised names from the top (`names[0]` is the suffix) as far as containers go.
@@ -146,7 +149,7 @@ impl Skeleton {
         let mut deepest = EntryId::ROOT;
         let mut matched = 0;
         for name in names {
-            match self.by_name.get(&(deepest, name.to_string())) {
+            match self.by_name.get(&deepest).and_then(|names| names.get(name)) {
                 Some(&id) => {
                     deepest = id;
                     matched += 1;

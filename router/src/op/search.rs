@@ -12,7 +12,7 @@ use ferrodir_proto::entry::Entry;
 use ferrodir_proto::message::{DerefAliases, LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::eval;
-use ferrodir_shard::search::{AttrSelection, Scope, SearchChunk, SearchTask};
+use ferrodir_shard::search::{base_entry, AttrSelection, Query, Scope, SearchChunk, SearchTask};
 use tokio::sync::mpsc;
 
 use crate::access::{hidden_attributes, Identity};
@@ -57,6 +57,20 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
     };
+    if let Scope::Base(id) = scope {
+        if id.shard() == ctx.worker.index {
+            // The common lookup: the entry lives on this worker's shard. Answer inline.
+            let tree = ctx.worker.tree();
+            let query =
+                Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+            if let Some(pdu) = base_entry(&ctx.worker.local, &query, id)? {
+                if !ctx.cancelled() {
+                    let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
+                }
+            }
+            return Ok(LdapResult::success());
+        }
+    }
     let shards: Vec<usize> = match scope {
         Scope::Base(id) => vec![id.shard()],
         _ => (0..ctx.worker.shard_count()).collect(),
