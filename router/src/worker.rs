@@ -39,7 +39,7 @@ impl Worker {
         config: Arc<DirectoryConfig>,
         tree_cell: Arc<SkeletonCell>,
     ) -> Self {
-        let tree = tree_cell.load();
+        let tree = Arc::new((*tree_cell.load()).clone());
         Self { index, local, shards, coordinator, config, tree_cell, tree_cache: RefCell::new(tree) }
     }
 
@@ -48,12 +48,14 @@ impl Worker {
     }
 
     /// The current skeleton. Re-loaded only when the published version number moved, so the
-    /// common case reads one shared word that nobody writes.
+    /// common case reads one shared word that nobody writes. Each worker keeps its own copy,
+    /// so the reference counting of requests on this worker touches no cache line another
+    /// core writes (only searches fanned out to other shards share it).
     pub fn tree(&self) -> Arc<Skeleton> {
         let published = self.tree_cell.version();
         let mut cached = self.tree_cache.borrow_mut();
         if cached.version != published {
-            *cached = self.tree_cell.load();
+            *cached = Arc::new((*self.tree_cell.load()).clone());
         }
         cached.clone()
     }
