@@ -21,6 +21,7 @@ python3 bench/gen-data.py "$N" > "$OUT/data.ldif"
 cat > "$OUT/ferrodir.toml" <<TOML
 suffixes = ["dc=example,dc=com"]
 shards = ${SHARDS:-2}
+remote_reads = "${REMOTE_READS:-message}"
 example_data = false
 index = ["objectClass eq", "uid,mail,cn eq"]
 [limits]

@@ -23,6 +23,15 @@ impl Suffix {
     }
 }
 
+/// How a worker reads a shard it doesn't own.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum RemoteReads {
+    /// A message to the shard's actor (one hop there and back).
+    Message,
+    /// The shard's last committed snapshot, read on the asking worker's thread.
+    Snapshot,
+}
+
 /// How writes and sensitive reads are decided until real access control exists.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum AccessProfile {
@@ -47,6 +56,9 @@ pub struct DirectoryConfig {
     /// How many search result chunks one search may have queued toward its connection.
     pub search_chunks_in_flight: usize,
     pub vendor_version: String,
+    /// How a worker reads other shards: by message to their actor, or from their
+    /// snapshots directly.
+    pub remote_reads: RemoteReads,
     pub schema: Arc<Schema>,
     /// Matching facts per attribute type, resolved once from `schema`.
     pub rules: Arc<RuleTable>,

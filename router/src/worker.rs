@@ -28,6 +28,10 @@ pub struct Worker {
     pub config: Arc<DirectoryConfig>,
     tree_cell: Arc<SkeletonCell>,
     tree_cache: RefCell<Arc<Skeleton>>,
+    /// With `remote_reads = "snapshot"`: a read-only view of every other shard, read from
+    /// its last committed snapshot on this thread (LMDB-style) instead of by message. No
+    /// entry cache: the owning shard alone knows when its entries change.
+    replicas: Vec<Option<Rc<ShardCore>>>,
 }
 
 impl Worker {
@@ -40,7 +44,38 @@ impl Worker {
         tree_cell: Arc<SkeletonCell>,
     ) -> Self {
         let tree = Arc::new((*tree_cell.load()).clone());
-        Self { index, local, shards, coordinator, config, tree_cell, tree_cache: RefCell::new(tree) }
+        let replicas = Vec::new();
+        Self {
+            index,
+            local,
+            shards,
+            coordinator,
+            config,
+            tree_cell,
+            tree_cache: RefCell::new(tree),
+            replicas,
+        }
+    }
+
+    /// Reads other shards from their snapshots directly (see `replicas`).
+    pub fn with_replicas(mut self, replicas: Vec<Option<Rc<ShardCore>>>) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// The read view of `shard` usable on this thread without a message: the local shard,
+    /// or a replica refreshed to the shard's last commit.
+    pub fn readable(&self, shard: usize) -> LdapResultOf<Option<&ShardCore>> {
+        if shard == self.index {
+            return Ok(Some(&self.local));
+        }
+        match self.replicas.get(shard).and_then(Option::as_ref) {
+            Some(replica) => {
+                replica.refresh_snapshot()?;
+                Ok(Some(replica))
+            }
+            None => Ok(None),
+        }
     }
 
     pub fn shard_count(&self) -> usize {
@@ -67,8 +102,8 @@ impl Worker {
         parent: EntryId,
         rdn_norm: &str,
     ) -> LdapResultOf<Option<EntryId>> {
-        if shard == self.index {
-            return Ok(self.local.lookup_dn(parent, rdn_norm)?);
+        if let Some(view) = self.readable(shard)? {
+            return Ok(view.lookup_dn(parent, rdn_norm)?);
         }
         let addr = self.shard(shard)?;
         Ok(addr.send(Lookup { parent, rdn_norm: rdn_norm.to_string() }).await??)
@@ -76,8 +111,8 @@ impl Worker {
 
     /// Reads an entry from its home shard: a direct call when local.
     pub async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<EntryRecord>>> {
-        if id.shard() == self.index {
-            return Ok(self.local.record(id)?);
+        if let Some(view) = self.readable(id.shard())? {
+            return Ok(view.record(id)?);
         }
         Ok(self.shard(id.shard())?.send(Fetch(id)).await??)
     }

@@ -26,6 +26,9 @@ pub struct Config {
     pub durability: String,
     /// "default" (safe) or "open-read" (slapd with no ACLs).
     pub access: String,
+    /// How a worker reads a shard it doesn't own: "message" (to the shard's actor) or
+    /// "snapshot" (the shard's last committed snapshot, read directly, LMDB-style).
+    pub remote_reads: String,
     /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
     /// Extra schema files in OpenLDAP's `.schema` format, loaded after the standard ones
@@ -79,6 +82,7 @@ impl Default for Config {
             engine: "redb".into(),
             durability: "power-loss".into(),
             access: "default".into(),
+            remote_reads: "message".into(),
             index: vec![
                 "objectClass eq".into(),
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),

@@ -16,6 +16,7 @@ mod manifest;
 mod reindex;
 mod runtime;
 mod store;
+mod verify;
 
 use std::io::BufReader;
 use std::net::SocketAddr;
@@ -58,6 +59,14 @@ enum Command {
         #[arg(long = "continue")]
         keep_going: bool,
         file: PathBuf,
+    },
+    /// Check every shard offline: entries against indices, parent links, schema. Exits
+    /// non-zero on any problem.
+    Verify {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: PathBuf,
     },
     /// Rebuild every index offline (after the index configuration changed).
     Reindex {
@@ -134,6 +143,25 @@ fn main() -> anyhow::Result<()> {
                 report.entries as f64 / seconds.max(1e-9),
                 report.skipped.len()
             );
+            Ok(())
+        }
+        Command::Verify { config, data_dir } => {
+            let config = load_config(config.as_ref())?;
+            init_logging(&config);
+            let store = Store::open(&config, &data_dir)?;
+            let report = verify::verify(&store)?;
+            for problem in &report.problems {
+                println!("problem: {problem}");
+            }
+            println!(
+                "verified {} entries on {} shards: {} problems",
+                report.entries,
+                store.engines.len(),
+                report.problems.len()
+            );
+            if !report.problems.is_empty() {
+                anyhow::bail!("{} problems found; to recover, export what can be read and import it into a new data directory", report.problems.len());
+            }
             Ok(())
         }
         Command::Reindex { config, data_dir } => {

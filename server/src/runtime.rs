@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use anyhow::Context as _;
-use ferrodir_router::config::{AccessProfile, DirectoryConfig, Suffix};
+use ferrodir_router::config::{AccessProfile, DirectoryConfig, RemoteReads, Suffix};
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::intent::IntentLog;
 use ferrodir_router::Worker;
 use ferrodir_shard::actor::ShardActor;
-use ferrodir_shard::core::ShardCore;
+use ferrodir_shard::core::{ShardCore, ShardInfo};
 use ferrodir_shard::skeleton::SkeletonCell;
 use tokio::sync::{oneshot, Semaphore};
 
@@ -56,6 +56,11 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         search_time_max_s: config.limits.search_time_max_s,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
+        remote_reads: match config.remote_reads.as_str() {
+            "message" => RemoteReads::Message,
+            "snapshot" => RemoteReads::Snapshot,
+            other => anyhow::bail!("unknown remote_reads {other:?}: use \"message\" or \"snapshot\""),
+        },
         schema: store.schema.clone(),
         rules: store.rules.clone(),
     })
@@ -110,10 +115,29 @@ pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
         let (tx, rx) = oneshot::channel();
         let (shards, coordinator, directory, cell) =
             (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
+        let replica_sources: Vec<_> = (0..shard_count)
+            .map(|i| {
+                let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
+                // No entry cache in a replica: only the owning shard knows when entries change.
+                wanted.then(|| {
+                    (
+                        ShardInfo { entry_cache_entries_max: 0, ..store.shard_info(i, &config) },
+                        store.engines[i].clone(),
+                    )
+                })
+            })
+            .collect();
         arbiter.spawn(async move {
             let local = LOCAL_SHARD.with(|slot| slot.borrow().clone());
             if let Some(local) = local {
-                let worker = Worker::new(index, local, shards, coordinator, directory, cell);
+                let replicas = replica_sources
+                    .into_iter()
+                    .map(|source| {
+                        source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
+                    })
+                    .collect();
+                let worker =
+                    Worker::new(index, local, shards, coordinator, directory, cell).with_replicas(replicas);
                 WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
             }
             let _ = tx.send(());

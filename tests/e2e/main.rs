@@ -8,3 +8,4 @@ mod ops;
 mod persistence;
 mod raw;
 mod semantics;
+mod verify;

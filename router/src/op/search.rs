@@ -58,12 +58,13 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
     };
     if let Scope::Base(id) = scope {
-        if id.shard() == ctx.worker.index {
-            // The common lookup: the entry lives on this worker's shard. Answer inline.
+        if let Some(view) = ctx.worker.readable(id.shard())? {
+            // The common lookup: the entry is readable on this thread (this worker's shard,
+            // or any shard with remote_reads = "snapshot"). Answer inline.
             let tree = ctx.worker.tree();
             let query =
                 Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
-            if let Some(pdu) = base_entry(&ctx.worker.local, &query, id)? {
+            if let Some(pdu) = base_entry(view, &query, id)? {
                 if !ctx.cancelled() {
                     let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
                 }

@@ -1,0 +1,114 @@
+//! `ferrodir verify`: an offline check of every shard. Entries decode; every index, one-level
+//! and DN→ID key is exactly the set the entries imply; every parent exists and is marked a
+//! container; every entry satisfies the schema. Prints one line per problem and a summary;
+//! the command exits non-zero when anything is wrong.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ferrodir_proto::schema::check::check_entry;
+use ferrodir_proto::Dn;
+use ferrodir_shard::id::shard_for_child;
+use ferrodir_shard::keys;
+use ferrodir_shard::record::EntryRecord;
+use ferrodir_shard::storage::Table;
+use ferrodir_shard::EntryId;
+
+use crate::store::Store;
+
+#[derive(Debug, Default)]
+pub struct Report {
+    pub entries: usize,
+    pub problems: Vec<String>,
+}
+
+/// Checks every shard of `store`.
+pub fn verify(store: &Store) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let mut records: HashMap<EntryId, EntryRecord> = HashMap::new();
+    let mut actual: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); store.engines.len()];
+    for (shard, engine) in store.engines.iter().enumerate() {
+        let snapshot = engine.snapshot()?;
+        snapshot.scan_prefix(&keys::entries_prefix(), &mut |key, value| {
+            match (keys::trailing_id(key), EntryRecord::decode(value)) {
+                (Some(id), Ok(record)) => {
+                    if id.shard() != shard {
+                        report
+                            .problems
+                            .push(format!("shard {shard}: entry {id} belongs to shard {}", id.shard()));
+                    }
+                    records.insert(id, record);
+                }
+                (id, Err(e)) => {
+                    report.problems.push(format!("shard {shard}: entry {id:?} does not decode: {e}"))
+                }
+                (None, _) => report.problems.push(format!("shard {shard}: malformed entry key {key:02x?}")),
+            }
+            true
+        })?;
+        for table in [Table::Dn, Table::Children, Table::Eq, Table::Pres, Table::Sub, Table::Ord] {
+            snapshot.scan_prefix(&keys::table_prefix(table), &mut |key, value| {
+                let mut stored = key.to_vec();
+                if table == Table::Dn {
+                    // The DN→ID record's value is part of what must agree.
+                    stored.push(0xff);
+                    stored.extend_from_slice(value);
+                }
+                actual[shard].insert(stored);
+                true
+            })?;
+        }
+    }
+    report.entries = records.len();
+    let expected = expected_keys(store, &records, &mut report);
+    for (shard, (want, have)) in expected.iter().zip(&actual).enumerate() {
+        for missing in want.difference(have) {
+            report.problems.push(format!("shard {shard}: missing key {}", describe(missing)));
+        }
+        for extra in have.difference(want) {
+            report.problems.push(format!("shard {shard}: key with no entry behind it {}", describe(extra)));
+        }
+    }
+    Ok(report)
+}
+
+/// The keys every shard should hold, from the entries alone; checks parents and schema.
+fn expected_keys(
+    store: &Store,
+    records: &HashMap<EntryId, EntryRecord>,
+    report: &mut Report,
+) -> Vec<BTreeSet<Vec<u8>>> {
+    let shard_count = store.engines.len();
+    let mut expected = vec![BTreeSet::new(); shard_count];
+    for (&id, record) in records {
+        let home = &mut expected[id.shard()];
+        home.extend(store.indexes.keys_for(&store.rules, id, &record.entry));
+        home.insert(keys::child(record.parent, id));
+        let mut dn_key = keys::dn(record.parent, &record.rdn_norm);
+        dn_key.push(0xff);
+        dn_key.extend_from_slice(&id.to_be_bytes());
+        expected[shard_for_child(record.parent, &record.rdn_norm, shard_count)].insert(dn_key);
+        if record.parent != EntryId::ROOT {
+            match records.get(&record.parent) {
+                None => report
+                    .problems
+                    .push(format!("entry {id} ({}): parent {} does not exist", record.rdn, record.parent)),
+                Some(parent) if !parent.is_container() => report.problems.push(format!(
+                    "entry {id} ({}): parent {} is not marked a container",
+                    record.rdn, record.parent
+                )),
+                Some(_) => {}
+            }
+        }
+        let rdn = Dn::parse(&record.rdn).ok().and_then(|dn| dn.rdns.into_iter().next());
+        if let Err(violation) = check_entry(&store.schema, &record.entry, rdn.as_ref()) {
+            report.problems.push(format!("entry {id} ({}): schema: {}", record.rdn, violation.message));
+        }
+    }
+    expected
+}
+
+fn describe(key: &[u8]) -> String {
+    let table = key.first().map(|b| *b as char).unwrap_or('?');
+    let text: String = key[1..].iter().map(|b| if b.is_ascii_graphic() { *b as char } else { '.' }).collect();
+    format!("{table}:{text}")
+}
