@@ -59,6 +59,10 @@ pub struct DirectoryConfig {
     /// How a worker reads other shards: by message to their actor, or from their
     /// snapshots directly.
     pub remote_reads: RemoteReads,
+    /// Every shard's equality-key Bloom filter, to skip shards on equality searches.
+    pub blooms: Vec<Arc<ferrodir_shard::bloom::EqBloom>>,
+    /// Which indices exist and are complete (for the Bloom pruning above).
+    pub indexes: Arc<ferrodir_shard::index::IndexConfig>,
     pub schema: Arc<Schema>,
     /// Matching facts per attribute type, resolved once from `schema`.
     pub rules: Arc<RuleTable>,

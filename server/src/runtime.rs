@@ -63,12 +63,15 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         },
         schema: store.schema.clone(),
         rules: store.rules.clone(),
+        blooms: store.blooms.clone(),
+        indexes: store.indexes.clone(),
     })
 }
 
 /// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
 pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
     let directory = Arc::new(directory_config(&config, &store)?);
+    store.fill_blooms()?;
     let settled = store.settle_containers(&config)?;
     if settled > 0 {
         tracing::info!(settled, "cleared the container flag of entries left without children");

@@ -10,6 +10,7 @@ use ferrodir_shard::core::{ShardCore, ShardInfo};
 use std::collections::HashSet;
 
 use ferrodir_proto::schema::Schema;
+use ferrodir_shard::bloom::EqBloom;
 use ferrodir_shard::index::{IndexConfig, IndexKind};
 use ferrodir_shard::rules::{equality_key, RuleTable};
 
@@ -17,8 +18,8 @@ use crate::reindex::ready_key;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::storage::Mutation;
 use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::storage::{Mutation, Table};
 
 use crate::config::Config;
 use crate::manifest::Manifest;
@@ -29,6 +30,8 @@ pub struct Store {
     pub indexes: Arc<IndexConfig>,
     pub schema: Arc<Schema>,
     pub rules: Arc<RuleTable>,
+    /// Per shard: the equality-key Bloom filter, rebuilt from the index at every open.
+    pub blooms: Vec<Arc<EqBloom>>,
     /// Whether the directory was created by this open.
     pub created: bool,
 }
@@ -98,7 +101,9 @@ impl Store {
             }
         }
         indexes.set_searchable(ready);
-        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, created })
+        // Filled by `fill_blooms` when the server starts, after any initial load.
+        let blooms = engines.iter().map(|_| Arc::new(EqBloom::new())).collect();
+        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, blooms, created })
     }
 
     pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
@@ -109,6 +114,7 @@ impl Store {
             indexes: self.indexes.clone(),
             schema: self.schema.clone(),
             rules: self.rules.clone(),
+            bloom: self.blooms[index].clone(),
         }
     }
 
@@ -139,6 +145,19 @@ impl Store {
             }
         }
         Ok(settled)
+    }
+
+    /// Fills every shard's Bloom filter from its equality postings; run once before serving.
+    pub fn fill_blooms(&self) -> anyhow::Result<()> {
+        for (engine, bloom) in self.engines.iter().zip(&self.blooms) {
+            engine.snapshot()?.scan_prefix(&keys::table_prefix(Table::Eq), &mut |key, _| {
+                if key.len() > 8 {
+                    bloom.insert(&key[..key.len() - 8]);
+                }
+                true
+            })?;
+        }
+        Ok(())
     }
 
     /// Reads every shard's container records and builds the skeleton.

@@ -288,7 +288,15 @@ mod tests {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(index, &rules).unwrap());
-        ShardInfo { index: 0, count: 1, entry_cache_entries_max: 16, indexes, schema, rules }
+        ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache_entries_max: 16,
+            indexes,
+            schema,
+            rules,
+            bloom: Default::default(),
+        }
     }
 
     fn add(name: &str, parent: EntryId) -> Write {

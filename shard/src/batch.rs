@@ -23,7 +23,7 @@ use crate::modify::{apply_changes, find_attr, value_key};
 use crate::record::{EntryRecord, FLAG_CONTAINER};
 use crate::rules::RuleTable;
 use crate::stamp::{stamp_created, stamp_modified, Stamp};
-use crate::storage::Mutation;
+use crate::storage::{Mutation, Table};
 
 /// One write a shard can apply by itself.
 #[derive(Debug, Clone)]
@@ -399,6 +399,10 @@ fn record_mutations(
         out.push(Mutation { key: gone.clone(), value: None });
     }
     for added in new_keys.difference(&old_keys) {
+        if added.first() == Some(&(Table::Eq as u8)) && added.len() > 8 {
+            // Staged, so possibly not committed yet: the filter may only err towards "maybe".
+            core.info.bloom.insert(&added[..added.len() - 8]);
+        }
         out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
     }
     let old_parent = old.map(|r| r.parent);

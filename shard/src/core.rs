@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::bloom::EqBloom;
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::index::IndexConfig;
@@ -27,6 +28,8 @@ pub struct ShardInfo {
     pub indexes: Arc<IndexConfig>,
     pub schema: Arc<Schema>,
     pub rules: Arc<RuleTable>,
+    /// This shard's equality-key Bloom filter, read by every worker.
+    pub bloom: Arc<EqBloom>,
 }
 
 pub struct ShardCore {

@@ -5,6 +5,7 @@
 //! - [`storage`]: the byte-level storage trait and its engines (redb default, sled).
 //! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk.
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
+//! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.
 //! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
 //! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
@@ -18,6 +19,7 @@
 
 pub mod actor;
 pub mod batch;
+pub mod bloom;
 pub mod codec;
 pub mod commit;
 pub mod core;

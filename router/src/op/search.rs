@@ -9,13 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrodir_proto::entry::Entry;
+use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{DerefAliases, LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::eval;
+use ferrodir_shard::index::IndexKind;
+use ferrodir_shard::keys;
+use ferrodir_shard::rules::equality_key;
 use ferrodir_shard::search::{base_entry, AttrSelection, Query, Scope, SearchChunk, SearchTask};
 use tokio::sync::mpsc;
 
 use crate::access::{hidden_attributes, Identity};
+use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, rootdse};
 use crate::resolve::{locate, Located};
@@ -74,8 +79,17 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     }
     let shards: Vec<usize> = match scope {
         Scope::Base(id) => vec![id.shard()],
-        _ => (0..ctx.worker.shard_count()).collect(),
+        _ => match equality_key_of(config, &request.filter) {
+            // Only the shards whose filter may hold the value (and so the matches).
+            Some(key) => {
+                (0..ctx.worker.shard_count()).filter(|s| config.blooms[*s].may_contain(&key)).collect()
+            }
+            None => (0..ctx.worker.shard_count()).collect(),
+        },
     };
+    if shards.is_empty() {
+        return Ok(LdapResult::success());
+    }
     let size_limit = limit(request.size_limit, config.search_entries_max, &ctx.identity);
     let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
     let capacity = config.search_chunks_in_flight.max(1) * shards.len();
@@ -221,4 +235,26 @@ async fn deref_base(ctx: &OpContext, mut target: Located) -> LdapResultOf<Locate
             .map_err(|_| LdapError::new(ResultCode::ALIAS_PROBLEM, "aliasedObjectName names no entry"))?;
     }
     Err(LdapError::new(ResultCode::ALIAS_DEREFERENCING_PROBLEM, "alias loop"))
+}
+
+/// The equality posting prefix a filter requires of every match: the filter itself, or one
+/// part of an AND, being an equality on a type with a complete equality index. Shards
+/// whose Bloom filter lacks it hold no match.
+fn equality_key_of(config: &DirectoryConfig, filter: &Filter) -> Option<Vec<u8>> {
+    match filter {
+        Filter::EqualityMatch(ava) => {
+            let rules = config.rules.get(std::str::from_utf8(&ava.attribute_desc).ok()?)?;
+            if rules.subtypes.len() > 1 || !config.indexes.usable(&rules.canonical, IndexKind::Equality) {
+                return None;
+            }
+            let value = if rules.canonical == "objectclass" {
+                config.rules.class_lineage(&ava.assertion_value)?.first()?.as_bytes().to_vec()
+            } else {
+                equality_key(rules, &ava.assertion_value)?
+            };
+            Some(keys::eq_prefix(&rules.canonical, &value))
+        }
+        Filter::And(parts) => parts.iter().find_map(|part| equality_key_of(config, part)),
+        _ => None,
+    }
 }
