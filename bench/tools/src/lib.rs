@@ -1,0 +1,25 @@
+//! Benchmark tools for Ferrodir. They speak raw BER over TCP (framed with
+//! [`ferrodir_proto::frame::check_frame`], encoded with [`ferrodir_proto::message`]) so that
+//! the tools themselves cost as little per operation as possible.
+//!
+//! # Layout
+//! - [`wire`]: the few BER helpers both tools need on their hot path: read a whole
+//!   message's ID and operation tag without decoding it, and write a message around
+//!   pre-encoded operation bytes.
+//! - [`responder`]: `ldap-null-responder`, a server that does no directory work at all and
+//!   answers every request with a canned success; the ceiling a load generator and loopback
+//!   TCP reach on this machine.
+//! - [`latency`]: `ldap-latency`, a closed-loop client that measures per-operation latency
+//!   into an HDR histogram; [`template`] renders the entry names it asks for and
+//!   [`xorshift`] picks them, deterministically.
+//! - [`error`]: the crate's one error type.
+//! - `bin/`: the two command lines; they only parse arguments and call the library.
+
+pub mod error;
+pub mod latency;
+pub mod responder;
+pub mod template;
+pub mod wire;
+pub mod xorshift;
+
+pub use error::Error;
