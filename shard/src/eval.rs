@@ -47,19 +47,7 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&D
         Filter::ApproxMatch(ava) => {
             let target = target(rules, &ava.attribute_desc)?;
             let rule = target.rules.equality?;
-            let mut undefined = false;
-            for value in values_of(rules, entry, &target) {
-                match approx(rule, value, &ava.assertion_value) {
-                    Some(true) => return Some(true),
-                    None => undefined = true,
-                    Some(false) => {}
-                }
-            }
-            if undefined {
-                None
-            } else {
-                Some(false)
-            }
+            any_value(values_of(rules, entry, &target).map(|value| approx(rule, value, &ava.assertion_value)))
         }
         Filter::GreaterOrEqual(ava) => {
             ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, true)
@@ -190,19 +178,10 @@ pub fn has_class(rules: &RuleTable, entry: &Entry, class: &[u8]) -> bool {
 fn ordering(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8], greater: bool) -> Option<bool> {
     let target = target(rules, desc)?;
     let rule = target.rules.ordering?;
-    let mut undefined = false;
-    for value in values_of(rules, entry, &target) {
-        match matching::compare(rule, value, assertion) {
-            Some(order) if (order.is_ge() && greater) || (order.is_le() && !greater) => return Some(true),
-            Some(_) => {}
-            None => undefined = true,
-        }
-    }
-    if undefined {
-        None
-    } else {
-        Some(false)
-    }
+    any_value(values_of(rules, entry, &target).map(|value| {
+        matching::compare(rule, value, assertion)
+            .map(|order| if greater { order.is_ge() } else { order.is_le() })
+    }))
 }
 
 fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
@@ -218,9 +197,18 @@ fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option
             Substring::Final(v) => final_ = Some(v.as_ref()),
         }
     }
+    any_value(
+        values_of(rules, entry, &target)
+            .map(|value| matching::substrings_match(rule, value, initial, &any, final_)),
+    )
+}
+
+/// RFC 4511 §4.5.1.7: TRUE if some value matches, else Undefined if some value couldn't be
+/// evaluated, else FALSE.
+fn any_value(results: impl Iterator<Item = Option<bool>>) -> Option<bool> {
     let mut undefined = false;
-    for value in values_of(rules, entry, &target) {
-        match matching::substrings_match(rule, value, initial, &any, final_) {
+    for result in results {
+        match result {
             Some(true) => return Some(true),
             None => undefined = true,
             Some(false) => {}

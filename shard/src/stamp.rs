@@ -57,19 +57,10 @@ impl Stamp {
     }
 }
 
-/// `YYYYMMDDHHMMSS` of a Unix time (UTC), by the days-from-civil algorithm in reverse.
+/// `YYYYMMDDHHMMSS` of a Unix time (UTC).
 fn civil_time(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
+    let (year, month, day) = ferrodir_proto::schema::syntax::civil_from_days((seconds / 86_400) as i64);
     let secs_of_day = seconds % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}{month:02}{day:02}{:02}{:02}{:02}",
         secs_of_day / 3600,

@@ -494,8 +494,9 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// The inverse of [`days_from_civil`]: (year, month, day) of a count of days since
+/// 1970-01-01. Also used to print generalized times (`shard::stamp`).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let days = days + 719_468;
     let era = days.div_euclid(146_097);
     let day_of_era = days - era * 146_097;
