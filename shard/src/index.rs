@@ -228,10 +228,15 @@ pub fn assertion_grams(
         piece.push(FINAL_MARK);
         pieces.push(piece);
     }
-    let mut out: Vec<Vec<u8>> =
-        pieces.iter().flat_map(|p| grams(p).map(<[u8]>::to_vec).collect::<Vec<_>>()).collect();
-    out.sort();
-    out.dedup();
+    // In piece order (the search tries the last, usually rarest, grams first), no repeats.
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for piece in &pieces {
+        for gram in grams(piece) {
+            if !out.iter().any(|g| g.as_slice() == gram) {
+                out.push(gram.to_vec());
+            }
+        }
+    }
     out
 }
 

@@ -278,6 +278,33 @@ fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) ->
     }
 }
 
+/// A substring gram with more postings than this is too common to narrow a search.
+const GRAM_POSTINGS_MAX: usize = 256;
+/// A candidate set this small is evaluated directly rather than narrowed further.
+const CANDIDATES_SMALL: usize = 64;
+
+/// The postings under `prefix`, or None if there are more than [`GRAM_POSTINGS_MAX`]
+/// (the scan stops there).
+fn postings_capped(
+    _core: &ShardCore,
+    snapshot: &dyn KvSnapshot,
+    prefix: &[u8],
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let mut ids = BTreeSet::new();
+    let mut too_many = false;
+    snapshot.scan_prefix(prefix, &mut |key, _| {
+        if ids.len() >= GRAM_POSTINGS_MAX {
+            too_many = true;
+            return false;
+        }
+        if let Some(id) = keys::trailing_id(key) {
+            ids.insert(id);
+        }
+        true
+    })?;
+    Ok((!too_many).then_some(ids))
+}
+
 /// Candidate ids from the indices, or None if the filter can't use them. Only indices
 /// marked complete are used (see `index`); anything else falls back to the scope's scan.
 fn indexed(
@@ -338,13 +365,26 @@ fn indexed(
             if grams.is_empty() {
                 return Ok(None);
             }
+            // Common grams ("use" of "user 123") match nearly everything: reading their
+            // postings costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with
+            // more than GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to
+            // be rarer, so they are tried first, and a small candidate set ends the search
+            // (the filter is evaluated on every candidate anyway).
             let mut found: Option<BTreeSet<EntryId>> = None;
-            for gram in grams {
-                let ids = postings(&keys::sub_prefix(&attr.canonical, &gram))?;
-                found = Some(match found {
+            for gram in grams.iter().rev() {
+                let Some(ids) = postings_capped(core, snapshot, &keys::sub_prefix(&attr.canonical, gram))?
+                else {
+                    continue;
+                };
+                let narrowed = match found {
                     Some(prev) => prev.intersection(&ids).copied().collect(),
                     None => ids,
-                });
+                };
+                let small = narrowed.len() <= CANDIDATES_SMALL;
+                found = Some(narrowed);
+                if small {
+                    break;
+                }
             }
             Ok(found)
         }

@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# Ferrodir vs OpenLDAP slapd (back-mdb), side by side, same data, same load generator
+# (ldclt from 389-ds-base), on 127.0.0.1 only. See docs/BENCHMARKS.md for every column.
+#
+#   bash bench/run.sh                       # N=10k, all scenarios, 5 interleaved repetitions
+#   bash bench/run.sh --quick               # 1 repetition, 3 scenarios (base, uid-eq, modify)
+#   bash bench/run.sh --sizes 10000,100000  # several data sets, one after the other
+#   bash bench/run.sh --matrix              # also 1..50 client threads, pinned and unpinned
+#   bash bench/run.sh --smoke               # CI: 2000 entries, one read and one modify run
+# Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
+# --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
+# KEEP_DATA=1 keeps the databases and the LDIF in the output folder.
+#
+# The server under test runs on CPU 0 and ldclt on CPU 1 (taskset); runs are interleaved
+# (ferrodir, slapd, responder, ferrodir, ...) so that drift on a shared machine hits all
+# servers alike, and the report gives medians and same-run ratios. Every process started
+# here is stopped by PID on exit, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib/common.sh
+
+ORIG_ARGS="$*"
+SIZES=10000; REPS=5; SAMPLES=1; SHARDS=2; QUICK=0; MATRIX=0; SMOKE=0; INSTALL=1
+SCENARIOS=""; OUT_DIR=""; MATRIX_THREADS=1,2,4,8,16,50
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=1 ;;
+    --matrix) MATRIX=1 ;;
+    --smoke) SMOKE=1 ;;
+    --sizes) SIZES=$2; shift ;;
+    --reps) REPS=$2; shift ;;
+    --samples) SAMPLES=$2; shift ;;
+    --shards) SHARDS=$2; shift ;;
+    --scenarios) SCENARIOS=$2; shift ;;
+    --matrix-threads) MATRIX_THREADS=$2; shift ;;
+    --out) OUT_DIR=$2; shift ;;
+    --no-install) INSTALL=0 ;;
+    -h|--help) sed -n '2,17p' bench/run.sh; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+ALL_SCENARIOS="base,same,rootdse,uid-eq,sub10,bind,modify,add,delete,mixed"
+if [ $SMOKE = 1 ]; then SIZES=2000; REPS=1; SAMPLES=1; SCENARIOS=smoke
+elif [ $QUICK = 1 ]; then REPS=1; SAMPLES=1; SCENARIOS=${SCENARIOS:-base,uid-eq,modify}
+fi
+SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
+CLIENT_THREADS=8
+SERVER_CPU=0; CLIENT_CPU=1
+FD_PORT=${FD_PORT:-13489}; SL_PORT=${SL_PORT:-13490}; NULL_PORT=${NULL_PORT:-13491}
+OUT=${OUT_DIR:-bench/out/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+RAW=$OUT/raw.jsonl; : > "$RAW"
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+
+# --- 1. prerequisites and builds -------------------------------------------------------
+install_missing() {
+  local missing=()
+  command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || missing+=(slapd)
+  command -v ldapsearch >/dev/null || missing+=(ldap-utils)
+  command -v ldclt >/dev/null || missing+=(389-ds-base)
+  command -v strace >/dev/null || missing+=(strace)
+  [ ${#missing[@]} = 0 ] && return 0
+  log "installing ${missing[*]}"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2 || {
+    $sudo apt-get update >&2 && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2; }
+  # The Debian package starts a system slapd on port 389; we never use it, leave it be.
+}
+
+build() {  # the server code may be changing under us: retry a failed build a few times
+  local i
+  for i in 1 2 3 4 5; do
+    cargo build --release --bin ferrodir >&2 2>"$OUT/build.log" && break
+    [ $i = 5 ] && { tail -20 "$OUT/build.log" >&2; log "ferrodir does not build"; exit 1; }
+    log "ferrodir build failed (attempt $i), retrying in 30 s"; sleep 30
+  done
+  TOOLS_DIR=""
+  if [ -f bench/tools/Cargo.toml ] && cargo build --release -p ferrodir-bench >"$OUT/build-tools.log" 2>&1 \
+     && [ -x target/release/ldap-null-responder ] && [ -x target/release/ldap-latency ]; then
+    TOOLS_DIR=$PWD/target/release
+  else
+    log "bench tools not built: responder and latency columns will read n/a (tools not built)"
+  fi
+}
+
+[ $INSTALL = 1 ] && install_missing
+build
+FERRODIR=$PWD/target/release/ferrodir
+
+# --- 3. scenarios ----------------------------------------------------------------------
+# scenario_def NAME N -> SC_ARGS (ldclt arguments), SC_SERVERS, SC_WRITE (1 = count fsyncs)
+uid_mask() { [ "$1" -le 100000 ] && echo XXXXX || echo XXXXXXX; }
+uid_of() { [ "$2" -le 100000 ] && printf 'user%05d' "$1" || printf 'user%07d' "$1"; }
+declare -A ADD_NEXT DEL_NEXT   # per server: next fresh name for adds, next one to delete
+
+scenario_def() {
+  local name=$1 n=$2 mask; mask=$(uid_mask "$n")
+  local auth=(-D "$ROOT_DN" -w "$ROOT_PW") readers="ferrodir slapd null" writers="ferrodir slapd"
+  SC_WRITE=0; SC_SERVERS=$readers
+  case $name in
+    base) SC_ARGS=(-e "esearch,randombase,randombaselow=0,randombasehigh=$((n - 1))" -s base
+                   -f "objectClass=*" -b "uid=user$mask,ou=people,$SUFFIX") ;;
+    same) SC_ARGS=(-e esearch -s base -f "objectClass=*" -b "uid=$(uid_of 42 "$n"),ou=people,$SUFFIX") ;;
+    rootdse) SC_ARGS=(-e esearch -s base -f "objectClass=*" -b "") ;;
+    uid-eq) SC_ARGS=(-e esearch,random -s subtree -b "$SUFFIX" -f "uid=user$mask" -r 0 -R $((n - 1))) ;;
+    sub10)  # "cn=user DDD*", one digit fewer than N-1 has: DDD and DDD0..DDD9, ~11 entries
+      local last=$((n - 1)) digits low high
+      digits=$((${#last} - 1))
+      low=$((10 ** (digits - 1))); high=$((10 ** digits - 1))
+      SC_ARGS=(-e esearch,random -s subtree -b "$SUFFIX" -f "cn=user $(printf 'X%.0s' $(seq $digits))*"
+               -r $low -R $high) ;;
+    bind) SC_ARGS=("${auth[@]}" -e bindeach,bindonly) ;;
+    modify) SC_WRITE=1; SC_SERVERS=$writers
+      SC_ARGS=("${auth[@]}" -e "attreplace=description:XXXXXX,random" -b "ou=people,$SUFFIX"
+               -f "uid=user$mask" -r 0 -R $((n - 1))) ;;
+    add) SC_WRITE=1; SC_SERVERS=$writers ;;     # arguments depend on the server: add_args
+    delete) SC_WRITE=1; SC_SERVERS=$writers ;;  # likewise: delete_args
+    mixed) SC_SERVERS=$writers ;;
+    *) log "unknown scenario $name"; exit 2 ;;
+  esac
+}
+
+# Adds take fresh names cn=benchNNNNNNN from a per-server counter (commoncounter: the 8
+# threads share it); deletes walk the same names from the start, so every delete run
+# removes entries an earlier add run created. -I 32 ignores the noSuchObject of the few
+# names an add run skipped (a counter value whose add was still in flight at the end).
+add_args() {  # KEY [PREFIX]: KEY names the counter pair (the server, or fsync-SERVER)
+  SC_ARGS=(-D "$ROOT_DN" -w "$ROOT_PW" -e add,person,incr,noloop,commoncounter
+           -b "ou=people,$SUFFIX" -f "cn=${2:-bench}XXXXXXX" -r "${ADD_NEXT[$1]:-0}" -R 9999999)
+}
+delete_args() {  # KEY [PREFIX]
+  SC_ARGS=(-D "$ROOT_DN" -w "$ROOT_PW" -I 32 -e delete,incr,noloop,commoncounter
+           -b "ou=people,$SUFFIX" -f "cn=${2:-bench}XXXXXXX" -r "${DEL_NEXT[$1]:-0}" -R $((${ADD_NEXT[$1]:-0} - 1)))
+}
+
+port_of() { case $1 in ferrodir) echo $FD_PORT ;; slapd) echo $SL_PORT ;; null) echo $NULL_PORT ;; esac; }
+pid_of() { case $1 in ferrodir) echo $FERRODIR_PID ;; slapd) echo $SLAPD_PID ;; null) echo "$NULL_PID" ;; esac; }
+
+record() { $UTIL json "$@" >> "$RAW"; }
+
+value_of() {  # key "k=v k=v" -> v
+  local pair; for pair in $2; do [ "${pair%%=*}" = "$1" ] && { echo "${pair#*=}"; return; }; done; echo 0
+}
+
+# run_one N SCENARIO SERVER REP THREADS CPUS(client) PINNED TYPE
+run_one() {
+  local n=$1 sc=$2 server=$3 rep=$4 threads=$5 ccpu=$6 pinned=$7 type=$8
+  local port pid file="$OUT/n$1/ldclt/$2-$3-r$4-t$5-$7.out"
+  port=$(port_of "$server"); pid=$(pid_of "$server")
+  if [ -z "$pid" ]; then
+    record type=$type size=$n scenario=$sc server=$server rep=$rep threads=$threads pinned=$pinned \
+      na="tools not built"
+    return
+  fi
+  case $sc in add) add_args "$server" ;; delete) delete_args "$server" ;; esac
+  ldclt_measure "$file" "$ccpu" "$port" "$pid" "$SAMPLES" "$threads" "${SC_ARGS[@]}"
+  record type=$type size=$n scenario=$sc server=$server rep=$rep threads=$threads pinned=$pinned $MEASURE
+  local total; total=$(value_of ops_total "$MEASURE")
+  # Leave a gap after the names used, for adds still in flight when the sample ended (at
+  # most one per thread); deletes walk the gap and count its noSuchObject as ignored.
+  case $sc in add) ADD_NEXT[$server]=$((ADD_NEXT[$server] + total + 2 * CLIENT_THREADS)) ;;
+              delete) DEL_NEXT[$server]=$((DEL_NEXT[$server] + total)) ;; esac
+  log "  n=$n $sc $server rep $rep t=$threads $pinned: $(value_of ops_per_s "$MEASURE") ops/s errors=$(value_of errors "$MEASURE")"
+}
+
+# Mixed load: 8 search threads and 2 modify threads, two ldclt processes at once.
+run_mixed() {  # N SERVER REP
+  local n=$1 server=$2 rep=$3 port pid before after search modify d="$OUT/n$1/ldclt"
+  port=$(port_of "$server"); pid=$(pid_of "$server")
+  before=$($UTIL cpu "$pid")
+  scenario_def base "$n"; ldclt_start "$d/mixed-search-$server-r$rep.out" $CLIENT_CPU "$port" "$SAMPLES" 8 "${SC_ARGS[@]}"
+  local search_pid=$LDCLT_PID
+  scenario_def modify "$n"; ldclt_start "$d/mixed-modify-$server-r$rep.out" $CLIENT_CPU "$port" "$SAMPLES" 2 "${SC_ARGS[@]}"
+  wait "$search_pid" || true; wait "$LDCLT_PID" || true
+  after=$($UTIL cpu "$pid")
+  search=$($UTIL ldclt "$d/mixed-search-$server-r$rep.out" 2>/dev/null)
+  modify=$($UTIL ldclt "$d/mixed-modify-$server-r$rep.out" 2>/dev/null)
+  record type=run size=$n scenario=mixed server=$server rep=$rep threads=10 pinned=pinned \
+    search_ops_per_s=$(value_of ops_per_s "$search") modify_ops_per_s=$(value_of ops_per_s "$modify") \
+    ops_per_s=$(python3 -c "print($(value_of ops_per_s "$search")+$(value_of ops_per_s "$modify"))") \
+    ops_total=$(( $(value_of ops_total "$search") + $(value_of ops_total "$modify") )) \
+    errors=$(( $(value_of errors "$search") + $(value_of errors "$modify") )) $(cpu_delta "$before" "$after")
+  log "  n=$n mixed $server rep $rep: search $(value_of ops_per_s "$search") modify $(value_of ops_per_s "$modify") ops/s"
+}
+
+# fsync+fdatasync per acknowledged write: strace attached to every thread of the server
+# for one 10-s sample (it slows the server a lot; only the ratio calls/ops is used).
+count_syncs() {  # N SCENARIO SERVER
+  local n=$1 sc=$2 server=$3 port pid file="$OUT/n$1/strace-$2-$3.txt" spid
+  port=$(port_of "$server"); pid=$(pid_of "$server")
+  case $sc in
+    modify) scenario_def modify "$n" ;;
+    add) add_args "fsync-$server" fsync ;;      # names of their own: the pools of the
+    delete) delete_args "fsync-$server" fsync ;;  # timed runs are left as they are
+  esac
+  strace -f -c -e trace=fsync,fdatasync,sync_file_range,msync -p "$pid" -o "$file" 2>/dev/null &
+  spid=$!; track $spid; sleep 1
+  ldclt_measure "$file.ldclt" $CLIENT_CPU "$port" "$pid" 1 $CLIENT_THREADS "${SC_ARGS[@]}"
+  kill -INT "$spid" 2>/dev/null || true; wait "$spid" 2>/dev/null || true
+  local total; total=$(value_of ops_total "$MEASURE")
+  case $sc in add) ADD_NEXT[fsync-$server]=$((${ADD_NEXT[fsync-$server]:-0} + total + 2 * CLIENT_THREADS)) ;; esac
+  record type=fsync size=$n scenario=$sc server=$server ops_total=$total \
+    errors=$(value_of errors "$MEASURE") $($UTIL strace "$file")
+}
+
+latency() {  # N SERVER
+  local n=$1 server=$2 file="$OUT/n$1/latency-$2.json" tmpl
+  if [ -z "$TOOLS_DIR" ] || [ -z "$(pid_of "$server")" ]; then
+    record type=latency size=$n server=$server na="tools not built"; return
+  fi
+  [ "$n" -le 100000 ] && tmpl='uid=user{:05},ou=people,dc=example,dc=com' || tmpl='uid=user{:07},ou=people,dc=example,dc=com'
+  taskset -c $CLIENT_CPU timeout 40 "$TOOLS_DIR/ldap-latency" --url "ldap://127.0.0.1:$(port_of "$server")" \
+    --mode base --base-template "$tmpl" --range "0..$n" --connections $CLIENT_THREADS \
+    --duration-s 10 > "$file" 2>&1 &
+  local lpid=$!; track $lpid; wait $lpid || true
+  echo "{\"type\":\"latency\",\"size\":$n,\"server\":\"$server\",\"result\":$($UTIL latency "$file")}" >> "$RAW"
+}
+
+# --- 2. data and servers, one size at a time -------------------------------------------
+bench_size() {
+  local n=$1 d="$OUT/n$1"
+  mkdir -p "$d/ldclt"
+  log "N=$n: generating data"
+  python3 bench/gen-data.py "$n" > "$d/data.ldif"
+  local entries; entries=$(grep -c '^dn: ' "$d/data.ldif")
+  read -r secs bytes < <(load_ferrodir "$d/ferrodir" "$d/data.ldif" "$n" "$SHARDS")
+  record type=load size=$n server=ferrodir entries=$entries seconds=$secs bytes=$bytes shards=$SHARDS
+  read -r secs bytes < <(load_slapd "$d/slapd" "$d/data.ldif")
+  record type=load size=$n server=slapd entries=$entries seconds=$secs bytes=$bytes
+  log "N=$n: loaded; starting servers on CPU $SERVER_CPU"
+  start_ferrodir "$d/ferrodir" $FD_PORT $SERVER_CPU
+  start_slapd "$d/slapd" $SL_PORT $SERVER_CPU
+  start_null "$d" $NULL_PORT $SERVER_CPU 1
+  warm_read $FD_PORT; warm_read $SL_PORT
+  record type=rss size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID)
+  record type=rss size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID)
+  check_sub10 "$n"
+  ADD_NEXT[ferrodir]=0; ADD_NEXT[slapd]=0; DEL_NEXT[ferrodir]=0; DEL_NEXT[slapd]=0
+
+  if [ "$SCENARIOS" = smoke ]; then smoke "$n"; return; fi
+  local sc rep server
+  for sc in ${SCENARIOS//,/ }; do
+    scenario_def "$sc" "$n"
+    log "N=$n scenario $sc"
+    for rep in $(seq "$REPS"); do
+      for server in $SC_SERVERS; do
+        if [ "$sc" = mixed ]; then run_mixed "$n" "$server" "$rep"
+        else run_one "$n" "$sc" "$server" "$rep" $CLIENT_THREADS $CLIENT_CPU pinned run; fi
+      done
+    done
+  done
+  for server in ferrodir slapd null; do latency "$n" "$server"; done
+  for sc in modify add delete; do
+    case ",$SCENARIOS," in *",$sc,"*) ;; *) continue ;; esac
+    for server in ferrodir slapd; do count_syncs "$n" "$sc" "$server"; done
+  done
+  [ $MATRIX = 1 ] && matrix "$n"
+  stop_all
+  # The databases are large (150 MB at 10k); the measurements do not need them.
+  [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$d/ferrodir/data" "$d/slapd/db" "$d/data.ldif"
+}
+
+# The 10-entry scenario is only honest if both servers return the same ~10 entries.
+check_sub10() {
+  local n=$1 f s
+  scenario_def sub10 "$n"
+  local filter="${SC_ARGS[7]//X/1}"
+  f=$("$LDAPSEARCH" -x -H "ldap://127.0.0.1:$FD_PORT" -b "$SUFFIX" "($filter)" 1.1 | grep -c '^dn:' || true)
+  s=$("$LDAPSEARCH" -x -H "ldap://127.0.0.1:$SL_PORT" -b "$SUFFIX" "($filter)" 1.1 | grep -c '^dn:' || true)
+  record type=check size=$n what="entries matching ($filter)" ferrodir=$f slapd=$s
+  [ "$f" = "$s" ] || log "WARNING: ($filter) gives $f entries on ferrodir, $s on slapd"
+}
+
+# --- 5. the matrix: client threads x pinning, for information ---------------------------
+matrix() {
+  local n=$1 pinned threads sc server
+  for pinned in pinned unpinned; do
+    local cpus=$CLIENT_CPU
+    if [ $pinned = unpinned ]; then
+      cpus=""
+      for server in ferrodir slapd null; do
+        [ -n "$(pid_of $server)" ] && taskset -a -p -c 0,1 "$(pid_of $server)" >/dev/null
+      done
+    fi
+    for threads in ${MATRIX_THREADS//,/ }; do
+      for sc in base same rootdse; do
+        scenario_def "$sc" "$n"
+        for server in ferrodir slapd null; do run_one "$n" "$sc" "$server" 1 "$threads" "$cpus" $pinned matrix; done
+      done
+    done
+  done
+  for server in ferrodir slapd null; do
+    [ -n "$(pid_of $server)" ] && taskset -a -p -c $SERVER_CPU "$(pid_of $server)" >/dev/null
+  done
+}
+
+# --- 7. smoke: both servers at once (it checks answers, not speed) ----------------------
+smoke() {
+  local n=$1 server sc pids=() failed=0
+  for sc in base modify; do
+    scenario_def "$sc" "$n"
+    for server in ferrodir slapd; do
+      ldclt_start "$OUT/n$n/ldclt/smoke-$sc-$server.out" "" "$(port_of $server)" 1 4 "${SC_ARGS[@]}"
+      pids+=($LDCLT_PID)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || true; done; pids=()
+    for server in ferrodir slapd; do
+      local m; m=$($UTIL ldclt "$OUT/n$n/ldclt/smoke-$sc-$server.out" 2>&1 | head -1)
+      record type=run size=$n scenario=$sc server=$server rep=1 threads=4 pinned=unpinned $m
+      if [ "$(value_of errors "$m")" != 0 ] || [ "$(value_of ops_total "$m")" = 0 ]; then
+        log "SMOKE FAIL: $sc on $server: $m"; failed=1
+      else log "smoke ok: $sc on $server: $(value_of ops_per_s "$m") ops/s"; fi
+    done
+  done
+  stop_all
+  [ $failed = 0 ] || { log "smoke test failed; ldclt output in $OUT/n$n/ldclt"; exit 1; }
+}
+
+# --- run -------------------------------------------------------------------------------
+$UTIL json type=meta started="$(date -Is)" host="$(hostname)" cpus="$(nproc)" \
+  ferrodir_version="$($FERRODIR --version 2>/dev/null | head -1 || echo ?)" \
+  slapd_version="$("$SLAPD" -VV 2>&1 | head -1 | sed 's/.*slapd \([0-9.]*\).*/\1/')" \
+  reps=$REPS samples=$SAMPLES shards=$SHARDS scenarios="$SCENARIOS" quick=$QUICK \
+  command="bash bench/run.sh $ORIG_ARGS" tools="${TOOLS_DIR:+built}" >> "$RAW"
+for n in ${SIZES//,/ }; do bench_size "$n"; done
+python3 bench/lib/report.py "$RAW" "$OUT/results.json" "$OUT/results.md"
+cat "$OUT/results.md"
+log "results in $OUT"
