@@ -3,10 +3,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use ldap3::{LdapConn, LdapConnSettings};
 
 pub const ADMIN_DN: &str = "cn=admin,dc=example,dc=com";
 pub const ADMIN_PW: &str = "secret";
@@ -53,10 +56,6 @@ impl Server {
 
     pub fn url(&self) -> String {
         format!("ldap://{}", self.addr)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 
     /// SIGTERM, then wait for a clean exit.
@@ -176,4 +175,31 @@ pub fn tool(name: &str, args: &[&str], stdin: Option<&str>) -> (i32, String, Str
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// How long any one LDAP operation of a test may take.
+pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An `LdapConn` whose every operation carries [`OP_TIMEOUT`]: ldap3's timeout applies to
+/// the next operation only, so `deref_mut` (which every `LdapConn` method goes through,
+/// since they all take `&mut self`) sets it again each time.
+pub struct Client(pub LdapConn);
+
+impl Deref for Client {
+    type Target = LdapConn;
+    fn deref(&self) -> &LdapConn {
+        &self.0
+    }
+}
+
+impl DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut LdapConn {
+        self.0.with_timeout(OP_TIMEOUT)
+    }
+}
+
+/// A connection to `url` whose operations time out.
+pub fn connect_url(url: &str) -> Client {
+    let settings = LdapConnSettings::new().set_conn_timeout(OP_TIMEOUT);
+    Client(LdapConn::with_settings(settings, url).expect("connect"))
 }

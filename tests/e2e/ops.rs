@@ -5,13 +5,12 @@
 //! a bulk add that a subtree search must return in full across the four shards.
 
 use std::collections::{BTreeSet, HashSet};
-use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 use ldap3::exop::WhoAmI;
-use ldap3::{LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry, SearchOptions};
+use ldap3::{LdapResult, Mod, Scope, SearchEntry, SearchOptions};
 
-use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const GROUPS: &str = "ou=groups,dc=example,dc=com";
@@ -20,31 +19,8 @@ const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
 const STAFF: &str = "cn=staff,ou=groups,dc=example,dc=com";
 const EXAMPLE_DNS: [&str; 6] = [BASE, PEOPLE, GROUPS, ALICE, BOB, STAFF];
 
-/// Every operation gets this long; a server that never answers fails the test instead of
-/// hanging it. Generous because tests run in parallel on a small machine in a debug build.
-const OP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// An `LdapConn` whose every operation carries [`OP_TIMEOUT`]: ldap3's timeout applies to
-/// the next operation only, so `deref_mut` (which every `LdapConn` method goes through,
-/// since they all take `&mut self`) sets it again each time.
-struct Client(LdapConn);
-
-impl Deref for Client {
-    type Target = LdapConn;
-    fn deref(&self) -> &LdapConn {
-        &self.0
-    }
-}
-
-impl DerefMut for Client {
-    fn deref_mut(&mut self) -> &mut LdapConn {
-        self.0.with_timeout(OP_TIMEOUT)
-    }
-}
-
 fn connect(server: &Server) -> Client {
-    let settings = LdapConnSettings::new().set_conn_timeout(OP_TIMEOUT);
-    Client(LdapConn::with_settings(settings, &server.url()).expect("connect"))
+    connect_url(&server.url())
 }
 
 fn bound(server: &Server, dn: &str, password: &str) -> Client {

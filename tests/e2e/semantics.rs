@@ -7,49 +7,26 @@
 //! `ferrodir reindex` command; and sizeLimit.
 
 use std::collections::{BTreeSet, HashSet};
-use std::ops::{Deref, DerefMut};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ldap3::{DerefAliases, LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry, SearchOptions};
+use ldap3::{DerefAliases, LdapResult, Mod, Scope, SearchEntry, SearchOptions};
 
-use crate::harness::{binary, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{binary, connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const GROUPS: &str = "ou=groups,dc=example,dc=com";
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
 
-/// Every operation gets this long; a server that never answers fails the test instead of
-/// hanging it. Generous because tests run in parallel in a debug build.
-const OP_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The operational attributes the server keeps or computes (RFC 4512 §3.4, RFC 4530, RFC 5020).
 const OPERATIONAL: &str = "entryUUID entryCSN createTimestamp modifyTimestamp creatorsName \
     modifiersName structuralObjectClass entryDN hasSubordinates subschemaSubentry";
 
-/// An `LdapConn` whose every operation carries [`OP_TIMEOUT`] (as in `ops.rs`: ldap3's
-/// timeout applies to the next operation only, and every method goes through `deref_mut`).
-struct Client(LdapConn);
-
-impl Deref for Client {
-    type Target = LdapConn;
-    fn deref(&self) -> &LdapConn {
-        &self.0
-    }
-}
-
-impl DerefMut for Client {
-    fn deref_mut(&mut self) -> &mut LdapConn {
-        self.0.with_timeout(OP_TIMEOUT)
-    }
-}
-
 fn connect(url: &str) -> Client {
-    let settings = LdapConnSettings::new().set_conn_timeout(OP_TIMEOUT);
-    Client(LdapConn::with_settings(settings, url).expect("connect"))
+    connect_url(url)
 }
 
 fn admin(url: &str) -> Client {
