@@ -82,7 +82,7 @@ impl Default for Config {
             engine: "redb".into(),
             durability: "power-loss".into(),
             access: "default".into(),
-            remote_reads: "message".into(),
+            remote_reads: "snapshot".into(),
             index: vec![
                 "objectClass eq".into(),
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),

@@ -19,6 +19,9 @@ pub const BASE: &str = "dc=example,dc=com";
 /// machine exercises the cross-shard paths.
 pub const TEST_CONFIG: &str = r#"
 shards = 4
+# The default is "snapshot" (covered by the conformance test); these tests take the
+# message path to other shards.
+remote_reads = "message"
 suffixes = ["dc=example,dc=com"]
 root_dn = "cn=admin,dc=example,dc=com"
 root_password = "secret"
