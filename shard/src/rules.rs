@@ -65,6 +65,9 @@ impl RuleTable {
             by_name.insert(attr.oid.to_ascii_lowercase(), rules.clone());
             for name in &attr.names {
                 by_name.insert(name.to_ascii_lowercase(), rules.clone());
+                // Also as spelled: stored attributes use the schema's spelling
+                // (`objectClass`), so filter evaluation finds them without lowercasing.
+                by_name.insert(name.clone(), rules.clone());
             }
         }
         let mut classes = HashMap::new();
@@ -103,10 +106,12 @@ impl RuleTable {
     /// The rules of an attribute description (`cn`, `commonName`, `2.5.4.3`, `cn;lang-en`).
     pub fn get(&self, description: &str) -> Option<&Arc<AttrRules>> {
         let base = description.split(';').next().unwrap_or("");
-        if base.bytes().any(|b| b.is_ascii_uppercase()) {
-            self.by_name.get(&base.to_ascii_lowercase())
-        } else {
-            self.by_name.get(base)
+        match self.by_name.get(base) {
+            Some(found) => Some(found),
+            None if base.bytes().any(|b| b.is_ascii_uppercase()) => {
+                self.by_name.get(&base.to_ascii_lowercase())
+            }
+            None => None,
         }
     }
 
