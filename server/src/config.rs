@@ -38,6 +38,8 @@ pub struct Config {
     pub example_data: bool,
     pub limits: Limits,
     pub log: Log,
+    /// Fault injection for the crash tests; never set in production.
+    pub testing: Testing,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -59,6 +61,17 @@ pub struct Limits {
     pub write_timeout_s: u64,
     /// How long shutdown waits for connections to finish.
     pub shutdown_grace_s: u64,
+}
+
+/// Switches for the crash tests (tests/crash). Both default to off.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Testing {
+    /// Keep every unsynced write in process memory, so that SIGKILL acts as a power cut.
+    pub simulate_power_cut: bool,
+    /// Acknowledge writes without syncing: a deliberately broken server, used to prove that
+    /// the crash test catches lost acknowledged writes.
+    pub ack_before_sync: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -92,6 +105,7 @@ impl Default for Config {
             example_data: true,
             limits: Limits::default(),
             log: Log::default(),
+            testing: Testing::default(),
         }
     }
 }

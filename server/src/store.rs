@@ -60,6 +60,14 @@ pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
 impl Store {
     pub fn open(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
+        let testing = &config.testing;
+        ferrodir_shard::storage::powercut::set_test_modes(
+            testing.simulate_power_cut,
+            testing.ack_before_sync,
+        );
+        if testing.simulate_power_cut || testing.ack_before_sync {
+            tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
+        }
         std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {

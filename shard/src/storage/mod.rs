@@ -7,6 +7,7 @@
 //! the engine promises ([`EngineKind::durability_promise`]). redb syncs with fdatasync on every
 //! commit; sled 0.34 only reaches the OS page cache (see docs/DECISIONS.md).
 
+pub mod powercut;
 mod redb_engine;
 mod sled_engine;
 

@@ -19,7 +19,7 @@ fn err(e: impl std::fmt::Display) -> StorageError {
 
 impl RedbEngine {
     pub fn open(path: &Path) -> StorageResult<Self> {
-        let db = Database::create(path).map_err(err)?;
+        let db = super::powercut::open_redb(path).map_err(err)?;
         // Create the table up front so that read transactions can always open it.
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(KV).map_err(err)?;

@@ -1,0 +1,313 @@
+//! A redb storage backend for crash tests that simulates a power cut.
+//!
+//! kill -9 alone cannot catch an acknowledgement sent before the sync: the OS page cache
+//! survives the process, so an unsynced write still reaches the disk. This backend keeps every
+//! write since the last `sync_data` in the process's own memory and writes it to the file only
+//! inside `sync_data` (followed by a real fdatasync). When the process dies, whatever was not
+//! synced dies with it, exactly as after a power cut at that instant. A server that replied
+//! before syncing then loses acknowledged writes, and the crash test sees it.
+//!
+//! Enabled only by the `[testing]` config section, for tests:
+//! - `simulate_power_cut`: the behaviour above;
+//! - `ack_before_sync`: `sync_data` makes nothing durable, a deliberately broken server that
+//!   the crash test must catch under a simulated power cut (and that plain kill -9 misses).
+//!
+//! The model is the strict one (nothing unsynced survives); real disks may also keep some
+//! unsynced pages, which redb's commit protocol (checksummed commit slots) is built to handle.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use redb::backends::FileBackend;
+use redb::{BackendError, Database, StorageBackend};
+
+const PAGE: u64 = 4096;
+
+static POWER_CUT: AtomicBool = AtomicBool::new(false);
+static ACK_BEFORE_SYNC: AtomicBool = AtomicBool::new(false);
+
+/// Test switches, set once at start from the `[testing]` config section.
+pub fn set_test_modes(simulate_power_cut: bool, ack_before_sync: bool) {
+    POWER_CUT.store(simulate_power_cut, Ordering::Relaxed);
+    ACK_BEFORE_SYNC.store(ack_before_sync, Ordering::Relaxed);
+}
+
+/// Opens (creating if needed) a redb file, through the test backend when a test mode is on.
+/// Every redb file of a data directory opens through here.
+pub fn open_redb(path: &Path) -> Result<Database, redb::DatabaseError> {
+    let power_cut = POWER_CUT.load(Ordering::Relaxed);
+    let skip_sync = ACK_BEFORE_SYNC.load(Ordering::Relaxed);
+    if !power_cut && !skip_sync {
+        return Database::create(path);
+    }
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    redb::Builder::new().create_with_backend(PowerCutBackend::new(file, power_cut, skip_sync)?)
+}
+
+/// Unsynced pages live here until `sync_data`; the file holds only synced data.
+#[derive(Debug)]
+pub struct PowerCutBackend {
+    file: FileBackend,
+    pending: Mutex<Pending>,
+    /// Keep unsynced writes in memory (else they go straight to the file).
+    power_cut: bool,
+    /// `sync_data` does nothing.
+    skip_sync: bool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    /// The length redb sees; the file's own length changes only at a sync.
+    len: u64,
+    /// Page number → the page's current content (always PAGE bytes).
+    pages: BTreeMap<u64, Vec<u8>>,
+    /// The file's bytes from here on are stale (the storage shrank below them since the last
+    /// sync) and read as zeros.
+    zero_from: u64,
+}
+
+impl PowerCutBackend {
+    pub fn new(file: File, power_cut: bool, skip_sync: bool) -> io::Result<Self> {
+        let len = file.metadata()?.len();
+        let file = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
+        let pending = Mutex::new(Pending { len, pages: BTreeMap::new(), zero_from: len });
+        Ok(Self { file, pending, power_cut, skip_sync })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        // A panic while holding the lock leaves whole pages, never half-written ones.
+        self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The synced content of one page, zero-filled past the file's end and past `zero_from`.
+    fn synced_page(&self, page: u64, zero_from: u64) -> io::Result<Vec<u8>> {
+        let mut out = vec![0u8; PAGE as usize];
+        let file_len = self.file.len()?.min(zero_from);
+        let start = page * PAGE;
+        if start < file_len {
+            let end = (start + PAGE).min(file_len);
+            self.file.read(start, &mut out[..(end - start) as usize])?;
+        }
+        Ok(out)
+    }
+}
+
+impl StorageBackend for PowerCutBackend {
+    fn len(&self) -> Result<u64, io::Error> {
+        if !self.power_cut {
+            return self.file.len();
+        }
+        Ok(self.lock().len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        if !self.power_cut {
+            return self.file.read(offset, out);
+        }
+        let pending = self.lock();
+        let end = offset + out.len() as u64;
+        if end > pending.len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"));
+        }
+        let mut pos = offset;
+        while pos < end {
+            let page = pos / PAGE;
+            let in_page = (pos % PAGE) as usize;
+            let take = ((PAGE - pos % PAGE).min(end - pos)) as usize;
+            let dst = &mut out[(pos - offset) as usize..(pos - offset) as usize + take];
+            match pending.pages.get(&page) {
+                Some(bytes) => dst.copy_from_slice(&bytes[in_page..in_page + take]),
+                None => {
+                    dst.copy_from_slice(&self.synced_page(page, pending.zero_from)?[in_page..in_page + take])
+                }
+            }
+            pos += take as u64;
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        if !self.power_cut {
+            return self.file.set_len(len);
+        }
+        let mut pending = self.lock();
+        if len < pending.len {
+            // Bytes past the new end must read as zero if the storage grows again.
+            pending.pages.split_off(&len.div_ceil(PAGE));
+            if len % PAGE != 0 {
+                if let Some(bytes) = pending.pages.get_mut(&(len / PAGE)) {
+                    bytes[(len % PAGE) as usize..].fill(0);
+                }
+            }
+            pending.zero_from = pending.zero_from.min(len);
+        }
+        pending.len = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> Result<(), io::Error> {
+        if self.skip_sync {
+            return Ok(());
+        }
+        if !self.power_cut {
+            return self.file.sync_data();
+        }
+        let mut pending = self.lock();
+        let len = pending.len;
+        // Cut the file back to what is still valid (stale bytes past a shrink become zeros),
+        // then grow it to the new length before writing the pages.
+        let file_len = self.file.len()?;
+        let keep = file_len.min(pending.zero_from).min(len);
+        if keep < file_len {
+            self.file.set_len(keep)?;
+        }
+        if len > keep {
+            self.file.set_len(len)?;
+        }
+        for (&page, bytes) in &pending.pages {
+            let start = page * PAGE;
+            if start >= len {
+                continue;
+            }
+            let take = (len - start).min(PAGE) as usize;
+            self.file.write(start, &bytes[..take])?;
+        }
+        pending.pages.clear();
+        pending.zero_from = len;
+        self.file.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        if !self.power_cut {
+            return self.file.write(offset, data);
+        }
+        let mut pending = self.lock();
+        let end = offset + data.len() as u64;
+        if end > pending.len {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the end"));
+        }
+        let mut pos = offset;
+        while pos < end {
+            let page = pos / PAGE;
+            let in_page = (pos % PAGE) as usize;
+            let take = ((PAGE - pos % PAGE).min(end - pos)) as usize;
+            if !pending.pages.contains_key(&page) {
+                let bytes = self.synced_page(page, pending.zero_from)?;
+                pending.pages.insert(page, bytes);
+            }
+            if let Some(bytes) = pending.pages.get_mut(&page) {
+                let src = &data[(pos - offset) as usize..(pos - offset) as usize + take];
+                bytes[in_page..in_page + take].copy_from_slice(src);
+            }
+            pos += take as u64;
+        }
+        Ok(())
+    }
+
+    fn close(&self) -> Result<(), io::Error> {
+        self.file.close()
+    }
+
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.try_lock_range(start, end)
+    }
+
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_range(start, end)
+    }
+
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.file.unlock_range(start, end)
+    }
+
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.file.query_lock_range(start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redb::{ReadableDatabase, TableDefinition};
+
+    const T: TableDefinition<u64, u64> = TableDefinition::new("t");
+
+    fn open(path: &Path) -> Database {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).unwrap();
+        redb::Builder::new().create_with_backend(PowerCutBackend::new(file, true, false).unwrap()).unwrap()
+    }
+
+    fn put(db: &Database, key: u64, durability: redb::Durability) {
+        let mut txn = db.begin_write().unwrap();
+        txn.set_durability(durability).unwrap();
+        txn.open_table(T).unwrap().insert(key, key * 10).unwrap();
+        txn.commit().unwrap();
+    }
+
+    fn keys(db: &Database) -> Vec<u64> {
+        let txn = db.begin_read().unwrap();
+        let Ok(table) = txn.open_table(T) else { return Vec::new() };
+        use redb::ReadableTable;
+        table.iter().unwrap().map(|item| item.unwrap().0.value()).collect()
+    }
+
+    #[test]
+    fn synced_commits_survive_and_unsynced_ones_vanish() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        let db = open(&path);
+        for key in 0..200 {
+            put(&db, key, redb::Durability::Immediate);
+        }
+        assert_eq!(keys(&db).len(), 200, "the live view sees every commit");
+        for key in 200..400 {
+            put(&db, key, redb::Durability::None);
+        }
+        assert_eq!(keys(&db).len(), 400);
+        // The power cut: only the file survives, not the process's memory. A copy of the file
+        // stands in for it (the live database still holds its lock on the original).
+        let copy = dir.path().join("after-power-cut.redb");
+        std::fs::copy(&path, &copy).unwrap();
+        drop(db);
+        let reopened = Database::create(&copy).unwrap();
+        assert_eq!(keys(&reopened), (0..200).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn reads_see_writes_across_page_edges() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.path().join("b"))
+            .unwrap();
+        let backend = PowerCutBackend::new(file, true, false).unwrap();
+        backend.set_len(3 * PAGE).unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        backend.write(PAGE - 100, &data).unwrap();
+        let mut out = vec![0u8; 5000];
+        backend.read(PAGE - 100, &mut out).unwrap();
+        assert_eq!(out, data);
+        backend.sync_data().unwrap();
+        backend.set_len(PAGE).unwrap();
+        backend.set_len(2 * PAGE).unwrap();
+        let mut tail = vec![1u8; 100];
+        backend.read(PAGE, &mut tail).unwrap();
+        assert!(tail.iter().all(|&b| b == 0), "bytes past a shrink read as zero after growing");
+    }
+}
