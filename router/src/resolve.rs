@@ -56,7 +56,9 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
     }
     let next = &names[found.matched];
     let shard = shard_for_child(parent, next, worker.shard_count());
-    match worker.lookup(shard, parent, next).await? {
+    // A name a failed cross-shard change left behind resolves to nothing (Skeleton::withdrawn).
+    let id = worker.lookup(shard, parent, next).await?.filter(|id| !tree.is_withdrawn(parent, next, *id));
+    match id {
         Some(id) if found.matched + 1 == names.len() => {
             Ok(Located { id, parent, rdn_norm: next.clone(), container: tree.contains(id) })
         }

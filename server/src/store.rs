@@ -18,7 +18,7 @@ use crate::reindex::ready_key;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageResult};
 use ferrodir_shard::storage::{Mutation, Table};
 
 use crate::config::Config;
@@ -34,6 +34,9 @@ pub struct Store {
     pub blooms: Vec<Arc<EqBloom>>,
     /// Whether the directory was created by this open.
     pub created: bool,
+    /// Shards found damaged (index, what is wrong); only [`Store::open_salvaging`] opens
+    /// with any, each as an empty shard that refuses writes.
+    pub damaged: Damage,
 }
 
 /// The engine named in the config, refusing sled unless its weaker promise is accepted.
@@ -58,7 +61,19 @@ pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
 }
 
 impl Store {
+    /// Opens `data_dir`, creating it if it has no manifest. Refuses if any shard is damaged
+    /// (missing, empty, truncated, failing its checksums), naming each and the way to recover.
     pub fn open(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with(config, data_dir, false)
+    }
+
+    /// Opens `data_dir` even with damaged shards, for `ferrodir verify` and `export`: each
+    /// stands in as an empty shard that refuses writes, and is listed in `damaged`.
+    pub fn open_salvaging(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with(config, data_dir, true)
+    }
+
+    fn open_with(config: &Config, data_dir: &Path, salvage: bool) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
         let testing = &config.testing;
         ferrodir_shard::storage::powercut::set_test_modes(
@@ -75,22 +90,14 @@ impl Store {
                 m.check(data_dir, wanted, kind.name())?;
                 (m, false)
             }
+            None if salvage => anyhow::bail!("{} is not a ferrodir data directory", data_dir.display()),
             None => {
                 let m = Manifest::current(config.shard_count(), kind.name());
                 m.store(data_dir)?;
                 (m, true)
             }
         };
-        let mut engines = Vec::with_capacity(manifest.shards);
-        for shard in 0..manifest.shards {
-            let engine = kind.open(data_dir, shard).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot open shard {shard} in {}: {e} (if another ferrodir holds it, stop that one first)",
-                    data_dir.display()
-                )
-            })?;
-            engines.push(Arc::from(engine));
-        }
+        let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
         install_dn_rules(rules.clone());
@@ -111,7 +118,7 @@ impl Store {
         indexes.set_searchable(ready);
         // Filled by `fill_blooms` when the server starts, after any initial load.
         let blooms = engines.iter().map(|_| Arc::new(EqBloom::new())).collect();
-        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, blooms, created })
+        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, blooms, created, damaged })
     }
 
     pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
@@ -185,6 +192,90 @@ impl Store {
             );
         }
         Ok(skeleton)
+    }
+}
+
+/// Shards found damaged: (index, what is wrong).
+pub type Damage = Vec<(usize, String)>;
+
+/// Opens every shard's engine. A new directory's shards are created; an existing one's must
+/// be there and intact (`open_existing`), or, when salvaging, are replaced by empty ones.
+fn open_engines(
+    kind: EngineKind,
+    data_dir: &Path,
+    shards: usize,
+    created: bool,
+    salvage: bool,
+) -> anyhow::Result<(Vec<Arc<dyn KvEngine>>, Damage)> {
+    let mut engines: Vec<Arc<dyn KvEngine>> = Vec::with_capacity(shards);
+    let mut damaged = Vec::new();
+    for shard in 0..shards {
+        let opened = if created {
+            kind.open(data_dir, shard).map_err(OpenError::Other)
+        } else {
+            kind.open_existing(data_dir, shard)
+        };
+        match opened {
+            Ok(engine) => engines.push(Arc::from(engine)),
+            Err(OpenError::Damaged(what)) => {
+                let path = kind.shard_path(data_dir, shard);
+                tracing::error!(shard, file = %path.display(), "shard is damaged: {what}");
+                damaged.push((shard, format!("{} is damaged: {what}", path.display())));
+                engines.push(Arc::new(Unreadable { shard }));
+            }
+            Err(e) => anyhow::bail!(
+                "cannot open shard {shard} in {}: {e} (if another ferrodir holds it, stop that one first)",
+                data_dir.display()
+            ),
+        }
+    }
+    if !damaged.is_empty() && !salvage {
+        anyhow::bail!("{}", damage_report(data_dir, &damaged));
+    }
+    Ok((engines, damaged))
+}
+
+/// What a refused start says: every damaged shard, and the way back to a directory that
+/// can be served. The server never serves a damaged shard: it might answer with entries
+/// missing, or with wrong ones.
+fn damage_report(data_dir: &Path, damaged: &Damage) -> String {
+    let dir = data_dir.display();
+    let mut out = String::new();
+    for (shard, what) in damaged {
+        out.push_str(&format!("shard {shard}: {what}\n"));
+    }
+    out.push_str(&format!(
+        "ferrodir will not serve a damaged shard. To recover (with the same --config as the server):\n\
+         1. ferrodir verify --data-dir {dir}    lists every problem\n\
+         2. ferrodir export --data-dir {dir} > saved.ldif    saves every entry that can still be read \
+         (the damaged shards' entries are not in it: take them from a backup)\n\
+         3. ferrodir import --data-dir NEW-DIR saved.ldif, then serve from NEW-DIR"
+    ));
+    out
+}
+
+/// A damaged shard's stand-in when salvaging: no entries, and no writes.
+struct Unreadable {
+    shard: usize,
+}
+
+impl KvEngine for Unreadable {
+    fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
+        Ok(Box::new(Unreadable { shard: self.shard }))
+    }
+
+    fn commit(&self, _: &[Mutation]) -> StorageResult<()> {
+        Err(StorageError(format!("shard {} is damaged and takes no writes", self.shard)))
+    }
+}
+
+impl KvSnapshot for Unreadable {
+    fn get(&self, _: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    fn scan_prefix(&self, _: &[u8], _: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()> {
+        Ok(())
     }
 }
 

@@ -92,14 +92,34 @@ impl ShardActor {
         match outcome.and_then(|()| self.core.refresh_snapshot()) {
             Ok(()) => self.publish(batch),
             Err(e) => {
-                tracing::error!(shard = self.core.info.index, error = %e, "commit failed");
-                fail_all(batch, &e);
+                let pending = std::mem::take(&mut self.stager.pending);
+                self.roll_back(&batch, &pending, &e);
+                let shard = self.core.info.index;
+                fail_all(batch, shard, &e);
                 // The pending batch was checked against state that never landed.
-                fail_all(std::mem::take(&mut self.stager.pending), &e);
+                fail_all(pending, shard, &e);
             }
         }
         self.wake_drain_waiters();
         self.start_commit(ctx);
+    }
+
+    /// After a failed commit: nothing of the failed batches is visible, and reads go on.
+    /// Their changes lived only in the two overlays, which are dropped with them; the read
+    /// snapshot and the entry cache change only in `publish`, so no read saw them. The
+    /// entries they touched are dropped from the cache all the same, and the snapshot is
+    /// taken anew: after a failed commit the engine reopens its file for reads (redb fails
+    /// every later read of the old handle that misses its cache), and the cache must not
+    /// disagree with what that reopen shows.
+    fn roll_back(&self, batch: &Overlay, pending: &Overlay, error: &ShardError) {
+        let shard = self.core.info.index;
+        tracing::error!(shard, error = %error, "commit failed: every write of the batch fails with unavailable");
+        for (id, _) in batch.touched.iter().chain(&pending.touched) {
+            self.core.cache_forget(*id);
+        }
+        if let Err(e) = self.core.refresh_snapshot() {
+            tracing::error!(shard, error = %e, "no fresh read snapshot after the failed commit; reads keep the last one");
+        }
     }
 
     fn publish(&mut self, batch: Overlay) {
@@ -140,9 +160,11 @@ impl ShardActor {
     }
 }
 
-fn fail_all(batch: Overlay, error: &ShardError) {
+/// Answers every write of `batch` with unavailable (LDAP 52), naming the cause.
+fn fail_all(batch: Overlay, shard: usize, error: &ShardError) {
     for (reply, _) in batch.replies {
-        let _ = reply.send(Err(ShardError::Unavailable(error.to_string())));
+        let message = format!("shard {shard} could not commit the change: {error}");
+        let _ = reply.send(Err(ShardError::Unavailable(message)));
     }
 }
 
@@ -284,6 +306,24 @@ mod tests {
         }
     }
 
+    /// Fails every commit while `failing` is set, as a full or read-only disk does.
+    struct Failing {
+        inner: Box<dyn KvEngine>,
+        failing: std::sync::atomic::AtomicBool,
+    }
+
+    impl KvEngine for Failing {
+        fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
+            self.inner.snapshot()
+        }
+        fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(crate::storage::StorageError("No space left on device (os error 28)".into()));
+            }
+            self.inner.commit(batch)
+        }
+    }
+
     fn test_info(index: &[&str]) -> ShardInfo {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
@@ -348,6 +388,68 @@ mod tests {
             let index_hits =
                 core.postings(core.snapshot().as_ref(), &crate::keys::eq_prefix("cn", b"e5")).unwrap();
             assert_eq!(index_hits.len(), 1);
+        });
+    }
+
+    fn replace_sn(id: EntryId, value: &str) -> Write {
+        use ferrodir_proto::ldif::{LdifMod, ModOp};
+        let change =
+            LdifMod { op: ModOp::Replace, attr: Attribute::new("sn", vec![value.as_bytes().to_vec()]) };
+        Write(WriteOp::Modify { id, changes: vec![change], author: "cn=test".into() })
+    }
+
+    /// A failed commit fails every write of its batch and of the pending one with
+    /// unavailable, naming the cause, and no read ever sees their changes: not the added
+    /// entry, its name or its index keys, not the modified value.
+    #[test]
+    fn failed_commit_fails_the_batch_and_shows_nothing_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Failing {
+            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            failing: std::sync::atomic::AtomicBool::new(false),
+        });
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&["cn eq", "sn eq"]), engine.clone()).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let Ok(WriteOutcome::Added(kept)) = addr.send(add("kept", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            // Read once so the cache holds the committed version.
+            assert!(core.record(kept).unwrap().is_some());
+            engine.failing.store(true, Ordering::SeqCst);
+            // Several writes in flight: one committing batch, the rest pending behind it.
+            let mut pending = Vec::new();
+            for i in 0..20 {
+                pending.push(actix::spawn(addr.send(add(&format!("lost{i}"), EntryId::ROOT))));
+            }
+            pending.push(actix::spawn(addr.send(replace_sn(kept, "changed"))));
+            for handle in pending {
+                match handle.await.unwrap().unwrap() {
+                    Err(ShardError::Unavailable(message)) => {
+                        assert!(message.contains("shard 0") && message.contains("No space left"), "{message}")
+                    }
+                    other => panic!("expected unavailable, got {other:?}"),
+                }
+            }
+            assert_eq!(core.lookup_dn(EntryId::ROOT, "cn=lost0").unwrap(), None);
+            let snapshot = core.snapshot();
+            assert!(core
+                .postings(snapshot.as_ref(), &crate::keys::eq_prefix("cn", b"lost3"))
+                .unwrap()
+                .is_empty());
+            assert!(core
+                .postings(snapshot.as_ref(), &crate::keys::eq_prefix("sn", b"changed"))
+                .unwrap()
+                .is_empty());
+            let record = core.record(kept).unwrap().unwrap();
+            assert_eq!(record.entry.first_str("sn"), Some("x"), "the failed modify is served");
+            // Reads and later writes keep working once the disk does.
+            engine.failing.store(false, Ordering::SeqCst);
+            assert!(matches!(
+                addr.send(add("lost0", EntryId::ROOT)).await.unwrap(),
+                Ok(WriteOutcome::Added(_))
+            ));
         });
     }
 

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - [`id`]: entry ids and placement (which shard holds what).
-//! - [`storage`]: the byte-level storage trait and its engines (redb default, sled).
+//! - [`storage`]: the byte-level storage trait and its engines (redb default, sled), and
+//!   what a shard does when its file fails (docs/ARCHITECTURE.md, "Faults").
 //! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk.
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
 //! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.

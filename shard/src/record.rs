@@ -9,7 +9,13 @@ use ferrodir_proto::entry::{Attribute, Entry};
 use crate::codec::{put_bytes, put_u64, put_varint, CorruptRecord, Reader};
 use crate::id::EntryId;
 
-const RECORD_VERSION: u8 = 1;
+/// Version 2 ends with a CRC-32 of everything before it. redb checks page checksums only
+/// when it verifies a file (at start, docs/DECISIONS.md), not on reads, so a record damaged
+/// on disk after the start would otherwise be served as it reads. Version 1 records (no
+/// checksum) still decode; every write stores version 2.
+const RECORD_VERSION: u8 = 2;
+const RECORD_VERSION_UNCHECKED: u8 = 1;
+const CHECKSUM_BYTES: usize = 4;
 
 /// Flag bit: the entry has (or recently had) children and is published in the skeleton.
 pub const FLAG_CONTAINER: u8 = 1;
@@ -31,8 +37,15 @@ impl EntryRecord {
     }
 
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = self.encode_body(RECORD_VERSION);
+        let checksum = crc32fast::hash(&out);
+        out.extend_from_slice(&checksum.to_be_bytes());
+        out
+    }
+
+    fn encode_body(&self, version: u8) -> Vec<u8> {
         let mut out = Vec::with_capacity(128);
-        out.push(RECORD_VERSION);
+        out.push(version);
         put_u64(&mut out, self.parent.0);
         out.push(self.flags);
         put_bytes(&mut out, self.rdn.as_bytes());
@@ -48,11 +61,28 @@ impl EntryRecord {
         out
     }
 
+    /// Decodes a stored record; a damaged one (checksum, lengths) is an error, never a
+    /// different entry.
     pub fn decode(bytes: &[u8]) -> Result<Self, CorruptRecord> {
-        let mut r = Reader::new(bytes);
-        if r.u8()? != RECORD_VERSION {
-            return Err(CorruptRecord("unknown record version"));
+        match bytes.first() {
+            Some(&RECORD_VERSION) => {
+                let split =
+                    bytes.len().checked_sub(CHECKSUM_BYTES).ok_or(CorruptRecord("truncated record"))?;
+                let (body, stored) = bytes.split_at(split);
+                if crc32fast::hash(body).to_be_bytes() != stored {
+                    return Err(CorruptRecord("checksum mismatch: damaged on disk; run `ferrodir verify`"));
+                }
+                Self::decode_body(body)
+            }
+            Some(&RECORD_VERSION_UNCHECKED) => Self::decode_body(bytes),
+            _ => Err(CorruptRecord("unknown record version")),
         }
+    }
+
+    /// The fields after the version byte, which the caller has checked.
+    fn decode_body(bytes: &[u8]) -> Result<Self, CorruptRecord> {
+        let mut r = Reader::new(bytes);
+        r.u8()?;
         let parent = EntryId(r.u64()?);
         let flags = r.u8()?;
         let rdn = r.string()?;
@@ -93,5 +123,14 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(EntryRecord::decode(&bytes[..cut]).is_err());
         }
+        // Any changed byte, even inside a value where the lengths still parse, is caught.
+        for at in 1..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x20;
+            assert!(EntryRecord::decode(&damaged).is_err(), "a change at byte {at} went unnoticed");
+        }
+        // Records stored before the checksum still read.
+        let unchecked = record.encode_body(RECORD_VERSION_UNCHECKED);
+        assert_eq!(EntryRecord::decode(&unchecked).unwrap(), record);
     }
 }

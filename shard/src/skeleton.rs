@@ -34,6 +34,12 @@ pub struct Skeleton {
     /// parent → normalised RDN → child container: looked up by `&str`, no allocation.
     by_name: HashMap<EntryId, HashMap<String, EntryId>>,
     child_containers: HashMap<EntryId, Vec<EntryId>>,
+    /// DN→ID records that must resolve to nothing: parent → normalised RDN → the id the
+    /// stale record names. A cross-shard change that failed half way (a shard could not
+    /// commit) can leave a record its entry no longer agrees with, on a shard that takes no
+    /// more writes; start-up recovery removes it, and until then the coordinator withdraws
+    /// it here so no read finds the entry under that name. Almost always empty.
+    withdrawn: HashMap<EntryId, HashMap<String, EntryId>>,
 }
 
 /// What DN resolution against the skeleton found.
@@ -121,7 +127,37 @@ impl Skeleton {
                 (n.id, n.parent, n.rdn.clone(), n.rdn_norm.clone())
             }
         });
-        Skeleton::build(self.version + 1, records).0
+        let mut next = Skeleton::build(self.version + 1, records).0;
+        next.withdrawn = self.withdrawn.clone();
+        next
+    }
+
+    /// A copy in which the DN→ID record (`parent`, `rdn_norm`) → `id` resolves to nothing.
+    pub fn with_withdrawn(&self, parent: EntryId, rdn_norm: &str, id: EntryId) -> Self {
+        let mut next = self.clone();
+        next.version += 1;
+        next.withdrawn.entry(parent).or_default().insert(rdn_norm.to_string(), id);
+        next
+    }
+
+    /// A copy in which (`parent`, `rdn_norm`) resolves through its DN→ID record again.
+    pub fn without_withdrawn(&self, parent: EntryId, rdn_norm: &str) -> Self {
+        let mut next = self.clone();
+        next.version += 1;
+        if let Some(names) = next.withdrawn.get_mut(&parent) {
+            names.remove(rdn_norm);
+            if names.is_empty() {
+                next.withdrawn.remove(&parent);
+            }
+        }
+        next
+    }
+
+    /// Whether the DN→ID record (`parent`, `rdn_norm`) → `id` is withdrawn: the entry it
+    /// names is not there under that name.
+    pub fn is_withdrawn(&self, parent: EntryId, rdn_norm: &str, id: EntryId) -> bool {
+        !self.withdrawn.is_empty()
+            && self.withdrawn.get(&parent).and_then(|names| names.get(rdn_norm)) == Some(&id)
     }
 
     pub fn get(&self, id: EntryId) -> Option<&ContainerNode> {
@@ -278,5 +314,18 @@ mod tests {
         let u = t.without_container(EntryId(3));
         assert!(!u.contains(EntryId(3)));
         assert_eq!(u.version, s.version + 2);
+    }
+
+    #[test]
+    fn withdrawn_names_hide_one_id_until_put_back() {
+        let s = sample().with_withdrawn(EntryId(2), "uid=x", EntryId(7));
+        assert!(s.is_withdrawn(EntryId(2), "uid=x", EntryId(7)));
+        // Another entry that takes the name later is not hidden.
+        assert!(!s.is_withdrawn(EntryId(2), "uid=x", EntryId(8)));
+        let moved = s.with_moved(EntryId(2), EntryId(1), "ou=Staff", "ou=staff");
+        assert!(moved.is_withdrawn(EntryId(2), "uid=x", EntryId(7)), "a move forgot a withdrawal");
+        let back = moved.without_withdrawn(EntryId(2), "uid=x");
+        assert!(!back.is_withdrawn(EntryId(2), "uid=x", EntryId(7)));
+        assert_eq!(back.version, s.version + 2);
     }
 }

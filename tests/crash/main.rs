@@ -318,7 +318,11 @@ fn run(config: &str, cycles: u64, seed: u64) -> Result<Summary, String> {
             .into_iter()
             .map(|h| h.join().map_err(|_| "a writer panicked".to_string()))
             .collect::<Result<_, _>>()?;
-        server.restart();
+        // A server that refuses to start after the cut (it finds a shard file empty or
+        // damaged: docs/ARCHITECTURE.md, "Faults") has lost data too: a violation to report.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.restart())).is_err() {
+            return Err(format!("cycle {cycle}: the server refused to start after the cut (see its stderr)"));
+        }
         let applied = check(&server.url(), &mut outcomes).map_err(|e| format!("cycle {cycle}: {e}"))?;
         server.stop();
         verify_offline(&server).map_err(|e| format!("cycle {cycle}: {e}"))?;

@@ -6,7 +6,12 @@
 //! Durability is explicit: [`KvEngine::commit`] returns only after the batch is as durable as
 //! the engine promises ([`EngineKind::durability_promise`]). redb syncs with fdatasync on every
 //! commit; sled 0.34 only reaches the OS page cache (see docs/DECISIONS.md).
+//!
+//! An existing shard opens with [`EngineKind::open_existing`], which refuses a damaged one
+//! ([`OpenError::Damaged`]); `frozen` is how a redb shard keeps serving reads after a failed
+//! commit.
 
+mod frozen;
 pub mod powercut;
 mod redb_engine;
 mod sled_engine;
@@ -52,6 +57,19 @@ pub struct StorageError(pub String);
 
 pub type StorageResult<T> = Result<T, StorageError>;
 
+/// Why the storage of an existing shard could not be opened.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Missing, empty, truncated, or failing its checksums: the shard can't be trusted, and
+    /// the server refuses to serve it.
+    #[error("damaged: {0}")]
+    Damaged(String),
+    /// Anything else: permissions, a lock held by another process, a read-only filesystem.
+    #[error("{0}")]
+    Other(StorageError),
+}
+
 /// A point-in-time read view (redb) or a live view (sled, which has no snapshots).
 pub trait KvSnapshot: Send + Sync {
     fn get(&self, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
@@ -64,6 +82,48 @@ pub trait KvEngine: Send + Sync {
     fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>>;
     /// Applies every mutation atomically and returns once the engine's durability promise holds.
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()>;
+
+    /// Offline bulk loading (`ferrodir import`): everything `fill` puts becomes durable at
+    /// once, as [`KvEngine::commit`] makes a batch, when `fill` returns Ok; an error from
+    /// `fill` abandons the load and writes nothing. The caller streams its writes instead of
+    /// building one batch. This default still collects them in memory and commits once (sled);
+    /// redb overrides it with one write transaction whose dirty pages spill to the file.
+    fn bulk_load(&self, fill: &mut dyn FnMut(&mut dyn BulkSink) -> StorageResult<()>) -> StorageResult<()> {
+        let mut collected =
+            CollectingSink { before: self.snapshot()?, batch: Vec::new(), latest: Default::default() };
+        fill(&mut collected)?;
+        self.commit(&collected.batch)
+    }
+}
+
+/// Where a bulk load writes ([`KvEngine::bulk_load`]).
+pub trait BulkSink {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()>;
+    /// Reads a key back, including one put earlier in the same load.
+    fn get(&mut self, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
+}
+
+/// The default bulk sink: the whole load as one batch, over the state before it.
+struct CollectingSink {
+    before: Box<dyn KvSnapshot>,
+    batch: Vec<Mutation>,
+    /// Key → its last put in `batch`.
+    latest: std::collections::HashMap<Vec<u8>, usize>,
+}
+
+impl BulkSink for CollectingSink {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()> {
+        self.latest.insert(key.to_vec(), self.batch.len());
+        self.batch.push(Mutation { key: key.to_vec(), value: Some(value.to_vec()) });
+        Ok(())
+    }
+
+    fn get(&mut self, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
+        match self.latest.get(key) {
+            Some(&at) => Ok(self.batch[at].value.clone()),
+            None => self.before.get(key),
+        }
+    }
 }
 
 /// Which engine a data directory uses; fixed in the manifest.
@@ -94,6 +154,31 @@ impl EngineKind {
         match self {
             Self::Redb => "power-loss",
             Self::Sled => "process-crash-only",
+        }
+    }
+
+    /// Where shard `shard_index`'s storage lives under `dir` (a file for redb, a directory
+    /// for sled).
+    pub fn shard_path(self, dir: &Path, shard_index: usize) -> std::path::PathBuf {
+        match self {
+            Self::Redb => dir.join(format!("shard-{shard_index:03}.redb")),
+            Self::Sled => dir.join(format!("shard-{shard_index:03}.sled")),
+        }
+    }
+
+    /// Opens the storage of a shard that must already exist (its data directory has a
+    /// manifest): never creates it, and checks it before use where the engine can (redb:
+    /// every page's checksum). See [`OpenError`].
+    pub fn open_existing(self, dir: &Path, shard_index: usize) -> Result<Box<dyn KvEngine>, OpenError> {
+        let path = self.shard_path(dir, shard_index);
+        match self {
+            Self::Redb => Ok(Box::new(RedbEngine::open_existing(&path)?)),
+            Self::Sled => {
+                if !path.exists() {
+                    return Err(OpenError::Damaged("the shard's directory is missing".into()));
+                }
+                Ok(Box::new(SledEngine::open(&path).map_err(OpenError::Other)?))
+            }
         }
     }
 
@@ -139,6 +224,28 @@ mod tests {
             .unwrap();
         assert_eq!(seen, vec![b"Pa2".to_vec()]);
         drop(before);
+        bulk(engine);
+    }
+
+    /// A bulk load reads back its own puts, and leaves nothing if `fill` fails.
+    fn bulk(engine: &dyn KvEngine) {
+        let failed = engine.bulk_load(&mut |sink| {
+            sink.put(b"Bx", b"lost")?;
+            Err(StorageError("stop".into()))
+        });
+        assert!(failed.is_err());
+        engine
+            .bulk_load(&mut |sink| {
+                sink.put(b"By", b"1")?;
+                sink.put(b"By", b"2")?;
+                assert_eq!(sink.get(b"By")?, Some(b"2".to_vec()));
+                assert_eq!(sink.get(b"Pa2")?, Some(b"2".to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        let view = engine.snapshot().unwrap();
+        assert_eq!(view.get(b"By").unwrap(), Some(b"2".to_vec()));
+        assert_eq!(view.get(b"Bx").unwrap(), None, "a failed bulk load left a key behind");
     }
 
     #[test]

@@ -1,0 +1,182 @@
+//! A shard that fails the last step of a cross-shard change: the change is answered as done,
+//! the stale name is withdrawn from lookups at once, and start-up recovery removes it.
+
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+use ferrodir_proto::entry::{Attribute, Entry};
+use ferrodir_proto::schema::Schema;
+use ferrodir_shard::actor::{ShardActor, Write};
+use ferrodir_shard::batch::{WriteOp, WriteOutcome};
+use ferrodir_shard::core::{ShardCore, ShardInfo};
+use ferrodir_shard::id::shard_for_child;
+use ferrodir_shard::index::IndexConfig;
+use ferrodir_shard::keys;
+use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
+use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
+use ferrodir_shard::EntryId;
+
+use super::{AddUnder, Coordinator, DeleteEntry, MoveEntry, Recover};
+use crate::intent::IntentLog;
+use crate::resolve::Located;
+
+const SHARDS: usize = 2;
+
+/// Refuses any commit that touches `refused`, as a shard on a full disk refuses them all.
+struct Flaky {
+    inner: Box<dyn KvEngine>,
+    refused: Mutex<Option<Vec<u8>>>,
+}
+
+impl Flaky {
+    fn refuse(&self, key: Option<Vec<u8>>) {
+        *self.refused.lock().unwrap() = key;
+    }
+}
+
+impl KvEngine for Flaky {
+    fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
+        self.inner.snapshot()
+    }
+
+    fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
+        let refused = self.refused.lock().unwrap().clone();
+        if refused.is_some_and(|key| batch.iter().any(|m| m.key == key)) {
+            return Err(StorageError("I/O error: No space left on device (os error 28)".into()));
+        }
+        self.inner.commit(batch)
+    }
+}
+
+fn info(index: usize) -> ShardInfo {
+    let schema = Arc::new(Schema::standard());
+    let rules = Arc::new(RuleTable::from_schema(&schema));
+    let indexes = Arc::new(IndexConfig::from_directives(&[] as &[&str], &rules).unwrap());
+    ShardInfo {
+        index,
+        count: SHARDS,
+        entry_cache_entries_max: 16,
+        indexes,
+        schema,
+        rules,
+        bloom: Default::default(),
+    }
+}
+
+fn entry(class: &str, attr: &str, value: &str) -> Entry {
+    let mut attrs = vec![
+        Attribute::new("objectClass", vec![class.as_bytes().to_vec()]),
+        Attribute::new(attr, vec![value.as_bytes().to_vec()]),
+    ];
+    if class == "person" {
+        attrs.push(Attribute::new("sn", vec![b"x".to_vec()]));
+    }
+    Entry::new(attrs)
+}
+
+fn add(parent: EntryId, attr: &str, value: &str, class: &str) -> WriteOp {
+    WriteOp::Add {
+        parent,
+        rdn: format!("{attr}={value}"),
+        rdn_norm: format!("{attr}={value}"),
+        entry: entry(class, attr, value),
+        author: "cn=test".into(),
+    }
+}
+
+struct Setup {
+    cores: Vec<Rc<ShardCore>>,
+    engines: Vec<Arc<Flaky>>,
+    cell: Arc<SkeletonCell>,
+    coordinator: Addr<Coordinator>,
+    parent: EntryId,
+    leaf: EntryId,
+}
+
+/// Two shards, a container `o=p` and a leaf `cn=l` under it.
+async fn setup(dir: &std::path::Path) -> Setup {
+    let mut cores = Vec::new();
+    let mut engines = Vec::new();
+    let mut shards = Vec::new();
+    for index in 0..SHARDS {
+        let engine =
+            Arc::new(Flaky { inner: EngineKind::Redb.open(dir, index).unwrap(), refused: Mutex::new(None) });
+        let core = Rc::new(ShardCore::new(info(index), engine.clone()).unwrap());
+        shards.push(ShardActor::new(core.clone()).unwrap().start());
+        cores.push(core);
+        engines.push(engine);
+    }
+    let cell = Arc::new(SkeletonCell::new(Skeleton::default()));
+    let log = IntentLog::open(&dir.join("coordinator.redb")).unwrap();
+    let coordinator = Coordinator::new(shards.clone(), cell.clone(), log).start();
+    let home = shard_for_child(EntryId::ROOT, "o=p", SHARDS);
+    let added = shards[home].send(Write(add(EntryId::ROOT, "o", "p", "organization"))).await.unwrap();
+    let Ok(WriteOutcome::Added(parent)) = added else { panic!("add o=p: {added:?}") };
+    let op = add(parent, "cn", "l", "person");
+    let added = coordinator.send(AddUnder { parent, shard: shard_for_child(parent, "cn=l", SHARDS), op });
+    let Ok(WriteOutcome::Added(leaf)) = added.await.unwrap() else { panic!("add cn=l") };
+    Setup { cores, engines, cell, coordinator, parent, leaf }
+}
+
+/// A name under `parent` whose DN→ID record lives on another shard than `cn=l`'s.
+fn name_elsewhere(parent: EntryId) -> String {
+    let old_shard = shard_for_child(parent, "cn=l", SHARDS);
+    (0..100)
+        .map(|i| format!("m{i}"))
+        .find(|name| shard_for_child(parent, &format!("cn={name}"), SHARDS) != old_shard)
+        .unwrap()
+}
+
+fn lookup(s: &Setup, rdn_norm: &str) -> Option<EntryId> {
+    let shard = shard_for_child(s.parent, rdn_norm, SHARDS);
+    s.cores[shard].lookup_dn(s.parent, rdn_norm).unwrap()
+}
+
+#[test]
+fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup(dir.path()).await;
+        let (parent, leaf) = (s.parent, s.leaf);
+        let name = name_elsewhere(parent);
+        let new_rdn = format!("cn={name}");
+
+        // Modify DN: the old name's shard refuses the removal of the old name.
+        let old_shard = shard_for_child(parent, "cn=l", SHARDS);
+        s.engines[old_shard].refuse(Some(keys::dn(parent, "cn=l")));
+        let moved = s.coordinator.send(MoveEntry {
+            target: Located { id: leaf, parent, rdn_norm: "cn=l".into(), container: false },
+            new_parent: parent,
+            new_rdn: new_rdn.clone(),
+            new_rdn_norm: new_rdn.clone(),
+            drop_values: vec![("cn".into(), b"l".to_vec())],
+            add_values: vec![("cn".into(), name.as_bytes().to_vec())],
+            author: "cn=test".into(),
+        });
+        moved.await.unwrap().expect("the move is decided once the entry moved");
+        assert_eq!(lookup(&s, "cn=l"), Some(leaf), "the old name is still stored");
+        assert!(s.cell.load().is_withdrawn(parent, "cn=l", leaf), "but not withdrawn from lookups");
+        assert_eq!(lookup(&s, &new_rdn), Some(leaf));
+
+        // Delete: the name's shard (not the entry's) refuses the removal of the name.
+        let name_shard = shard_for_child(parent, &new_rdn, SHARDS);
+        assert_ne!(name_shard, leaf.shard());
+        s.engines[name_shard].refuse(Some(keys::dn(parent, &new_rdn)));
+        let target = Located { id: leaf, parent, rdn_norm: new_rdn.clone(), container: false };
+        s.coordinator.send(DeleteEntry(target)).await.unwrap().expect("the delete is decided");
+        assert!(s.cores[leaf.shard()].record(leaf).unwrap().is_none());
+        assert!(s.cell.load().is_withdrawn(parent, &new_rdn, leaf));
+
+        // As at the next start: both intents are still logged, and recovery removes both names.
+        for engine in &s.engines {
+            engine.refuse(None);
+        }
+        let recovered = s.coordinator.send(Recover).await.unwrap().unwrap();
+        assert_eq!(recovered, 2, "an intent was cleared before its change was finished");
+        assert_eq!(lookup(&s, "cn=l"), None);
+        assert_eq!(lookup(&s, &new_rdn), None);
+    });
+}

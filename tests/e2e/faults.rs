@@ -1,0 +1,528 @@
+//! Faults of the storage underneath the server (docs/ARCHITECTURE.md, "Faults").
+//!
+//! - **Full disk** (a 4 MiB tmpfs in a private mount namespace): entries are added until one
+//!   fails. It fails with unavailable (52) and a message naming the cause; later writes fail
+//!   the same way where their shard is full, and a modify that fails leaves the old value
+//!   served. Every acknowledged entry reads back, by base, compare and subtree search, and
+//!   no failed one does. Once space is freed, a restart serves every acknowledged write,
+//!   takes writes again, and `ferrodir verify` passes.
+//! - **Read-only filesystem** (ext4 on a loop device, mounted `errors=remount-ro`, then
+//!   `remount,abort` while serving: the filesystem turns read-only as it does on an ext4
+//!   error; a plain `remount,ro` is refused with EBUSY while the server holds its files open
+//!   for writing). Writes fail with 52 naming the cause, reads go on, and after a restart on
+//!   the repaired filesystem every acknowledged write is there.
+//! - **Damaged shard file** (the server stopped; shard 1's file truncated, or bytes in the
+//!   middle overwritten): the server refuses to start, exits non-zero, and names shard 1, its
+//!   file, and the recovery commands; `ferrodir verify` reports the damage.
+//!
+//! The first two need root (mount namespaces, mounts, a loop device). CI runs as root; where
+//! these are missing the tests fail, loudly, instead of skipping.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ldap3::{Mod, Scope, SearchEntry};
+
+use crate::harness::{binary, connect_url, Client, Server, ADMIN_DN, ADMIN_PW};
+
+const PEOPLE: &str = "ou=people,dc=example,dc=com";
+
+/// Four shards, reads of other shards from their snapshots (the default, so the reads of a
+/// failed shard's reopened file are exercised from every worker), and no entry cache, so
+/// every read goes to the storage.
+const FAULT_CONFIG: &str = r#"
+shards = 4
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = true
+[limits]
+entry_cache_entries_max = 0
+[log]
+level = "warn"
+"#;
+
+/// A private mount namespace, held open by a sleeping process, with a filesystem mounted
+/// at `mnt` that only processes entered into it (`nsenter`) see.
+struct Namespace {
+    holder: Child,
+    mnt: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Namespace {
+    /// Runs `mount_script` (which mounts something at `$MNT`) in a new mount namespace.
+    fn new(mount_script: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).expect("mkdir mnt");
+        let script = format!("set -e; {mount_script}; echo mounted; exec sleep 3600");
+        let mut holder = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .env("MNT", &mnt)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run unshare (util-linux): {e}; these tests need root"));
+        let mut line = String::new();
+        let stdout = holder.stdout.take().expect("stdout");
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        if line.trim() != "mounted" {
+            let output = holder.wait_with_output().expect("wait");
+            panic!(
+                "cannot set up the test filesystem ({mount_script}): {}\nthese tests need root: \
+                 mount namespaces, mounts and loop devices (CI runs as root)",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Self { holder, mnt, dir }
+    }
+
+    /// `program` run inside the namespace.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command.args(["-t", &self.holder.id().to_string(), "-m", "--", program]);
+        command
+    }
+
+    /// Runs a shell script inside the namespace; it must succeed.
+    fn sh(&self, script: &str) {
+        let output = self.command("sh").args(["-c", script]).env("MNT", &self.mnt).output().expect("nsenter");
+        assert!(output.status.success(), "{script}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.mnt.join("data")
+    }
+
+    fn config(&self) -> PathBuf {
+        let path = self.dir.path().join("ferrodir.toml");
+        if !path.exists() {
+            std::fs::write(&path, FAULT_CONFIG).expect("write config");
+        }
+        path
+    }
+
+    /// `ferrodir verify` on the namespace's data directory: (passed, output).
+    fn verify(&self) -> (bool, String) {
+        let output = self
+            .command(binary())
+            .arg("verify")
+            .arg("--config")
+            .arg(self.config())
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .output()
+            .expect("run verify");
+        (output.status.success(), text(&output))
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+/// The server, started inside a namespace.
+struct NsServer {
+    child: Option<Child>,
+    url: String,
+}
+
+impl NsServer {
+    fn start(ns: &Namespace) -> Self {
+        let mut child = ns
+            .command(binary())
+            .arg("serve")
+            .arg("--config")
+            .arg(ns.config())
+            .arg("--data-dir")
+            .arg(ns.data_dir())
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start ferrodir");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("ferrodir listening on ") {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            }
+        });
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(60)) else {
+            let _ = child.kill();
+            panic!("ferrodir did not start in the namespace");
+        };
+        Self { child: Some(child), url: format!("ldap://{addr}") }
+    }
+
+    fn admin(&self) -> Client {
+        let mut conn = connect_url(&self.url);
+        conn.simple_bind(ADMIN_DN, ADMIN_PW).expect("bind").success().expect("bind ok");
+        conn
+    }
+
+    /// SIGTERM, then wait for the exit.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            panic!("ferrodir did not stop within 30s of SIGTERM");
+        }
+    }
+}
+
+impl Drop for NsServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Adds a person under ou=people; returns (result code, diagnostic message).
+fn add_person(conn: &mut Client, uid: &str, description: &str) -> (u32, String) {
+    let dn = format!("uid={uid},{PEOPLE}");
+    let attrs = vec![
+        ("objectClass", HashSet::from(["inetOrgPerson"])),
+        ("uid", HashSet::from([uid])),
+        ("cn", HashSet::from([uid])),
+        ("sn", HashSet::from(["before"])),
+        ("description", HashSet::from([description])),
+    ];
+    let result = conn.add(&dn, attrs).expect("add: no answer");
+    (result.rc, result.text)
+}
+
+fn replace_sn(conn: &mut Client, uid: &str, sn: &str) -> (u32, String) {
+    let dn = format!("uid={uid},{PEOPLE}");
+    let result = conn.modify(&dn, vec![Mod::Replace("sn", HashSet::from([sn]))]).expect("modify: no answer");
+    (result.rc, result.text)
+}
+
+/// A failed write must say unavailable (or other) and why, in words.
+fn assert_clean_failure(what: &str, (rc, message): &(u32, String), cause: &[&str]) {
+    assert!(
+        *rc == 52 || *rc == 80,
+        "{what}: result {rc} ({message}), expected unavailable (52) or other (80)"
+    );
+    assert!(
+        cause.iter().any(|c| message.contains(c)),
+        "{what}: the message {message:?} does not name the cause"
+    );
+}
+
+/// The sn every acknowledged entry must have, by uid; failed adds are absent.
+type Expected = BTreeMap<String, String>;
+
+/// Every expected entry reads back with its sn by a base search and a compare; no other
+/// `fill` entry exists (a subtree search finds exactly the expected ones); `absent` entries
+/// are not found by base search or compare.
+fn check_reads(conn: &mut Client, expected: &Expected, absent: &[String]) {
+    for (uid, sn) in expected {
+        let dn = format!("uid={uid},{PEOPLE}");
+        let found = conn.search(&dn, Scope::Base, "(objectClass=*)", vec!["sn"]).expect("search");
+        assert_eq!(found.1.rc, 0, "base search of acknowledged {dn}: {:?}", found.1);
+        assert_eq!(found.0.len(), 1, "{dn} not returned");
+        let entry = SearchEntry::construct(found.0[0].clone());
+        assert_eq!(entry.attrs.get("sn"), Some(&vec![sn.clone()]), "{dn}: wrong sn served");
+        let compared = conn.compare(&dn, "sn", sn.as_str()).expect("compare");
+        assert_eq!(compared.0.rc, 6, "compare of {dn} sn={sn}: {:?}", compared.0);
+    }
+    for uid in absent {
+        let dn = format!("uid={uid},{PEOPLE}");
+        let found = conn.search(&dn, Scope::Base, "(objectClass=*)", vec!["sn"]).expect("search");
+        assert_eq!(found.1.rc, 32, "the failed add {dn} is served: {:?}", found.0);
+        let compared = conn.compare(&dn, "sn", "before").expect("compare");
+        assert_eq!(compared.0.rc, 32, "compare finds the failed add {dn}");
+    }
+    let all = conn.search(PEOPLE, Scope::Subtree, "(uid=fill*)", vec!["uid"]).expect("search");
+    assert_eq!(all.1.rc, 0, "subtree search: {:?}", all.1);
+    let mut served: Vec<String> = all
+        .0
+        .into_iter()
+        .filter_map(|e| SearchEntry::construct(e).attrs.get("uid").and_then(|v| v.first().cloned()))
+        .collect();
+    served.sort();
+    let wanted: Vec<String> = expected.keys().cloned().collect();
+    assert_eq!(served, wanted, "the subtree search serves other entries than the acknowledged ones");
+}
+
+/// Adds `fill` entries of about 6 KiB until one fails; returns the acknowledged ones and
+/// the first failure's uid and result.
+fn fill_until_failure(conn: &mut Client, expected: &mut Expected) -> (String, (u32, String)) {
+    let padding = "x".repeat(6000);
+    for i in 0..5000 {
+        let uid = format!("fill{i:05}");
+        let result = add_person(conn, &uid, &padding);
+        if result.0 == 0 {
+            expected.insert(uid, "before".into());
+        } else {
+            return (uid, result);
+        }
+    }
+    panic!("5000 adds of 6 KiB into a 4 MiB filesystem, and none failed");
+}
+
+#[test]
+fn full_disk_fails_writes_cleanly_and_keeps_every_acknowledged_one() {
+    let ns = Namespace::new("mount -t tmpfs -o size=4m tmpfs \"$MNT\"");
+    let mut server = NsServer::start(&ns);
+    let mut conn = server.admin();
+    let mut expected = Expected::new();
+    let (first_failed, failure) = fill_until_failure(&mut conn, &mut expected);
+    assert_clean_failure("the add that found the disk full", &failure, &["No space left", "os error 28"]);
+    let mut absent = vec![first_failed];
+    // Small adds land on every shard: some may still fit, the full shards refuse them.
+    for i in 0..12 {
+        let uid = format!("fill9{i:04}");
+        let result = add_person(&mut conn, &uid, "small");
+        match result.0 {
+            0 => {
+                expected.insert(uid, "before".into());
+            }
+            _ => {
+                assert_clean_failure(
+                    &format!("add {uid}"),
+                    &result,
+                    &["No space left", "os error 28", "writes stopped"],
+                );
+                absent.push(uid);
+            }
+        }
+    }
+    // Modify every acknowledged entry: where it fails, the old value stays served.
+    let mut refused = 0;
+    for (uid, sn) in expected.iter_mut() {
+        let result = replace_sn(&mut conn, uid, "after");
+        match result.0 {
+            0 => *sn = "after".into(),
+            _ => {
+                assert_clean_failure(
+                    &format!("modify {uid}"),
+                    &result,
+                    &["No space left", "os error 28", "writes stopped"],
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0, "no modify failed on a full disk");
+    check_reads(&mut conn, &expected, &absent);
+
+    // Space is freed; a restart (docs: what the operator does) serves every acknowledged write.
+    ns.sh("mount -o remount,size=64m \"$MNT\"");
+    server.stop();
+    let mut server = NsServer::start(&ns);
+    let mut conn = server.admin();
+    check_reads(&mut conn, &expected, &absent);
+    let again = add_person(&mut conn, "fill99999", "after the restart");
+    assert_eq!(again.0, 0, "no writes after space was freed and the server restarted: {again:?}");
+    server.stop();
+    let (passed, report) = ns.verify();
+    assert!(passed && report.contains("0 problems"), "verify after the full disk: {report}");
+}
+
+#[test]
+fn read_only_filesystem_fails_writes_and_reads_go_on() {
+    let image_dir = tempfile::tempdir().expect("tempdir");
+    let image = image_dir.path().join("fs.img");
+    std::fs::File::create(&image).and_then(|f| f.set_len(64 << 20)).expect("image");
+    let made = Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image).output();
+    let made = made.unwrap_or_else(|e| panic!("cannot run mkfs.ext4 (e2fsprogs): {e}"));
+    assert!(made.status.success(), "mkfs.ext4: {}", text(&made));
+    let ns = Namespace::new(&format!("mount -o loop,errors=remount-ro '{}' \"$MNT\"", image.display()));
+    let mut server = NsServer::start(&ns);
+    let mut conn = server.admin();
+    let mut expected = Expected::new();
+    for i in 0..40 {
+        let uid = format!("fill{i:05}");
+        assert_eq!(add_person(&mut conn, &uid, "on a good disk").0, 0, "add {uid}");
+        expected.insert(uid, "before".into());
+    }
+    for uid in ["fill00003", "fill00017"] {
+        assert_eq!(replace_sn(&mut conn, uid, "after").0, 0);
+        expected.insert(uid.into(), "after".into());
+    }
+
+    // As on an ext4 error: the filesystem turns read-only under the open files.
+    ns.sh("mount -o remount,abort \"$MNT\" && ! touch \"$MNT/probe\" 2>/dev/null");
+    let cause = ["Read-only file system", "os error 30", "writes stopped"];
+    let mut absent = Vec::new();
+    for i in 0..8 {
+        let uid = format!("fill9{i:04}");
+        assert_clean_failure(&format!("add {uid}"), &add_person(&mut conn, &uid, "refused"), &cause);
+        absent.push(uid);
+    }
+    for uid in ["fill00001", "fill00002", "fill00017", "fill00030"] {
+        assert_clean_failure(&format!("modify {uid}"), &replace_sn(&mut conn, uid, "refused"), &cause);
+    }
+    check_reads(&mut conn, &expected, &absent);
+    server.stop();
+
+    // A restart on the repaired filesystem: the same image, unmounted (never mounted twice)
+    // and mounted again.
+    ns.sh("umount \"$MNT\"");
+    drop(ns);
+    let again = Namespace::new(&format!("mount -o loop '{}' \"$MNT\"", image.display()));
+    let mut server = NsServer::start(&again);
+    let mut conn = server.admin();
+    check_reads(&mut conn, &expected, &absent);
+    server.stop();
+    let (passed, report) = again.verify();
+    assert!(passed && report.contains("0 problems"), "verify after the read-only fault: {report}");
+}
+
+/// A stopped server's data directory with entries on every shard, each carrying `MARK`.
+fn stopped_with_data() -> Server {
+    let mut server = Server::start_with_config(FAULT_CONFIG);
+    let mut conn = connect_url(&server.url());
+    conn.simple_bind(ADMIN_DN, ADMIN_PW).expect("bind").success().expect("bind ok");
+    for i in 0..200 {
+        let description = format!("{MARK} {i} {}", "d".repeat(200));
+        let (rc, message) = add_person(&mut conn, &format!("fill{i:05}"), &description);
+        assert_eq!(rc, 0, "add: {message}");
+    }
+    drop(conn);
+    server.stop();
+    server
+}
+
+const MARK: &str = "FAULT-TEST-MARK";
+
+/// Starts `ferrodir serve` on a damaged directory: it must exit, non-zero, within the limit.
+fn refused_start(server: &Server) -> String {
+    let mut child = Command::new(binary())
+        .arg("serve")
+        .arg("--config")
+        .arg(server.config_path())
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ferrodir");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if child.try_wait().expect("wait").is_some() {
+            let output = child.wait_with_output().expect("output");
+            assert!(!output.status.success(), "ferrodir started on a damaged shard: {}", text(&output));
+            return text(&output);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("ferrodir kept running on a damaged shard");
+}
+
+fn verify_offline(server: &Server) -> (bool, String) {
+    let output = Command::new(binary())
+        .arg("verify")
+        .arg("--config")
+        .arg(server.config_path())
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .output()
+        .expect("run verify");
+    (output.status.success(), text(&output))
+}
+
+/// The refusal names shard 1, its file, and every recovery command; verify reports it.
+fn assert_refused_naming_shard_1(server: &Server) {
+    let refusal = refused_start(server);
+    for needle in ["shard 1", "shard-001.redb", "ferrodir verify", "ferrodir export", "ferrodir import"] {
+        assert!(refusal.contains(needle), "the refusal does not say {needle:?}:\n{refusal}");
+    }
+    let (passed, report) = verify_offline(server);
+    assert!(!passed, "verify passed a damaged shard: {report}");
+    assert!(
+        report.contains("shard 1") && report.contains("damaged"),
+        "verify does not report the damage: {report}"
+    );
+    // The recovery's export saves the other shards' entries and says what it left out.
+    let output = Command::new(binary())
+        .arg("export")
+        .arg("--config")
+        .arg(server.config_path())
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .output()
+        .expect("run export");
+    let ldif = String::from_utf8_lossy(&output.stdout);
+    let saved = ldif.matches("\ndn: uid=fill").count();
+    assert!(saved > 0 && saved < 200, "export saved {saved} of the 200 entries, 3 shards' worth expected");
+    let summary = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        summary.contains("left out, damaged: shard 1"),
+        "export does not say what it left out: {summary}"
+    );
+}
+
+fn shard_1_file(server: &Server) -> PathBuf {
+    server.data_dir.join("shard-001.redb")
+}
+
+#[test]
+fn truncated_shard_file_refuses_to_start() {
+    let server = stopped_with_data();
+    let path = shard_1_file(&server);
+    let len = std::fs::metadata(&path).expect("shard 1 file").len();
+    std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(len / 2)).expect("truncate");
+    assert_refused_naming_shard_1(&server);
+}
+
+#[test]
+fn overwritten_bytes_in_a_shard_file_refuse_to_start() {
+    let server = stopped_with_data();
+    let path = shard_1_file(&server);
+    let damaged = overwrite_marks(&path);
+    assert!(damaged > 0, "no entry of shard 1 found in its file");
+    assert_refused_naming_shard_1(&server);
+}
+
+#[test]
+fn missing_shard_file_refuses_to_start() {
+    let server = stopped_with_data();
+    std::fs::remove_file(shard_1_file(&server)).expect("remove");
+    assert_refused_naming_shard_1(&server);
+}
+
+/// Overwrites every copy of `MARK` in the file, in the middle of live entry records (and of
+/// stale copies of them): bytes a page checksum covers. Returns how many.
+fn overwrite_marks(path: &Path) -> usize {
+    let mut bytes = std::fs::read(path).expect("read shard file");
+    let mark = MARK.as_bytes();
+    let mut count = 0;
+    let mut at = 0;
+    while let Some(found) = bytes[at..].windows(mark.len()).position(|w| w == mark) {
+        let start = at + found;
+        bytes[start..start + mark.len()].copy_from_slice(b"garbage-garbage");
+        count += 1;
+        at = start + mark.len();
+    }
+    std::fs::write(path, bytes).expect("write shard file");
+    count
+}
