@@ -171,17 +171,45 @@ impl Inner {
                 .record(&intent)
                 .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
             self.write(id.shard(), WriteOp::Delete { id }).await?;
-            self.write(
-                name_shard,
-                WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id },
-            )
-            .await?;
-            self.log.clear(seq).map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
+            let remove = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
+            match self.write(name_shard, remove).await {
+                Ok(_) => self.clear_intent(seq),
+                // The delete is decided: the entry is gone for good, and start-up recovery
+                // removes the name from the intent. Until then nobody finds it.
+                Err(e) => {
+                    tracing::warn!(error = %e, shard = name_shard, "delete done, its name stays until restart; withdrawn");
+                    self.withdraw(target.parent, &target.rdn_norm, id);
+                }
+            }
         }
         if target.parent != EntryId::ROOT {
-            self.demote_if_childless(target.parent).await?;
+            self.demote_after(target.parent).await;
         }
         Ok(())
+    }
+
+    /// Publishes a skeleton in which the DN→ID record (`parent`, `rdn_norm`) → `id` resolves to
+    /// nothing: a failed shard still holds it, and the entry is not there under that name.
+    fn withdraw(&self, parent: EntryId, rdn_norm: &str, id: EntryId) {
+        let next = self.tree.borrow().with_withdrawn(parent, rdn_norm, id);
+        self.publish(next);
+    }
+
+    /// Clears a finished change's intent. A failure leaves it in the log, harmless: recovery
+    /// at the next start finds the change complete and only makes the names agree again.
+    fn clear_intent(&self, seq: u64) {
+        if let Err(e) = self.log.clear(seq) {
+            tracing::warn!(seq, error = %e, "change done, but its intent stays in the log until the next start");
+        }
+    }
+
+    /// Demotes `parent` if a finished change left it childless. A failure is logged, not
+    /// returned: the change itself is done, and a container without children is harmless
+    /// (the next start settles its flag).
+    async fn demote_after(&self, parent: EntryId) {
+        if let Err(e) = self.demote_if_childless(parent).await {
+            tracing::warn!(%parent, error = %e, "could not demote a container left without children");
+        }
     }
 
     /// Modify DN of any entry. Only the entry's own record and its DN→ID record change:
@@ -221,61 +249,101 @@ impl Inner {
             };
             if let Err(e) = self.write(id.shard(), relocate).await {
                 let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
-                self.write(new_name_shard, release).await?;
+                if let Err(stuck) = self.write(new_name_shard, release).await {
+                    // The reservation stays on a failed shard (recovery removes it): until
+                    // then the new name must not find the entry, which did not move.
+                    self.withdraw(new_parent, &new_rdn_norm, id);
+                    return Err(stuck);
+                }
                 return Err(e);
+            }
+            if self.tree.borrow().is_withdrawn(new_parent, &new_rdn_norm, id) {
+                // Moved back under a name an earlier failure withdrew: it is right again.
+                let next = self.tree.borrow().without_withdrawn(new_parent, &new_rdn_norm);
+                self.publish(next);
             }
             if container {
                 let next = self.tree.borrow().with_moved(id, new_parent, &new_rdn, &new_rdn_norm);
                 self.publish(next);
             }
             if (target.parent, &target.rdn_norm) != (new_parent, &new_rdn_norm) {
-                let old = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm, id };
-                self.write(old_name_shard, old).await?;
+                let old = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
+                if let Err(e) = self.write(old_name_shard, old).await {
+                    // The move is decided: the entry and its new name are durable, and so is
+                    // the intent, from which start-up recovery removes the old name. Until
+                    // then the old name is withdrawn; the intent must stay.
+                    tracing::warn!(error = %e, shard = old_name_shard, "moved; the old name stays until restart, withdrawn");
+                    self.withdraw(target.parent, &target.rdn_norm, id);
+                    return Ok(false);
+                }
             }
-            Ok(())
+            Ok(true)
         };
-        let result: LdapResultOf<()> = steps.await;
-        // A step that failed with `unavailable` may have half-happened: recovery decides.
-        if result.is_ok() || result.as_ref().is_err_and(|e| e.code != ResultCode::UNAVAILABLE) {
-            self.log.clear(seq).map_err(unavailable)?;
+        let result: LdapResultOf<bool> = steps.await;
+        // A step that failed with `unavailable` may have half-happened, and a move whose old
+        // name is still stored is not finished: recovery decides, from the intent.
+        let finished = match &result {
+            Ok(finished) => *finished,
+            Err(e) => e.code != ResultCode::UNAVAILABLE,
+        };
+        if finished {
+            self.clear_intent(seq);
         }
         if result.is_ok() && target.parent != new_parent && target.parent != EntryId::ROOT {
-            self.demote_if_childless(target.parent).await?;
+            self.demote_after(target.parent).await;
         }
-        result
+        result.map(|_| ())
     }
 
-    /// Finishes or rolls back every intent left by a crash.
+    /// Finishes or rolls back every intent left by a crash or a failed shard: the entry's
+    /// record decides, and each name the intent touched is made to agree with it. That also
+    /// covers a step whose outcome was unknown (a commit that failed after it reached the
+    /// disk) and an intent left behind by a change that finished, or was followed by others.
     async fn recover(&self) -> LdapResultOf<usize> {
         let pending = self.log.pending().map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
-        let count = self.shards.len();
         for (seq, intent) in &pending {
             match intent.clone() {
                 Intent::MoveLeaf { id, old_parent, old_rdn, new_parent, new_rdn } => {
                     let record = self.fetch(id).await?;
-                    let moved =
-                        record.as_ref().is_some_and(|r| r.parent == new_parent && r.rdn_norm == new_rdn);
-                    if moved {
-                        let shard = shard_for_child(old_parent, &old_rdn, count);
-                        self.write(shard, WriteOp::RemoveDn { parent: old_parent, rdn_norm: old_rdn, id })
-                            .await?;
-                    } else {
-                        let shard = shard_for_child(new_parent, &new_rdn, count);
-                        self.write(shard, WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn, id })
-                            .await?;
-                    }
+                    self.settle_name(old_parent, old_rdn, id, record.as_deref()).await?;
+                    self.settle_name(new_parent, new_rdn, id, record.as_deref()).await?;
                 }
                 Intent::DeleteWithRemoteName { id, parent, rdn } => {
-                    if self.fetch(id).await?.is_none() {
-                        let shard = shard_for_child(parent, &rdn, count);
-                        self.write(shard, WriteOp::RemoveDn { parent, rdn_norm: rdn, id }).await?;
-                    }
+                    let record = self.fetch(id).await?;
+                    self.settle_name(parent, rdn, id, record.as_deref()).await?;
                 }
             }
             self.log.clear(*seq).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
             tracing::info!(?intent, "recovered an interrupted cross-shard change");
         }
         Ok(pending.len())
+    }
+
+    /// Makes the DN→ID record (`parent`, `rdn_norm`) → `id` agree with the entry's `record`:
+    /// there if the entry is there under that name, gone otherwise (`RemoveDn` removes only a
+    /// record that names `id`).
+    async fn settle_name(
+        &self,
+        parent: EntryId,
+        rdn_norm: String,
+        id: EntryId,
+        record: Option<&ferrodir_shard::record::EntryRecord>,
+    ) -> LdapResultOf<()> {
+        let shard = shard_for_child(parent, &rdn_norm, self.shards.len());
+        let agrees = record.is_some_and(|r| r.parent == parent && r.rdn_norm == rdn_norm);
+        let op = if agrees {
+            WriteOp::PutDn { parent, rdn_norm, id }
+        } else {
+            WriteOp::RemoveDn { parent, rdn_norm, id }
+        };
+        match self.write(shard, op).await {
+            Err(e) if e.code == ResultCode::ENTRY_ALREADY_EXISTS => {
+                // Another entry holds the name: not something recovery can decide.
+                tracing::error!(%id, %parent, "recovery: the entry's name is held by another entry; run ferrodir verify");
+                Ok(())
+            }
+            other => other.map(|_| ()),
+        }
     }
 
     async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<ferrodir_shard::record::EntryRecord>>> {
@@ -359,3 +427,19 @@ serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| inner.move_entry(msg).
 pub struct Recover;
 
 serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner.recover().await);
+
+/// Runs a closure on the coordinator's thread between two structural changes: the handler
+/// is serial like every other, so no promotion, container delete or Modify DN is half done
+/// while it runs, and none starts until it returns. `ferrodir export` and `backup` use it to
+/// open one snapshot per shard (server/src/cut.rs). It gets the intent log, to read the
+/// intents still pending (a change cut short by a disk error, left for recovery at the
+/// next start), which a backup must carry. The closure must be short: every structural
+/// change waits for it. It reports through whatever channel it captured.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BetweenChanges(pub Box<dyn FnOnce(&IntentLog) + Send>);
+
+serial_handler!(BetweenChanges, (), |inner, msg| (msg.0)(&inner.log));
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,7 @@
 //! Starting the server: one worker thread (an actix arbiter) per shard, each holding its
 //! shard actor and the connections assigned to it; the coordinator on a thread of its own;
-//! the accept loop on the main thread, handing each connection to a worker in turn.
+//! the accept loop on the main thread, handing each connection to a worker in turn; the
+//! admin socket (admin.rs) on a thread of its own.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -69,7 +70,10 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
 }
 
 /// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
-pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
+pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
+    // First, before anything clones the engines: commits pass through the gates a
+    // consistent cut pauses (cut.rs).
+    let gates = crate::cut::install_gates(&mut store.engines);
     let directory = Arc::new(directory_config(&config, &store)?);
     store.fill_blooms()?;
     let settled = store.settle_containers(&config)?;
@@ -148,6 +152,9 @@ pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
         rx.await.context("worker thread died")?;
     }
 
+    // Bound before the listening line, so that whoever waits for that line can use it.
+    let admin = start_admin(&config, &store, coordinator.clone(), gates);
+
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -192,8 +199,35 @@ pub async fn serve(config: Config, store: Store) -> anyhow::Result<()> {
     for arbiter in arbiters.iter().chain(std::iter::once(&coordinator_arbiter)) {
         arbiter.stop();
     }
+    drop(admin);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts the admin socket (admin.rs). Without it the server still serves; only online
+/// export and backup are unavailable, so a failure is a warning.
+fn start_admin(
+    config: &Config,
+    store: &Store,
+    coordinator: Addr<Coordinator>,
+    gates: Vec<Arc<crate::cut::CommitGate>>,
+) -> Option<crate::admin::AdminSocket> {
+    let kind = ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine)?;
+    let context = crate::admin::AdminContext {
+        coordinator,
+        engines: store.engines.clone(),
+        gates,
+        kind,
+        manifest: store.manifest.clone(),
+        rules: store.rules.clone(),
+    };
+    match crate::admin::start(&config.data_dir, context) {
+        Ok(socket) => Some(socket),
+        Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), "no admin socket: export and backup work only offline");
+            None
+        }
+    }
 }
 
 fn announce(config: &Config, addr: SocketAddr, shards: usize) {
