@@ -1,78 +1,198 @@
 //! Offline bulk loading (`ferrodir import`, and the example data of a new directory).
 //!
-//! Placement is computed here exactly as the live server would compute it: each entry's
-//! home shard is `shard_for_child(parent id, normalised RDN)`, parents become containers as
-//! their first child is read. Each shard's entries are then committed in one durable
-//! transaction, all shards in parallel.
+//! A pipeline of threads, every queue between them bounded:
+//!
+//! ```text
+//! reader ─chunks─▶ parse worker 0..P (round robin) ─▶ placement ─▶ shard writer 0..N
+//! ```
+//!
+//! - The **reader** cuts the input into chunks of whole records at blank lines, counting
+//!   physical lines (for error messages) and bytes (for the progress bar).
+//! - **Parse workers** do the per-record work that needs no other record: LDIF parsing, DN
+//!   parsing and normalisation, the suffix, the schema check. Chunk `i` goes to worker
+//!   `i mod P`, and placement takes results back in the same order, so no reordering buffer
+//!   is needed and the outcome does not depend on thread timing.
+//! - **Placement** (the calling thread) is the only sequential step, because it needs each
+//!   entry's parent: it finds the parent, refuses duplicates, and computes the home shard
+//!   exactly as the live server would (`shard_for_child(parent id, normalised RDN)`) and the
+//!   id (ids count up per shard in input order). It sends each entry to its shard's writer,
+//!   and marks a parent a container when its first child arrives.
+//! - One **shard writer** per shard stamps the operational attributes, builds the index keys
+//!   and the record and writes them into that shard's single bulk transaction
+//!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. A failure
+//!   anywhere drops the channels, every writer abandons its transaction, and nothing is
+//!   written.
+//!
+//! Bad records are judged before placement (parse workers) or at it, in input order, so
+//! `--continue` skips exactly what the sequential loader skipped: a bad record, and any
+//! record whose parent was skipped.
+//!
+//! [`KvEngine::bulk_load`]: ferrodir_shard::storage::KvEngine::bulk_load
 
 use std::collections::HashMap;
 use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use anyhow::Context as _;
+use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::ldif::{LdifReader, LdifRecord};
 use ferrodir_proto::schema::check::check_entry;
-use ferrodir_proto::schema::Schema;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::{EntryRecord, FLAG_CONTAINER};
 use ferrodir_shard::stamp::{stamp_imported, Stamp};
-use ferrodir_shard::storage::Mutation;
+use ferrodir_shard::storage::{BulkSink, StorageError};
 use ferrodir_shard::EntryId;
 
 use crate::store::Store;
 
+/// A chunk is cut at the first record boundary after this many bytes: large enough that
+/// channel traffic is negligible, small enough that the queues hold little.
+const CHUNK_BYTES: usize = 64 * 1024;
+/// Chunks queued for each parse worker, and parsed chunks queued for placement per worker.
+const CHUNKS_QUEUED_PER_WORKER: usize = 2;
+/// Batches of placed entries queued for each shard writer (a batch: one chunk's share).
+const BATCHES_QUEUED_PER_SHARD: usize = 8;
+/// At most this many parse workers, however many cores there are: placement, a single
+/// thread, can't use more.
+const PARSE_WORKERS_MAX: usize = 8;
+
 #[derive(Debug, Default)]
 pub struct LoadReport {
     pub entries: usize,
-    pub skipped: Vec<String>,
+    /// Records skipped with `--continue` (each was reported through `on_skip`).
+    pub skipped: usize,
 }
 
-struct Placed {
-    id: EntryId,
-    record: EntryRecord,
+/// Counters a progress display reads while a load runs.
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    /// Bytes of input read so far (the reader runs a few chunks ahead of placement).
+    pub bytes_read: AtomicU64,
+    /// Entries placed so far (sent to their shard writers; not yet durable).
+    pub entries: AtomicU64,
+    /// Set once every record is placed: what remains is the writers' final commit and sync.
+    pub input_done: AtomicBool,
+}
+
+pub struct LoadOptions<'a> {
+    /// Skip bad records (after reporting them through `on_skip`) instead of stopping.
+    pub keep_going: bool,
+    pub progress: Option<&'a LoadProgress>,
+    /// Called on the loading thread for each skipped record, in input order.
+    pub on_skip: &'a mut dyn FnMut(&str),
 }
 
 /// Loads LDIF content records into an empty store. With `keep_going`, bad records are
-/// reported and skipped; without it the first one stops the load before anything is written.
+/// reported on stderr and skipped; without it the first one stops the load before anything is
+/// written. Used by `serve` for the example data of a new directory.
 pub fn load_ldif(
     store: &Store,
     directory: &DirectoryConfig,
-    input: impl BufRead,
+    input: impl BufRead + Send,
     keep_going: bool,
+) -> anyhow::Result<LoadReport> {
+    let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
+    load(store, directory, input, LoadOptions { keep_going, progress: None, on_skip: &mut report_skip })
+}
+
+/// The pipeline described in the module docs.
+pub fn load(
+    store: &Store,
+    directory: &DirectoryConfig,
+    input: impl BufRead + Send,
+    options: LoadOptions<'_>,
 ) -> anyhow::Result<LoadReport> {
     ensure_empty(store)?;
     let shard_count = store.engines.len();
-    let mut placed: Vec<Placed> = Vec::new();
-    let mut by_dn: HashMap<String, usize> = HashMap::new();
-    let mut next_seq = vec![1u64; shard_count];
-    let mut report = LoadReport::default();
-    for item in LdifReader::new(input) {
-        let outcome = item.map_err(|e| e.to_string()).and_then(|(line, record)| {
-            place(directory, &store.schema, record, &mut placed, &mut by_dn, &mut next_seq, shard_count)
-                .map_err(|e| format!("line {line}: {e}"))
-        });
-        if let Err(problem) = outcome {
-            if !keep_going {
-                anyhow::bail!("{problem} (nothing was imported; --continue skips bad records)");
-            }
-            report.skipped.push(problem);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, PARSE_WORKERS_MAX);
+    let author = directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default();
+    let suffixes = SuffixTable::new(directory);
+    let progress = options.progress;
+    std::thread::scope(|scope| {
+        let mut chunk_senders = Vec::with_capacity(workers);
+        let mut parsed_receivers = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(CHUNKS_QUEUED_PER_WORKER);
+            let (parsed_tx, parsed_rx) = sync_channel::<Vec<Parsed>>(CHUNKS_QUEUED_PER_WORKER);
+            let suffixes = &suffixes;
+            spawn_named(scope, "import-parse", move || parse_worker(store, suffixes, chunk_rx, parsed_tx))?;
+            chunk_senders.push(chunk_tx);
+            parsed_receivers.push(parsed_rx);
         }
-    }
-    report.entries = placed.len();
-    commit_all(store, placed, &next_seq)?;
-    Ok(report)
+        let reader = spawn_named(scope, "import-read", move || read_chunks(input, &chunk_senders, progress))?;
+        let mut shard_senders = Vec::with_capacity(shard_count);
+        let mut writers = Vec::with_capacity(shard_count);
+        for shard in 0..shard_count {
+            let (tx, rx) = sync_channel::<ShardMsg>(BATCHES_QUEUED_PER_SHARD);
+            let author = author.as_str();
+            writers.push(spawn_named(scope, &format!("import-shard-{shard}"), move || {
+                write_shard(store, shard, author, rx).with_context(|| format!("shard {shard}"))
+            })?);
+            shard_senders.push(tx);
+        }
+        let mut placement = Placement::new(shard_count, &suffixes, options.keep_going, options.on_skip);
+        // Takes the parse workers' receivers: when it returns, for whatever reason, they are
+        // closed, and the workers and the reader wind down.
+        let placed = placement.run(parsed_receivers, &shard_senders, progress);
+        let read = reader.join().map_err(|_| anyhow::anyhow!("the import's reader panicked"));
+        // The writers commit only on `Finish`, sent only if every chunk read was placed.
+        let placed_all = match (placed, read.and_then(|read| read)) {
+            (Ok(placed), Ok(read)) if placed == read => placement.finish(&shard_senders),
+            (Ok(placed), Ok(read)) => {
+                Err(anyhow::anyhow!("the import read {read} chunks but placed {placed}"))
+            }
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        if let Some(progress) = progress {
+            progress.input_done.store(true, Ordering::Relaxed);
+        }
+        drop(shard_senders);
+        let mut writer_failure = None;
+        let mut committed = 0;
+        for writer in writers {
+            match writer.join() {
+                Ok(Ok(WriterEnd::Committed)) => committed += 1,
+                Ok(Ok(WriterEnd::Abandoned)) => {}
+                Ok(Err(e)) => {
+                    writer_failure.get_or_insert(e);
+                }
+                Err(_) => {
+                    writer_failure.get_or_insert(anyhow::anyhow!("a shard writer panicked"));
+                }
+            }
+        }
+        // A writer's own failure is the cause when placement only saw it stop; otherwise the
+        // placement's reason (a bad record, a read error) explains why the writers gave up.
+        if let Some(e) = writer_failure {
+            return Err(e);
+        }
+        placed_all?;
+        if committed != shard_count {
+            anyhow::bail!("only {committed} of {shard_count} shards committed the import");
+        }
+        Ok(LoadReport { entries: placement.entries, skipped: placement.skipped })
+    })
+}
+
+/// Named, so that a profile tells the pipeline's stages apart.
+fn spawn_named<'scope, 'env, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> anyhow::Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn_scoped(scope, work)
+        .with_context(|| format!("cannot start the import thread {name}"))
 }
 
 fn ensure_empty(store: &Store) -> anyhow::Result<()> {
     for (index, engine) in store.engines.iter().enumerate() {
-        let mut found = false;
-        engine.snapshot()?.scan_prefix(&keys::entries_prefix(), &mut |_, _| {
-            found = true;
-            false
-        })?;
-        if found {
+        if shard_has_entries(engine.as_ref())? {
             anyhow::bail!(
                 "shard {index} already holds entries: import loads only a new, empty data directory"
             );
@@ -81,95 +201,480 @@ fn ensure_empty(store: &Store) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn place(
-    directory: &DirectoryConfig,
-    schema: &Schema,
+/// Whether a shard holds at least one entry.
+pub fn shard_has_entries(engine: &dyn ferrodir_shard::storage::KvEngine) -> anyhow::Result<bool> {
+    let mut found = false;
+    engine.snapshot()?.scan_prefix(&keys::entries_prefix(), &mut |_, _| {
+        found = true;
+        false
+    })?;
+    Ok(found)
+}
+
+// --- reader -----------------------------------------------------------------------------
+
+/// Whole LDIF records, and the physical line the first of its lines has in the input.
+struct Chunk {
+    first_line: usize,
+    text: Vec<u8>,
+}
+
+/// Sends the input's chunks round robin to the parse workers; returns how many it sent.
+/// Stops early, without an error, when the workers are gone (the load already failed).
+fn read_chunks(
+    input: impl BufRead,
+    workers: &[SyncSender<Chunk>],
+    progress: Option<&LoadProgress>,
+) -> anyhow::Result<usize> {
+    let mut sent = 0;
+    split_chunks(input, CHUNK_BYTES, &mut |chunk| {
+        if let Some(progress) = progress {
+            progress.bytes_read.fetch_add(chunk.text.len() as u64, Ordering::Relaxed);
+        }
+        let accepted = workers[sent % workers.len()].send(chunk).is_ok();
+        sent += usize::from(accepted);
+        accepted
+    })
+    .context("cannot read the input")?;
+    Ok(sent)
+}
+
+/// Cuts `input` into chunks of at least `chunk_bytes` (the last may be smaller) and hands
+/// each to `emit` until it returns false.
+///
+/// A cut goes only before a line that starts a record right after an empty line. Any
+/// empty line ends a record (RFC 2849) and resets the LDIF reader to its state between
+/// records, so each chunk parses on its own exactly as it would in one pass. One exception:
+/// a fresh reader accepts `version: 1` as its first line, which is only legal at the start
+/// of the file, so no cut goes before a line starting with `version`.
+fn split_chunks(
+    mut input: impl BufRead,
+    chunk_bytes: usize,
+    emit: &mut dyn FnMut(Chunk) -> bool,
+) -> std::io::Result<()> {
+    let mut chunk = Chunk { first_line: 1, text: Vec::with_capacity(chunk_bytes + 4096) };
+    let mut line_number = 0;
+    let mut previous_empty = false;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        line_number += 1;
+        let content = line.strip_suffix(b"\n").unwrap_or(&line);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        let starts_record = previous_empty
+            && !matches!(content.first(), None | Some(b' ') | Some(b'#'))
+            && !content.get(..7).is_some_and(|head| head.eq_ignore_ascii_case(b"version"));
+        if starts_record && chunk.text.len() >= chunk_bytes {
+            let next = Chunk { first_line: line_number, text: Vec::with_capacity(chunk_bytes + 4096) };
+            if !emit(std::mem::replace(&mut chunk, next)) {
+                return Ok(());
+            }
+        }
+        previous_empty = content.is_empty();
+        chunk.text.extend_from_slice(&line);
+    }
+    if !chunk.text.is_empty() {
+        emit(chunk);
+    }
+    Ok(())
+}
+
+// --- parse workers ----------------------------------------------------------------------
+
+/// A record ready for placement, or why it can't be loaded.
+enum Parsed {
+    Entry(ParsedEntry),
+    Bad(String),
+}
+
+struct ParsedEntry {
+    line: usize,
+    /// As written in the LDIF, for messages.
+    dn_text: String,
+    /// The entry's RDN as written; the suffix's display form for a suffix entry.
+    rdn: String,
+    /// The normalised RDNs, leftmost first.
+    rdns_norm: Vec<String>,
+    /// Index into the configured suffixes.
+    suffix: usize,
+    entry: Entry,
+}
+
+/// The configured suffixes with their normalised RDNs, to find an entry's suffix from its
+/// own normalised RDNs without normalising anything again.
+struct SuffixTable {
+    suffixes: Vec<(Vec<String>, String, String)>,
+}
+
+impl SuffixTable {
+    fn new(directory: &DirectoryConfig) -> Self {
+        let suffixes = directory
+            .suffixes
+            .iter()
+            .map(|s| (s.dn.rdns.iter().map(|r| r.normalized()).collect(), s.display.clone(), s.norm.clone()))
+            .collect();
+        Self { suffixes }
+    }
+
+    /// The longest suffix `rdns_norm` falls under, as `DirectoryConfig::suffix_of` finds it.
+    fn of(&self, rdns_norm: &[String]) -> Option<usize> {
+        (0..self.suffixes.len())
+            .filter(|&i| rdns_norm.ends_with(&self.suffixes[i].0))
+            .max_by_key(|&i| self.suffixes[i].0.len())
+    }
+
+    fn len_of(&self, suffix: usize) -> usize {
+        self.suffixes[suffix].0.len()
+    }
+
+    fn display(&self, suffix: usize) -> &str {
+        &self.suffixes[suffix].1
+    }
+
+    fn norm(&self, suffix: usize) -> &str {
+        &self.suffixes[suffix].2
+    }
+}
+
+fn parse_worker(
+    store: &Store,
+    suffixes: &SuffixTable,
+    chunks: Receiver<Chunk>,
+    out: SyncSender<Vec<Parsed>>,
+) {
+    let mut parsed_capacity = 0;
+    for chunk in chunks {
+        let line_offset = chunk.first_line - 1;
+        let mut parsed = Vec::with_capacity(parsed_capacity);
+        for item in LdifReader::new(chunk.text.as_slice()) {
+            parsed.push(match item {
+                Ok((line, record)) => {
+                    let line = line + line_offset;
+                    parse_entry(store, suffixes, line, record)
+                        .map_or_else(|e| Parsed::Bad(format!("line {line}: {e}")), Parsed::Entry)
+                }
+                Err(mut e) => {
+                    e.line += line_offset;
+                    Parsed::Bad(e.to_string())
+                }
+            });
+        }
+        // The next chunk is likely alike: size its vector once.
+        parsed_capacity = parsed_capacity.max(parsed.len());
+        if out.send(parsed).is_err() {
+            return;
+        }
+    }
+}
+
+/// Everything about one record that needs no other record, including the schema check.
+fn parse_entry(
+    store: &Store,
+    suffixes: &SuffixTable,
+    line: usize,
     record: LdifRecord,
-    placed: &mut Vec<Placed>,
-    by_dn: &mut HashMap<String, usize>,
-    next_seq: &mut [u64],
-    shard_count: usize,
-) -> Result<(), String> {
+) -> Result<ParsedEntry, String> {
     let (dn_text, attrs) = match record {
         LdifRecord::Content { dn, attrs } | LdifRecord::Add { dn, attrs } => (dn, attrs),
         _ => return Err("import takes content records only".into()),
     };
     let dn = Dn::parse(&dn_text).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
-    let dn_norm = dn.normalized();
-    if by_dn.contains_key(&dn_norm) {
-        return Err(format!("duplicate entry {dn_text}"));
-    }
-    let suffix =
-        directory.suffix_of(&dn).ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
-    let (parent, rdn, rdn_norm) = if dn.len() == suffix.dn.len() {
-        (EntryId::ROOT, suffix.display.clone(), suffix.norm.clone())
-    } else {
-        let parent_norm = dn.parent().unwrap_or_default().normalized();
-        let &parent_index =
-            by_dn.get(&parent_norm).ok_or_else(|| format!("parent of {dn_text} not loaded before it"))?;
-        let parent = &mut placed[parent_index];
-        parent.record.flags |= FLAG_CONTAINER;
-        let rdn = dn.rdn().ok_or("empty DN")?;
-        (parent.id, rdn.to_string(), rdn.normalized())
-    };
-    let mut entry = ferrodir_proto::Entry::new(attrs);
-    let named_by = if parent == EntryId::ROOT { dn.rdns.first() } else { dn.rdn() };
-    let checked = check_entry(schema, &entry, named_by)
+    let rdns_norm: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
+    let suffix = suffixes.of(&rdns_norm).ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
+    let is_suffix = dn.len() == suffixes.len_of(suffix);
+    let mut entry = Entry::new(attrs);
+    let checked = check_entry(&store.schema, &entry, dn.rdn())
         .map_err(|v| format!("{dn_text}: {} ({})", v.message, v.code))?;
     if entry.get("structuralObjectClass").is_none() {
-        entry.attrs.insert(
-            0,
-            ferrodir_proto::Attribute::new(
-                "structuralObjectClass",
-                vec![checked.structural_class.into_bytes()],
-            ),
-        );
+        let class = Attribute::new("structuralObjectClass", vec![checked.structural_class.into_bytes()]);
+        entry.attrs.insert(0, class);
     }
-    stamp_imported(
-        &mut entry,
-        &Stamp::now(&directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default()),
-    );
-    let shard = shard_for_child(parent, &rdn_norm, shard_count);
-    let id = EntryId::new(shard, next_seq[shard]);
-    next_seq[shard] += 1;
-    by_dn.insert(dn_norm, placed.len());
-    placed.push(Placed { id, record: EntryRecord { parent, rdn, rdn_norm, flags: 0, entry } });
-    Ok(())
+    let rdn = match dn.rdn() {
+        Some(rdn) if !is_suffix => rdn.to_string(),
+        _ => suffixes.display(suffix).to_string(),
+    };
+    Ok(ParsedEntry { line, dn_text, rdn, rdns_norm, suffix, entry })
 }
 
-fn commit_all(store: &Store, placed: Vec<Placed>, next_seq: &[u64]) -> anyhow::Result<()> {
-    let mut per_shard: Vec<Vec<Mutation>> = vec![Vec::new(); store.engines.len()];
-    for Placed { id, record } in placed {
-        let batch = &mut per_shard[id.shard()];
-        for key in store.indexes.keys_for(&store.rules, id, &record.entry) {
-            batch.push(Mutation { key, value: Some(Vec::new()) });
+// --- placement --------------------------------------------------------------------------
+
+/// What a shard writer is asked to do, in placement order.
+enum ShardWork {
+    Entry {
+        id: EntryId,
+        parent: EntryId,
+        rdn: String,
+        rdn_norm: String,
+        entry: Entry,
+    },
+    /// The entry (already sent to this shard) got its first child.
+    Container(EntryId),
+}
+
+enum ShardMsg {
+    Work(Vec<ShardWork>),
+    /// Every entry is placed: write the shard's metadata and commit.
+    Finish {
+        next_seq: u64,
+    },
+}
+
+struct Placement<'a> {
+    shard_count: usize,
+    suffixes: &'a SuffixTable,
+    keep_going: bool,
+    on_skip: &'a mut dyn FnMut(&str),
+    /// parent id → normalised RDN → id: the DN→ID index of what is placed so far. A parent
+    /// is here once it has a child, so membership also says "already marked a container".
+    children: HashMap<EntryId, HashMap<Box<str>, EntryId>>,
+    /// The last parent found, by its normalised RDNs: records come grouped by parent.
+    last_parent: Option<(Vec<String>, EntryId)>,
+    next_seq: Vec<u64>,
+    entries: usize,
+    skipped: usize,
+}
+
+impl<'a> Placement<'a> {
+    fn new(
+        shard_count: usize,
+        suffixes: &'a SuffixTable,
+        keep_going: bool,
+        on_skip: &'a mut dyn FnMut(&str),
+    ) -> Self {
+        Self {
+            shard_count,
+            suffixes,
+            keep_going,
+            on_skip,
+            children: HashMap::new(),
+            last_parent: None,
+            next_seq: vec![1; shard_count],
+            entries: 0,
+            skipped: 0,
         }
-        batch.push(Mutation { key: keys::child(record.parent, id), value: Some(Vec::new()) });
-        batch.push(Mutation {
-            key: keys::dn(record.parent, &record.rdn_norm),
-            value: Some(id.to_be_bytes().to_vec()),
-        });
-        batch.push(Mutation { key: keys::entry(id), value: Some(record.encode()) });
     }
-    for (shard, batch) in per_shard.iter_mut().enumerate() {
-        batch.extend(crate::reindex::ready_marks(store));
-        batch.push(Mutation {
-            key: keys::meta("next_seq"),
-            value: Some(next_seq[shard].to_be_bytes().to_vec()),
-        });
+
+    /// Places every parsed chunk in input order; returns how many chunks it took. Without
+    /// `keep_going`, the first bad record is the error. On any error the shard writers see
+    /// their channel close without `Finish` and abandon their transactions.
+    fn run(
+        &mut self,
+        parsed: Vec<Receiver<Vec<Parsed>>>,
+        shards: &[SyncSender<ShardMsg>],
+        progress: Option<&LoadProgress>,
+    ) -> anyhow::Result<usize> {
+        let mut chunks = 0;
+        while let Ok(records) = parsed[chunks % parsed.len()].recv() {
+            chunks += 1;
+            let mut work: Vec<Vec<ShardWork>> = (0..self.shard_count).map(|_| Vec::new()).collect();
+            let placed_before = self.entries;
+            for record in records {
+                let outcome = match record {
+                    Parsed::Entry(parsed) => self.place(parsed, &mut work),
+                    Parsed::Bad(problem) => Err(problem),
+                };
+                if let Err(problem) = outcome {
+                    if !self.keep_going {
+                        anyhow::bail!("{problem} (nothing was imported; --continue skips bad records)");
+                    }
+                    self.skipped += 1;
+                    (self.on_skip)(&problem);
+                }
+            }
+            for (shard, batch) in work.into_iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+                shards[shard].send(ShardMsg::Work(batch)).map_err(|_| writer_gone(shard))?;
+            }
+            if let Some(progress) = progress {
+                progress.entries.fetch_add((self.entries - placed_before) as u64, Ordering::Relaxed);
+            }
+        }
+        Ok(chunks)
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = per_shard
-            .iter()
-            .zip(&store.engines)
-            .enumerate()
-            .map(|(index, (batch, engine))| {
-                scope.spawn(move || engine.commit(batch).with_context(|| format!("committing shard {index}")))
-            })
-            .collect();
-        for handle in handles {
-            handle.join().map_err(|_| anyhow::anyhow!("an import thread panicked"))??;
+
+    /// Tells every writer that the input is complete, with its shard's next sequence number.
+    fn finish(&self, shards: &[SyncSender<ShardMsg>]) -> anyhow::Result<()> {
+        for (shard, sender) in shards.iter().enumerate() {
+            sender
+                .send(ShardMsg::Finish { next_seq: self.next_seq[shard] })
+                .map_err(|_| writer_gone(shard))?;
         }
         Ok(())
-    })
+    }
+
+    fn place(&mut self, parsed: ParsedEntry, work: &mut [Vec<ShardWork>]) -> Result<(), String> {
+        let ParsedEntry { line, dn_text, rdn, mut rdns_norm, suffix, entry } = parsed;
+        let (parent, rdn_norm) = if rdns_norm.len() == self.suffixes.len_of(suffix) {
+            (EntryId::ROOT, self.suffixes.norm(suffix).to_string())
+        } else {
+            let parent = self
+                .find_parent(&rdns_norm[1..], suffix)
+                .ok_or_else(|| format!("line {line}: parent of {dn_text} not loaded before it"))?;
+            (parent, rdns_norm.swap_remove(0))
+        };
+        if self.children.get(&parent).is_some_and(|c| c.contains_key(rdn_norm.as_str())) {
+            return Err(format!("line {line}: duplicate entry {dn_text}"));
+        }
+        let shard = shard_for_child(parent, &rdn_norm, self.shard_count);
+        let id = EntryId::new(shard, self.next_seq[shard]);
+        self.next_seq[shard] += 1;
+        let siblings = self.children.entry(parent).or_insert_with(|| {
+            // First child: its parent becomes a container, on the shard that holds it.
+            if parent != EntryId::ROOT {
+                work[parent.shard()].push(ShardWork::Container(parent));
+            }
+            HashMap::new()
+        });
+        siblings.insert(rdn_norm.as_str().into(), id);
+        work[shard].push(ShardWork::Entry { id, parent, rdn, rdn_norm, entry });
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// The id of the entry whose normalised RDNs are `rdns_norm` (leftmost first), walking
+    /// down from the suffix entry; None if any of them was not placed.
+    fn find_parent(&mut self, rdns_norm: &[String], suffix: usize) -> Option<EntryId> {
+        if let Some((cached, id)) = &self.last_parent {
+            if cached.as_slice() == rdns_norm {
+                return Some(*id);
+            }
+        }
+        let below_suffix = rdns_norm.len() - self.suffixes.len_of(suffix);
+        let mut id = *self.children.get(&EntryId::ROOT)?.get(self.suffixes.norm(suffix))?;
+        for rdn in rdns_norm[..below_suffix].iter().rev() {
+            id = *self.children.get(&id)?.get(rdn.as_str())?;
+        }
+        self.last_parent = Some((rdns_norm.to_vec(), id));
+        Some(id)
+    }
+}
+
+fn writer_gone(shard: usize) -> anyhow::Error {
+    anyhow::anyhow!("the writer of shard {shard} stopped")
+}
+
+// --- shard writers ----------------------------------------------------------------------
+
+/// How a shard writer ended, when nothing failed on its side.
+enum WriterEnd {
+    Committed,
+    /// Its channel closed without `Finish`: placement stopped, and says why.
+    Abandoned,
+}
+
+/// Writes one shard's entries into its bulk transaction as they arrive; commits (durably)
+/// only on `Finish`.
+fn write_shard(
+    store: &Store,
+    shard: usize,
+    author: &str,
+    work: Receiver<ShardMsg>,
+) -> anyhow::Result<WriterEnd> {
+    let mut abandoned = false;
+    let mut commit_started = None;
+    let outcome = store.engines[shard].bulk_load(&mut |sink| {
+        for message in work.iter() {
+            match message {
+                ShardMsg::Work(batch) => {
+                    for item in batch {
+                        write_one(store, author, sink, item)?;
+                    }
+                }
+                ShardMsg::Finish { next_seq } => {
+                    for mark in crate::reindex::ready_marks(store) {
+                        sink.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
+                    }
+                    sink.put(&keys::meta("next_seq"), &next_seq.to_be_bytes())?;
+                    commit_started = Some(std::time::Instant::now());
+                    return Ok(());
+                }
+            }
+        }
+        // Placement stopped early (a bad record, a read error): abandon the transaction.
+        abandoned = true;
+        Err(StorageError("the import stopped before its end".into()))
+    });
+    if let (Ok(()), Some(started)) = (&outcome, commit_started) {
+        let commit_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(shard, commit_ms, "import: shard committed and synced");
+    }
+    match outcome {
+        Ok(()) => Ok(WriterEnd::Committed),
+        Err(_) if abandoned => Ok(WriterEnd::Abandoned),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn write_one(
+    store: &Store,
+    author: &str,
+    sink: &mut dyn BulkSink,
+    item: ShardWork,
+) -> Result<(), StorageError> {
+    match item {
+        ShardWork::Entry { id, parent, rdn, rdn_norm, mut entry } => {
+            stamp_imported(&mut entry, &Stamp::now(author));
+            for key in store.indexes.keys_for(&store.rules, id, &entry) {
+                sink.put(&key, &[])?;
+            }
+            sink.put(&keys::child(parent, id), &[])?;
+            sink.put(&keys::dn(parent, &rdn_norm), &id.to_be_bytes())?;
+            let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
+            sink.put(&keys::entry(id), &record.encode())
+        }
+        ShardWork::Container(id) => {
+            let key = keys::entry(id);
+            let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
+            let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
+            record.flags |= FLAG_CONTAINER;
+            sink.put(&key, &record.encode())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks_of(text: &str, chunk_bytes: usize) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        split_chunks(text.as_bytes(), chunk_bytes, &mut |c| {
+            out.push((c.first_line, String::from_utf8(c.text).unwrap()));
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn chunks_are_whole_records_with_their_first_line() {
+        let text = "version: 1\n\ndn: a=1\na: 1\n\n\ndn: a=2\na: 2\n continued\n\n# note\n\ndn: a=3\n";
+        let chunks = chunks_of(text, 1);
+        let joined: String = chunks.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(joined, text, "chunks lose or reorder nothing");
+        let firsts: Vec<usize> = chunks.iter().map(|(line, _)| *line).collect();
+        // Cuts before each `dn:` that follows an empty line; never before `version:`, a
+        // continuation or a comment.
+        assert_eq!(firsts, vec![1, 3, 7, 13]);
+        for (first, chunk) in &chunks {
+            let line = text.lines().nth(first - 1).unwrap();
+            assert_eq!(chunk.lines().next(), Some(line));
+        }
+    }
+
+    #[test]
+    fn no_cut_before_a_version_line_or_below_the_size() {
+        let text = "dn: a=1\n\nversion: 1\n\ndn: a=2\n";
+        let chunks = chunks_of(text, 1);
+        assert_eq!(chunks.iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![1, 5]);
+        assert_eq!(chunks_of(text, 1 << 20).len(), 1);
+    }
+
+    #[test]
+    fn crlf_empty_lines_end_records() {
+        let text = "dn: a=1\r\n\r\ndn: a=2\r\n";
+        assert_eq!(chunks_of(text, 1).iter().map(|(l, _)| *l).collect::<Vec<_>>(), vec![1, 3]);
+    }
 }

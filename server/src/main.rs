@@ -3,14 +3,21 @@
 //! # Layout
 //! - `main.rs`: the command line (serve, import, export) and logging.
 //! - `config.rs`: the TOML configuration; `manifest.rs`: what a data directory is fixed to.
-//! - `store.rs`: opening a data directory's shards; `load.rs` and `export.rs`: LDIF in and out;
-//!   `reindex.rs`: rebuilding indices.
+//! - `store.rs`: opening a data directory's shards; `load.rs` and `export.rs`: LDIF in and out
+//!   (`import.rs`: the import command's staging directory and progress display);
+//!   `reindex.rs`: rebuilding indices; `backup.rs`: backup and restore.
+//! - `cut.rs`: a consistent cut of every shard, taken while serving; `admin.rs`: the admin
+//!   socket through which export and backup reach a serving server.
 //! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
 //! - `connection.rs`: one client connection's read and write loops.
 
+mod admin;
+mod backup;
 mod config;
 mod connection;
+mod cut;
 mod export;
+mod import;
 mod load;
 mod manifest;
 mod reindex;
@@ -18,15 +25,20 @@ mod runtime;
 mod store;
 mod verify;
 
-use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
 use crate::store::Store;
+
+/// mimalloc instead of glibc's malloc: the import pipeline frees on one thread what another
+/// allocated (parsed entries travel from parse workers to shard writers), which glibc's
+/// arenas handle with locks and heap trimming; with mimalloc `ferrodir import` of 100k
+/// entries took about a fifth less CPU (docs/BENCHMARKS.md, "Import").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const EXAMPLE_LDIF: &str = include_str!("example.ldif");
 
@@ -58,6 +70,10 @@ enum Command {
         /// Skip bad records (reported with their line numbers) instead of stopping.
         #[arg(long = "continue")]
         keep_going: bool,
+        /// Progress on stderr: a bar on a terminal (auto), also plain lines when stderr is
+        /// not a terminal (always), or none.
+        #[arg(long, value_enum, default_value = "auto")]
+        progress: import::ProgressMode,
         file: PathBuf,
     },
     /// Check every shard offline: entries against indices, parent links, schema. Exits
@@ -75,12 +91,40 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
-    /// Write every entry as LDIF to standard output, parents first (offline, like slapcat).
+    /// Write every entry as LDIF to standard output, parents first, like slapcat. While a
+    /// server serves DIR, it asks that server (through DIR/admin.sock) for a consistent cut.
     Export {
         #[arg(long)]
         config: Option<PathBuf>,
         #[arg(long)]
         data_dir: PathBuf,
+        /// Leave out the operational attributes (entryUUID, entryCSN, creatorsName, ...),
+        /// which are written by default, as slapcat does.
+        #[arg(long)]
+        no_operational: bool,
+    },
+    /// Copy every shard into BACKUP_DIR (new or empty), consistently, even while a server
+    /// serves DIR. A finished backup holds ferrodir-backup.toml.
+    Backup {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: PathBuf,
+        #[arg(long, value_name = "BACKUP_DIR")]
+        to: PathBuf,
+    },
+    /// Restore a finished backup into DIR (offline; DIR new or empty unless --force), then
+    /// verify the result.
+    Restore {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, value_name = "BACKUP_DIR")]
+        from: PathBuf,
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Replace the data directory files already in DIR (refused while a server holds it).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -123,32 +167,15 @@ fn main() -> anyhow::Result<()> {
             let system = actix_rt::System::new();
             system.block_on(runtime::serve(config, store))
         }
-        Command::Import { config, data_dir, keep_going, file } => {
+        Command::Import { config, data_dir, keep_going, progress, file } => {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
-            let store = Store::open(&config, &data_dir)?;
-            let directory = runtime::directory_config(&config, &store)?;
-            let input =
-                std::fs::File::open(&file).with_context(|| format!("cannot open {}", file.display()))?;
-            let started = std::time::Instant::now();
-            let report = load::load_ldif(&store, &directory, BufReader::new(input), keep_going)?;
-            for problem in &report.skipped {
-                eprintln!("skipped: {problem}");
-            }
-            let seconds = started.elapsed().as_secs_f64();
-            eprintln!(
-                "imported {} entries in {:.2}s ({:.0} entries/s), {} skipped",
-                report.entries,
-                seconds,
-                report.entries as f64 / seconds.max(1e-9),
-                report.skipped.len()
-            );
-            Ok(())
+            import::run(&config, &data_dir, &file, keep_going, progress)
         }
         Command::Verify { config, data_dir } => {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
-            let store = Store::open(&config, &data_dir)?;
+            let store = Store::open_salvaging(&config, &data_dir)?;
             let report = verify::verify(&store)?;
             for problem in &report.problems {
                 println!("problem: {problem}");
@@ -173,15 +200,20 @@ fn main() -> anyhow::Result<()> {
             eprintln!("reindexed {entries} entries in {:.2}s", started.elapsed().as_secs_f64());
             Ok(())
         }
-        Command::Export { config, data_dir } => {
+        Command::Export { config, data_dir, no_operational } => {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
-            let store = Store::open(&config, &data_dir)?;
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            let count = export::export(&store, &config, &mut out)?;
-            eprintln!("exported {count} entries");
-            Ok(())
+            export::run_command(&config, &data_dir, export::ExportOptions { operational: !no_operational })
+        }
+        Command::Backup { config, data_dir, to } => {
+            let config = load_config(config.as_ref())?;
+            init_logging(&config);
+            backup::run_backup_command(&config, &data_dir, &to)
+        }
+        Command::Restore { config, from, data_dir, force } => {
+            let config = load_config(config.as_ref())?;
+            init_logging(&config);
+            backup::run_restore_command(&config, &from, &data_dir, force)
         }
     }
 }

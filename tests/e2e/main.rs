@@ -1,9 +1,12 @@
 //! End-to-end tests: the real `ferrodir` binary on a loopback port, driven by real clients
 //! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input.
 
+mod backup;
 mod cli;
 mod concurrency;
+mod faults;
 mod harness;
+mod import;
 mod ops;
 mod persistence;
 mod raw;

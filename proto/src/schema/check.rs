@@ -258,15 +258,30 @@ fn check_allowed(
     typed: &[(&Attribute, &AttributeType)],
     listed: &[(&str, &ObjectClass)],
 ) -> Result<(), Violation> {
-    let mut allowed: HashSet<&str> = HashSet::new();
-    for &(_, class) in listed {
+    // Every class of the entry once. Listed classes are usually each other's superclasses
+    // (top, person, ..., inetOrgPerson), so walking from the last listed skips most walks.
+    let mut classes: Vec<&ObjectClass> = Vec::new();
+    for &(_, class) in listed.iter().rev() {
+        if classes.iter().any(|c| c.oid == class.oid) {
+            continue;
+        }
         for c in schema.superclasses(class) {
-            let names = c.must.iter().chain(&c.may);
-            allowed.extend(names.filter_map(|n| schema.attribute(n)).map(|t| t.oid.as_str()));
+            if !classes.iter().any(|seen| seen.oid == c.oid) {
+                classes.push(c);
+            }
         }
     }
+    // A MUST or MAY names a type by one of its names or its OID, ignoring case. Comparing
+    // names directly costs far less than resolving every MUST and MAY of every class through
+    // the schema (bulk import checks every entry; this was a fifth of its time).
+    let names_type = |name: &String, t: &AttributeType| {
+        name.eq_ignore_ascii_case(&t.oid) || t.names.iter().any(|n| n.eq_ignore_ascii_case(name))
+    };
+    let allowed = |t: &AttributeType| {
+        classes.iter().any(|c| c.must.iter().chain(&c.may).any(|name| names_type(name, t)))
+    };
     for (attribute, attribute_type) in typed {
-        if !attribute_type.is_operational() && !allowed.contains(attribute_type.oid.as_str()) {
+        if !attribute_type.is_operational() && !allowed(attribute_type) {
             return Err(Violation::new(
                 ResultCode::OBJECT_CLASS_VIOLATION,
                 format!("attribute '{}' not allowed", canonical_description(attribute_type, &attribute.name)),
