@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Where the server's CPU goes in one scenario: ferrodir (or slapd) pinned to CPU 0, ldclt
+# (8 threads) on CPU 1, `perf record -g` on the server for the middle of the run, and the
+# top of `perf report` written to OUT/<server>-<scenario>.txt.
+#
+#   bash bench/profile.sh                          # base lookups on 10k entries, ferrodir
+#   bash bench/profile.sh --scenario mixed --n 10000 --server slapd --out DIR
+# Scenarios: base, uid-eq, modify, add, mixed (8 search + 2 modify threads), null (the
+# do-nothing responder under the base load). Needs perf, ldclt, slapd; stops what it starts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib/common.sh
+N=10000; SCENARIO=base; SERVER=ferrodir; SECONDS_RUN=12; OUT=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --n) N=$2; shift ;;
+    --scenario) SCENARIO=$2; shift ;;
+    --server) SERVER=$2; shift ;;
+    --seconds) SECONDS_RUN=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUT=${OUT:-bench/out/profile-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+PORT=${PORT:-13495}
+cargo build --release --bin ferrodir -p ferrodir-server -p ferrodir-bench >&2 2>"$OUT/build.log"
+FERRODIR=$PWD/target/release/ferrodir; TOOLS_DIR=$PWD/target/release
+
+data=$OUT/data-$N.ldif
+[ -s "$data" ] || python3 bench/gen-data.py "$N" > "$data"
+mask=$([ "$N" -le 100000 ] && echo XXXXX || echo XXXXXXX)
+search=(-e "esearch,randombase,randombaselow=0,randombasehigh=$((N - 1))" -s base -f "objectClass=*"
+        -b "uid=user$mask,ou=people,$SUFFIX")
+modify=(-D "$ROOT_DN" -w "$ROOT_PW" -e "attreplace=description:XXXXXX,random" -b "ou=people,$SUFFIX"
+        -f "uid=user$mask" -r 0 -R $((N - 1)))
+case $SCENARIO in
+  base|null|mixed) args=("${search[@]}") ;;
+  uid-eq) args=(-e esearch,random -s subtree -b "$SUFFIX" -f "uid=user$mask" -r 0 -R $((N - 1))) ;;
+  modify) args=("${modify[@]}") ;;
+  add) args=(-D "$ROOT_DN" -w "$ROOT_PW" -e add,person,incr,noloop,commoncounter -b "ou=people,$SUFFIX"
+             -f "cn=prof$RANDOM-XXXXXXX" -r 0 -R 9999999) ;;
+  *) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
+esac
+
+dir=$OUT/$SERVER
+case $SERVER in
+  ferrodir) load_ferrodir "$dir" "$data" "$N" 2 >/dev/null; start_ferrodir "$dir" "$PORT" 0; pid=$FERRODIR_PID ;;
+  slapd) load_slapd "$dir" "$data" >/dev/null; start_slapd "$dir" "$PORT" 0; pid=$SLAPD_PID ;;
+  null) mkdir -p "$dir"; start_null "$dir" "$PORT" 0 1; pid=$NULL_PID ;;
+  *) echo "unknown server $SERVER" >&2; exit 2 ;;
+esac
+warm_read "$PORT"
+samples=$(( (SECONDS_RUN + 9) / 10 ))
+ldclt_start "$OUT/ldclt-$SERVER-$SCENARIO.out" 1 "$PORT" "$samples" 8 "${args[@]}"
+main_ldclt=$LDCLT_PID
+if [ "$SCENARIO" = mixed ]; then
+  ldclt_start "$OUT/ldclt-$SERVER-mixed-modify.out" 1 "$PORT" "$samples" 2 "${modify[@]}"
+fi
+sleep 2
+before=$($UTIL cpu "$pid")
+perf record -F 1999 -g -p "$pid" -o "$OUT/$SERVER-$SCENARIO.perf" -- sleep $((samples * 10 - 4)) 2>"$OUT/perf-record.log"
+after=$($UTIL cpu "$pid")
+wait "$main_ldclt" || true; [ "$SCENARIO" = mixed ] && { wait "$LDCLT_PID" || true; }
+{
+  echo "# $SERVER, scenario $SCENARIO, N=$N: $(cpu_delta "$before" "$after")"
+  for f in "$OUT"/ldclt-"$SERVER"-*.out; do echo "# $(basename "$f"): $($UTIL ldclt "$f" 2>/dev/null)"; done
+  perf report -i "$OUT/$SERVER-$SCENARIO.perf" --no-children --sort dso,symbol --percent-limit 0.7 --stdio -g none 2>/dev/null \
+    | grep -v '^$' | head -80
+} > "$OUT/$SERVER-$SCENARIO.txt"
+rm -f "$OUT/$SERVER-$SCENARIO.perf"
+log "profile in $OUT/$SERVER-$SCENARIO.txt"
