@@ -55,6 +55,8 @@ index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]
 [limits]
 # Per shard; sized to hold the whole data set plus the entries the write scenarios add.
 entry_cache_entries_max = $(($2 + 1000))
+# redb's page cache per shard, explicit (redb's default, 1 GiB).
+storage_cache_bytes_per_shard = 1073741824
 [log]
 level = "warn"
 TOML

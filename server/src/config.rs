@@ -53,6 +53,8 @@ pub struct Limits {
     pub search_time_max_s: u32,
     pub search_chunks_in_flight: usize,
     pub entry_cache_entries_max: usize,
+    /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
+    pub storage_cache_bytes_per_shard: usize,
     /// Responses queued per connection before operations wait for the socket.
     pub outbound_pdus_queued_max: usize,
     /// Close a connection with no request for this long; 0 disables.
@@ -121,6 +123,7 @@ impl Default for Limits {
             search_time_max_s: 3600,
             search_chunks_in_flight: 4,
             entry_cache_entries_max: 100_000,
+            storage_cache_bytes_per_shard: 1 << 30,
             outbound_pdus_queued_max: 256,
             idle_timeout_s: 0,
             write_timeout_s: 60,

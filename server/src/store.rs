@@ -80,6 +80,7 @@ impl Store {
             testing.simulate_power_cut,
             testing.ack_before_sync,
         );
+        ferrodir_shard::storage::powercut::set_cache_bytes(config.limits.storage_cache_bytes_per_shard);
         if testing.simulate_power_cut || testing.ack_before_sync {
             tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
         }

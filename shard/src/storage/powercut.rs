@@ -20,7 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use redb::backends::FileBackend;
@@ -37,16 +37,27 @@ pub fn set_test_modes(simulate_power_cut: bool, ack_before_sync: bool) {
     ACK_BEFORE_SYNC.store(ack_before_sync, Ordering::Relaxed);
 }
 
-/// Opens (creating if needed) a redb file, through the test backend when a test mode is on.
-/// Every redb file of a data directory opens through here.
+/// redb's page cache per file, in bytes (redb's own default until the config sets it).
+static CACHE_BYTES: AtomicUsize = AtomicUsize::new(1 << 30);
+
+/// Sets the page cache of every redb file opened from now on (`[limits]
+/// storage_cache_bytes_per_shard`), set once at start like the test modes.
+pub fn set_cache_bytes(bytes: usize) {
+    CACHE_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// Opens (creating if needed) a redb file with the configured page cache, through the test
+/// backend when a test mode is on. Every redb file of a data directory opens through here.
 pub fn open_redb(path: &Path) -> Result<Database, redb::DatabaseError> {
     let power_cut = POWER_CUT.load(Ordering::Relaxed);
     let skip_sync = ACK_BEFORE_SYNC.load(Ordering::Relaxed);
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(CACHE_BYTES.load(Ordering::Relaxed));
     if !power_cut && !skip_sync {
-        return Database::create(path);
+        return builder.create(path);
     }
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    redb::Builder::new().create_with_backend(PowerCutBackend::new(file, power_cut, skip_sync)?)
+    builder.create_with_backend(PowerCutBackend::new(file, power_cut, skip_sync)?)
 }
 
 /// Unsynced pages live here until `sync_data`; the file holds only synced data.
