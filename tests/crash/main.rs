@@ -16,10 +16,9 @@ mod harness;
 mod model;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::{binary, connect_url, Server, ADMIN_DN, ADMIN_PW};
+use harness::{connect_url, Server, ADMIN_DN, ADMIN_PW};
 use ldap3::{Mod, Scope, SearchEntry};
 use model::{Model, Observed, Op, SUBTREE_MEMBERS};
 
@@ -269,22 +268,9 @@ fn check(url: &str, outcomes: &mut [Outcome]) -> Result<usize, String> {
 }
 
 fn verify_offline(server: &Server) -> Result<(), String> {
-    let output = Command::new(binary())
-        .arg("verify")
-        .arg("--config")
-        .arg(server.config_path())
-        .arg("--data-dir")
-        .arg(&server.data_dir)
-        .output()
-        .map_err(|e| format!("run verify: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "verify failed: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
+    match server.verify() {
+        (true, _) => Ok(()),
+        (false, report) => Err(format!("verify failed: {report}")),
     }
 }
 

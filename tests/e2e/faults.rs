@@ -22,12 +22,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{binary, connect_url, Client, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{
+    binary, connect_url, listening_address, output_text, Client, Server, ADMIN_DN, ADMIN_PW,
+};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 
@@ -130,7 +131,7 @@ impl Drop for Namespace {
 }
 
 fn text(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+    output_text(output)
 }
 
 /// The server, started inside a namespace.
@@ -153,15 +154,7 @@ impl NsServer {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start ferrodir");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("ferrodir listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
-                }
-            }
-        });
+        let rx = listening_address(child.stdout.take().expect("stdout"));
         let Ok(addr) = rx.recv_timeout(Duration::from_secs(60)) else {
             let _ = child.kill();
             panic!("ferrodir did not start in the namespace");
@@ -438,25 +431,13 @@ fn refused_start(server: &Server) -> String {
     panic!("ferrodir kept running on a damaged shard");
 }
 
-fn verify_offline(server: &Server) -> (bool, String) {
-    let output = Command::new(binary())
-        .arg("verify")
-        .arg("--config")
-        .arg(server.config_path())
-        .arg("--data-dir")
-        .arg(&server.data_dir)
-        .output()
-        .expect("run verify");
-    (output.status.success(), text(&output))
-}
-
 /// The refusal names shard 1, its file, and every recovery command; verify reports it.
 fn assert_refused_naming_shard_1(server: &Server) {
     let refusal = refused_start(server);
     for needle in ["shard 1", "shard-001.redb", "ferrodir verify", "ferrodir export", "ferrodir import"] {
         assert!(refusal.contains(needle), "the refusal does not say {needle:?}:\n{refusal}");
     }
-    let (passed, report) = verify_offline(server);
+    let (passed, report) = server.verify();
     assert!(!passed, "verify passed a damaged shard: {report}");
     assert!(
         report.contains("shard 1") && report.contains("damaged"),

@@ -102,6 +102,38 @@ impl Server {
     pub fn config_path(&self) -> &Path {
         &self.config_path
     }
+
+    /// `ferrodir verify` on the (stopped) server's data directory: (passed, stdout + stderr).
+    pub fn verify(&self) -> (bool, String) {
+        let output = Command::new(binary())
+            .arg("verify")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .output()
+            .expect("run verify");
+        (output.status.success(), output_text(&output))
+    }
+}
+
+/// A finished command's stdout followed by its stderr, as text.
+pub fn output_text(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+/// Reads a starting server's stdout on a thread of its own and delivers the address from its
+/// "ferrodir listening on ADDR" line (the port may have been 0).
+pub fn listening_address(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(addr) = line.strip_prefix("ferrodir listening on ") {
+                let _ = tx.send(addr.trim().to_string());
+            }
+        }
+    });
+    rx
 }
 
 impl Drop for Server {
@@ -125,15 +157,7 @@ fn spawn(config: &Path, data_dir: &Path, listen: SocketAddr) -> (Child, SocketAd
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start ferrodir");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("ferrodir listening on ") {
-                    let _ = tx.send(addr.trim().to_string());
-                }
-            }
-        });
+        let rx = listening_address(child.stdout.take().expect("stdout"));
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(addr) => return (child, addr.parse().expect("listen address")),
             Err(_) => {
