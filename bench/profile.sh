@@ -29,7 +29,8 @@ trap 'stop_all' EXIT
 trap 'exit 130' INT TERM
 PORT=${PORT:-13495}
 cargo build --release --bin ferrodir -p ferrodir-server -p ferrodir-bench >&2 2>"$OUT/build.log"
-FERRODIR=$PWD/target/release/ferrodir; TOOLS_DIR=$PWD/target/release
+RELEASE_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release  # CARGO_TARGET_DIR is honoured
+FERRODIR=$RELEASE_DIR/ferrodir; TOOLS_DIR=$RELEASE_DIR
 
 data=$OUT/data-$N.ldif
 [ -s "$data" ] || python3 bench/gen-data.py "$N" > "$data"

@@ -76,10 +76,12 @@ build() {  # the server code may be changing under us: retry a failed build a fe
     [ $i = 5 ] && { tail -20 "$OUT/build.log" >&2; log "ferrodir does not build"; exit 1; }
     log "ferrodir build failed (attempt $i), retrying in 30 s"; sleep 30
   done
+  # Where cargo put it (CARGO_TARGET_DIR is honoured).
+  RELEASE_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release
   TOOLS_DIR=""
   if [ -f bench/tools/Cargo.toml ] && cargo build --release -p ferrodir-bench >"$OUT/build-tools.log" 2>&1 \
-     && [ -x target/release/ldap-null-responder ] && [ -x target/release/ldap-latency ]; then
-    TOOLS_DIR=$PWD/target/release
+     && [ -x "$RELEASE_DIR/ldap-null-responder" ] && [ -x "$RELEASE_DIR/ldap-latency" ]; then
+    TOOLS_DIR=$RELEASE_DIR
   else
     log "bench tools not built: responder and latency columns will read n/a (tools not built)"
   fi
@@ -87,7 +89,7 @@ build() {  # the server code may be changing under us: retry a failed build a fe
 
 [ $INSTALL = 1 ] && install_missing
 build
-FERRODIR=$PWD/target/release/ferrodir
+FERRODIR=$RELEASE_DIR/ferrodir
 
 # --- 3. scenarios ----------------------------------------------------------------------
 # scenario_def NAME N -> SC_ARGS (ldclt arguments), SC_SERVERS, SC_WRITE (1 = count fsyncs)
