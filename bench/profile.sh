@@ -5,7 +5,7 @@
 #
 #   bash bench/profile.sh                          # base lookups on 10k entries, ferrodir
 #   bash bench/profile.sh --scenario mixed --n 10000 --server slapd --out DIR
-# Scenarios: base, uid-eq, modify, add, mixed (8 search + 2 modify threads), null (the
+# Scenarios: base, uid-eq, sub10, modify, add, mixed (8 search + 2 modify threads), null (the
 # do-nothing responder under the base load). Needs perf, ldclt, slapd; stops what it starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,10 @@ modify=(-D "$ROOT_DN" -w "$ROOT_PW" -e "attreplace=description:XXXXXX,random" -b
 case $SCENARIO in
   base|null|mixed) args=("${search[@]}") ;;
   uid-eq) args=(-e esearch,random -s subtree -b "$SUFFIX" -f "uid=user$mask" -r 0 -R $((N - 1))) ;;
+  sub10)  # as bench/run.sh: "cn=user DDD*" with one digit fewer than N-1 has, ~11 entries
+    last=$((N - 1)); digits=$((${#last} - 1)); high=$((last / 10))
+    args=(-e esearch,random -s subtree -b "$SUFFIX" -f "cn=user $(printf 'X%.0s' $(seq $digits))*"
+          -r $((high / 10 + 1)) -R $high) ;;
   modify) args=("${modify[@]}") ;;
   add) args=(-D "$ROOT_DN" -w "$ROOT_PW" -e add,person,incr,noloop,commoncounter -b "ou=people,$SUFFIX"
              -f "cn=prof$RANDOM-XXXXXXX" -r 0 -R 9999999) ;;

@@ -280,20 +280,23 @@ fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) ->
 
 /// A substring gram with more postings than this is too common to narrow a search.
 const GRAM_POSTINGS_MAX: usize = 256;
+/// When every gram of an assertion is over [`GRAM_POSTINGS_MAX`] (a large shard), the two
+/// rarest under this cap are intersected instead of scanning the scope.
+const GRAM_POSTINGS_FALLBACK_MAX: usize = 4096;
 /// A candidate set this small is evaluated directly rather than narrowed further.
 const CANDIDATES_SMALL: usize = 64;
 
-/// The postings under `prefix`, or None if there are more than [`GRAM_POSTINGS_MAX`]
-/// (the scan stops there).
+/// The postings under `prefix`, or None if there are more than `cap` (the scan stops
+/// there).
 fn postings_capped(
-    _core: &ShardCore,
     snapshot: &dyn KvSnapshot,
     prefix: &[u8],
+    cap: usize,
 ) -> ShardResult<Option<BTreeSet<EntryId>>> {
     let mut ids = BTreeSet::new();
     let mut too_many = false;
     snapshot.scan_prefix(prefix, &mut |key, _| {
-        if ids.len() >= GRAM_POSTINGS_MAX {
+        if ids.len() >= cap {
             too_many = true;
             return false;
         }
@@ -370,23 +373,32 @@ fn indexed(
             // more than GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to
             // be rarer, so they are tried first, and a small candidate set ends the search
             // (the filter is evaluated on every candidate anyway).
-            let mut found: Option<BTreeSet<EntryId>> = None;
-            for gram in grams.iter().rev() {
-                let Some(ids) = postings_capped(core, snapshot, &keys::sub_prefix(&attr.canonical, gram))?
-                else {
-                    continue;
-                };
-                let narrowed = match found {
-                    Some(prev) => prev.intersection(&ids).copied().collect(),
-                    None => ids,
-                };
-                let small = narrowed.len() <= CANDIDATES_SMALL;
-                found = Some(narrowed);
-                if small {
-                    break;
+            // In a large shard every gram may be over the cutoff ("111" of "user 1111" at
+            // 100k entries): then the first two grams under a higher cap are intersected,
+            // which still beats evaluating the filter on the whole scope.
+            let narrow = |cap: usize, lists_max: usize| -> ShardResult<Option<BTreeSet<EntryId>>> {
+                let mut found: Option<BTreeSet<EntryId>> = None;
+                let mut lists = 0;
+                for gram in grams.iter().rev() {
+                    let prefix = keys::sub_prefix(&attr.canonical, gram);
+                    let Some(ids) = postings_capped(snapshot, &prefix, cap)? else { continue };
+                    let narrowed = match found {
+                        Some(prev) => prev.intersection(&ids).copied().collect(),
+                        None => ids,
+                    };
+                    let small = narrowed.len() <= CANDIDATES_SMALL;
+                    found = Some(narrowed);
+                    lists += 1;
+                    if small || lists >= lists_max {
+                        break;
+                    }
                 }
+                Ok(found)
+            };
+            match narrow(GRAM_POSTINGS_MAX, usize::MAX)? {
+                Some(found) => Ok(Some(found)),
+                None => narrow(GRAM_POSTINGS_FALLBACK_MAX, 2),
             }
-            Ok(found)
         }
         Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
             let Some(attr) = usable(&ava.attribute_desc, IndexKind::Ordering) else { return Ok(None) };
