@@ -9,7 +9,6 @@
 //! commit that reached the file, and nothing it does can make the file worse. It takes no
 //! file lock: the latched database still holds one, and this one never writes.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -18,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use redb::backends::FileBackend;
 use redb::{Database, StorageBackend};
 
-const PAGE_BYTES: u64 = 4096;
+use super::overlay::PageOverlay;
 
 /// Opens `path` through a [`FrozenFile`]: for reads only, whatever state the filesystem is in.
 pub fn open_frozen(path: &Path) -> Result<Database, redb::DatabaseError> {
@@ -29,17 +28,7 @@ pub fn open_frozen(path: &Path) -> Result<Database, redb::DatabaseError> {
 #[derive(Debug)]
 pub struct FrozenFile {
     file: FileBackend,
-    overlay: Mutex<Overlay>,
-}
-
-#[derive(Debug)]
-struct Overlay {
-    /// The length redb sees.
-    len: u64,
-    /// Page number → the page as redb last wrote it (always `PAGE_BYTES` long).
-    pages: BTreeMap<u64, Vec<u8>>,
-    /// The file's bytes from here on read as zeros: redb shrank the storage below them.
-    zero_from: u64,
+    overlay: Mutex<PageOverlay>,
 }
 
 impl FrozenFile {
@@ -47,40 +36,13 @@ impl FrozenFile {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
         let file = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Self { file, overlay: Mutex::new(Overlay { len, pages: BTreeMap::new(), zero_from: len }) })
+        Ok(Self { file, overlay: Mutex::new(PageOverlay::new(len)) })
     }
 
-    fn overlay(&self) -> MutexGuard<'_, Overlay> {
+    fn overlay(&self) -> MutexGuard<'_, PageOverlay> {
         // Pages are replaced whole under the lock, so a panic can't leave half a page.
         self.overlay.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Page `page` as the file holds it: zeros past its end and past `zero_from`.
-    fn file_page(&self, page: u64, zero_from: u64) -> io::Result<Vec<u8>> {
-        let mut out = vec![0u8; PAGE_BYTES as usize];
-        let readable = self.file.len()?.min(zero_from);
-        let start = page * PAGE_BYTES;
-        if start < readable {
-            let end = (start + PAGE_BYTES).min(readable);
-            self.file.read(start, &mut out[..(end - start) as usize])?;
-        }
-        Ok(out)
-    }
-}
-
-/// Splits `offset..offset + len` into (page, offset in page, bytes, offset in the buffer).
-fn page_spans(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-    let end = offset + len as u64;
-    let mut pos = offset;
-    std::iter::from_fn(move || {
-        if pos >= end {
-            return None;
-        }
-        let take = (PAGE_BYTES - pos % PAGE_BYTES).min(end - pos);
-        let span = (pos / PAGE_BYTES, (pos % PAGE_BYTES) as usize, take as usize, (pos - offset) as usize);
-        pos += take;
-        Some(span)
-    })
 }
 
 impl StorageBackend for FrozenFile {
@@ -89,33 +51,11 @@ impl StorageBackend for FrozenFile {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
-        let overlay = self.overlay();
-        if offset + out.len() as u64 > overlay.len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"));
-        }
-        for (page, in_page, take, at) in page_spans(offset, out.len()) {
-            let dst = &mut out[at..at + take];
-            match overlay.pages.get(&page) {
-                Some(bytes) => dst.copy_from_slice(&bytes[in_page..in_page + take]),
-                None => {
-                    dst.copy_from_slice(&self.file_page(page, overlay.zero_from)?[in_page..in_page + take])
-                }
-            }
-        }
-        Ok(())
+        self.overlay().read(&self.file, offset, out)
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
-        let mut overlay = self.overlay();
-        if len < overlay.len {
-            // Bytes past the new end must read as zeros if the storage grows again.
-            overlay.pages.split_off(&len.div_ceil(PAGE_BYTES));
-            if let Some(bytes) = overlay.pages.get_mut(&(len / PAGE_BYTES)) {
-                bytes[(len % PAGE_BYTES) as usize..].fill(0);
-            }
-            overlay.zero_from = overlay.zero_from.min(len);
-        }
-        overlay.len = len;
+        self.overlay().set_len(len);
         Ok(())
     }
 
@@ -125,20 +65,7 @@ impl StorageBackend for FrozenFile {
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
-        let mut overlay = self.overlay();
-        if offset + data.len() as u64 > overlay.len {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the end"));
-        }
-        for (page, in_page, take, at) in page_spans(offset, data.len()) {
-            if !overlay.pages.contains_key(&page) {
-                let bytes = self.file_page(page, overlay.zero_from)?;
-                overlay.pages.insert(page, bytes);
-            }
-            if let Some(bytes) = overlay.pages.get_mut(&page) {
-                bytes[in_page..in_page + take].copy_from_slice(&data[at..at + take]);
-            }
-        }
-        Ok(())
+        self.overlay().write(&self.file, offset, data)
     }
 }
 
@@ -178,11 +105,5 @@ mod tests {
         drop(frozen);
         assert!(std::fs::read(&path).unwrap() == before, "the frozen database wrote the file");
         drop(db);
-    }
-
-    #[test]
-    fn page_spans_cover_the_range() {
-        let spans: Vec<_> = page_spans(4090, 10).collect();
-        assert_eq!(spans, vec![(0, 4090, 6, 0), (1, 0, 4, 6)]);
     }
 }

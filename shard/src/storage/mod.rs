@@ -12,6 +12,7 @@
 //! commit.
 
 mod frozen;
+mod overlay;
 pub mod powercut;
 mod redb_engine;
 mod sled_engine;

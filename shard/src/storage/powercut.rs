@@ -15,7 +15,6 @@
 //! The model is the strict one (nothing unsynced survives); real disks may also keep some
 //! unsynced pages, which redb's commit protocol (checksummed commit slots) is built to handle.
 
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Bound;
@@ -26,7 +25,7 @@ use std::sync::Mutex;
 use redb::backends::FileBackend;
 use redb::{BackendError, Database, StorageBackend};
 
-const PAGE: u64 = 4096;
+use super::overlay::PageOverlay;
 
 static POWER_CUT: AtomicBool = AtomicBool::new(false);
 static ACK_BEFORE_SYNC: AtomicBool = AtomicBool::new(false);
@@ -64,47 +63,23 @@ pub fn open_redb(path: &Path) -> Result<Database, redb::DatabaseError> {
 #[derive(Debug)]
 pub struct PowerCutBackend {
     file: FileBackend,
-    pending: Mutex<Pending>,
+    pending: Mutex<PageOverlay>,
     /// Keep unsynced writes in memory (else they go straight to the file).
     power_cut: bool,
     /// `sync_data` does nothing.
     skip_sync: bool,
 }
 
-#[derive(Debug)]
-struct Pending {
-    /// The length redb sees; the file's own length changes only at a sync.
-    len: u64,
-    /// Page number → the page's current content (always PAGE bytes).
-    pages: BTreeMap<u64, Vec<u8>>,
-    /// The file's bytes from here on are stale (the storage shrank below them since the last
-    /// sync) and read as zeros.
-    zero_from: u64,
-}
-
 impl PowerCutBackend {
     pub fn new(file: File, power_cut: bool, skip_sync: bool) -> io::Result<Self> {
         let len = file.metadata()?.len();
         let file = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
-        let pending = Mutex::new(Pending { len, pages: BTreeMap::new(), zero_from: len });
-        Ok(Self { file, pending, power_cut, skip_sync })
+        Ok(Self { file, pending: Mutex::new(PageOverlay::new(len)), power_cut, skip_sync })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PageOverlay> {
         // A panic while holding the lock leaves whole pages, never half-written ones.
         self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The synced content of one page, zero-filled past the file's end and past `zero_from`.
-    fn synced_page(&self, page: u64, zero_from: u64) -> io::Result<Vec<u8>> {
-        let mut out = vec![0u8; PAGE as usize];
-        let file_len = self.file.len()?.min(zero_from);
-        let start = page * PAGE;
-        if start < file_len {
-            let end = (start + PAGE).min(file_len);
-            self.file.read(start, &mut out[..(end - start) as usize])?;
-        }
-        Ok(out)
     }
 }
 
@@ -120,44 +95,14 @@ impl StorageBackend for PowerCutBackend {
         if !self.power_cut {
             return self.file.read(offset, out);
         }
-        let pending = self.lock();
-        let end = offset + out.len() as u64;
-        if end > pending.len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"));
-        }
-        let mut pos = offset;
-        while pos < end {
-            let page = pos / PAGE;
-            let in_page = (pos % PAGE) as usize;
-            let take = ((PAGE - pos % PAGE).min(end - pos)) as usize;
-            let dst = &mut out[(pos - offset) as usize..(pos - offset) as usize + take];
-            match pending.pages.get(&page) {
-                Some(bytes) => dst.copy_from_slice(&bytes[in_page..in_page + take]),
-                None => {
-                    dst.copy_from_slice(&self.synced_page(page, pending.zero_from)?[in_page..in_page + take])
-                }
-            }
-            pos += take as u64;
-        }
-        Ok(())
+        self.lock().read(&self.file, offset, out)
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
         if !self.power_cut {
             return self.file.set_len(len);
         }
-        let mut pending = self.lock();
-        if len < pending.len {
-            // Bytes past the new end must read as zero if the storage grows again.
-            pending.pages.split_off(&len.div_ceil(PAGE));
-            if len % PAGE != 0 {
-                if let Some(bytes) = pending.pages.get_mut(&(len / PAGE)) {
-                    bytes[(len % PAGE) as usize..].fill(0);
-                }
-            }
-            pending.zero_from = pending.zero_from.min(len);
-        }
-        pending.len = len;
+        self.lock().set_len(len);
         Ok(())
     }
 
@@ -165,31 +110,9 @@ impl StorageBackend for PowerCutBackend {
         if self.skip_sync {
             return Ok(());
         }
-        if !self.power_cut {
-            return self.file.sync_data();
+        if self.power_cut {
+            self.lock().flush(&self.file)?;
         }
-        let mut pending = self.lock();
-        let len = pending.len;
-        // Cut the file back to what is still valid (stale bytes past a shrink become zeros),
-        // then grow it to the new length before writing the pages.
-        let file_len = self.file.len()?;
-        let keep = file_len.min(pending.zero_from).min(len);
-        if keep < file_len {
-            self.file.set_len(keep)?;
-        }
-        if len > keep {
-            self.file.set_len(len)?;
-        }
-        for (&page, bytes) in &pending.pages {
-            let start = page * PAGE;
-            if start >= len {
-                continue;
-            }
-            let take = (len - start).min(PAGE) as usize;
-            self.file.write(start, &bytes[..take])?;
-        }
-        pending.pages.clear();
-        pending.zero_from = len;
         self.file.sync_data()
     }
 
@@ -197,27 +120,7 @@ impl StorageBackend for PowerCutBackend {
         if !self.power_cut {
             return self.file.write(offset, data);
         }
-        let mut pending = self.lock();
-        let end = offset + data.len() as u64;
-        if end > pending.len {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "write past the end"));
-        }
-        let mut pos = offset;
-        while pos < end {
-            let page = pos / PAGE;
-            let in_page = (pos % PAGE) as usize;
-            let take = ((PAGE - pos % PAGE).min(end - pos)) as usize;
-            if !pending.pages.contains_key(&page) {
-                let bytes = self.synced_page(page, pending.zero_from)?;
-                pending.pages.insert(page, bytes);
-            }
-            if let Some(bytes) = pending.pages.get_mut(&page) {
-                let src = &data[(pos - offset) as usize..(pos - offset) as usize + take];
-                bytes[in_page..in_page + take].copy_from_slice(src);
-            }
-            pos += take as u64;
-        }
-        Ok(())
+        self.lock().write(&self.file, offset, data)
     }
 
     fn close(&self) -> Result<(), io::Error> {
@@ -252,6 +155,7 @@ impl StorageBackend for PowerCutBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::overlay::PAGE_BYTES as PAGE;
     use redb::{ReadableDatabase, TableDefinition};
 
     const T: TableDefinition<u64, u64> = TableDefinition::new("t");
