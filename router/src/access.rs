@@ -65,6 +65,13 @@ pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String
     }
 }
 
+/// Canonical attribute types that `who` may not use in a search filter: an assertion on
+/// one is Undefined (as in slapd, which needs `search` access to evaluate it). Under the
+/// fixed policy these are the types `who` may not read.
+pub fn unsearchable_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
+    hidden_attributes(config, who)
+}
+
 /// Whether `who` may compare against `attr_lower`.
 pub fn may_read(config: &DirectoryConfig, who: &Identity, attr_lower: &str) -> bool {
     !hidden_attributes(config, who).iter().any(|h| h == attr_lower)

@@ -10,7 +10,6 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,6 +17,7 @@ use ferrodir_proto::message::{
     decode_message, encode_message, ExtendedResponse, LdapMessage, LdapResult, OctetString, ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
+use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::access::Identity;
@@ -50,12 +50,14 @@ pub struct OpContext {
     pub out: mpsc::Sender<Outbound>,
     pub message_id: u32,
     pub identity: Identity,
-    pub cancel: Arc<AtomicBool>,
+    /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
+    /// checks it between entries.
+    pub cancel: Arc<StopSignal>,
 }
 
 impl OpContext {
     pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.cancel.is_raised()
     }
 
     /// Sends one response PDU with this operation's messageID. An abandoned operation gets
@@ -76,7 +78,7 @@ impl OpContext {
 
 struct SessionState {
     identity: RefCell<Identity>,
-    in_flight: RefCell<HashMap<u32, Arc<AtomicBool>>>,
+    in_flight: RefCell<HashMap<u32, Arc<StopSignal>>>,
     slots: Arc<Semaphore>,
     slots_max: u32,
 }
@@ -117,14 +119,14 @@ impl Session {
             }
             ProtocolOp::AbandonRequest(target) => {
                 if let Some(flag) = self.state.in_flight.borrow().get(&target) {
-                    flag.store(true, Ordering::Relaxed);
+                    flag.raise(StopReason::Abandon);
                 }
                 Flow::Continue
             }
             ProtocolOp::BindRequest(request) => {
                 // Wait for the operations in flight, then bind alone.
                 let all = self.state.slots.clone().acquire_many_owned(self.state.slots_max).await;
-                let ctx = self.context(message_id, Arc::new(AtomicBool::new(false)));
+                let ctx = self.context(message_id, Arc::new(StopSignal::new()));
                 if let Some(refusal) = op::controls::check(controls.as_deref()) {
                     ctx.respond(op::bind::response(refusal)).await;
                 } else {
@@ -139,7 +141,7 @@ impl Session {
                     Ok(permit) => permit,
                     Err(_) => return Flow::Close,
                 };
-                let cancel = Arc::new(AtomicBool::new(false));
+                let cancel = Arc::new(StopSignal::new());
                 self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
                 let ctx = self.context(message_id, cancel);
                 let refusal = op::controls::check(controls.as_deref());
@@ -162,7 +164,7 @@ impl Session {
         }
     }
 
-    fn context(&self, message_id: u32, cancel: Arc<AtomicBool>) -> OpContext {
+    fn context(&self, message_id: u32, cancel: Arc<StopSignal>) -> OpContext {
         OpContext {
             worker: self.worker.clone(),
             out: self.out.clone(),
@@ -175,7 +177,7 @@ impl Session {
     /// Stops every operation in flight (Unbind, or the connection closing).
     pub fn cancel_all(&self) {
         for flag in self.state.in_flight.borrow().values() {
-            flag.store(true, Ordering::Relaxed);
+            flag.raise(StopReason::Closed);
         }
     }
 

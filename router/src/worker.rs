@@ -8,11 +8,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use actix::Addr;
-use ferrodir_shard::actor::{Fetch, Lookup, Search, ShardActor, Write};
+use ferrodir_shard::actor::{Fetch, Lookup, ShardActor, Write};
 use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::core::ShardCore;
 use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::search::{run_search, SearchTask};
+use ferrodir_shard::scan::ScanPool;
+use ferrodir_shard::search::SearchTask;
 use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::EntryId;
 
@@ -32,6 +33,8 @@ pub struct Worker {
     /// its last committed snapshot on this thread (LMDB-style) instead of by message. No
     /// entry cache: the owning shard alone knows when its entries change.
     replicas: Vec<Option<Rc<ShardCore>>>,
+    /// Where long searches run (`shard::scan`): never on this thread's shard actor.
+    scans: Option<ScanPool>,
 }
 
 impl Worker {
@@ -54,7 +57,14 @@ impl Worker {
             tree_cell,
             tree_cache: RefCell::new(tree),
             replicas,
+            scans: None,
         }
+    }
+
+    /// Runs long searches on `pool`.
+    pub fn with_scan_pool(mut self, pool: ScanPool) -> Self {
+        self.scans = Some(pool);
+        self
     }
 
     /// Reads other shards from their snapshots directly (see `replicas`).
@@ -122,13 +132,17 @@ impl Worker {
         Ok(self.shard(shard)?.send(Write(op)).await??)
     }
 
-    /// Starts a search task on a shard: spawned right here for the local shard.
-    pub async fn start_search(&self, shard: usize, task: SearchTask) -> LdapResultOf<()> {
-        if shard == self.index {
-            actix::spawn(run_search(self.local.clone(), task));
-            return Ok(());
+    /// Starts one shard's part of a long search on the search pool.
+    pub fn start_scan(&self, shard: usize, task: SearchTask) -> LdapResultOf<()> {
+        let started = self.scans.as_ref().is_some_and(|pool| pool.start(shard, task));
+        if started {
+            Ok(())
+        } else {
+            Err(LdapError::new(
+                ferrodir_proto::ResultCode::OTHER,
+                format!("no search pool for shard {shard}"),
+            ))
         }
-        Ok(self.shard(shard)?.send(Search(task)).await?)
     }
 
     fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {

@@ -29,6 +29,16 @@ pub struct Config {
     /// How a worker reads a shard it doesn't own: "message" (to the shard's actor) or
     /// "snapshot" (the shard's last committed snapshot, read directly, LMDB-style).
     pub remote_reads: String,
+    /// Where long searches (scans) run: "pool" (the search threads below, never a thread that
+    /// hosts a shard's writer or connections) or "worker" (cooperatively on the asking
+    /// connection's worker thread, yielding every millisecond: the measured alternative, see
+    /// docs/DECISIONS.md).
+    pub search_scans: String,
+    /// Threads of the search pool; 0 means one per CPU core.
+    pub search_threads: usize,
+    /// The nice value of the search threads (0-19): how much the scheduler favours lookups,
+    /// writes and commits over scans when the CPUs are busy. 0 treats them alike.
+    pub search_threads_nice: i32,
     /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
     /// Extra schema files in OpenLDAP's `.schema` format, loaded after the standard ones
@@ -98,6 +108,9 @@ impl Default for Config {
             durability: "power-loss".into(),
             access: "default".into(),
             remote_reads: "snapshot".into(),
+            search_scans: "pool".into(),
+            search_threads: 0,
+            search_threads_nice: 10,
             index: vec![
                 "objectClass eq".into(),
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),
@@ -143,6 +156,15 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e}", path.display()))
+    }
+
+    /// Threads of the search pool.
+    pub fn search_thread_count(&self) -> usize {
+        if self.search_threads > 0 {
+            self.search_threads
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
     }
 
     /// Shards to create a new data directory with.

@@ -22,6 +22,7 @@ mod load;
 mod manifest;
 mod reindex;
 mod runtime;
+mod search_pool;
 mod store;
 mod verify;
 

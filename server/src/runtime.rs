@@ -105,6 +105,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         arbiters.push(arbiter);
     }
 
+    let search_pool = crate::search_pool::SearchPool::start(&config, &store)?;
+
     let coordinator_arbiter = Arbiter::new();
     let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
     let (tx, rx) = oneshot::channel();
@@ -122,6 +124,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let (tx, rx) = oneshot::channel();
         let (shards, coordinator, directory, cell) =
             (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
+        let scans = search_pool.scans.clone();
         let replica_sources: Vec<_> = (0..shard_count)
             .map(|i| {
                 let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
@@ -143,8 +146,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                         source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
                     })
                     .collect();
-                let worker =
-                    Worker::new(index, local, shards, coordinator, directory, cell).with_replicas(replicas);
+                let worker = Worker::new(index, local, shards, coordinator, directory, cell)
+                    .with_replicas(replicas)
+                    .with_scan_pool(scans);
                 WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
             }
             let _ = tx.send(());
@@ -200,6 +204,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         arbiter.stop();
     }
     drop(admin);
+    search_pool.shutdown();
     tracing::info!("stopped");
     Ok(())
 }

@@ -19,7 +19,6 @@ use crate::core::ShardCore;
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
 use crate::record::EntryRecord;
-use crate::search::{run_search, SearchTask};
 
 /// Bounded mailbox: senders wait (`Addr::send`) when a shard is saturated.
 pub const MAILBOX_CAPACITY: usize = 1024;
@@ -221,19 +220,6 @@ impl Handler<Fetch> for ShardActor {
 
     fn handle(&mut self, msg: Fetch, _: &mut Context<Self>) -> Self::Result {
         self.core.record(msg.0)
-    }
-}
-
-/// Start streaming a search's matches from this shard into the task's sink.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Search(pub SearchTask);
-
-impl Handler<Search> for ShardActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Search, _: &mut Context<Self>) {
-        actix::spawn(run_search(self.core.clone(), msg.0));
     }
 }
 

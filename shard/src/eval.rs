@@ -17,48 +17,104 @@ pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn
     evaluate(rules, filter, entry, dn) == Some(true)
 }
 
+/// Whether `entry` matches for a requester who may not search the `hidden` types
+/// (canonical names).
+pub fn matches_visible(
+    rules: &RuleTable,
+    filter: &Filter,
+    entry: &Entry,
+    dn: Option<&Dn>,
+    hidden: &[String],
+) -> bool {
+    Eval { rules, hidden }.evaluate(filter, entry, dn) == Some(true)
+}
+
 /// Three-valued evaluation. Nesting depth was bounded by the frame check before decoding.
 pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> Option<bool> {
-    match filter {
-        Filter::And(parts) => {
-            let mut result = Some(true);
-            for part in parts {
-                match evaluate(rules, part, entry, dn) {
-                    Some(false) => return Some(false),
-                    None => result = None,
-                    Some(true) => {}
+    Eval { rules, hidden: &[] }.evaluate(filter, entry, dn)
+}
+
+/// One evaluation's context: the rules, and the types the requester may not search. As in
+/// slapd, an assertion on such a type is Undefined whatever the entry holds, so that no
+/// filter (`(userPassword=x)`, `(userPassword=*)`, `(!(userPassword=x))`, a typeless
+/// extensible match, dnAttributes) tells anything about its values.
+struct Eval<'a> {
+    rules: &'a RuleTable,
+    hidden: &'a [String],
+}
+
+impl Eval<'_> {
+    fn is_hidden(&self, canonical: &str) -> bool {
+        self.hidden.iter().any(|h| h == canonical)
+    }
+
+    /// The named type, or None (Undefined) when unknown or hidden.
+    fn target(&self, desc: &[u8]) -> Option<Target<'_>> {
+        let target = target(self.rules, desc)?;
+        (!self.is_hidden(&target.rules.canonical)).then_some(target)
+    }
+
+    fn evaluate(&self, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> Option<bool> {
+        let rules = self.rules;
+        let hidden = self.hidden;
+        match filter {
+            Filter::And(parts) => {
+                let mut result = Some(true);
+                for part in parts {
+                    match self.evaluate(part, entry, dn) {
+                        Some(false) => return Some(false),
+                        None => result = None,
+                        Some(true) => {}
+                    }
                 }
+                result
             }
-            result
-        }
-        Filter::Or(parts) => {
-            let mut result = Some(false);
-            for part in parts {
-                match evaluate(rules, part, entry, dn) {
-                    Some(true) => return Some(true),
-                    None => result = None,
-                    Some(false) => {}
+            Filter::Or(parts) => {
+                let mut result = Some(false);
+                for part in parts {
+                    match self.evaluate(part, entry, dn) {
+                        Some(true) => return Some(true),
+                        None => result = None,
+                        Some(false) => {}
+                    }
                 }
+                result
             }
-            result
+            Filter::Not(inner) => self.evaluate(inner, entry, dn).map(|v| !v),
+            Filter::EqualityMatch(ava) => {
+                let target = self.target(&ava.attribute_desc)?;
+                equality(rules, entry, &target, &ava.assertion_value, hidden)
+            }
+            Filter::ApproxMatch(ava) => {
+                let target = self.target(&ava.attribute_desc)?;
+                let rule = target.rules.equality?;
+                any_value(
+                    values_of(rules, entry, &target, hidden)
+                        .map(|value| approx(rule, value, &ava.assertion_value)),
+                )
+            }
+            Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
+                let target = self.target(&ava.attribute_desc)?;
+                let greater = matches!(filter, Filter::GreaterOrEqual(_));
+                ordering(rules, entry, &target, &ava.assertion_value, greater, hidden)
+            }
+            Filter::Present(desc) => match target(rules, desc) {
+                Some(target) if self.is_hidden(&target.rules.canonical) => None,
+                Some(target) => Some(values_of(rules, entry, &target, hidden).next().is_some()),
+                None => Some(false),
+            },
+            Filter::Substrings(sub) => {
+                let target = self.target(&sub.r#type)?;
+                substrings(rules, entry, &target, sub, hidden)
+            }
+            Filter::ExtensibleMatch(mra) => {
+                let typed = match &mra.r#type {
+                    Some(desc) => Some(self.target(desc)?),
+                    None => None,
+                };
+                extensible(rules, entry, typed, mra, dn, hidden)
+            }
         }
-        Filter::Not(inner) => evaluate(rules, inner, entry, dn).map(|v| !v),
-        Filter::EqualityMatch(ava) => equality(rules, entry, &ava.attribute_desc, &ava.assertion_value),
-        Filter::ApproxMatch(ava) => {
-            let target = target(rules, &ava.attribute_desc)?;
-            let rule = target.rules.equality?;
-            any_value(values_of(rules, entry, &target).map(|value| approx(rule, value, &ava.assertion_value)))
-        }
-        Filter::GreaterOrEqual(ava) => {
-            ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, true)
-        }
-        Filter::LessOrEqual(ava) => ordering(rules, entry, &ava.attribute_desc, &ava.assertion_value, false),
-        Filter::Present(desc) => match target(rules, desc) {
-            Some(target) => Some(values_of(rules, entry, &target).next().is_some()),
-            None => Some(false),
-        },
-        Filter::Substrings(sub) => substrings(rules, entry, sub),
-        Filter::ExtensibleMatch(mra) => extensible(rules, entry, mra, dn),
     }
 }
 
@@ -81,31 +137,38 @@ pub fn has_options(description: &str, required: &[String]) -> bool {
 }
 
 /// The values of every attribute of `entry` that is the target type or one of its
-/// subtypes, with the target's options.
+/// subtypes, with the target's options, leaving out the types in `hidden`.
 fn values_of<'e>(
     rules: &'e RuleTable,
     entry: &'e Entry,
     target: &'e Target<'e>,
+    hidden: &'e [String],
 ) -> impl Iterator<Item = &'e [u8]> {
     entry
         .attrs
         .iter()
         .filter(move |a| {
-            rules.get(&a.name).is_some_and(|r| target.rules.subtypes.contains(&r.canonical))
-                && has_options(&a.name, &target.options)
+            rules.get(&a.name).is_some_and(|r| {
+                target.rules.subtypes.contains(&r.canonical) && !hidden.contains(&r.canonical)
+            }) && has_options(&a.name, &target.options)
         })
         .flat_map(|a| a.values.iter().map(Vec::as_slice))
 }
 
-fn equality(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8]) -> Option<bool> {
-    let target = target(rules, desc)?;
+fn equality(
+    rules: &RuleTable,
+    entry: &Entry,
+    target: &Target,
+    assertion: &[u8],
+    hidden: &[String],
+) -> Option<bool> {
     if target.rules.canonical == "objectclass" {
         return Some(has_class(rules, entry, assertion));
     }
     let rule = target.rules.equality?;
     let wanted = matching::normalize(rule, assertion)?;
-    let found =
-        values_of(rules, entry, &target).any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
+    let found = values_of(rules, entry, target, hidden)
+        .any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
     Some(found)
 }
 
@@ -175,17 +238,28 @@ pub fn has_class(rules: &RuleTable, entry: &Entry, class: &[u8]) -> bool {
         .any(|v| rules.class_lineage(v).is_some_and(|lineage| lineage.contains(wanted)))
 }
 
-fn ordering(rules: &RuleTable, entry: &Entry, desc: &[u8], assertion: &[u8], greater: bool) -> Option<bool> {
-    let target = target(rules, desc)?;
+fn ordering(
+    rules: &RuleTable,
+    entry: &Entry,
+    target: &Target,
+    assertion: &[u8],
+    greater: bool,
+    hidden: &[String],
+) -> Option<bool> {
     let rule = target.rules.ordering?;
-    any_value(values_of(rules, entry, &target).map(|value| {
+    any_value(values_of(rules, entry, target, hidden).map(|value| {
         matching::compare(rule, value, assertion)
             .map(|order| if greater { order.is_ge() } else { order.is_le() })
     }))
 }
 
-fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option<bool> {
-    let target = target(rules, &sub.r#type)?;
+fn substrings(
+    rules: &RuleTable,
+    entry: &Entry,
+    target: &Target,
+    sub: &SubstringFilter,
+    hidden: &[String],
+) -> Option<bool> {
     let rule = target.rules.substr?;
     let mut initial = None;
     let mut any = Vec::new();
@@ -198,7 +272,7 @@ fn substrings(rules: &RuleTable, entry: &Entry, sub: &SubstringFilter) -> Option
         }
     }
     any_value(
-        values_of(rules, entry, &target)
+        values_of(rules, entry, target, hidden)
             .map(|value| matching::substrings_match(rule, value, initial, &any, final_)),
     )
 }
@@ -228,13 +302,11 @@ fn any_value(results: impl Iterator<Item = Option<bool>>) -> Option<bool> {
 fn extensible(
     rules: &RuleTable,
     entry: &Entry,
+    typed: Option<Target>,
     mra: &MatchingRuleAssertion,
     dn: Option<&Dn>,
+    hidden: &[String],
 ) -> Option<bool> {
-    let typed = match &mra.r#type {
-        Some(desc) => Some(target(rules, desc)?),
-        None => None,
-    };
     let (rule, kind) = match &mra.matching_rule {
         Some(name) => matching::lookup(std::str::from_utf8(name).ok()?)?,
         None => (typed.as_ref()?.rules.equality?, Kind::Equality),
@@ -254,9 +326,10 @@ fn extensible(
     if kind == Kind::Equality {
         matching::normalize(rule, &mra.match_value)?;
     }
+    let visible = |name: &str| rules.get(name).is_none_or(|r| !hidden.contains(&r.canonical));
     let mut found = match &typed {
-        Some(target) => values_of(rules, entry, target).any(hit),
-        None => entry.attrs.iter().flat_map(|a| a.values.iter()).any(|v| hit(v)),
+        Some(target) => values_of(rules, entry, target, hidden).any(hit),
+        None => entry.attrs.iter().filter(|a| visible(&a.name)).flat_map(|a| a.values.iter()).any(|v| hit(v)),
     };
     if !found && mra.dn_attributes {
         let dn = dn?;
@@ -264,7 +337,7 @@ fn extensible(
             let type_ok = typed.as_ref().is_none_or(|t| {
                 rules.get(&ava.attr).is_some_and(|r| t.rules.subtypes.contains(&r.canonical))
             });
-            type_ok && hit(&ava.value)
+            type_ok && visible(&ava.attr) && hit(&ava.value)
         });
     }
     Some(found)

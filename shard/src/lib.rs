@@ -12,7 +12,11 @@
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
 //! - [`actor`]: the shard actor and its messages.
-//! - [`search`], [`eval`]: running a search on this shard and streaming the matches.
+//! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
+//!   filter evaluation (assertions on types the requester may not search are Undefined).
+//! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
+//! - [`scan`]: long searches on the search pool, never on a shard actor's thread.
+//! - [`stop`]: the signals (Abandon, limits, a closed connection) that stop a search.
 //! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
 //! - [`modify`]: applying a Modify's changes to an entry.
 //! - [`skeleton`]: the tree of container entries every worker reads.
@@ -21,6 +25,7 @@
 pub mod actor;
 pub mod batch;
 pub mod bloom;
+pub mod candidates;
 pub mod codec;
 pub mod commit;
 pub mod core;
@@ -32,10 +37,12 @@ pub mod keys;
 pub mod modify;
 pub mod record;
 pub mod rules;
+pub mod scan;
 pub mod search;
 pub mod segments;
 pub mod skeleton;
 pub mod stamp;
+pub mod stop;
 pub mod storage;
 
 pub use error::{ShardError, ShardResult};

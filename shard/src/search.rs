@@ -1,14 +1,17 @@
-//! Running one search on one shard and streaming its matches.
+//! What one search asks of a shard, and the two places it is answered.
 //!
-//! Matches are encoded here, on the shard's thread, straight into whole LDAPMessage PDUs, and
-//! sent in chunks over the connection's bounded channel: the channel's capacity is the credit
-//! the connection's writer grants. Between chunks the task yields, so a large scan never
-//! holds up the shard's other work. Entries and the done marker share that one FIFO, so the
-//! marker can't overtake an entry.
+//! - **Inline**, on the asking connection's worker thread: a base lookup, or a search whose
+//!   indices name only a handful of candidates ([`inline_search`]). Short by construction.
+//! - **Scan** (`scan`), on the search thread pool: everything else. A scan never runs on a
+//!   thread that hosts a shard actor or connections, so no scan can hold up a writer, a
+//!   commit reply or another client's lookup (docs/DECISIONS.md, "Where scans run").
+//!
+//! Matches are encoded straight into whole LDAPMessage PDUs and sent in chunks over the
+//! search's bounded channel: the channel's capacity is the credit the connection's writer
+//! grants. Entries and the done marker share that one FIFO, so the marker can't overtake an
+//! entry.
 
-use std::collections::{BTreeSet, HashSet};
-use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -16,20 +19,23 @@ use ferrodir_proto::filter::Filter;
 use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
+use crate::candidates::{read_plan, Plan};
 use crate::core::ShardCore;
 use crate::error::ShardResult;
 use crate::eval;
 use crate::id::EntryId;
-use crate::index::{assertion_grams, ordering_key, IndexKind};
-use crate::keys;
 use crate::record::EntryRecord;
-use crate::rules::{equality_key, RuleTable};
+use crate::rules::RuleTable;
 use crate::segments::{self, Cached};
 use crate::skeleton::Skeleton;
-use crate::storage::KvSnapshot;
+use crate::stop::{StopReason, StopSignal};
 
-const CHUNK_ENTRIES_MAX: usize = 64;
-const CHUNK_BYTES_MAX: usize = 64 * 1024;
+/// Entries per chunk sent to the connection, and bytes: whichever fills first.
+pub const CHUNK_ENTRIES_MAX: usize = 64;
+pub const CHUNK_BYTES_MAX: usize = 64 * 1024;
+/// The most candidates a search may have to be answered inline on a worker thread: about
+/// 64 entry reads, tens of microseconds. Anything larger goes to the search pool.
+pub const INLINE_CANDIDATES_MAX: usize = 64;
 
 /// Where a search looks, with the base already resolved to an id.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -37,6 +43,8 @@ pub enum Scope {
     Base(EntryId),
     OneLevel(EntryId),
     Subtree(EntryId),
+    /// Every entry below the base, not the base itself (OpenLDAP's subordinate scope, 3).
+    Children(EntryId),
 }
 
 /// Which attributes a search returns (RFC 4511 §4.5.1.8, RFC 3673 `+`, RFC 4529 `@class`).
@@ -53,6 +61,8 @@ pub struct AttrSelection {
     pub types_only: bool,
     /// Canonical names this requester may not read.
     pub hidden: Vec<String>,
+    /// Canonical names this requester may not search: assertions on them are Undefined.
+    pub unsearchable: Vec<String>,
 }
 
 impl AttrSelection {
@@ -141,16 +151,30 @@ pub struct SearchTask {
     pub scope: Scope,
     pub filter: Arc<Filter>,
     pub attrs: Arc<AttrSelection>,
+    /// How the indices narrow the filter (`candidates::Planner::plan`), decided once by the
+    /// router; None walks the scope.
+    pub plan: Arc<Option<Plan>>,
     pub sink: mpsc::Sender<SearchChunk>,
-    /// Set on sizeLimit, timeLimit, Abandon or Unbind.
-    pub cancel: Arc<AtomicBool>,
+    /// Raised by the router: sizeLimit, timeLimit, or nothing more wanted.
+    pub stop: Arc<StopSignal>,
+    /// The operation's own signal: Abandon, Unbind or the connection closing.
+    pub op_stop: Arc<StopSignal>,
 }
 
-/// Runs `task` on this shard's thread to completion (or cancellation).
-pub async fn run_search(core: Rc<ShardCore>, task: SearchTask) {
-    let shard = core.info.index;
-    let result = stream_matches(&core, &task).await;
-    let _ = task.sink.send(SearchChunk::Done { shard, result }).await;
+impl SearchTask {
+    /// Why this search part should stop, if it should.
+    pub fn stopped(&self) -> Option<StopReason> {
+        self.op_stop.raised().or_else(|| self.stop.raised())
+    }
+
+    /// How long ago the stop was raised (for the stop-latency log line).
+    pub fn stop_age_us(&self) -> u64 {
+        if self.op_stop.is_raised() {
+            self.op_stop.age_us()
+        } else {
+            self.stop.age_us()
+        }
+    }
 }
 
 /// What a search asks of each entry, shared by the streaming path and the inline base path.
@@ -162,7 +186,7 @@ pub struct Query<'a> {
 }
 
 /// Whether the filter needs the computed attributes or the DN before it can be evaluated.
-fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
+pub(crate) fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
     let needs_computed = eval::mentions(filter, &|desc, _| {
         std::str::from_utf8(desc)
             .ok()
@@ -174,7 +198,7 @@ fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
 }
 
 /// Evaluates the filter on one entry, putting together only what the filter needs.
-fn entry_matches(
+pub(crate) fn entry_matches(
     rules: &RuleTable,
     query: &Query,
     needs: (bool, bool),
@@ -182,19 +206,20 @@ fn entry_matches(
     record: &EntryRecord,
 ) -> bool {
     let (needs_computed, needs_dn) = needs;
+    let hidden = &query.attrs.unsearchable;
     if !needs_computed && !needs_dn {
-        return eval::matches(rules, query.filter, &record.entry, None);
+        return eval::matches_visible(rules, query.filter, &record.entry, None, hidden);
     }
     let dn_text = entry_dn(query.tree, id, record);
     let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
     if !needs_computed {
-        return eval::matches(rules, query.filter, &record.entry, dn.as_ref());
+        return eval::matches_visible(rules, query.filter, &record.entry, dn.as_ref(), hidden);
     }
     let mut entry = record.entry.clone();
     for (name, value) in computed_attributes(query.tree, id, &dn_text) {
         entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
     }
-    eval::matches(rules, query.filter, &entry, dn.as_ref())
+    eval::matches_visible(rules, query.filter, &entry, dn.as_ref(), hidden)
 }
 
 /// A base-scope search of an entry of this shard, answered inline by the caller on the
@@ -209,242 +234,48 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     Ok(Some(encode_entry(rules, query, id, &cached)))
 }
 
-async fn stream_matches(core: &ShardCore, task: &SearchTask) -> ShardResult<()> {
-    let snapshot = core.snapshot();
-    let candidates = candidates(core, snapshot.as_ref(), task)?;
-    let mut chunk: Vec<Bytes> = Vec::new();
-    let mut chunk_bytes = 0;
-    let rules = &core.info.rules;
-    let query =
-        Query { message_id: task.message_id, tree: &task.tree, filter: &task.filter, attrs: &task.attrs };
-    let needs = filter_needs(rules, &task.filter);
-    for id in candidates {
-        if task.cancel.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let Some(cached) = core.cached(snapshot.as_ref(), id)? else {
-            continue;
-        };
-        let record = &cached.record;
-        if !in_scope(&task.tree, task.scope, id, record) || !entry_matches(rules, &query, needs, id, record) {
-            continue;
-        }
-        let pdu = encode_entry(rules, &query, id, &cached);
-        chunk_bytes += pdu.len();
-        chunk.push(pdu);
-        if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
-            if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
-                return Ok(()); // the connection went away
-            }
-            chunk_bytes = 0;
-            tokio::task::yield_now().await;
-        }
+/// Base-scope search of an entry read elsewhere (from another shard's actor, by message).
+pub fn base_record(rules: &RuleTable, query: &Query, id: EntryId, record: Arc<EntryRecord>) -> Option<Bytes> {
+    if !entry_matches(rules, query, filter_needs(rules, query.filter), id, &record) {
+        return None;
     }
-    if !chunk.is_empty() {
-        let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
-    }
-    Ok(())
+    Some(encode_entry(rules, query, id, &Cached::new(record)))
 }
 
-fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {
+/// A one-level, subtree or children search of this shard answered right here, when its
+/// plan names at most [`INLINE_CANDIDATES_MAX`] candidates: the common `(uid=x)` lookup
+/// costs no thread hop and never waits behind a scan. None: too big (or unindexed), run
+/// it on the search pool instead.
+pub fn inline_search(
+    core: &ShardCore,
+    query: &Query,
+    scope: Scope,
+    plan: Option<&Plan>,
+) -> ShardResult<Option<Vec<Bytes>>> {
+    let Some(plan) = plan else { return Ok(None) };
+    let snapshot = core.snapshot();
+    let Some(ids) = read_plan(plan, snapshot.as_ref(), INLINE_CANDIDATES_MAX, &|| false)? else {
+        return Ok(None);
+    };
+    let rules = &core.info.rules;
+    let needs = filter_needs(rules, query.filter);
+    let mut out = Vec::new();
+    for id in ids {
+        let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
+        let record = &cached.record;
+        if in_scope(query.tree, scope, id, record) && entry_matches(rules, query, needs, id, record) {
+            out.push(encode_entry(rules, query, id, &cached));
+        }
+    }
+    Ok(Some(out))
+}
+
+pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {
     match scope {
         Scope::Base(base) => id == base,
         Scope::OneLevel(parent) => record.parent == parent,
         Scope::Subtree(base) => id == base || tree.parent_within(record.parent, base),
-    }
-}
-
-/// The ids to examine on this shard: from an index when the filter allows, else from scope.
-fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) -> ShardResult<Vec<EntryId>> {
-    if let Scope::Base(id) = task.scope {
-        return Ok(if id.shard() == core.info.index { vec![id] } else { Vec::new() });
-    }
-    if let Some(ids) = indexed(core, snapshot, &task.filter)? {
-        return Ok(ids.into_iter().collect());
-    }
-    match task.scope {
-        Scope::OneLevel(parent) => core.children(snapshot, parent),
-        Scope::Subtree(base) => {
-            let mut out = Vec::new();
-            if base != EntryId::ROOT && base.shard() == core.info.index {
-                out.push(base);
-            }
-            for container in task.tree.containers_under(base) {
-                out.extend(core.children(snapshot, container)?);
-            }
-            Ok(out)
-        }
-        Scope::Base(_) => Ok(Vec::new()),
-    }
-}
-
-/// A substring gram with more postings than this is too common to narrow a search.
-const GRAM_POSTINGS_MAX: usize = 256;
-/// When every gram of an assertion is over [`GRAM_POSTINGS_MAX`] (a large shard), the two
-/// rarest under this cap are intersected instead of scanning the scope.
-const GRAM_POSTINGS_FALLBACK_MAX: usize = 4096;
-/// A candidate set this small is evaluated directly rather than narrowed further.
-const CANDIDATES_SMALL: usize = 64;
-
-/// The postings under `prefix`, or None if there are more than `cap` (the scan stops
-/// there).
-fn postings_capped(
-    snapshot: &dyn KvSnapshot,
-    prefix: &[u8],
-    cap: usize,
-) -> ShardResult<Option<BTreeSet<EntryId>>> {
-    let mut ids = BTreeSet::new();
-    let mut too_many = false;
-    snapshot.scan_prefix(prefix, &mut |key, _| {
-        if ids.len() >= cap {
-            too_many = true;
-            return false;
-        }
-        if let Some(id) = keys::trailing_id(key) {
-            ids.insert(id);
-        }
-        true
-    })?;
-    Ok((!too_many).then_some(ids))
-}
-
-/// Candidate ids from the indices, or None if the filter can't use them. Only indices
-/// marked complete are used (see `index`); anything else falls back to the scope's scan.
-fn indexed(
-    core: &ShardCore,
-    snapshot: &dyn KvSnapshot,
-    filter: &Filter,
-) -> ShardResult<Option<BTreeSet<EntryId>>> {
-    let indexes = &core.info.indexes;
-    let rules = &core.info.rules;
-    let usable = |desc: &[u8], kind: IndexKind| {
-        let attr = rules.get(std::str::from_utf8(desc).ok()?)?;
-        indexes.usable(&attr.canonical, kind).then_some(attr)
-    };
-    let postings = |prefix: &[u8]| -> ShardResult<BTreeSet<EntryId>> {
-        Ok(core.postings(snapshot, prefix)?.into_iter().collect())
-    };
-    match filter {
-        Filter::EqualityMatch(ava) => {
-            let Some(attr) = usable(&ava.attribute_desc, IndexKind::Equality) else { return Ok(None) };
-            // Only the type itself is indexed under its name: a supertype's filter must scan.
-            if attr.subtypes.len() > 1 {
-                return Ok(None);
-            }
-            let key = if attr.canonical == "objectclass" {
-                // Keys are the lowercased primary names of each class and its superclasses.
-                match rules.class_lineage(&ava.assertion_value).and_then(|l| l.first()) {
-                    Some(name) => Some(name.as_bytes().to_vec()),
-                    None => return Ok(Some(BTreeSet::new())),
-                }
-            } else {
-                equality_key(attr, &ava.assertion_value)
-            };
-            match key {
-                Some(key) => Ok(Some(postings(&keys::eq_prefix(&attr.canonical, &key))?)),
-                None => Ok(None),
-            }
-        }
-        Filter::Present(desc) => match usable(desc, IndexKind::Presence) {
-            Some(attr) if attr.subtypes.len() == 1 => {
-                Ok(Some(postings(&keys::pres_prefix(&attr.canonical))?))
-            }
-            _ => Ok(None),
-        },
-        Filter::Substrings(sub) => {
-            let Some(attr) = usable(&sub.r#type, IndexKind::Substring) else { return Ok(None) };
-            if attr.subtypes.len() > 1 {
-                return Ok(None);
-            }
-            let (mut initial, mut any, mut final_) = (None, Vec::new(), None);
-            for piece in &sub.substrings {
-                match piece {
-                    ferrodir_proto::filter::Substring::Initial(v) => initial = Some(v.as_ref()),
-                    ferrodir_proto::filter::Substring::Any(v) => any.push(v.as_ref()),
-                    ferrodir_proto::filter::Substring::Final(v) => final_ = Some(v.as_ref()),
-                }
-            }
-            let grams = assertion_grams(attr, initial, &any, final_);
-            if grams.is_empty() {
-                return Ok(None);
-            }
-            // Common grams ("use" of "user 123") match nearly everything: reading their
-            // postings costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with
-            // more than GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to
-            // be rarer, so they are tried first, and a small candidate set ends the search
-            // (the filter is evaluated on every candidate anyway).
-            // In a large shard every gram may be over the cutoff ("111" of "user 1111" at
-            // 100k entries): then the first two grams under a higher cap are intersected,
-            // which still beats evaluating the filter on the whole scope.
-            let narrow = |cap: usize, lists_max: usize| -> ShardResult<Option<BTreeSet<EntryId>>> {
-                let mut found: Option<BTreeSet<EntryId>> = None;
-                let mut lists = 0;
-                for gram in grams.iter().rev() {
-                    let prefix = keys::sub_prefix(&attr.canonical, gram);
-                    let Some(ids) = postings_capped(snapshot, &prefix, cap)? else { continue };
-                    let narrowed = match found {
-                        Some(prev) => prev.intersection(&ids).copied().collect(),
-                        None => ids,
-                    };
-                    let small = narrowed.len() <= CANDIDATES_SMALL;
-                    found = Some(narrowed);
-                    lists += 1;
-                    if small || lists >= lists_max {
-                        break;
-                    }
-                }
-                Ok(found)
-            };
-            match narrow(GRAM_POSTINGS_MAX, usize::MAX)? {
-                Some(found) => Ok(Some(found)),
-                None => narrow(GRAM_POSTINGS_FALLBACK_MAX, 2),
-            }
-        }
-        Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
-            let Some(attr) = usable(&ava.attribute_desc, IndexKind::Ordering) else { return Ok(None) };
-            let Some(bound) = ordering_key(attr, &ava.assertion_value) else { return Ok(None) };
-            let greater = matches!(filter, Filter::GreaterOrEqual(_));
-            let prefix = keys::ord_attr_prefix(&attr.canonical);
-            let mut ids = BTreeSet::new();
-            snapshot.scan_prefix(&prefix, &mut |key, _| {
-                // attr ‖ 0 ‖ ordering key ‖ 0 ‖ id (8)
-                if key.len() >= prefix.len() + 9 {
-                    let order_key = &key[prefix.len()..key.len() - 9];
-                    let keep =
-                        if greater { order_key >= bound.as_slice() } else { order_key <= bound.as_slice() };
-                    if keep {
-                        if let Some(id) = keys::trailing_id(key) {
-                            ids.insert(id);
-                        }
-                    }
-                }
-                true
-            })?;
-            Ok(Some(ids))
-        }
-        Filter::And(parts) => {
-            let mut best: Option<BTreeSet<EntryId>> = None;
-            for part in parts {
-                if let Some(ids) = indexed(core, snapshot, part)? {
-                    best = Some(match best {
-                        Some(prev) => prev.intersection(&ids).copied().collect(),
-                        None => ids,
-                    });
-                }
-            }
-            Ok(best)
-        }
-        Filter::Or(parts) if !parts.is_empty() => {
-            let mut all = BTreeSet::new();
-            for part in parts {
-                match indexed(core, snapshot, part)? {
-                    Some(ids) => all.extend(ids),
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some(all))
-        }
-        _ => Ok(None),
+        Scope::Children(base) => id != base && tree.parent_within(record.parent, base),
     }
 }
 
@@ -471,7 +302,7 @@ fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'sta
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes.
-fn encode_entry(rules: &RuleTable, query: &Query, id: EntryId, cached: &Cached) -> Bytes {
+pub(crate) fn encode_entry(rules: &RuleTable, query: &Query, id: EntryId, cached: &Cached) -> Bytes {
     let sel = query.attrs;
     let record = &cached.record;
     let dn = entry_dn(query.tree, id, record);

@@ -1,26 +1,29 @@
-//! Search (RFC 4511 §4.5). The router resolves the base once, then starts the search on the
-//! base's shard (base scope) or on every shard (one-level and subtree), and streams the
-//! entries to the connection as the shards produce them. sizeLimit, timeLimit and Abandon
-//! set the search's stop flag, which stops every shard's scan. (Abandon is the operation's
-//! own cancel flag: it also silences the final response; a size or time limit doesn't.)
+//! Search (RFC 4511 §4.5). The router resolves the base once and plans the filter once
+//! (`shard::candidates`). A base lookup, and any shard's part that its indices narrow to a
+//! handful of entries, is answered inline on this thread; every other shard's part runs on
+//! the search pool (`shard::scan`) and streams back. sizeLimit and timeLimit raise the
+//! search's stop signal, Abandon and a closing connection the operation's; every shard's
+//! part checks both between entries. (Abandon also silences the final response; a size or
+//! time limit doesn't.)
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{DerefAliases, LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::ResultCode;
+use ferrodir_shard::candidates::{Plan, Planner};
 use ferrodir_shard::eval;
-use ferrodir_shard::index::IndexKind;
-use ferrodir_shard::keys;
-use ferrodir_shard::rules::equality_key;
-use ferrodir_shard::search::{base_entry, AttrSelection, Query, Scope, SearchChunk, SearchTask};
+use ferrodir_shard::search::{
+    base_entry, base_record, inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask,
+};
+use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
-use crate::access::{hidden_attributes, Identity};
-use crate::config::DirectoryConfig;
+use crate::access::{hidden_attributes, unsearchable_attributes, Identity};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, rootdse};
 use crate::resolve::{locate, Located};
@@ -50,6 +53,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let mut attrs =
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
     attrs.hidden = hidden_attributes(config, &ctx.identity);
+    attrs.unsearchable = unsearchable_attributes(config, &ctx.identity);
     if base.is_root() || base.normalized() == "cn=subschema" {
         return serve_special(ctx, &request, &base, &attrs).await;
     }
@@ -62,80 +66,147 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
     };
-    if let Scope::Base(id) = scope {
-        if let Some(view) = ctx.worker.readable(id.shard())? {
-            // The common lookup: the entry is readable on this thread (this worker's shard,
-            // or any shard with remote_reads = "snapshot"). Answer inline.
-            let tree = ctx.worker.tree();
-            let query =
-                Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
-            if let Some(pdu) = base_entry(view, &query, id)? {
-                if !ctx.cancelled() {
-                    let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
-                }
-            }
-            return Ok(LdapResult::success());
-        }
-    }
-    let shards: Vec<usize> = match scope {
-        Scope::Base(id) => vec![id.shard()],
-        _ => match equality_key_of(config, &request.filter) {
-            // Only the shards whose filter may hold the value (and so the matches).
-            Some(key) => {
-                (0..ctx.worker.shard_count()).filter(|s| config.blooms[*s].may_contain(&key)).collect()
-            }
-            None => (0..ctx.worker.shard_count()).collect(),
-        },
-    };
-    if shards.is_empty() {
-        return Ok(LdapResult::success());
-    }
     let size_limit = limit(request.size_limit, config.search_entries_max, &ctx.identity);
     let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
-    let capacity = config.search_chunks_in_flight.max(1) * shards.len();
-    let (sink, chunks) = mpsc::channel(capacity);
-    let stop = Arc::new(AtomicBool::new(false));
     let tree = ctx.worker.tree();
-    let filter = Arc::new(request.filter);
-    let attrs = Arc::new(attrs);
-    for &shard in &shards {
-        let task = SearchTask {
-            message_id: ctx.message_id,
-            tree: tree.clone(),
-            scope,
-            filter: filter.clone(),
-            attrs: attrs.clone(),
-            sink: sink.clone(),
-            cancel: stop.clone(),
-        };
-        ctx.worker.start_search(shard, task).await?;
+    if let Scope::Base(id) = scope {
+        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        if let Some(pdu) = lookup(ctx, &query, id).await? {
+            if !ctx.cancelled() && size_limit != Some(0) {
+                let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
+            }
+        }
+        return Ok(LdapResult::success());
     }
-    drop(sink);
+    let planner =
+        Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
+    let plan = planner.plan(&request.filter);
+    let shards: Vec<usize> = match planner.required_equality(&request.filter) {
+        // Only the shards whose filter may hold the value (and so the matches).
+        Some(key) => (0..ctx.worker.shard_count()).filter(|s| config.blooms[*s].may_contain(&key)).collect(),
+        None => (0..ctx.worker.shard_count()).collect(),
+    };
+    // Shards whose part is small enough are answered right here; the rest go to the pool.
+    let mut sent: u64 = 0;
+    let mut pooled = Vec::with_capacity(shards.len());
+    for shard in shards {
+        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        let inline = match ctx.worker.readable(shard)? {
+            Some(view) => inline_search(view, &query, scope, plan.as_ref())?,
+            None => None,
+        };
+        match inline {
+            Some(pdus) => {
+                if let Some(done) = forward(ctx, pdus, &mut sent, size_limit).await {
+                    return Ok(done);
+                }
+            }
+            None => pooled.push(shard),
+        }
+    }
+    if pooled.is_empty() {
+        return Ok(LdapResult::success());
+    }
     let deadline = time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
-    let outcome = collect(ctx, &stop, chunks, shards.len(), size_limit, deadline).await;
+    let stop = Arc::new(StopSignal::new());
+    let spread = Spread {
+        tree,
+        scope,
+        plan: Arc::new(plan),
+        filter: Arc::new(request.filter),
+        attrs: Arc::new(attrs),
+    };
+    let outcome = scatter(ctx, &spread, &pooled, &stop, sent, size_limit, deadline).await;
     // Whatever ended the collection, the shards have nothing more to do.
-    stop.store(true, Ordering::Relaxed);
+    stop.raise(StopReason::Finished);
     outcome
 }
 
-/// Forwards entries until every shard is done, or a limit or Abandon stops the search.
-async fn collect(
+/// A base-scope search: the entry read on this thread when its shard is readable here,
+/// else fetched from its shard's actor.
+async fn lookup(
     ctx: &OpContext,
-    stop: &AtomicBool,
-    mut chunks: mpsc::Receiver<SearchChunk>,
-    shards: usize,
+    query: &Query<'_>,
+    id: ferrodir_shard::EntryId,
+) -> LdapResultOf<Option<Bytes>> {
+    if let Some(view) = ctx.worker.readable(id.shard())? {
+        return Ok(base_entry(view, query, id)?);
+    }
+    let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
+    Ok(base_record(&ctx.worker.config.rules, query, id, record))
+}
+
+/// Sends entries within the size limit; Some(result) when the search is over.
+async fn forward(
+    ctx: &OpContext,
+    mut pdus: Vec<Bytes>,
+    sent: &mut u64,
+    size_limit: Option<u32>,
+) -> Option<LdapResult> {
+    if ctx.cancelled() {
+        // Abandoned: send nothing more.
+        return Some(LdapResult::success());
+    }
+    let mut exceeded = false;
+    if let Some(max) = size_limit {
+        let room = usize::try_from(u64::from(max).saturating_sub(*sent)).unwrap_or(usize::MAX);
+        if pdus.len() > room {
+            pdus.truncate(room);
+            exceeded = true;
+        }
+    }
+    *sent += pdus.len() as u64;
+    if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
+        return Some(LdapResult::success());
+    }
+    exceeded.then(|| LdapResult::new(ResultCode::SIZE_LIMIT_EXCEEDED, String::new(), String::new()))
+}
+
+/// What every shard's part of one search shares.
+struct Spread {
+    tree: Arc<ferrodir_shard::skeleton::Skeleton>,
+    scope: Scope,
+    plan: Arc<Option<Plan>>,
+    filter: Arc<Filter>,
+    attrs: Arc<AttrSelection>,
+}
+
+/// Starts the search on each of `shards` in the pool and forwards their entries until every
+/// one is done, or a limit or Abandon stops the search.
+async fn scatter(
+    ctx: &OpContext,
+    spread: &Spread,
+    shards: &[usize],
+    stop: &Arc<StopSignal>,
+    mut sent: u64,
     size_limit: Option<u32>,
     deadline: Option<tokio::time::Instant>,
 ) -> LdapResultOf<LdapResult> {
+    let capacity = ctx.worker.config.search_chunks_in_flight.max(1) * shards.len();
+    let (sink, mut chunks) = mpsc::channel(capacity);
+    for &shard in shards {
+        let task = SearchTask {
+            message_id: ctx.message_id,
+            tree: spread.tree.clone(),
+            scope: spread.scope,
+            filter: spread.filter.clone(),
+            attrs: spread.attrs.clone(),
+            plan: spread.plan.clone(),
+            sink: sink.clone(),
+            stop: stop.clone(),
+            op_stop: ctx.cancel.clone(),
+        };
+        ctx.worker.start_scan(shard, task)?;
+    }
+    drop(sink);
     let mut done = 0;
-    let mut sent: u64 = 0;
     let mut failure: Option<LdapError> = None;
-    while done < shards {
+    while done < shards.len() {
         let next = match deadline {
             Some(at) => match tokio::time::timeout_at(at, chunks.recv()).await {
                 Ok(chunk) => chunk,
                 Err(_) => {
-                    stop.store(true, Ordering::Relaxed);
+                    stop.raise(StopReason::TimeLimit);
                     return Ok(LdapResult::new(
                         ResultCode::TIME_LIMIT_EXCEEDED,
                         String::new(),
@@ -147,32 +218,15 @@ async fn collect(
         };
         let Some(chunk) = next else { break };
         match chunk {
-            SearchChunk::Entries(mut pdus) => {
-                if ctx.cancelled() {
-                    // Abandoned: stop the shards and send nothing more.
-                    stop.store(true, Ordering::Relaxed);
-                    return Ok(LdapResult::success());
-                }
-                let mut exceeded = false;
-                if let Some(max) = size_limit {
-                    let room = u64::from(max).saturating_sub(sent) as usize;
-                    if pdus.len() > room {
-                        pdus.truncate(room);
-                        exceeded = true;
-                    }
-                }
-                sent += pdus.len() as u64;
-                if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                    return Ok(LdapResult::success());
-                }
-                if exceeded {
-                    stop.store(true, Ordering::Relaxed);
-                    return Ok(LdapResult::new(
-                        ResultCode::SIZE_LIMIT_EXCEEDED,
-                        String::new(),
-                        String::new(),
-                    ));
+            SearchChunk::Entries(pdus) => {
+                if let Some(result) = forward(ctx, pdus, &mut sent, size_limit).await {
+                    let reason = if result.result_code == ResultCode::SIZE_LIMIT_EXCEEDED {
+                        StopReason::SizeLimit
+                    } else {
+                        StopReason::Finished
+                    };
+                    stop.raise(reason);
+                    return Ok(result);
                 }
             }
             SearchChunk::Done { result, .. } => {
@@ -182,6 +236,9 @@ async fn collect(
                 }
             }
         }
+    }
+    if ctx.cancelled() {
+        return Ok(LdapResult::success());
     }
     match failure {
         Some(e) => Err(e),
@@ -207,7 +264,7 @@ async fn serve_special(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
+    if eval::matches_visible(&ctx.worker.config.rules, &request.filter, &visible, None, &attrs.unsearchable) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }
@@ -235,26 +292,4 @@ async fn deref_base(ctx: &OpContext, mut target: Located) -> LdapResultOf<Locate
             .map_err(|_| LdapError::new(ResultCode::ALIAS_PROBLEM, "aliasedObjectName names no entry"))?;
     }
     Err(LdapError::new(ResultCode::ALIAS_DEREFERENCING_PROBLEM, "alias loop"))
-}
-
-/// The equality posting prefix a filter requires of every match: the filter itself, or one
-/// part of an AND, being an equality on a type with a complete equality index. Shards
-/// whose Bloom filter lacks it hold no match.
-fn equality_key_of(config: &DirectoryConfig, filter: &Filter) -> Option<Vec<u8>> {
-    match filter {
-        Filter::EqualityMatch(ava) => {
-            let rules = config.rules.get(std::str::from_utf8(&ava.attribute_desc).ok()?)?;
-            if rules.subtypes.len() > 1 || !config.indexes.usable(&rules.canonical, IndexKind::Equality) {
-                return None;
-            }
-            let value = if rules.canonical == "objectclass" {
-                config.rules.class_lineage(&ava.assertion_value)?.first()?.as_bytes().to_vec()
-            } else {
-                equality_key(rules, &ava.assertion_value)?
-            };
-            Some(keys::eq_prefix(&rules.canonical, &value))
-        }
-        Filter::And(parts) => parts.iter().find_map(|part| equality_key_of(config, part)),
-        _ => None,
-    }
 }

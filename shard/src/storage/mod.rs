@@ -76,6 +76,18 @@ pub trait KvSnapshot: Send + Sync {
     fn get(&self, key: &[u8]) -> StorageResult<Option<Vec<u8>>>;
     /// Calls `visit` for each key starting with `prefix`, in key order, until it returns false.
     fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()>;
+
+    /// Like [`KvSnapshot::scan_prefix`], but starting at the first key `>= from` (which
+    /// starts with `prefix`): how a long scan resumes after its last key in a fresh snapshot
+    /// without walking what it already saw. This default walks and skips; the engines seek.
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> StorageResult<()> {
+        self.scan_prefix(prefix, &mut |k, v| if k < from { true } else { visit(k, v) })
+    }
 }
 
 /// A shard's storage engine.

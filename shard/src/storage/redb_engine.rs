@@ -229,12 +229,23 @@ impl KvSnapshot for RedbSnapshot {
     }
 
     fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()> {
+        self.scan_from(prefix, prefix, visit)
+    }
+
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> StorageResult<()> {
         // A panic of the visitor is ours, not damage: it goes on unwinding.
         let mut visitor_panic = None;
+        let from = if from < prefix { prefix } else { from };
         let scanned = guarded(|| {
             let range = match prefix_end(prefix) {
-                Some(end) => self.table.range(prefix..end.as_slice()).map_err(err)?,
-                None => self.table.range(prefix..).map_err(err)?,
+                Some(end) if from >= end.as_slice() => return Ok(()),
+                Some(end) => self.table.range(from..end.as_slice()).map_err(err)?,
+                None => self.table.range(from..).map_err(err)?,
             };
             for item in range {
                 let (k, v) = item.map_err(err)?;

@@ -51,9 +51,19 @@ impl KvSnapshot for SledView {
     }
 
     fn scan_prefix(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> StorageResult<()> {
-        for item in self.tree.scan_prefix(prefix) {
+        self.scan_from(prefix, prefix, visit)
+    }
+
+    fn scan_from(
+        &self,
+        prefix: &[u8],
+        from: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> StorageResult<()> {
+        let from = if from < prefix { prefix } else { from };
+        for item in self.tree.range(from..) {
             let (k, v) = item.map_err(err)?;
-            if !visit(&k, &v) {
+            if !k.starts_with(prefix) || !visit(&k, &v) {
                 break;
             }
         }

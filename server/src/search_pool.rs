@@ -1,0 +1,77 @@
+//! The search pool: the threads long searches run on (`shard::scan`), apart from the worker
+//! threads that host the shard actors (the writers) and the connections.
+//!
+//! A multi-threaded tokio runtime: each scan is a task that yields after every slice of
+//! work, so concurrent scans share the threads in turn. The threads run at a lower priority
+//! (`search_threads_nice`), so when the CPUs are busy the kernel runs a lookup, a write's
+//! staging or a commit's replies before the next slice of a scan; when they are idle, scans
+//! use them all. Why this and not cooperative yielding on the worker threads:
+//! docs/DECISIONS.md, "Where scans run".
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use ferrodir_shard::scan::{ScanPool, ScanSource};
+
+use crate::config::Config;
+use crate::store::Store;
+
+/// The pool's runtime and the handle every worker spawns scans with.
+pub struct SearchPool {
+    runtime: Option<tokio::runtime::Runtime>,
+    pub scans: ScanPool,
+}
+
+impl SearchPool {
+    pub fn start(config: &Config, store: &Store) -> anyhow::Result<Self> {
+        let sources = (0..store.engines.len())
+            .map(|index| {
+                // No entry cache: see shard::scan.
+                let info = ferrodir_shard::core::ShardInfo {
+                    entry_cache_entries_max: 0,
+                    ..store.shard_info(index, config)
+                };
+                Arc::new(ScanSource { info, engine: store.engines[index].clone() })
+            })
+            .collect();
+        let runtime = match config.search_scans.as_str() {
+            "pool" => {
+                let nice = config.search_threads_nice.clamp(0, 19);
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(config.search_thread_count())
+                    .thread_name("search")
+                    .on_thread_start(move || lower_priority(nice))
+                    .build()
+                    .context("cannot start the search threads")?;
+                Some(runtime)
+            }
+            "worker" => None,
+            other => anyhow::bail!("unknown search_scans {other:?}: use \"pool\" or \"worker\""),
+        };
+        let handle = runtime.as_ref().map(|r| r.handle().clone());
+        Ok(Self { runtime, scans: ScanPool { runtime: handle, sources } })
+    }
+
+    /// Stops the threads without waiting for scans in flight (their connections are gone).
+    pub fn shutdown(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Sets this thread's nice value (Linux: per thread). Best effort: a failure only means
+/// scans compete with lookups on equal terms.
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    // SAFETY: gettid and setpriority take no pointers; they act on this thread only.
+    let result = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, u32::try_from(tid).unwrap_or(0), nice)
+    };
+    if result != 0 {
+        tracing::warn!(nice, "could not lower the search threads' priority");
+    }
+}

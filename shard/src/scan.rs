@@ -1,0 +1,214 @@
+//! Long searches: one shard's part of a search that the indices can't narrow to a handful
+//! of entries, run on the search pool, never on a thread that hosts a shard actor.
+//!
+//! A scan reads the shard's committed snapshots directly through the engine (no entry
+//! cache: scans would only evict what lookups need), and is built to be a good neighbour:
+//! - it walks its candidates lazily, a batch at a time, so the first match leaves before the
+//!   last candidate is read;
+//! - it checks its stop signals before every entry, so Abandon, a closed connection or a
+//!   limit stops it within one entry's work;
+//! - it yields its thread after each [`SLICE_US`] of work, so concurrent scans share the
+//!   pool fairly;
+//! - it reopens its snapshot after [`REOPEN_ENTRIES`] entries or [`REOPEN_MS`], resuming after
+//!   its last id (as back-mdb's `rtxnsize` does), and holds none while it waits for the
+//!   client to take a chunk, so no scan pins old pages for long.
+//!
+//! Reopening means a long scan reads each entry as of some commit during the scan, not all
+//! as of one: an entry changed meanwhile is seen in one version or the other, never torn,
+//! and the skeleton (the tree's shape) stays the one the search pinned.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::candidates::{read_plan, ScopeWalk};
+use crate::core::ShardInfo;
+use crate::error::ShardResult;
+use crate::id::EntryId;
+use crate::keys;
+use crate::record::EntryRecord;
+use crate::search::{
+    encode_entry, entry_matches, filter_needs, in_scope, Query, SearchChunk, SearchTask, CHUNK_BYTES_MAX,
+    CHUNK_ENTRIES_MAX,
+};
+use crate::segments::Cached;
+use crate::storage::{KvEngine, KvSnapshot};
+
+/// Work between two yields of the thread, in microseconds.
+pub const SLICE_US: u64 = 1_000;
+/// A scan takes a new snapshot after this many entries...
+pub const REOPEN_ENTRIES: usize = 10_000;
+/// ...or this long, whichever comes first.
+pub const REOPEN_MS: u64 = 100;
+/// Candidate ids read from the one-level index at a time.
+const WALK_BATCH: usize = 256;
+/// An index candidate set larger than this is no cheaper than walking the scope, and would
+/// cost memory per search: walk instead.
+const INDEXED_CANDIDATES_MAX: usize = 65_536;
+/// Entries examined between two looks at the clock.
+const CLOCK_EVERY: u32 = 16;
+
+/// What a scan reads one shard through: thread-safe, unlike the worker's `ShardCore`.
+pub struct ScanSource {
+    pub info: ShardInfo,
+    pub engine: Arc<dyn KvEngine>,
+}
+
+/// Where scans run: a handle to the search pool's runtime (None: cooperatively on the
+/// asking worker's thread, the measured alternative) and every shard's source.
+#[derive(Clone)]
+pub struct ScanPool {
+    pub runtime: Option<tokio::runtime::Handle>,
+    pub sources: Vec<Arc<ScanSource>>,
+}
+
+impl ScanPool {
+    /// Starts `task` on shard `shard`'s data. False if there is no such shard.
+    pub fn start(&self, shard: usize, task: SearchTask) -> bool {
+        let Some(source) = self.sources.get(shard).cloned() else { return false };
+        match &self.runtime {
+            Some(runtime) => drop(runtime.spawn(run_scan(source, task))),
+            None => drop(tokio::task::spawn_local(run_scan(source, task))),
+        }
+        true
+    }
+}
+
+/// Runs one shard's part of a search to its end or its stop, then sends `Done`.
+pub async fn run_scan(source: Arc<ScanSource>, task: SearchTask) {
+    let shard = source.info.index;
+    let result = scan(&source, &task).await;
+    if let Some(reason) = task.stopped() {
+        tracing::debug!(
+            target: "ferrodir::search_stop",
+            shard,
+            reason = reason.as_str(),
+            stop_latency_us = task.stop_age_us(),
+            "search part stopped"
+        );
+    }
+    let _ = task.sink.send(SearchChunk::Done { shard, result }).await;
+}
+
+/// The candidates of one scan: an index's ids, or the scope's one-level index.
+enum Source {
+    Ids(std::collections::btree_set::IntoIter<EntryId>),
+    Walk(ScopeWalk),
+}
+
+/// The snapshot a scan reads, reopened as the module doc says.
+struct Reader<'a> {
+    engine: &'a dyn KvEngine,
+    snapshot: Option<Arc<dyn KvSnapshot>>,
+    opened: Instant,
+    entries: usize,
+}
+
+impl Reader<'_> {
+    fn snapshot(&mut self) -> ShardResult<Arc<dyn KvSnapshot>> {
+        let stale =
+            self.entries >= REOPEN_ENTRIES || self.opened.elapsed() >= Duration::from_millis(REOPEN_MS);
+        match &self.snapshot {
+            Some(snapshot) if !stale => Ok(snapshot.clone()),
+            _ => {
+                let fresh: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
+                self.snapshot = Some(fresh.clone());
+                self.opened = Instant::now();
+                self.entries = 0;
+                Ok(fresh)
+            }
+        }
+    }
+
+    /// Lets go of the snapshot (before waiting on the client).
+    fn release(&mut self) {
+        self.snapshot = None;
+    }
+}
+
+async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
+    let rules = &source.info.rules;
+    let mut reader =
+        Reader { engine: source.engine.as_ref(), snapshot: None, opened: Instant::now(), entries: 0 };
+    let stop = || task.stopped().is_some();
+    let mut candidates = match task.plan.as_ref() {
+        Some(plan) => {
+            let snapshot = reader.snapshot()?;
+            match read_plan(plan, snapshot.as_ref(), INDEXED_CANDIDATES_MAX, &stop)? {
+                Some(ids) => Source::Ids(ids.into_iter()),
+                None => Source::Walk(ScopeWalk::new(&task.tree, task.scope, source.info.index)),
+            }
+        }
+        None => Source::Walk(ScopeWalk::new(&task.tree, task.scope, source.info.index)),
+    };
+    let query =
+        Query { message_id: task.message_id, tree: &task.tree, filter: &task.filter, attrs: &task.attrs };
+    let needs = filter_needs(rules, &task.filter);
+    let mut chunk: Vec<Bytes> = Vec::new();
+    let mut chunk_bytes = 0;
+    let mut batch: Vec<EntryId> = Vec::with_capacity(WALK_BATCH);
+    let mut slice_start = Instant::now();
+    let mut since_clock = 0u32;
+    loop {
+        batch.clear();
+        let more = match &mut candidates {
+            Source::Ids(ids) => {
+                batch.extend(ids.by_ref().take(WALK_BATCH));
+                !batch.is_empty()
+            }
+            Source::Walk(walk) => walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?,
+        };
+        for &id in &batch {
+            if stop() {
+                return Ok(());
+            }
+            let snapshot = reader.snapshot()?;
+            reader.entries += 1;
+            if let Some(pdu) = examine(rules, &query, task.scope, needs, snapshot.as_ref(), id)? {
+                chunk_bytes += pdu.len();
+                chunk.push(pdu);
+                if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
+                    drop(snapshot);
+                    reader.release();
+                    if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
+                        return Ok(()); // the search is over on the router's side
+                    }
+                    chunk_bytes = 0;
+                }
+            }
+            since_clock += 1;
+            if since_clock >= CLOCK_EVERY {
+                since_clock = 0;
+                if slice_start.elapsed() >= Duration::from_micros(SLICE_US) {
+                    tokio::task::yield_now().await;
+                    slice_start = Instant::now();
+                }
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    if !chunk.is_empty() {
+        let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
+    }
+    Ok(())
+}
+
+/// One candidate: read, check scope and filter, encode if it matches.
+fn examine(
+    rules: &crate::rules::RuleTable,
+    query: &Query,
+    scope: crate::search::Scope,
+    needs: (bool, bool),
+    snapshot: &dyn KvSnapshot,
+    id: EntryId,
+) -> ShardResult<Option<Bytes>> {
+    let Some(bytes) = snapshot.get(&keys::entry(id))? else { return Ok(None) };
+    let record = EntryRecord::decode(&bytes)?;
+    if !in_scope(query.tree, scope, id, &record) || !entry_matches(rules, query, needs, id, &record) {
+        return Ok(None);
+    }
+    Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
+}
