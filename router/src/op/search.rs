@@ -90,8 +90,10 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     if shards.is_empty() {
         return Ok(LdapResult::success());
     }
-    let size_limit = limit(request.size_limit, config.search_entries_max, &ctx.identity);
-    let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
+    let size_limit =
+        limit(request.size_limit, config.limits_for(&ctx.identity).search_entries_max, &ctx.identity);
+    let time_limit =
+        limit(request.time_limit, config.limits_for(&ctx.identity).search_time_max_s, &ctx.identity);
     let capacity = config.search_chunks_in_flight.max(1) * shards.len();
     let (sink, chunks) = mpsc::channel(capacity);
     let stop = Arc::new(AtomicBool::new(false));
