@@ -7,6 +7,7 @@ mod concurrency;
 mod faults;
 mod harness;
 mod import;
+mod limits;
 mod ops;
 mod persistence;
 mod raw;
