@@ -75,7 +75,9 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, shared: Arc<Shared>) {
             match check_frame(buf.data(), &frame_limits) {
                 Ok(Some(len)) => {
                     let pdu = buf.take(len);
-                    if session.dispatch(&pdu).await == Flow::Close {
+                    // Boxed: an idle connection's future then holds no room for a dispatch
+                    // (a Bind's included), only a busy one allocates it.
+                    if Box::pin(session.dispatch(&pdu)).await == Flow::Close {
                         break 'connection;
                     }
                 }

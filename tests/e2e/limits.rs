@@ -324,10 +324,10 @@ fn pending_request_limit_stops_reading_and_everything_is_answered() {
     let server = Server::start_with_config(&config(
         "[limits]\noutbound_pdus_queued_max = 4\n[limits.anonymous]\nrequests_pending_max = 4",
     ));
-    // 2,000 searches of 32 KiB each (a long value that matches nothing, negated: every entry
-    // matches), 64 MiB in all, whose answers the client doesn't read at first.
-    const REQUESTS: u32 = 2000;
-    let pad = vec![b'x'; 32 * 1024];
+    // 600 searches of 16 KiB each (a long value that matches nothing, negated: every entry
+    // matches), about 10 MB in all, whose answers the client doesn't read at first.
+    const REQUESTS: u32 = 600;
+    let pad = vec![b'x'; 16 * 1024];
     let filter = tlv(0xa2, &equality("uid", &pad));
     let requests: Vec<u8> = (1..=REQUESTS).flat_map(|id| search_with(id, &filter, &[], &[])).collect();
     let total = requests.len();
@@ -345,7 +345,7 @@ fn pending_request_limit_stops_reading_and_everything_is_answered() {
     });
     std::thread::sleep(Duration::from_millis(1500));
     let stalled_at = written.load(Ordering::Relaxed);
-    // A server that queued requests without bound would have read all 64 MiB by now; one
+    // A server that queued requests without bound would have read all 10 MB by now; one
     // that stops reading has taken only what the kernel's buffers hold.
     assert!(stalled_at < total / 2, "the server read {stalled_at} of {total} bytes without answering");
     let mut answered = 0;
