@@ -181,6 +181,19 @@ pub fn check_frame(buf: &[u8], limits: &FrameLimits) -> Result<Option<usize>, Fr
     Ok(Some(pdu_len))
 }
 
+/// The size of the PDU that `buf` starts with, header included, as soon as its length
+/// octets are in (`Ok(None)` before that). The connection uses it to reserve read-buffer
+/// budget for the whole PDU at once; [`check_frame`] still checks everything else.
+pub fn announced_pdu_bytes(buf: &[u8]) -> Result<Option<usize>, FrameError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    if first != 0x30 {
+        return Err(FrameError::NotASequence);
+    }
+    Ok(parse_header(buf)?.map(|header| header.end().unwrap_or(usize::MAX)))
+}
+
 /// Visits every TLV of `pdu` (which starts with one constructed element and is exactly as
 /// long as it), checking that each element fits inside its parent, that constructed elements
 /// are exactly filled by their children, and that nesting stays within `depth_max`.
@@ -234,6 +247,14 @@ mod tests {
     #[test]
     fn short_length_whole_pdu() {
         assert_eq!(check_frame(&ANON_BIND, &limits()), Ok(Some(14)));
+    }
+
+    #[test]
+    fn announced_size_is_known_from_the_header() {
+        assert_eq!(announced_pdu_bytes(&ANON_BIND[..1]), Ok(None));
+        assert_eq!(announced_pdu_bytes(&ANON_BIND[..2]), Ok(Some(14)));
+        assert_eq!(announced_pdu_bytes(&[0x30, 0x82, 0x01, 0x00]), Ok(Some(260)));
+        assert_eq!(announced_pdu_bytes(&[0x31, 0x00]), Err(FrameError::NotASequence));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! What the router needs to know about the directory: naming contexts, the root identity,
-//! the access profile and per-request limits. Built by `server` from the TOML config.
+//! the access profile and the limits per identity class. Built by `server` from the TOML config.
 
 use std::sync::Arc;
 
 use ferrodir_proto::schema::Schema;
 use ferrodir_proto::Dn;
 use ferrodir_shard::rules::RuleTable;
+
+use crate::access::Identity;
+use crate::limits::{ClassLimits, LimitsConfig};
 
 /// A naming context served by this server.
 #[derive(Clone, Debug)]
@@ -49,10 +52,9 @@ pub struct DirectoryConfig {
     /// Cleartext or an RFC 2307 `{SSHA}`/`{SHA}` value.
     pub root_password: Option<String>,
     pub access: AccessProfile,
-    /// The server-side cap on entries per search (slapd's `sizelimit`).
-    pub search_entries_max: u32,
-    /// The server-side cap on a search's duration (slapd's `timelimit`).
-    pub search_time_max_s: u32,
+    /// Size, time, paging, PDU, pending-request and idle limits per identity class, and
+    /// the bounds on a request's shape (limits.rs). Read through [`Self::limits_for`].
+    pub limits: LimitsConfig,
     /// How many search result chunks one search may have queued toward its connection.
     pub search_chunks_in_flight: usize,
     pub vendor_version: String,
@@ -72,6 +74,12 @@ impl DirectoryConfig {
     /// The suffix under which `dn` falls (the longest match).
     pub fn suffix_of(&self, dn: &Dn) -> Option<&Suffix> {
         self.suffixes.iter().filter(|s| dn.is_descendant_or_self_of(&s.dn)).max_by_key(|s| s.dn.len())
+    }
+
+    /// The limits `identity` runs under: its class's, a listed DN's own, or none of the
+    /// policy limits for the rootDN.
+    pub fn limits_for(&self, identity: &Identity) -> &ClassLimits {
+        self.limits.for_identity(identity)
     }
 
     pub fn is_root_dn(&self, dn: &Dn) -> bool {

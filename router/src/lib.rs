@@ -10,7 +10,9 @@
 //! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
 //!   its durable intent log.
 //! - [`access`], [`password`]: who may do what, and checking passwords.
-//! - [`config`]: naming contexts, root identity, limits.
+//! - [`config`]: naming contexts, root identity, access profile.
+//! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
+//!   on a request's shape.
 //! - [`error`]: the one place failures become LDAP result codes.
 
 pub mod access;
@@ -18,6 +20,7 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod intent;
+pub mod limits;
 pub mod op;
 pub mod password;
 pub mod resolve;

@@ -2,25 +2,33 @@
 //! dispatches the operation. The server's connection task feeds it whole PDUs (already
 //! length-checked by `proto::frame`) and drains its [`Outbound`] channel to the socket.
 //!
-//! Requests are dispatched in arrival order and may run concurrently, up to
-//! `ops_in_flight_max` per connection (RFC 4511 §4.1.1.1: answered by messageID). A Bind
-//! first waits for every operation in flight (RFC 4511 §4.2.1), then runs alone, so a
-//! request after it always runs with the new identity.
+//! Requests are dispatched in arrival order and may run concurrently, up to the identity
+//! class's `requests_pending_max` per connection (RFC 4511 §4.1.1.1: answered by
+//! messageID). At that limit [`Session::dispatch`] waits for a slot, and since the
+//! connection loop awaits it, the server stops reading the socket (slapd does the same):
+//! TCP flow control then holds the client back, and nothing queues without bound.
+//!
+//! A Bind first waits for every operation in flight (RFC 4511 §4.2.1), then runs alone, so
+//! a request after it always runs with the new identity. While it holds every slot it also
+//! resizes the pool to the new identity's `requests_pending_max`, and the session's
+//! [`ClassLimits`] (PDU size, pending requests, idle timeout) switch with it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrodir_proto::message::{
-    decode_message, encode_message, ExtendedResponse, LdapMessage, LdapResult, OctetString, ProtocolOp,
+    decode_message, encode_message, Control, ExtendedResponse, LdapMessage, LdapResult, OctetString,
+    ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::access::Identity;
+use crate::limits::{check_controls, check_request, ClassLimits};
 use crate::op;
 use crate::worker::Worker;
 
@@ -78,9 +86,13 @@ impl OpContext {
 
 struct SessionState {
     identity: RefCell<Identity>,
+    /// The limits of `identity`'s class; replaced when a Bind completes.
+    limits: Cell<ClassLimits>,
     in_flight: RefCell<HashMap<u32, Arc<StopSignal>>>,
+    /// One permit per request that may be pending; `slots_total` of them exist.
     slots: Arc<Semaphore>,
-    slots_max: u32,
+    /// Changed only by a Bind, while it holds every permit.
+    slots_total: Cell<u32>,
 }
 
 pub struct Session {
@@ -90,15 +102,37 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, ops_in_flight_max: u32) -> Self {
-        let slots_max = ops_in_flight_max.max(1);
+    /// A session that starts anonymous, under the anonymous class's limits.
+    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>) -> Self {
+        let limits = *worker.config.limits_for(&Identity::Anonymous);
+        let slots_total = limits.requests_pending_max.max(1);
         let state = SessionState {
             identity: RefCell::new(Identity::Anonymous),
+            limits: Cell::new(limits),
             in_flight: RefCell::new(HashMap::new()),
-            slots: Arc::new(Semaphore::new(slots_max as usize)),
-            slots_max,
+            slots: Arc::new(Semaphore::new(slots_total as usize)),
+            slots_total: Cell::new(slots_total),
         };
         Self { worker, out, state: Rc::new(state) }
+    }
+
+    /// The limits the session runs under now: its identity class's. The connection loop
+    /// reads them for every frame it checks, so they change when a Bind succeeds.
+    pub fn limits(&self) -> ClassLimits {
+        self.state.limits.get()
+    }
+
+    /// Requests dispatched and not yet answered. A connection with any is never idle.
+    pub fn requests_pending(&self) -> usize {
+        let total = self.state.slots_total.get() as usize;
+        total.saturating_sub(self.state.slots.available_permits())
+    }
+
+    /// The refusal to send before running a request: an unsupported critical control, or a
+    /// request shaped past the request limits.
+    fn refusal(&self, op: &ProtocolOp, controls: Option<&[Control]>) -> Option<LdapResult> {
+        op::controls::check(controls)
+            .or_else(|| check_request(&self.worker.config.limits.request, op, controls))
     }
 
     /// Handles one whole PDU. Returns `Flow::Close` after Unbind or a protocol violation.
@@ -125,15 +159,24 @@ impl Session {
             }
             ProtocolOp::BindRequest(request) => {
                 // Wait for the operations in flight, then bind alone.
-                let all = self.state.slots.clone().acquire_many_owned(self.state.slots_max).await;
+                let Ok(all) = self.state.slots.clone().acquire_many_owned(self.state.slots_total.get()).await
+                else {
+                    return Flow::Close;
+                };
                 let ctx = self.context(message_id, Arc::new(StopSignal::new()));
-                if let Some(refusal) = op::controls::check(controls.as_deref()) {
+                let refusal = op::controls::check(controls.as_deref())
+                    .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
+                if let Some(refusal) = refusal {
                     ctx.respond(op::bind::response(refusal)).await;
                 } else {
                     let identity = op::bind::bind(&ctx, request).await;
-                    *self.state.identity.borrow_mut() = identity;
+                    self.set_identity(identity);
                 }
-                drop(all);
+                // Nothing else holds a slot now: resize the pool to the identity's class.
+                all.forget();
+                let slots_total = self.state.limits.get().requests_pending_max.max(1);
+                self.state.slots.add_permits(slots_total as usize);
+                self.state.slots_total.set(slots_total);
                 Flow::Continue
             }
             op if op::is_request(&op) => {
@@ -144,7 +187,7 @@ impl Session {
                 let cancel = Arc::new(StopSignal::new());
                 self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
                 let ctx = self.context(message_id, cancel);
-                let refusal = op::controls::check(controls.as_deref());
+                let refusal = self.refusal(&op, controls.as_deref());
                 let state = self.state.clone();
                 actix::spawn(async move {
                     match refusal {
@@ -162,6 +205,11 @@ impl Session {
                 Flow::Close
             }
         }
+    }
+
+    fn set_identity(&self, identity: Identity) {
+        self.state.limits.set(*self.worker.config.limits_for(&identity));
+        *self.state.identity.borrow_mut() = identity;
     }
 
     fn context(&self, message_id: u32, cancel: Arc<StopSignal>) -> OpContext {

@@ -1,9 +1,12 @@
 //! The server's TOML configuration. Every limit is a named value with its unit in the name;
 //! `deploy/ferrodir.toml` documents each one.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ferrodir_proto::Dn;
+use ferrodir_router::limits::{ClassLimits, LimitsConfig, RequestLimits, UnindexedPolicy};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,23 +59,134 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     pub connections_max: usize,
-    pub ops_in_flight_per_connection_max: u32,
-    pub pdu_bytes_max: usize,
+    /// Connections open at once from one client IP address; 0 = unlimited. One more is
+    /// closed as soon as it is accepted.
+    pub connections_per_ip_max: usize,
+    /// Whether loopback clients (127.0.0.0/8, ::1) are exempt from `connections_per_ip_max`.
+    pub connections_per_ip_exempt_loopback: bool,
+    /// Every connection's read buffer beyond its first `READ_BUFFER_BASE_BYTES` draws from
+    /// this one budget; a connection that cannot get budget for a PDU stops reading until
+    /// it can. Must be at least the largest class's `pdu_bytes_max`.
+    pub read_buffers_bytes_max: usize,
     pub ber_nesting_depth_max: usize,
-    pub search_entries_max: u32,
-    pub search_time_max_s: u32,
+    /// Nesting of a search filter (`(cn=x)` is 1); deeper gets adminLimitExceeded.
+    pub filter_depth_max: usize,
+    /// Items in a search filter; more gets adminLimitExceeded.
+    pub filter_elements_max: usize,
+    /// Controls on one request; more gets adminLimitExceeded.
+    pub controls_per_request_max: usize,
+    /// Attributes in a search's list, an add, or a modify's changes; more gets
+    /// adminLimitExceeded.
+    pub attributes_per_request_max: usize,
     pub search_chunks_in_flight: usize,
     pub entry_cache_entries_max: usize,
     /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
     pub storage_cache_bytes_per_shard: usize,
     /// Responses queued per connection before operations wait for the socket.
     pub outbound_pdus_queued_max: usize,
-    /// Close a connection with no request for this long; 0 disables.
-    pub idle_timeout_s: u64,
     /// Close a connection whose peer doesn't read a response for this long.
     pub write_timeout_s: u64,
     /// How long shutdown waits for connections to finish.
     pub shutdown_grace_s: u64,
+    /// `[limits.anonymous]`: overrides of the anonymous class's defaults.
+    pub anonymous: ClassLimitsTable,
+    /// `[limits.authenticated]`: overrides of the authenticated class's defaults.
+    pub authenticated: ClassLimitsTable,
+    /// `[[limits.identities]]`: a DN and overrides of the authenticated class for it.
+    pub identities: Vec<ClassLimitsTable>,
+    /// Retired keys, kept only to name their replacements (see [`Config::check`]).
+    pub pdu_bytes_max: Option<toml::Value>,
+    pub ops_in_flight_per_connection_max: Option<toml::Value>,
+    pub search_entries_max: Option<toml::Value>,
+    pub search_time_max_s: Option<toml::Value>,
+    pub idle_timeout_s: Option<toml::Value>,
+}
+
+/// Any subset of one identity class's limits (router's `ClassLimits`), each overriding the
+/// class it applies to. Units and meaning are those of `ClassLimits`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassLimitsTable {
+    /// The identity a `[[limits.identities]]` entry is for; only there. (Not a separate
+    /// struct with `#[serde(flatten)]`: serde can't deny unknown keys through a flatten.)
+    pub dn: Option<String>,
+    pub search_entries_max: Option<u32>,
+    pub search_time_max_s: Option<u32>,
+    pub unindexed_search: Option<UnindexedSearch>,
+    /// Unset: the `search_entries_max` set in the same table, else the base class's.
+    pub paged_page_entries_max: Option<u32>,
+    /// Unset: the `search_entries_max` set in the same table, else the base class's.
+    pub paged_total_entries_max: Option<u32>,
+    pub pdu_bytes_max: Option<usize>,
+    pub requests_pending_max: Option<u32>,
+    pub idle_timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnindexedSearch {
+    Allow,
+    Refuse,
+}
+
+impl ClassLimitsTable {
+    /// `base` with this table's keys applied.
+    pub fn apply(&self, base: &ClassLimits) -> ClassLimits {
+        let search_entries_max = self.search_entries_max.unwrap_or(base.search_entries_max);
+        // slapd: size.pr and size.prtotal default to the size limit, so a table that sets
+        // only the size limit moves them with it.
+        let paged = |own: Option<u32>, inherited: u32| {
+            own.or(self.search_entries_max.map(|_| search_entries_max)).unwrap_or(inherited)
+        };
+        ClassLimits {
+            search_entries_max,
+            search_time_max_s: self.search_time_max_s.unwrap_or(base.search_time_max_s),
+            unindexed_search: match self.unindexed_search {
+                Some(UnindexedSearch::Allow) => UnindexedPolicy::Allow,
+                Some(UnindexedSearch::Refuse) => UnindexedPolicy::Refuse,
+                None => base.unindexed_search,
+            },
+            paged_page_entries_max: paged(self.paged_page_entries_max, base.paged_page_entries_max),
+            paged_total_entries_max: paged(self.paged_total_entries_max, base.paged_total_entries_max),
+            pdu_bytes_max: self.pdu_bytes_max.unwrap_or(base.pdu_bytes_max),
+            requests_pending_max: self.requests_pending_max.unwrap_or(base.requests_pending_max),
+            idle_timeout_s: self.idle_timeout_s.unwrap_or(base.idle_timeout_s),
+        }
+    }
+}
+
+impl Limits {
+    /// Every class's limits, as the router reads them.
+    pub fn resolve(&self) -> anyhow::Result<LimitsConfig> {
+        let anonymous = self.anonymous.apply(&ClassLimits::ANONYMOUS);
+        let authenticated = self.authenticated.apply(&ClassLimits::AUTHENTICATED);
+        let mut identities = HashMap::new();
+        if self.anonymous.dn.is_some() || self.authenticated.dn.is_some() {
+            anyhow::bail!(
+                "dn belongs in [[limits.identities]], not in [limits.anonymous] or [limits.authenticated]"
+            );
+        }
+        for identity in &self.identities {
+            let Some(text) = &identity.dn else {
+                anyhow::bail!("every [[limits.identities]] entry needs a dn");
+            };
+            let dn = Dn::parse(text)
+                .map_err(|e| anyhow::anyhow!("bad dn {text:?} in [[limits.identities]]: {e}"))?;
+            identities.insert(dn.normalized(), identity.apply(&authenticated));
+        }
+        Ok(LimitsConfig {
+            anonymous,
+            authenticated,
+            identities,
+            root: ClassLimits::root(&authenticated),
+            request: RequestLimits {
+                filter_depth_max: self.filter_depth_max,
+                filter_elements_max: self.filter_elements_max,
+                controls_per_request_max: self.controls_per_request_max,
+                attributes_per_request_max: self.attributes_per_request_max,
+            },
+        })
+    }
 }
 
 /// Switches for the crash tests (tests/crash). Both default to off.
@@ -129,21 +243,43 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             connections_max: 4096,
-            ops_in_flight_per_connection_max: 64,
-            pdu_bytes_max: 16 * 1024 * 1024,
+            connections_per_ip_max: 256,
+            connections_per_ip_exempt_loopback: true,
+            read_buffers_bytes_max: 256 * 1024 * 1024,
             ber_nesting_depth_max: 64,
-            search_entries_max: 500,
-            search_time_max_s: 3600,
+            filter_depth_max: 32,
+            filter_elements_max: 4096,
+            controls_per_request_max: 32,
+            attributes_per_request_max: 1024,
             search_chunks_in_flight: 4,
             entry_cache_entries_max: 100_000,
             storage_cache_bytes_per_shard: 1 << 30,
             outbound_pdus_queued_max: 256,
-            idle_timeout_s: 0,
             write_timeout_s: 60,
             shutdown_grace_s: 10,
+            anonymous: ClassLimitsTable::default(),
+            authenticated: ClassLimitsTable::default(),
+            identities: Vec::new(),
+            pdu_bytes_max: None,
+            ops_in_flight_per_connection_max: None,
+            search_entries_max: None,
+            search_time_max_s: None,
+            idle_timeout_s: None,
         }
     }
 }
+
+/// Keys of `[limits]` that were replaced, with what replaces them.
+const RETIRED_LIMITS: &[(&str, &str)] = &[
+    ("pdu_bytes_max", "limits.anonymous.pdu_bytes_max and limits.authenticated.pdu_bytes_max"),
+    (
+        "ops_in_flight_per_connection_max",
+        "limits.anonymous.requests_pending_max and limits.authenticated.requests_pending_max",
+    ),
+    ("search_entries_max", "limits.anonymous.search_entries_max and limits.authenticated.search_entries_max"),
+    ("search_time_max_s", "limits.anonymous.search_time_max_s and limits.authenticated.search_time_max_s"),
+    ("idle_timeout_s", "limits.anonymous.idle_timeout_s and limits.authenticated.idle_timeout_s"),
+];
 
 impl Default for Log {
     fn default() -> Self {
@@ -155,7 +291,41 @@ impl Config {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e}", path.display()))
+        Self::parse(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e:#}", path.display()))
+    }
+
+    /// Parses and checks a config's TOML text.
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let config: Self = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// What TOML alone can't say: retired keys (named with their replacements) and limits
+    /// that contradict each other.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let limits = &self.limits;
+        let retired = [
+            &limits.pdu_bytes_max,
+            &limits.ops_in_flight_per_connection_max,
+            &limits.search_entries_max,
+            &limits.search_time_max_s,
+            &limits.idle_timeout_s,
+        ];
+        for ((key, replacement), value) in RETIRED_LIMITS.iter().zip(retired) {
+            if value.is_some() {
+                anyhow::bail!("limits.{key} was replaced by {replacement}");
+            }
+        }
+        let resolved = limits.resolve()?;
+        let pdu_ceiling = resolved.pdu_bytes_ceiling();
+        if limits.read_buffers_bytes_max < pdu_ceiling {
+            anyhow::bail!(
+                "limits.read_buffers_bytes_max ({}) is smaller than the largest pdu_bytes_max ({pdu_ceiling})",
+                limits.read_buffers_bytes_max
+            );
+        }
+        Ok(())
     }
 
     /// Threads of the search pool.
@@ -184,13 +354,51 @@ mod tests {
     #[test]
     fn sample_config_parses() {
         let text = include_str!("../../deploy/ferrodir.toml");
-        let config: Config = toml::from_str(text).unwrap();
+        let config = Config::parse(text).unwrap();
         assert_eq!(config.suffixes, vec!["dc=example,dc=com".to_string()]);
-        assert!(config.limits.pdu_bytes_max > 0);
+        // The sample states the defaults.
+        let limits = config.limits.resolve().unwrap();
+        assert_eq!(limits, Limits::default().resolve().unwrap());
+        assert_eq!(limits.anonymous, ClassLimits::ANONYMOUS);
+        assert_eq!(limits.authenticated, ClassLimits::AUTHENTICATED);
+        assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
+        assert_eq!(limits.authenticated.requests_pending_max, 1000);
     }
 
     #[test]
     fn unknown_keys_are_rejected() {
         assert!(toml::from_str::<Config>("listn = \"127.0.0.1:1\"").is_err());
+        assert!(Config::parse("[limits.anonymous]\npdu_max = 1").is_err());
+    }
+
+    #[test]
+    fn retired_keys_name_their_replacements() {
+        let error = Config::parse("[limits]\npdu_bytes_max = 100").unwrap_err().to_string();
+        assert!(error.contains("limits.anonymous.pdu_bytes_max"), "{error}");
+        let error = Config::parse("[limits]\nops_in_flight_per_connection_max = 8").unwrap_err().to_string();
+        assert!(error.contains("requests_pending_max"), "{error}");
+    }
+
+    #[test]
+    fn identities_override_the_authenticated_class() {
+        let text = r#"
+[limits.authenticated]
+search_entries_max = 100
+[[limits.identities]]
+dn = "cn=Replicator,dc=example,dc=com"
+search_entries_max = 0
+search_time_max_s = 0
+"#;
+        let limits = Config::parse(text).unwrap().limits.resolve().unwrap();
+        assert_eq!(limits.authenticated.paged_total_entries_max, 100, "paged limits follow the size limit");
+        let replicator = &limits.identities["cn=replicator,dc=example,dc=com"];
+        assert_eq!((replicator.search_entries_max, replicator.paged_page_entries_max), (0, 0));
+        assert_eq!(replicator.pdu_bytes_max, ClassLimits::AUTHENTICATED.pdu_bytes_max);
+    }
+
+    #[test]
+    fn read_budget_must_hold_the_largest_pdu() {
+        let text = "[limits]\nread_buffers_bytes_max = 1000";
+        assert!(Config::parse(text).is_err());
     }
 }

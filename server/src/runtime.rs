@@ -4,9 +4,10 @@
 //! admin socket (admin.rs) on a thread of its own.
 
 use std::cell::RefCell;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -53,8 +54,7 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         root_dn,
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
         access,
-        search_entries_max: config.limits.search_entries_max,
-        search_time_max_s: config.limits.search_time_max_s,
+        limits: config.limits.resolve()?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
         remote_reads: match config.remote_reads.as_str() {
@@ -165,8 +165,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let local_addr = listener.local_addr()?;
     announce(&config, local_addr, shard_count);
 
-    let limits = Arc::new(config.limits.clone());
+    let shared = Arc::new(connection::Shared::new(config.limits.clone()));
     let connections = Arc::new(Semaphore::new(config.limits.connections_max));
+    let per_ip = PerIp::new(&config.limits);
     let mut next = 0usize;
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
@@ -174,20 +175,26 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => {
-                let Ok((stream, _peer)) = accepted else { continue };
+                let Ok((stream, peer)) = accepted else { continue };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
                     tracing::warn!("connection limit reached; refusing a connection");
                     continue;
                 };
+                // Over the limit, the stream is dropped here: closed at once, like slapd.
+                let Some(ip_slot) = per_ip.admit(peer.ip()) else {
+                    tracing::warn!(ip = %peer.ip(), max = config.limits.connections_per_ip_max, "connections per IP limit reached; closing a connection");
+                    continue;
+                };
                 let Ok(std_stream) = stream.into_std() else { continue };
-                let limits = limits.clone();
+                let shared = shared.clone();
                 // The closure is sent to the worker; the connection's future stays there.
                 arbiters[next % arbiters.len()].spawn_fn(move || {
                     actix::spawn(async move {
                         let worker = WORKER.with(|slot| slot.borrow().clone());
                         if let (Some(worker), Ok(stream)) = (worker, tokio::net::TcpStream::from_std(std_stream)) {
-                            connection::serve(stream, worker, limits).await;
+                            connection::serve(stream, worker, shared).await;
                         }
+                        drop(ip_slot);
                         drop(permit);
                     });
                 });
@@ -207,6 +214,59 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     search_pool.shutdown();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Connections open per client IP address, counted at accept and close only (never on the
+/// path of a request), so one mutex is no contention.
+struct PerIp {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// 0 = unlimited.
+    max: usize,
+    exempt_loopback: bool,
+}
+
+/// One admitted connection's place in its IP's count; gives it back when dropped.
+struct IpSlot {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    fn new(limits: &crate::config::Limits) -> Self {
+        Self {
+            counts: Arc::default(),
+            max: limits.connections_per_ip_max,
+            exempt_loopback: limits.connections_per_ip_exempt_loopback,
+        }
+    }
+
+    /// A slot for one more connection from `ip`, or None when it has `max` open. Exempt
+    /// connections aren't counted (None is never returned for them).
+    fn admit(&self, ip: IpAddr) -> Option<Option<IpSlot>> {
+        let ip = ip.to_canonical();
+        if self.max == 0 || (self.exempt_loopback && ip.is_loopback()) {
+            return Some(None);
+        }
+        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(Some(IpSlot { counts: self.counts.clone(), ip }))
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Starts the admin socket (admin.rs). Without it the server still serves; only online

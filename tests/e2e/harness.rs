@@ -57,6 +57,11 @@ impl Server {
         Self { child: Some(child), addr, data_dir, config_path, _dir: dir }
     }
 
+    /// The server's process ID (for reading /proc/PID/status); None once stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn url(&self) -> String {
         format!("ldap://{}", self.addr)
     }

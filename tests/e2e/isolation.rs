@@ -178,3 +178,26 @@ fn scans_on_the_worker_threads() {
     let server = Server::start_with_config(&config("search_scans = \"worker\"\nremote_reads = \"message\""));
     check_scans(&server);
 }
+
+/// `unindexed_search = "refuse"` (389-ds's require-index) for anonymous only.
+#[test]
+fn unindexed_searches_refused_for_a_class() {
+    let text = format!(
+        "shards = 2\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"{ADMIN_PW}\"\nexample_data = true\n\
+         [limits.anonymous]\nunindexed_search = \"refuse\"\n[log]\nlevel = \"warn\"\n"
+    );
+    let server = Server::start_with_config(&text);
+    let url = server.url();
+    let mut anonymous = bound(&url, "", "");
+    let result = anonymous.search(BASE, Scope::Subtree, "(description=x)", vec!["1.1"]).expect("search");
+    assert_eq!(result.1.rc, 53, "{:?}", result.1);
+    assert!(result.1.text.contains("not indexed"), "{:?}", result.1);
+    let (found, rc) = dns(&mut anonymous, BASE, Scope::Subtree, "(uid=bob)");
+    assert_eq!((found, rc), (BTreeSet::from([BOB.to_string()]), 0));
+    // A base lookup is never unindexed.
+    let (found, rc) = dns(&mut anonymous, BOB, Scope::Base, "(description=x)");
+    assert_eq!((found.len(), rc), (0, 0));
+    let mut alice = bound(&url, ALICE, "password");
+    let (_, rc) = dns(&mut alice, BASE, Scope::Subtree, "(description=x)");
+    assert_eq!(rc, 0, "authenticated users keep the default (allow)");
+}

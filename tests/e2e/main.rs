@@ -8,6 +8,7 @@ mod faults;
 mod harness;
 mod import;
 mod isolation;
+mod limits;
 mod ops;
 mod persistence;
 mod raw;

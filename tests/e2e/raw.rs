@@ -15,7 +15,7 @@ use std::net::{Shutdown, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
 
 const NOTICE_OF_DISCONNECTION: &[u8] = b"1.3.6.1.4.1.1466.20036";
 const WHO_AM_I: &[u8] = b"1.3.6.1.4.1.4203.1.11.3";
@@ -336,7 +336,9 @@ fn nested_and(depth: usize) -> Vec<u8> {
 
 #[test]
 fn nesting_deeper_than_the_limit_is_refused() {
-    let server = Server::start();
+    // filter_depth_max (32 by default) would answer adminLimitExceeded before the framing
+    // limit is reached; raised here so that this test sees the framing limit alone.
+    let server = Server::start_with_config(&format!("{TEST_CONFIG}\n[limits]\nfilter_depth_max = 64\n"));
     // Depth counts constructed elements from the LDAPMessage (1) and the SearchRequest (2),
     // so n nested ANDs reach depth n + 2: 62 is exactly the limit of 64...
     let mut stream = connect(&server);

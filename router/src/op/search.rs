@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 
 use crate::access::{hidden_attributes, unsearchable_attributes, Identity};
 use crate::error::{LdapError, LdapResultOf};
+use crate::limits::UnindexedPolicy;
 use crate::op::{parse_dn, rootdse};
 use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
@@ -66,8 +67,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
     };
-    let size_limit = limit(request.size_limit, config.search_entries_max, &ctx.identity);
-    let time_limit = limit(request.time_limit, config.search_time_max_s, &ctx.identity);
+    let class = config.limits_for(&ctx.identity);
+    let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
+    let time_limit = limit(request.time_limit, class.search_time_max_s, &ctx.identity);
     let tree = ctx.worker.tree();
     if let Scope::Base(id) = scope {
         let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
@@ -81,6 +83,10 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let planner =
         Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
     let plan = planner.plan(&request.filter);
+    if plan.is_none() && class.unindexed_search == UnindexedPolicy::Refuse {
+        // 389-ds's require-index: refuse before any shard starts walking its scope.
+        return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
+    }
     let shards: Vec<usize> = match planner.required_equality(&request.filter) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => (0..ctx.worker.shard_count()).filter(|s| config.blooms[*s].may_contain(&key)).collect(),
