@@ -311,13 +311,15 @@ matrix() {
 # C x K = C anonymous connections with K subtree scans each outstanding at once, filter
 # (description=nomatch) (unindexed on both servers, matches nothing), each re-issued when
 # its SearchResultDone arrives; beside them one probe connection bound as the rootDN does
-# base lookups (ISO_LOOKUP_RATE/s) and durable modifies of description (ISO_MODIFY_RATE/s).
+# base lookups (ISO_LOOKUP_RATE/s) and durable modifies of description (ISO_MODIFY_RATE/s);
+# the scans go on until the probe's last operation is answered (at most ISO_GRACE s more).
 # Between phases the harness waits (up to ISO_DRAIN_MAX s) until the server just measured
 # is idle, so scans it still runs for closed connections do not land in the next phase.
 # Then the stop run (ferrodir only): ferrodir restarted with the ferrodir::search_stop
 # debug lines on, scans stopped by Abandon, a close, sizeLimit=1 and timeLimit=1; the stop
 # latency comes from its log (slapd's cannot be observed).
 ISO_DURATION=${ISO_DURATION:-20}
+ISO_GRACE=${ISO_GRACE:-10}  # the probe's last operation may finish this long after, under load
 ISO_PHASES=${ISO_PHASES:-"4x1 16x1 1x16"}
 ISO_LOOKUP_RATE=${ISO_LOOKUP_RATE:-20}
 ISO_MODIFY_RATE=${ISO_MODIFY_RATE:-10}
@@ -347,9 +349,9 @@ iso_load() {  # N SERVER PHASE(CxK) REP TEMPLATE
   pid=$(pid_of "$server"); port=$(port_of "$server")
   log "  n=$n isolation $phase $server rep $rep (${ISO_DURATION} s)"
   before=$($UTIL cpu "$pid")
-  taskset -c $CLIENT_CPU timeout -k 5 $((ISO_DURATION + 30)) "$TOOLS_DIR/ldap-isolation" --mode load \
+  taskset -c $CLIENT_CPU timeout -k 5 $((ISO_DURATION + ISO_GRACE + 30)) "$TOOLS_DIR/ldap-isolation" --mode load \
     --url "ldap://127.0.0.1:$port" --base "$SUFFIX" --duration-s "$ISO_DURATION" \
-    --scan-connections "${phase%x*}" --scans-per-connection "${phase#*x}" \
+    --grace-s "$ISO_GRACE" --scan-connections "${phase%x*}" --scans-per-connection "${phase#*x}" \
     --lookup-rate "$ISO_LOOKUP_RATE" --modify-rate "$ISO_MODIFY_RATE" \
     --base-template "$tmpl" --range "0..$n" --bind-dn "$ROOT_DN" --password "$ROOT_PW" \
     --seed "$rep" > "$file" 2>"$file.stderr" &
@@ -358,7 +360,7 @@ iso_load() {  # N SERVER PHASE(CxK) REP TEMPLATE
   cpu=$(cpu_delta "$before" "$after")
   drain=$($UTIL idle "$pid" "$ISO_DRAIN_MAX")
   echo "{\"type\":\"isolation\",\"size\":$n,\"phase\":\"$phase\",\"server\":\"$server\",\"rep\":$rep,\"drain_s\":$drain,$($UTIL json $cpu | sed 's/^{//; s/}$//'),\"result\":$($UTIL latency "$file")}" >> "$RAW"
-  log "    $(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(f"scans/s {r.get(\"scans_per_s\")} lookup p99 {r.get(\"lookup_p99_us\")} us modify p99 {r.get(\"modify_p99_us\")} us errors {r.get(\"errors\")}")' "$($UTIL latency "$file")"); drained in $drain s"
+  log "    $(python3 -c 'import json, sys; g = json.loads(sys.argv[1]).get; print("scans/s", g("scans_per_s"), "lookup p99", g("lookup_p99_us"), "us, modify p99", g("modify_p99_us"), "us, errors", g("errors"))' "$($UTIL latency "$file")"); drained in $drain s"
 }
 
 iso_stop() {  # N: ferrodir only, restarted with the stop lines logged, then restarted as before

@@ -9,9 +9,10 @@
 //!   rootDN, does base-scope lookups of random existing entries and durable modifies
 //!   (replace `description` on a random entry) at fixed rates, one operation at a time. The
 //!   report has completed scans per second and the lookup and modify latency percentiles.
-//!   An operation still unanswered when the run ends is recorded with the time it had waited
-//!   so far (and counted in `*_unfinished`): a write stalled for the whole run reads as a
-//!   large latency, never as a missing one.
+//!   The probe sends nothing new after `duration`; the scanners keep the load on until its
+//!   last operation is answered, or `grace` later. An operation still unanswered then is
+//!   recorded with the time it had waited so far (and counted in `*_unfinished`): a write
+//!   stalled for the whole run reads as a large latency, never as a missing one.
 //! - **stop** ([`run_stop`]): repeatedly starts an unindexed scan and stops it: Abandon after
 //!   a random delay, closing the connection after a random delay, `sizeLimit=1` on an
 //!   unindexed filter that matches many entries, and `timeLimit=1` when a full scan takes
@@ -34,6 +35,7 @@ use ferrodir_proto::message::{
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, timeout_at};
 
 use crate::error::Error;
@@ -81,6 +83,8 @@ pub struct LoadConfig {
     pub scan_connections: usize,
     pub scans_per_connection: usize,
     pub duration: Duration,
+    /// How long after `duration` the probe's last operation may still take (under load).
+    pub grace: Duration,
     /// The probe starts this long after the scanners, so that it meets the full load.
     pub warmup: Duration,
     /// Lookups per second on the probe connection (0: none).
@@ -327,12 +331,14 @@ struct ScanTally {
     first_error: Option<String>,
 }
 
-/// One scanner connection: `depth` searches outstanding until the deadline.
+/// One scanner connection: `depth` searches outstanding until `stop` says so, or the hard
+/// deadline.
 async fn scan_connection(
     mut connection: Connection,
     request: ProtocolOp,
     depth: usize,
     deadline: tokio::time::Instant,
+    mut stop: watch::Receiver<bool>,
 ) -> ScanTally {
     let mut tally = ScanTally {
         scans: 0,
@@ -368,7 +374,17 @@ async fn scan_connection(
             }
         }
     };
-    if let Ok(Err::<(), Error>(error)) = timeout_at(deadline, work).await {
+    let stopped = async move {
+        let _ = stop.wait_for(|&stop| stop).await;
+        Ok::<(), Error>(())
+    };
+    let until_stopped = async {
+        tokio::select! {
+            result = work => result,
+            result = stopped => result,
+        }
+    };
+    if let Ok(Err::<(), Error>(error)) = timeout_at(deadline, until_stopped).await {
         tally.errors += 1;
         tally.first_error.get_or_insert_with(|| error.to_string());
     }
@@ -411,10 +427,13 @@ fn advance(next: &mut tokio::time::Instant, interval: Duration, late: &mut u64) 
     }
 }
 
+/// Sends operations on schedule from `start` until `end`; the last one may take until
+/// `deadline`.
 async fn probe(
     mut connection: Connection,
     config: &LoadConfig,
     start: tokio::time::Instant,
+    end: tokio::time::Instant,
     deadline: tokio::time::Instant,
 ) -> ProbeTally {
     let mut tally = ProbeTally {
@@ -444,9 +463,15 @@ async fn probe(
                 (Some(_), Some(_)) if next_modify < next_lookup => ProbeOp::Modify,
                 (Some(_), _) => ProbeOp::Lookup,
                 (None, Some(_)) => ProbeOp::Modify,
-                (None, None) => return Ok(()),
+                (None, None) => {
+                    sleep_until(end).await;
+                    return Ok(());
+                }
             };
             let at = if op == ProbeOp::Lookup { next_lookup } else { next_modify };
+            if at >= end {
+                return Ok(());
+            }
             sleep_until(at).await;
             let dn = config.dn_template.render(config.range.start + rng.below(span));
             let request = match op {
@@ -518,6 +543,7 @@ async fn probe(
 /// The load mode's result: the JSON line the tool prints.
 #[derive(Debug)]
 pub struct LoadReport {
+    /// How long the scanners ran (from the start until the probe's last answer).
     pub seconds: f64,
     pub probe_seconds: f64,
     config_summary: String,
@@ -589,6 +615,9 @@ fn check_load(config: &LoadConfig) -> Result<(), Error> {
     if config.duration.is_zero() || config.duration > DURATION_MAX || config.warmup >= config.duration {
         return Err(Error::Config("--duration-s must be in (warmup, 600]".into()));
     }
+    if config.grace > DURATION_MAX {
+        return Err(Error::Config("--grace-s must be in [0, 600]".into()));
+    }
     for rate in [config.lookup_rate, config.modify_rate] {
         if !(0.0..=10_000.0).contains(&rate) {
             return Err(Error::Config("rates must be in [0, 10000] per second".into()));
@@ -623,14 +652,21 @@ pub async fn run_load(config: &LoadConfig) -> Result<LoadReport, Error> {
     let request = search(&config.base, SearchScope::WholeSubtree, config.scan_filter.clone(), 0, 0);
     let started = Instant::now();
     let start = tokio::time::Instant::now();
-    let deadline = start + config.duration;
+    let end = start + config.duration;
+    let deadline = end + config.grace;
+    let (stop, stopped) = watch::channel(false);
     let tasks: Vec<_> = scanners
         .into_iter()
-        .map(|c| tokio::spawn(scan_connection(c, request.clone(), config.scans_per_connection, deadline)))
+        .map(|c| {
+            let task = scan_connection(c, request.clone(), config.scans_per_connection, deadline, stopped.clone());
+            tokio::spawn(task)
+        })
         .collect();
     let probe_start = start + config.warmup;
-    let probe_tally = probe(probe_connection, config, probe_start, deadline).await;
+    let probe_tally = probe(probe_connection, config, probe_start, end, deadline).await;
     let probe_seconds = (tokio::time::Instant::now().min(deadline) - probe_start).as_secs_f64();
+    let seconds = started.elapsed().as_secs_f64();
+    let _ = stop.send(true);
 
     let mut scans = ScanTally {
         scans: 0,
@@ -651,7 +687,6 @@ pub async fn run_load(config: &LoadConfig) -> Result<LoadReport, Error> {
             scans.first_error = tally.first_error;
         }
     }
-    let seconds = started.elapsed().as_secs_f64().min(config.duration.as_secs_f64());
     let config_summary = format!(
         "\"scan_connections\":{},\"scans_per_connection\":{},\"lookup_rate\":{},\"modify_rate\":{}",
         config.scan_connections, config.scans_per_connection, config.lookup_rate, config.modify_rate
@@ -966,6 +1001,7 @@ mod tests {
             scan_connections: 2,
             scans_per_connection: 3,
             duration: Duration::from_millis(600),
+            grace: Duration::from_secs(2),
             warmup: Duration::from_millis(100),
             lookup_rate: 200.0,
             modify_rate: 100.0,

@@ -38,6 +38,10 @@ struct Cli {
     /// load: scans outstanding at once on each scanner connection (pipelined).
     #[arg(long, default_value_t = 1)]
     scans_per_connection: usize,
+    /// load: the probe sends nothing new after --duration-s; its last operation may take
+    /// this much longer (the scanners go on meanwhile) before it counts as unanswered.
+    #[arg(long, default_value_t = 10.0)]
+    grace_s: f64,
     /// load: the probe starts this long after the scanners.
     #[arg(long, default_value_t = 1.0)]
     warmup_s: f64,
@@ -111,6 +115,7 @@ fn main() -> anyhow::Result<()> {
             scan_connections: cli.scan_connections,
             scans_per_connection: cli.scans_per_connection,
             duration,
+            grace: seconds(cli.grace_s, "grace-s")?,
             warmup: seconds(cli.warmup_s, "warmup-s")?,
             lookup_rate: cli.lookup_rate,
             modify_rate: cli.modify_rate,
