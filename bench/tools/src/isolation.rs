@@ -29,8 +29,9 @@ use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases, LdapMessage, ModifyOperation,
-    ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest, SearchScope, MESSAGE_ID_MAX,
+    encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases, LdapMessage,
+    ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest, SearchScope,
+    MESSAGE_ID_MAX,
 };
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -505,22 +506,23 @@ async fn probe(
                 }
             }
             match op {
-                ProbeOp::Lookup => advance(&mut next_lookup, lookup_every.unwrap_or_default(), &mut tally.late),
-                ProbeOp::Modify => advance(&mut next_modify, modify_every.unwrap_or_default(), &mut tally.late),
+                ProbeOp::Lookup => {
+                    advance(&mut next_lookup, lookup_every.unwrap_or_default(), &mut tally.late)
+                }
+                ProbeOp::Modify => {
+                    advance(&mut next_modify, modify_every.unwrap_or_default(), &mut tally.late)
+                }
             }
         }
     };
-    match timeout_at(deadline, work).await {
-        Ok(Err::<(), Error>(error)) => {
-            let errors = match in_flight.map(|(op, _)| op) {
-                Some(ProbeOp::Modify) => &mut tally.modify_errors,
-                _ => &mut tally.lookup_errors,
-            };
-            *errors += 1;
-            tally.first_error.get_or_insert_with(|| format!("probe connection: {error}"));
-            in_flight = None;
-        }
-        Ok(Ok(())) | Err(_) => {}
+    if let Ok(Err::<(), Error>(error)) = timeout_at(deadline, work).await {
+        let errors = match in_flight.map(|(op, _)| op) {
+            Some(ProbeOp::Modify) => &mut tally.modify_errors,
+            _ => &mut tally.lookup_errors,
+        };
+        *errors += 1;
+        tally.first_error.get_or_insert_with(|| format!("probe connection: {error}"));
+        in_flight = None;
     }
     // Unanswered at the end: it waited at least this long; record that, never drop it.
     if let Some((op, sent)) = in_flight {
@@ -658,7 +660,8 @@ pub async fn run_load(config: &LoadConfig) -> Result<LoadReport, Error> {
     let tasks: Vec<_> = scanners
         .into_iter()
         .map(|c| {
-            let task = scan_connection(c, request.clone(), config.scans_per_connection, deadline, stopped.clone());
+            let task =
+                scan_connection(c, request.clone(), config.scans_per_connection, deadline, stopped.clone());
             tokio::spawn(task)
         })
         .collect();
@@ -776,7 +779,9 @@ impl StopReport {
             self.abandon.json(),
             self.close.json(),
             self.size_limit.json(),
-            self.time_limit.as_ref().map_or("{\"skipped\":\"a full scan takes under the minimum\"}".into(), |t| t.json())
+            self.time_limit
+                .as_ref()
+                .map_or("{\"skipped\":\"a full scan takes under the minimum\"}".into(), |t| t.json())
         )
     }
 
@@ -843,9 +848,9 @@ async fn limited_search(
         }
         Ok(Ok((code, entries))) => {
             tally.other += 1;
-            tally
-                .first_other
-                .get_or_insert_with(|| format!("resultCode {code} after {entries} entries, expected {expected}"));
+            tally.first_other.get_or_insert_with(|| {
+                format!("resultCode {code} after {entries} entries, expected {expected}")
+            });
             Ok(())
         }
         Ok(Err(error)) => Err(error),
@@ -915,11 +920,13 @@ pub async fn run_stop(config: &StopConfig) -> Result<StopReport, Error> {
             let delay = Duration::from_millis(config.delay_ms.start + rng.below(span));
             let result = match kind {
                 StopKind::Abandon => {
-                    scan_then_stop(&mut abandon_connection, scan.clone(), delay, kind, &mut report.abandon).await
+                    scan_then_stop(&mut abandon_connection, scan.clone(), delay, kind, &mut report.abandon)
+                        .await
                 }
                 StopKind::Close => {
                     let mut connection = Connection::open(&config.address).await?;
-                    let result = scan_then_stop(&mut connection, scan.clone(), delay, kind, &mut report.close).await;
+                    let result =
+                        scan_then_stop(&mut connection, scan.clone(), delay, kind, &mut report.close).await;
                     drop(connection); // the close is the stop
                     result
                 }
@@ -985,7 +992,10 @@ mod tests {
 
     #[test]
     fn filters() {
-        assert_eq!(parse_filter("(description=nomatch)").unwrap(), Filter::equality("description", "nomatch"));
+        assert_eq!(
+            parse_filter("(description=nomatch)").unwrap(),
+            Filter::equality("description", "nomatch")
+        );
         assert_eq!(parse_filter("givenName=User").unwrap(), Filter::equality("givenName", "User"));
         assert_eq!(parse_filter("description=*").unwrap(), Filter::present("description"));
         for bad in ["description", "=x", "cn=a*b", "cn>=3"] {

@@ -127,7 +127,10 @@ fn main() -> anyhow::Result<()> {
             modify_value_prefix: cli.modify_value_prefix.clone(),
             seed: cli.seed,
         };
-        runtime.block_on(isolation::run_load(&config)).with_context(|| format!("against {}", cli.url))?.to_json()
+        runtime
+            .block_on(isolation::run_load(&config))
+            .with_context(|| format!("against {}", cli.url))?
+            .to_json()
     } else {
         let config = StopConfig {
             address,
@@ -141,7 +144,10 @@ fn main() -> anyhow::Result<()> {
             time_limit_scan_min: Duration::from_millis(cli.time_limit_scan_min_ms),
             seed: cli.seed,
         };
-        runtime.block_on(isolation::run_stop(&config)).with_context(|| format!("against {}", cli.url))?.to_json()
+        runtime
+            .block_on(isolation::run_stop(&config))
+            .with_context(|| format!("against {}", cli.url))?
+            .to_json()
     };
     println!("{line}");
     Ok(())
