@@ -7,6 +7,9 @@
 #   bash bench/run.sh --sizes 10000,100000  # several data sets, one after the other
 #   bash bench/run.sh --matrix              # also 1..50 client threads, pinned and unpinned
 #   bash bench/run.sh --smoke               # CI: 2000 entries, one read and one modify run
+#   bash bench/run.sh --scenarios isolation --sizes 200000 --reps 1
+#                                           # issue #9: unindexed scans against lookups and
+#                                           # modifies, and how fast stopped scans stop
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder.
@@ -35,11 +38,13 @@ while [ $# -gt 0 ]; do
     --matrix-threads) MATRIX_THREADS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-install) INSTALL=0 ;;
-    -h|--help) sed -n '2,17p' bench/run.sh; exit 0 ;;
+    -h|--help) sed -n '2,20p' bench/run.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+# isolation (issue #9) is not in the default list: it takes 3 phases x 2 servers x
+# ISO_DURATION s per repetition plus a stop run (section 6).
 ALL_SCENARIOS="base,same,rootdse,uid-eq,sub10,bind,modify,add,delete,mixed"
 if [ $SMOKE = 1 ]; then SIZES=2000; REPS=1; SAMPLES=1; SCENARIOS=smoke
 elif [ $QUICK = 1 ]; then REPS=1; SAMPLES=1; SCENARIOS=${SCENARIOS:-base,uid-eq,modify}
@@ -80,10 +85,11 @@ build() {  # the server code may be changing under us: retry a failed build a fe
   RELEASE_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release
   TOOLS_DIR=""
   if [ -f bench/tools/Cargo.toml ] && cargo build --release -p ferrodir-bench >"$OUT/build-tools.log" 2>&1 \
-     && [ -x "$RELEASE_DIR/ldap-null-responder" ] && [ -x "$RELEASE_DIR/ldap-latency" ]; then
+     && [ -x "$RELEASE_DIR/ldap-null-responder" ] && [ -x "$RELEASE_DIR/ldap-latency" ] \
+     && [ -x "$RELEASE_DIR/ldap-isolation" ]; then
     TOOLS_DIR=$RELEASE_DIR
   else
-    log "bench tools not built: responder and latency columns will read n/a (tools not built)"
+    log "bench tools not built: responder, latency and isolation columns will read n/a (tools not built)"
   fi
 }
 
@@ -244,6 +250,7 @@ bench_size() {
   if [ "$SCENARIOS" = smoke ]; then smoke "$n"; return; fi
   local sc rep server
   for sc in ${SCENARIOS//,/ }; do
+    if [ "$sc" = isolation ]; then isolation "$n"; continue; fi
     scenario_def "$sc" "$n"
     log "N=$n scenario $sc"
     for rep in $(seq "$REPS"); do
@@ -253,7 +260,8 @@ bench_size() {
       done
     done
   done
-  for server in ferrodir slapd null; do latency "$n" "$server"; done
+  # The latency runs belong to the throughput scenarios; a run of isolation alone skips them.
+  [ "$SCENARIOS" = isolation ] || for server in ferrodir slapd null; do latency "$n" "$server"; done
   for sc in modify add delete; do
     case ",$SCENARIOS," in *",$sc,"*) ;; *) continue ;; esac
     for server in ferrodir slapd; do count_syncs "$n" "$sc" "$server"; done
@@ -296,6 +304,91 @@ matrix() {
   for server in ferrodir slapd null; do
     [ -n "$(pid_of $server)" ] && taskset -a -p -c $SERVER_CPU "$(pid_of $server)" >/dev/null
   done
+}
+
+# --- 6. isolation (issue #9): does an unindexed scan stall the server's other work? ------
+# Phases, each ISO_DURATION s, both servers one after the other (same data, same seed):
+# C x K = C anonymous connections with K subtree scans each outstanding at once, filter
+# (description=nomatch) (unindexed on both servers, matches nothing), each re-issued when
+# its SearchResultDone arrives; beside them one probe connection bound as the rootDN does
+# base lookups (ISO_LOOKUP_RATE/s) and durable modifies of description (ISO_MODIFY_RATE/s);
+# the scans go on until the probe's last operation is answered (at most ISO_GRACE s more).
+# Between phases the harness waits (up to ISO_DRAIN_MAX s) until the server just measured
+# is idle, so scans it still runs for closed connections do not land in the next phase.
+# Then the stop run (ferrodir only): ferrodir restarted with the ferrodir::search_stop
+# debug lines on, scans stopped by Abandon, a close, sizeLimit=1 and timeLimit=1; the stop
+# latency comes from its log (slapd's cannot be observed).
+ISO_DURATION=${ISO_DURATION:-20}
+ISO_GRACE=${ISO_GRACE:-10}  # the probe's last operation may finish this long after, under load
+ISO_PHASES=${ISO_PHASES:-"4x1 16x1 1x16"}
+ISO_LOOKUP_RATE=${ISO_LOOKUP_RATE:-20}
+ISO_MODIFY_RATE=${ISO_MODIFY_RATE:-10}
+ISO_STOP_DURATION=${ISO_STOP_DURATION:-20}
+ISO_DRAIN_MAX=${ISO_DRAIN_MAX:-120}
+ISO_STOP_LOG_LEVEL="info,ferrodir::search_stop=debug"
+
+isolation() {  # N
+  local n=$1 d="$OUT/n$1/isolation" tmpl rep phase server
+  mkdir -p "$d"
+  if [ -z "$TOOLS_DIR" ]; then
+    record type=isolation size=$n na="tools not built"; return
+  fi
+  [ "$n" -le 100000 ] && tmpl='uid=user{:05},ou=people,dc=example,dc=com' \
+                      || tmpl='uid=user{:07},ou=people,dc=example,dc=com'
+  for rep in $(seq "$REPS"); do
+    for phase in $ISO_PHASES; do
+      for server in ferrodir slapd; do iso_load "$n" "$server" "$phase" "$rep" "$tmpl"; done
+    done
+  done
+  iso_stop "$n"
+}
+
+iso_load() {  # N SERVER PHASE(CxK) REP TEMPLATE
+  local n=$1 server=$2 phase=$3 rep=$4 tmpl=$5 pid port before after drain cpu
+  local file="$OUT/n$n/isolation/load-$phase-$server-r$rep.json"
+  pid=$(pid_of "$server"); port=$(port_of "$server")
+  log "  n=$n isolation $phase $server rep $rep (${ISO_DURATION} s)"
+  before=$($UTIL cpu "$pid")
+  taskset -c $CLIENT_CPU timeout -k 5 $((ISO_DURATION + ISO_GRACE + 30)) "$TOOLS_DIR/ldap-isolation" --mode load \
+    --url "ldap://127.0.0.1:$port" --base "$SUFFIX" --duration-s "$ISO_DURATION" \
+    --grace-s "$ISO_GRACE" --scan-connections "${phase%x*}" --scans-per-connection "${phase#*x}" \
+    --lookup-rate "$ISO_LOOKUP_RATE" --modify-rate "$ISO_MODIFY_RATE" \
+    --base-template "$tmpl" --range "0..$n" --bind-dn "$ROOT_DN" --password "$ROOT_PW" \
+    --seed "$rep" > "$file" 2>"$file.stderr" &
+  local tpid=$!; track $tpid; wait $tpid || log "  ldap-isolation failed: $(tail -1 "$file.stderr")"
+  after=$($UTIL cpu "$pid")
+  cpu=$(cpu_delta "$before" "$after")
+  drain=$($UTIL idle "$pid" "$ISO_DRAIN_MAX")
+  echo "{\"type\":\"isolation\",\"size\":$n,\"phase\":\"$phase\",\"server\":\"$server\",\"rep\":$rep,\"drain_s\":$drain,$($UTIL json $cpu | sed 's/^{//; s/}$//'),\"result\":$($UTIL latency "$file")}" >> "$RAW"
+  log "    $(python3 -c 'import json, sys; g = json.loads(sys.argv[1]).get; print("scans/s", g("scans_per_s"), "lookup p99", g("lookup_p99_us"), "us, modify p99", g("modify_p99_us"), "us, errors", g("errors"))' "$($UTIL latency "$file")"); drained in $drain s"
+}
+
+iso_stop() {  # N: ferrodir only, restarted with the stop lines logged, then restarted as before
+  local n=$1 d="$OUT/n$1/ferrodir" file="$OUT/n$1/isolation/stop-ferrodir.json" i
+  log "  n=$n isolation stop run on ferrodir (${ISO_STOP_DURATION} s)"
+  stop_pid "$FERRODIR_PID"
+  i=1; while [ -e "$d/serve-$i.log" ]; do i=$((i + 1)); done
+  mv "$d/serve.log" "$d/serve-$i.log"
+  sed -i "s/^level = .*/level = \"$ISO_STOP_LOG_LEVEL\"/" "$d/ferrodir.toml"
+  # RUST_LOG would override the configured filter: off for this start only.
+  local rust_log=${RUST_LOG-} had_rust_log=${RUST_LOG+1}
+  unset RUST_LOG
+  start_ferrodir "$d" $FD_PORT $SERVER_CPU
+  [ -n "$had_rust_log" ] && export RUST_LOG=$rust_log
+  warm_read $FD_PORT
+  taskset -c $CLIENT_CPU timeout -k 5 $((ISO_STOP_DURATION + 60)) "$TOOLS_DIR/ldap-isolation" --mode stop \
+    --url "ldap://127.0.0.1:$FD_PORT" --base "$SUFFIX" --duration-s "$ISO_STOP_DURATION" \
+    > "$file" 2>"$file.stderr" &
+  local tpid=$!; track $tpid; wait $tpid || log "  ldap-isolation --mode stop failed: $(tail -1 "$file.stderr")"
+  $UTIL idle "$FERRODIR_PID" "$ISO_DRAIN_MAX" >/dev/null
+  local stops; stops=$($UTIL stoplog "$d/serve.log")
+  echo "{\"type\":\"isolation_stop\",\"size\":$n,\"server\":\"ferrodir\",\"result\":$($UTIL latency "$file"),\"stop_lines\":$stops}" >> "$RAW"
+  log "    stop lines: $stops"
+  # Back to the configuration the other scenarios use.
+  stop_pid "$FERRODIR_PID"
+  mv "$d/serve.log" "$d/serve-stop.log"
+  sed -i 's/^level = .*/level = "warn"/' "$d/ferrodir.toml"
+  start_ferrodir "$d" $FD_PORT $SERVER_CPU
 }
 
 # --- 7. smoke: both servers at once (it checks answers, not speed) ----------------------

@@ -50,9 +50,14 @@ root_password = "$ROOT_PW"
 engine = "redb"
 durability = "power-loss"
 access = "default"
-# Same indices as slapd below.
+# Same indices as slapd below; description is unindexed on both (the isolation scenario's
+# scans rely on that).
 index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]
 [limits]
+# Search limits for everyone but the rootDN, as slapd's sizelimit and timelimit below
+# (both servers' defaults, written out so that they stay the same).
+search_entries_max = 500
+search_time_max_s = 3600
 # Per shard; sized to hold the whole data set plus the entries the write scenarios add.
 entry_cache_entries_max = $(($2 + 1000))
 # redb's page cache per shard, explicit (redb's default, 1 GiB).
@@ -74,6 +79,10 @@ pidfile $3
 modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
 threads 16
+# As ferrodir's search_entries_max and search_time_max_s (slapd's defaults; the rootDN is
+# not limited on either server).
+sizelimit 500
+timelimit 3600
 database mdb
 suffix "$SUFFIX"
 rootdn "$ROOT_DN"
@@ -84,6 +93,7 @@ index objectClass eq
 index uid eq
 index mail eq
 index cn eq,sub
+# No index on description: the isolation scenario's scans must stay unindexed.
 CONF
 }
 

@@ -44,7 +44,8 @@ def summarize(runs):
 def collect(records):
     sizes = defaultdict(lambda: {"scenarios": defaultdict(lambda: defaultdict(list)),
                                  "matrix": defaultdict(list), "load": {}, "rss": {},
-                                 "fsync": defaultdict(dict), "latency": {}, "checks": []})
+                                 "fsync": defaultdict(dict), "latency": {}, "checks": [],
+                                 "isolation": [], "isolation_stop": []})
     meta = {}
     for r in records:
         kind = r.get("type")
@@ -69,6 +70,10 @@ def collect(records):
             size["latency"][r["server"]] = r.get("result") or {"na": r.get("na", "no result")}
         elif kind == "check":
             size["checks"].append(r)
+        elif kind == "isolation":
+            size["isolation"].append(r)
+        elif kind == "isolation_stop":
+            size["isolation_stop"].append(r)
     return meta, sizes
 
 
@@ -157,6 +162,146 @@ def matrix_table(size, lines):
     return out
 
 
+# --- isolation (issue #9) ----------------------------------------------------------------
+ISO_FLOOR_MS = 20.0       # ferrodir p99 <= max(2 x slapd p99, 20 ms)
+ISO_PIPELINED_MS = 10.0   # 1 connection x 16 scans: the other client's lookup p99 <= 10 ms
+ISO_STOP_MS = 10.0        # every shard's part stops within 10 ms (p99)
+ISO_PHASE_NAMES = {"4x1": "4 scanners", "16x1": "16 scanners", "1x16": "1 connection × 16 scans"}
+
+
+def iso_summary(runs):
+    """Medians over repetitions of one phase on one server."""
+    results = [r.get("result") or {} for r in runs]
+    ms = lambda key: median([x[key] / 1000 if x.get(key) is not None else None for x in results])
+    total = lambda key: sum(x.get(key) or 0 for x in results)
+    return {"repetitions": len(runs), "scans_per_s": median([x.get("scans_per_s") for x in results]),
+            "lookup_p50_ms": ms("lookup_p50_us"), "lookup_p99_ms": ms("lookup_p99_us"),
+            "lookup_max_ms": ms("lookup_max_us"), "modify_p50_ms": ms("modify_p50_us"),
+            "modify_p99_ms": ms("modify_p99_us"), "modify_max_ms": ms("modify_max_us"),
+            "scan_p50_ms": ms("scan_p50_us"),
+            "lookups": total("lookups"), "modifies": total("modifies"), "scans": total("scans"),
+            "unfinished": total("lookup_unfinished") + total("modify_unfinished"),
+            "errors": total("errors") + sum(1 for x in results if not x),
+            "first_error": next((x.get("first_error") for x in results if x.get("first_error")), None),
+            "drain_s": median([r.get("drain_s") for r in runs]),
+            "cpu_s": median([(r.get("cpu_user_s") or 0) + (r.get("cpu_sys_s") or 0) for r in runs])}
+
+
+def iso_check(phase, f, l):
+    """The issue's targets for ferrodir's row, against slapd's row of the same phase."""
+    failures = []
+    if f["errors"]:
+        failures.append(f"{f['errors']} errors")
+    if phase == "1x16":
+        if f["lookup_p99_ms"] is None:
+            failures.append("no lookups")
+        elif f["lookup_p99_ms"] > ISO_PIPELINED_MS:
+            failures.append(f"lookup p99 {f['lookup_p99_ms']:.1f} > {ISO_PIPELINED_MS:.0f} ms")
+    else:
+        for what in ("lookup", "modify"):
+            mine, theirs = f[f"{what}_p99_ms"], (l or {}).get(f"{what}_p99_ms")
+            if mine is None:
+                failures.append(f"no {what}s")
+                continue
+            bound = max(2 * theirs, ISO_FLOOR_MS) if theirs is not None else ISO_FLOOR_MS
+            if mine > bound:
+                failures.append(f"{what} p99 {mine:.1f} > {bound:.1f} ms")
+        mine, theirs = f["scans_per_s"], (l or {}).get("scans_per_s")
+        if mine is None or theirs is None:
+            failures.append("no scan rate")
+        elif mine < theirs:
+            failures.append(f"scans/s {mine / theirs:.2f}× slapd" if theirs else "no scans")
+    return "pass" if not failures else "FAIL: " + "; ".join(failures)
+
+
+def isolation_table(size, lines):
+    runs, stops = size["isolation"], size["isolation_stop"]
+    if not runs and not stops:
+        return {}
+    lines += ["", "Isolation (issue #9): unindexed scans `(description=nomatch)` from anonymous "
+              "connections, and one probe connection (rootDN) doing base lookups and durable "
+              "modifies; medians over repetitions. Targets: ferrodir's lookup and modify p99 ≤ "
+              "max(2 × slapd's, 20 ms) and scans/s ≥ slapd's with 4 and 16 scanners; lookup p99 ≤ "
+              "10 ms with 1 connection × 16 scans; every stopped search part stops within 10 ms (p99).", ""]
+    if any("na" in r for r in runs):
+        lines.append(f"Isolation: {NA_TOOLS}")
+        return {"na": NA_TOOLS}
+    by = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        by[r["phase"]][r["server"]].append(r)
+    lines += ["| phase | server | scans/s | lookup p50 / p99 / max ms | modify p50 / p99 / max ms "
+              "| lookups / modifies / scans | errors | server CPU s | drain s | target |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = {}
+    order = list(ISO_PHASE_NAMES) + sorted(set(by) - set(ISO_PHASE_NAMES))
+    for phase in [p for p in order if p in by]:
+        summaries = {server: iso_summary(rs) for server, rs in by[phase].items()}
+        out[phase] = summaries
+        for server in ("ferrodir", "slapd"):
+            x = summaries.get(server)
+            if not x:
+                continue
+            if server == "ferrodir":
+                target = iso_check(phase, x, summaries.get("slapd"))
+                x["target"] = target
+            else:
+                target = "(reference)"
+            triple = lambda w: (f"{fmt(x[w + '_p50_ms'], 1)} / {fmt(x[w + '_p99_ms'], 1)} / "
+                                f"{fmt(x[w + '_max_ms'], 1)}")
+            unfinished = f" ({x['unfinished']} unanswered at the end)" if x["unfinished"] else ""
+            lines.append(f"| {ISO_PHASE_NAMES.get(phase, phase)} | {server} | {fmt(x['scans_per_s'], 2)} | "
+                         f"{triple('lookup')} | {triple('modify')}{unfinished} | "
+                         f"{x['lookups']} / {x['modifies']} / {x['scans']} | {x['errors']} | "
+                         f"{fmt(x['cpu_s'], 1)} | {fmt(x['drain_s'], 1)} | {target} |")
+    for stop in stops:
+        result, found = stop.get("result") or {}, stop.get("stop_lines") or {}
+        out["stop"] = stop
+        lines += ["", f"Stop run (ferrodir; slapd's stop latency cannot be observed: n/a): one full "
+                  f"scan takes {fmt(result.get('full_scan_ms'), 1)} ms alone.", "",
+                  "| stop | sent while the scan ran (client) | server stop lines | p50 ms | p99 ms | max ms | target p99 ≤ 10 ms |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+        client = {"abandon": result.get("abandon", {}), "close": result.get("close", {}),
+                  "size_limit": result.get("size_limit", {}), "time_limit": result.get("time_limit", {})}
+
+        def sent(c):
+            if "skipped" in c:
+                return "skipped (" + c["skipped"] + ")"
+            if "stopped" in c:
+                return f"{c.get('stopped', 0)} of {c.get('attempts', 0)} ({c.get('errors', 0)} errors)"
+            return (f"{c.get('limited', 0)} of {c.get('attempts', 0)} limited, client p99 "
+                    f"{fmt((c.get('client_p99_us') or 0) / 1000, 1)} ms")
+
+        reasons = found.get("by_reason", {})
+        if not found.get("lines"):
+            for kind, c in client.items():
+                lines.append(f"| {kind} | {sent(c)} | 0 | – | – | – | n/a (no stop lines found) |")
+        else:
+            # The server names the reasons; the client's kinds are listed beside the best match.
+            def kind_of(reason):
+                r = reason.lower()
+                for kind, words in (("abandon", ("abandon",)), ("close", ("clos", "disconnect", "conn")),
+                                    ("size_limit", ("size",)), ("time_limit", ("time",))):
+                    if any(w in r for w in words):
+                        return kind
+                return None
+            shown = set()
+            for reason, st in reasons.items():
+                kind = kind_of(reason)
+                shown.add(kind)
+                ok = "pass" if st["p99_us"] / 1000 <= ISO_STOP_MS else f"FAIL: {st['p99_us'] / 1000:.1f} ms"
+                lines.append(f"| {reason} | {sent(client[kind]) if kind else '–'} | {st['n']} | "
+                             f"{fmt(st['p50_us'] / 1000, 2)} | {fmt(st['p99_us'] / 1000, 2)} | "
+                             f"{fmt(st['max_us'] / 1000, 2)} | {ok} |")
+            for kind, c in client.items():
+                if kind not in shown:
+                    lines.append(f"| {kind} | {sent(c)} | 0 | – | – | – | no stop lines for it |")
+            a = found["all"]
+            ok = "pass" if a["p99_us"] / 1000 <= ISO_STOP_MS else f"FAIL: {a['p99_us'] / 1000:.1f} ms"
+            lines.append(f"| all | | {a['n']} | {fmt(a['p50_us'] / 1000, 2)} | {fmt(a['p99_us'] / 1000, 2)} | "
+                         f"{fmt(a['max_us'] / 1000, 2)} | {ok} |")
+    return out
+
+
 def main():
     raw, json_path, md_path = sys.argv[1:4]
     records = [json.loads(line) for line in open(raw) if line.strip()]
@@ -173,12 +318,13 @@ def main():
         scenarios = scenario_table(size, lines)
         server_table(size, lines)
         matrix = matrix_table(size, lines)
+        isolation = isolation_table(size, lines)
         for check in size["checks"]:
             lines.append(f"\nCheck: {check['what']}: ferrodir {check['ferrodir']}, slapd {check['slapd']} entries.")
         lines.append("")
         result["sizes"][str(n)] = {"scenarios": scenarios, "load": size["load"], "vmrss_kb": size["rss"],
                                    "fsync": size["fsync"], "latency": size["latency"],
-                                   "checks": size["checks"], "matrix": matrix}
+                                   "checks": size["checks"], "matrix": matrix, "isolation": isolation}
     json.dump(result, open(json_path, "w"), indent=1, default=str)
     open(md_path, "w").write("\n".join(lines) + "\n")
 

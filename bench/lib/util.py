@@ -7,11 +7,16 @@
   util.py cpu PID               -> "utime_ticks stime_ticks" of the whole process
   util.py json k=v [k=v ...]    -> one JSON object (numbers stay numbers)
   util.py latency FILE          -> the last JSON line of FILE, or {} if none
+  util.py idle PID MAX_S        -> waits until the process uses under 5% of a CPU (0.5-s
+                                   windows) or MAX_S pass; prints the seconds waited
+  util.py stoplog FILE          -> p50/p99/max of stop_latency_us per reason from the
+                                   server's ferrodir::search_stop debug lines, as JSON
 """
 import json
 import os
 import re
 import sys
+import time
 
 
 def ldclt(path, ignored_codes=""):
@@ -89,6 +94,88 @@ def latency(path):
         print("{}")
 
 
+def cpu_ticks(pid):
+    stat = open(f"/proc/{pid}/stat").read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def idle(pid, max_s):
+    """After a load phase: a server may still be working on what the clients left behind
+    (scans nobody waits for any more). Waiting here keeps that work out of the next phase,
+    which may measure another server on the same CPU; the wait itself is reported."""
+    tick, window, start = os.sysconf("SC_CLK_TCK"), 0.5, time.monotonic()
+    try:
+        before = cpu_ticks(pid)
+        while time.monotonic() - start < float(max_s):
+            time.sleep(window)
+            after = cpu_ticks(pid)
+            if (after - before) / tick < 0.05 * window:
+                break
+            before = after
+    except (OSError, ValueError):
+        pass  # the process is gone: nothing to wait for
+    print(round(time.monotonic() - start, 1))
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def nearest_rank(sorted_values, q):
+    """The smallest value with at least q of the values at or below it."""
+    import math
+    return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
+
+
+def stop_line(line):
+    """(reason, shard, stop_latency_us) of one ferrodir::search_stop line, text or JSON
+    format, or None. Field order, quoting and ANSI colours do not matter."""
+    line = ANSI.sub("", line).strip()
+    if "search_stop" not in line or "stop_latency_us" not in line:
+        return None
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        fields = record.get("fields", record)
+        try:
+            return (str(fields.get("reason", "?")).strip('"'), fields.get("shard"),
+                    int(float(fields["stop_latency_us"])))
+        except (KeyError, TypeError, ValueError):
+            return None
+    latency = re.search(r"\bstop_latency_us=\"?([0-9]+(?:\.[0-9]+)?)", line)
+    if not latency:
+        return None
+    reason = re.search(r'\breason=(?:"([^"]*)"|(\S+))', line)
+    shard = re.search(r"\bshard=\"?([0-9]+)", line)
+    return ((reason.group(1) if reason and reason.group(1) is not None else reason.group(2)) if reason else "?",
+            int(shard.group(1)) if shard else None, int(float(latency.group(1))))
+
+
+def stoplog(path):
+    by_reason = {}
+    lines = 0
+    if os.path.exists(path):
+        for line in open(path, errors="replace"):
+            parsed = stop_line(line)
+            if parsed:
+                lines += 1
+                by_reason.setdefault(parsed[0], []).append(parsed[2])
+
+    def stats(values):
+        values = sorted(values)
+        return {"n": len(values), "p50_us": nearest_rank(values, 0.5), "p99_us": nearest_rank(values, 0.99),
+                "max_us": values[-1]}
+
+    if not lines:
+        print(json.dumps({"lines": 0, "note": "no stop lines found"}))
+        return
+    every = [v for values in by_reason.values() for v in values]
+    print(json.dumps({"lines": lines, "all": stats(every),
+                      "by_reason": {reason: stats(values) for reason, values in sorted(by_reason.items())}}))
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     if command == "ldclt":
@@ -101,6 +188,10 @@ def main():
         emit_json(args)
     elif command == "latency":
         latency(args[0])
+    elif command == "idle":
+        idle(args[0], args[1] if len(args) > 1 else 60)
+    elif command == "stoplog":
+        stoplog(args[0])
     else:
         sys.exit(f"unknown command {command}")
 

@@ -12,10 +12,13 @@
 //! - [`latency`]: `ldap-latency`, a closed-loop client that measures per-operation latency
 //!   into an HDR histogram; [`template`] renders the entry names it asks for and
 //!   [`xorshift`] picks them, deterministically.
+//! - [`isolation`]: `ldap-isolation`, unindexed scans beside a lookup-and-modify probe, and
+//!   scans stopped early by Abandon, a close or a limit (issue #9).
 //! - [`error`]: the crate's one error type.
-//! - `bin/`: the two command lines; they only parse arguments and call the library.
+//! - `bin/`: the command lines; they only parse arguments and call the library.
 
 pub mod error;
+pub mod isolation;
 pub mod latency;
 pub mod responder;
 pub mod template;
