@@ -405,4 +405,30 @@ mod tests {
         assert_eq!(check("(cn:caseExactMatch:=Babs Jensen)"), Some(true));
         assert_eq!(check("(cn:caseExactMatch:=babs jensen)"), Some(false));
     }
+
+    #[test]
+    fn assertions_on_hidden_types_are_undefined() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let mut entry = babs();
+        entry.attrs.push(Attribute::new("userPassword", vec![b"secret".to_vec()]));
+        let hidden = vec!["userpassword".to_string()];
+        let check = |filter: &str, hidden: &[String]| {
+            Eval { rules: &rules, hidden }.evaluate(&parse_filter(filter).unwrap(), &entry, None)
+        };
+        for filter in [
+            "(userPassword=secret)",
+            "(userPassword=*)",
+            "(!(userPassword=wrong))",
+            "(userPassword~=secret)",
+            "(userPassword:octetStringMatch:=secret)",
+        ] {
+            assert_eq!(check(filter, &[]), Some(true), "{filter} when visible");
+            assert_eq!(check(filter, &hidden), None, "{filter} when hidden");
+        }
+        // A typeless extensible match skips hidden values and still sees the others.
+        assert_eq!(check("(:octetStringMatch:=secret)", &[]), Some(true));
+        assert_eq!(check("(:octetStringMatch:=secret)", &hidden), Some(false));
+        assert_eq!(check("(:caseIgnoreMatch:=jensen)", &hidden), Some(true));
+        assert_eq!(check("(|(userPassword=secret)(sn=jensen))", &hidden), Some(true));
+    }
 }
