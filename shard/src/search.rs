@@ -37,6 +37,8 @@ pub enum Scope {
     Base(EntryId),
     OneLevel(EntryId),
     Subtree(EntryId),
+    /// Strictly below the base (scope 3, OpenLDAP's `children`): a subtree without its base.
+    Children(EntryId),
 }
 
 /// Which attributes a search returns (RFC 4511 §4.5.1.8, RFC 3673 `+`, RFC 4529 `@class`).
@@ -251,6 +253,7 @@ fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) ->
         Scope::Base(base) => id == base,
         Scope::OneLevel(parent) => record.parent == parent,
         Scope::Subtree(base) => id == base || tree.parent_within(record.parent, base),
+        Scope::Children(base) => tree.parent_within(record.parent, base),
     }
 }
 
@@ -264,9 +267,10 @@ fn candidates(core: &ShardCore, snapshot: &dyn KvSnapshot, task: &SearchTask) ->
     }
     match task.scope {
         Scope::OneLevel(parent) => core.children(snapshot, parent),
-        Scope::Subtree(base) => {
+        Scope::Subtree(base) | Scope::Children(base) => {
             let mut out = Vec::new();
-            if base != EntryId::ROOT && base.shard() == core.info.index {
+            if base != EntryId::ROOT && base.shard() == core.info.index && task.scope == Scope::Subtree(base)
+            {
                 out.push(base);
             }
             for container in task.tree.containers_under(base) {

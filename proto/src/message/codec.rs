@@ -5,17 +5,25 @@
 
 use rasn::ber::de::DecoderOptions;
 use rasn::ber::enc::EncoderOptions;
+use rasn::error::DecodeErrorKind;
 use rasn::types::{Class, Tag};
 use rasn::{Decode, Encode};
 
-use super::{Control, DecodeError, EncodeError, LdapMessage, ProtocolOp, MESSAGE_ID_MAX};
+use super::{Control, DecodeError, DecodeFault, EncodeError, LdapMessage, ProtocolOp, MESSAGE_ID_MAX};
 use crate::frame::{parse_header, Header, CLASS_APPLICATION, CLASS_CONTEXT, CLASS_UNIVERSAL};
 
 impl DecodeError {
     fn without_id(reason: impl Into<String>) -> Self {
-        Self { message_id: None, reason: reason.into() }
+        Self { message_id: None, fault: DecodeFault::Malformed, reason: reason.into() }
     }
 }
+
+/// The decoder options for everything inside the LDAPMessage. DER's rules, because RFC 4511
+/// §5.1 forbids the constructed form of OCTET STRING (which plain BER allows, and `rasn`
+/// would gather) and wants BOOLEAN TRUE as `FF`; slapd refuses constructed strings too.
+/// Indefinite lengths never get here (`check_frame`), and `rasn` still takes non-minimal
+/// lengths and INTEGERs in this mode, which BER senders in the wild produce.
+const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 
 /// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
 /// [`crate::frame::check_frame`] (which also bounds its size and nesting).
@@ -26,15 +34,26 @@ impl DecodeError {
 pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
     let content = outer_sequence_content(pdu)?;
     let (message_id, after_id) = decode_message_id(content)?;
-    let with_id = |reason: String| DecodeError { message_id: Some(message_id), reason };
+    let with_id =
+        |reason: String| DecodeError { message_id: Some(message_id), fault: DecodeFault::Malformed, reason };
 
+    let mut protocol_op_tag = None;
     if let Ok(Some(header)) = parse_header(after_id) {
         if !is_protocol_op_tag(&header) {
             return Err(with_id(format!("unrecognized protocolOp tag {}", describe_tag(&header))));
         }
+        protocol_op_tag = Some(header.tag_number);
     }
-    let mut decoder = rasn::ber::de::Decoder::new(after_id, DecoderOptions::ber());
-    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| with_id(format!("protocolOp: {e}")))?;
+    let mut decoder = rasn::ber::de::Decoder::new(after_id, LDAP_DECODER);
+    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| {
+        let mut error = with_id(format!("protocolOp: {e}"));
+        let unknown_enumerated =
+            e.matches_root_cause(|kind| matches!(kind, DecodeErrorKind::DiscriminantValueNotFound { .. }));
+        if let (true, Some(tag)) = (unknown_enumerated, protocol_op_tag) {
+            error.fault = DecodeFault::UnknownEnumerated { protocol_op_tag: tag };
+        }
+        error
+    })?;
     let controls = if decoder.remaining().first() == Some(&0xa0) {
         let controls = <Vec<Control>>::decode_with_tag(&mut decoder, Tag::new(Class::Context, 0))
             .map_err(|e| with_id(format!("controls: {e}")))?;
@@ -224,6 +243,101 @@ mod tests {
             let error = decode_message(pdu).unwrap_err();
             assert_eq!(error.message_id, Some(42), "{pdu:02x?}: {error}");
         }
+    }
+
+    /// Short-form TLV, for building test PDUs (contents under 128 octets).
+    fn tlv(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+        let content = parts.concat();
+        assert!(content.len() < 0x80);
+        [&[tag, content.len() as u8][..], &content].concat()
+    }
+
+    /// A SearchRequest with messageID 5 from its encoded fields.
+    fn search_pdu(base: &[u8], scope: u8, deref: u8, types_only: u8, filter: &[u8]) -> Vec<u8> {
+        let body = [
+            base,
+            &[
+                0x0a, 0x01, scope, 0x0a, 0x01, deref, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01,
+                types_only,
+            ],
+            filter,
+            &[0x30, 0x00],
+        ];
+        tlv(0x30, &[b"\x02\x01\x05", &tlv(0x63, &body)])
+    }
+
+    /// RFC 4511 §5.1: OCTET STRINGs only in the primitive form, under any tag. Each case is
+    /// a valid PDU with one string sent constructed (two primitive segments).
+    #[test]
+    fn constructed_octet_strings_refused() {
+        let split = |tag: u8| tlv(tag, &[b"\x04\x01o", b"\x04\x01x"]);
+        let id: &[u8] = b"\x02\x01\x05";
+        let present = tlv(0x87, &[b"cn"]);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            // baseObject as 24 06 04 01 'o' 04 01 'x': slapd refuses it.
+            ("baseObject", search_pdu(&split(0x24), 0, 0, 0, &present)),
+            ("DelRequest [APPLICATION 10]", tlv(0x30, &[id, &split(0x6a)])),
+            ("simple password [0]", tlv(0x30, &[id, &tlv(0x60, &[b"\x02\x01\x03\x04\x00", &split(0xa0)])])),
+            ("present filter [7]", search_pdu(b"\x04\x00", 0, 0, 0, &split(0xa7))),
+            ("assertion value", search_pdu(b"\x04\x00", 0, 0, 0, &tlv(0xa3, &[b"\x04\x01c", &split(0x24)]))),
+            (
+                "attribute value",
+                tlv(
+                    0x30,
+                    &[
+                        id,
+                        &tlv(
+                            0x68,
+                            &[
+                                b"\x04\x03o=x",
+                                &tlv(0x30, &[&tlv(0x30, &[b"\x04\x01o", &tlv(0x31, &[&split(0x24)])])]),
+                            ],
+                        ),
+                    ],
+                ),
+            ),
+            ("requestName [0]", tlv(0x30, &[id, &tlv(0x77, &[&split(0xa0)])])),
+            ("controlType", tlv(0x30, &[id, b"\x42\x00", &tlv(0xa0, &[&tlv(0x30, &[&split(0x24)])])])),
+        ];
+        for (what, pdu) in cases {
+            assert_eq!(check_frame(&pdu, &FrameLimits::default()), Ok(Some(pdu.len())), "{what}");
+            let error = decode_message(&pdu).unwrap_err();
+            assert_eq!((error.message_id, error.fault), (Some(5), DecodeFault::Malformed), "{what}: {error}");
+        }
+        // The same string in the primitive form decodes.
+        assert!(decode_message(&search_pdu(b"\x04\x02ox", 0, 0, 0, &present)).is_ok());
+    }
+
+    /// An ENUMERATED value outside its range in well-formed BER is not a decoding error of the
+    /// connection: the server answers the operation (slapd: protocolError).
+    #[test]
+    fn unknown_enumerated_names_the_operation() {
+        let present = tlv(0x87, &[b"x"]);
+        let unknown_in_search = DecodeFault::UnknownEnumerated { protocol_op_tag: 3 };
+        for (scope, deref) in [(4, 0), (0x7f, 0), (0xff, 0), (0, 4), (2, 9)] {
+            let error = decode_message(&search_pdu(b"\x04\x00", scope, deref, 0, &present)).unwrap_err();
+            assert_eq!(
+                (error.message_id, error.fault),
+                (Some(5), unknown_in_search),
+                "{scope} {deref} {error:?}"
+            );
+        }
+        assert!(decode_message(&search_pdu(b"\x04\x00", 3, 3, 0, &present)).is_ok());
+        // ModifyRequest with operation 7.
+        let change = tlv(0x30, &[b"\x0a\x01\x07", &tlv(0x30, &[b"\x04\x01o", b"\x31\x00"])]);
+        let modify = tlv(0x30, &[b"\x02\x01\x05", &tlv(0x66, &[b"\x04\x03o=x", &tlv(0x30, &[&change])])]);
+        let error = decode_message(&modify).unwrap_err();
+        assert_eq!(error.fault, DecodeFault::UnknownEnumerated { protocol_op_tag: 6 }, "{error}");
+    }
+
+    /// RFC 4511 §5.1: BOOLEAN TRUE is `FF`.
+    #[test]
+    fn boolean_true_must_be_ff() {
+        let present = tlv(0x87, &[b"x"]);
+        assert!(decode_message(&search_pdu(b"\x04\x00", 0, 0, 0xff, &present)).is_ok());
+        assert!(decode_message(&search_pdu(b"\x04\x00", 0, 0, 0x00, &present)).is_ok());
+        let error = decode_message(&search_pdu(b"\x04\x00", 0, 0, 0x01, &present)).unwrap_err();
+        assert_eq!(error.fault, DecodeFault::Malformed);
     }
 
     #[test]

@@ -61,6 +61,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
+        SearchScope::SubordinateSubtree => Scope::Children(target.id),
     };
     if let Scope::Base(id) = scope {
         if let Some(view) = ctx.worker.readable(id.shard())? {
