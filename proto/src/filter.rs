@@ -573,13 +573,17 @@ fn write_substrings(f: &mut fmt::Formatter<'_>, filter: &SubstringFilter) -> fmt
     Ok(())
 }
 
-/// Attribute descriptions and rule names have no escape syntax; a wire value that is not
-/// UTF-8 is shown with replacement characters.
+/// Attribute descriptions and rule names have no escape syntax (RFC 4512 §2.5: letters,
+/// digits, `-`, `.` and `;` for options). A wire name with any other byte is printed with
+/// that byte as `\xx`, which no parser takes for a name: so the string never reads as some
+/// other filter (`o=x` as a name would print `(o=x=*)`, an equality match), and control
+/// characters never reach a log raw.
 fn write_name(f: &mut fmt::Formatter<'_>, name: &[u8]) -> fmt::Result {
-    for chunk in name.utf8_chunks() {
-        f.write_str(chunk.valid())?;
-        if !chunk.invalid().is_empty() {
-            f.write_str("\u{FFFD}")?;
+    for &byte in name {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';') {
+            write!(f, "{}", char::from(byte))?;
+        } else {
+            write!(f, "\\{byte:02x}")?;
         }
     }
     Ok(())
@@ -847,5 +851,24 @@ mod tests {
                 None => break,
             }
         }
+    }
+
+    /// Found by fuzz/filter_ber: a present filter whose attribute description is `o=je` plus
+    /// a control character and bytes that are not UTF-8 printed as `(o=je...=*)`, a string
+    /// that parses as an equality match and prints differently again.
+    #[test]
+    fn names_that_are_not_descriptions_print_escaped() {
+        let wire = [135, 11, 111, 61, 106, 101, 11, 106, 101, 251, 186, 186, 253];
+        let filter = rasn::der::decode::<Filter>(&wire).unwrap();
+        let printed = filter.to_string();
+        assert_eq!(printed, "(o\\3dje\\0bje\\fb\\ba\\ba\\fd=*)");
+        assert!(parse_filter(&printed).is_err());
+        let rule = Filter::ExtensibleMatch(MatchingRuleAssertion {
+            matching_rule: Some(OctetString::from_static(b"1.2 3")),
+            r#type: Some(OctetString::from_static(b"cn;lang-en")),
+            match_value: OctetString::from_static(b"v"),
+            dn_attributes: false,
+        });
+        assert_eq!(rule.to_string(), "(cn;lang-en:1.2\\203:=v)");
     }
 }
