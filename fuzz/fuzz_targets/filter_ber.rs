@@ -1,0 +1,18 @@
+//! Filters as BER (the decoder options the server uses): never panics; a decoded filter
+//! re-encodes to what decodes to it again, and its string form, when it parses, prints the
+//! same again (a fixpoint).
+#![no_main]
+
+use ferrodir_proto::filter::{parse_filter, Filter};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(filter) = rasn::der::decode::<Filter>(data) else { return };
+    let encoded = rasn::ber::encode(&filter).expect("a decoded filter encodes");
+    let decoded: Filter = rasn::der::decode(&encoded).expect("its encoding decodes");
+    assert_eq!(decoded, filter);
+    let printed = filter.to_string();
+    if let Ok(reparsed) = parse_filter(&printed) {
+        assert_eq!(reparsed.to_string(), printed, "string form is not a fixpoint");
+    }
+});
