@@ -67,6 +67,13 @@ if [ -d "$openldap" ]; then
     cp "$openldap/test.schema" "$schema_dir/"
     awk -v out="$schema_dir/test.schema.part" 'BEGIN { RS = ""; n = 0 } { n++; print > (out "." n) }' \
         "$openldap/test.schema"
+    # slapd's published definitions (RFC 4512 form) as .schema directives, a few per seed.
+    subschema="$testdata/conformance/schema/slapd-2.5.13-subschema.ldif"
+    if [ -f "$subschema" ]; then
+        grep -E '^(attributeTypes|objectClasses|ldapSyntaxes): ' "$subschema" |
+            sed -E 's/^attributeTypes: /attributetype /; s/^objectClasses: /objectclass /; s/^ldapSyntaxes: /ldapsyntax /' |
+            awk -v out="$schema_dir/slapd-subschema" '{ n++; print >> (out "." int(n / 8)) }'
+    fi
 else
     echo "seed.sh: no OpenLDAP test data at $openldap" >&2
     mkdir -p corpus/ldif corpus/schema
