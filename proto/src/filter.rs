@@ -101,6 +101,22 @@ impl Filter {
     }
 }
 
+impl SubstringFilter {
+    /// RFC 4511 §4.5.1.7.2: at least one substring, at most one `initial` and first, at most
+    /// one `final` and last, none empty. The wire can carry anything else; slapd then treats
+    /// the filter item as Undefined (its get_ssa refuses, get_filter keeps going), and a
+    /// string (RFC 4515) cannot write it at all.
+    pub fn is_well_formed(&self) -> bool {
+        let last = self.substrings.len().saturating_sub(1);
+        !self.substrings.is_empty()
+            && self.substrings.iter().enumerate().all(|(index, substring)| match substring {
+                Substring::Initial(value) => index == 0 && !value.is_empty(),
+                Substring::Any(value) => !value.is_empty(),
+                Substring::Final(value) => index == last && !value.is_empty(),
+            })
+    }
+}
+
 /// The deepest nesting of `&`, `|` and `!` that [`parse_filter`] accepts. A PDU carrying such
 /// a filter nests a few levels deeper still, which `FrameLimits::nesting_depth_max` bounds.
 pub const FILTER_DEPTH_MAX: usize = 64;
@@ -870,5 +886,26 @@ mod tests {
             dn_attributes: false,
         });
         assert_eq!(rule.to_string(), "(cn;lang-en:1.2\\203:=v)");
+    }
+
+    #[test]
+    fn substring_order_and_emptiness() {
+        let substrings = |parts: Vec<Substring>| SubstringFilter {
+            r#type: OctetString::from_static(b"cn"),
+            substrings: parts,
+        };
+        let v = |s: &'static str| OctetString::from_static(s.as_bytes());
+        let Filter::Substrings(parsed) = parse("(cn=a*b*c)") else { panic!("not substrings") };
+        assert!(parsed.is_well_formed());
+        assert!(substrings(vec![Substring::Any(v("x"))]).is_well_formed());
+        assert!(!substrings(vec![]).is_well_formed());
+        assert!(!substrings(vec![Substring::Any(v(""))]).is_well_formed());
+        assert!(!substrings(vec![Substring::Any(v("a")), Substring::Initial(v("b"))]).is_well_formed());
+        assert!(!substrings(vec![Substring::Final(v("a")), Substring::Any(v("b"))]).is_well_formed());
+        // Found by fuzz/filter_ber: three finals and an empty any.
+        let wire =
+            [164, 20, 4, 2, 65, 110, 48, 14, 130, 129, 1, 120, 130, 129, 1, 120, 130, 129, 1, 130, 129, 0];
+        let Ok(Filter::Substrings(fuzzed)) = rasn::der::decode::<Filter>(&wire) else { panic!("decodes") };
+        assert!(!fuzzed.is_well_formed());
     }
 }

@@ -8,7 +8,9 @@
 //! - an unsupported extended operation, and Who am I? with a requestValue, get protocolError
 //!   and the connection goes on;
 //! - scope 3 (OpenLDAP's `children`, subordinate subtree) returns every entry below the
-//!   base, not the base itself, on the indexed and the unindexed paths.
+//!   base, not the base itself, on the indexed and the unindexed paths;
+//! - a substring filter with misordered or empty parts is Undefined (matches nothing, nor
+//!   does its negation), as in slapd.
 
 use std::collections::BTreeSet;
 
@@ -155,4 +157,28 @@ fn children_scope_returns_what_is_below_the_base() {
     // A missing base is noSuchObject, as for the other scopes.
     send(&mut stream, &search(7, "ou=missing,dc=example,dc=com", 3, &everything, &["1.1"]));
     assert_eq!(read_search(&mut stream, 7).1.code, 32);
+}
+
+/// RFC 4511 §4.5.1.7.2: a final before an initial, or an empty any, is not a substring
+/// filter a string can write; slapd evaluates such an item as Undefined, so neither it nor
+/// its negation matches anything, and the search succeeds.
+#[test]
+fn malformed_substring_filters_match_nothing() {
+    let server = Server::start();
+    let mut stream = connect(&server);
+    let substrings = |parts: &[Vec<u8>]| tlv(0xa4, &[octets(b"cn"), tlv(0x30, &parts.concat())].concat());
+    let misordered = substrings(&[tlv(0x82, b"e"), tlv(0x80, b"A")]);
+    let empty_any = substrings(&[tlv(0x80, b"A"), tlv(0x81, b"")]);
+    let mut id = 2;
+    for filter in [misordered, empty_any] {
+        for filter in [filter.clone(), tlv(0xa2, &filter)] {
+            send(&mut stream, &search(id, BASE, 2, &filter, &["1.1"]));
+            assert_eq!(found(&mut stream, id), set(&[]), "{filter:02x?}");
+            id += 1;
+        }
+    }
+    // The well-formed filter matches.
+    let fine = substrings(&[tlv(0x80, b"A"), tlv(0x82, b"l")]);
+    send(&mut stream, &search(id, BASE, 2, &fine, &["1.1"]));
+    assert!(found(&mut stream, id).contains(ALICE));
 }
