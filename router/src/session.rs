@@ -164,10 +164,8 @@ impl Session {
     /// anything else is a decoding error, answered with a Notice of Disconnection.
     async fn refuse_undecodable(&self, error: DecodeError) -> Flow {
         tracing::debug!(message_id = ?error.message_id, reason = %error.reason, "undecodable PDU");
-        if let (Some(message_id), DecodeFault::UnknownEnumerated { protocol_op_tag }) =
-            (error.message_id, error.fault)
-        {
-            if let Some(response) = op::unknown_enumerated_response(protocol_op_tag) {
+        if let (Some(message_id), DecodeFault::UnknownEnumerated(field)) = (error.message_id, error.fault) {
+            if let Some(response) = op::unknown_enumerated_response(field) {
                 self.context(message_id, Arc::new(AtomicBool::new(false))).respond(response).await;
                 return Flow::Continue;
             }

@@ -5,6 +5,7 @@
 //! - an unknown ENUMERATED value (modify operation, search scope, derefAliases) in otherwise
 //!   well-formed BER gets the operation's own response with protocolError, and the
 //!   connection goes on;
+//! - a BOOLEAN TRUE sent as `01` rather than `FF` (RFC 4511 §5.1) is TRUE, as in slapd;
 //! - an unsupported extended operation, and Who am I? with a requestValue, get protocolError
 //!   and the connection goes on;
 //! - scope 3 (OpenLDAP's `children`, subordinate subtree) returns every entry below the
@@ -96,7 +97,7 @@ fn unknown_modify_operation_gets_protocol_error_and_the_connection_stays() {
     let mut stream = connect(&server);
     send(&mut stream, &modify(2, ALICE, 7, "description", "x"));
     let outcome = expect_response(&mut stream, 2, MODIFY_RESPONSE);
-    assert_eq!(outcome.code, 2, "{outcome:?}");
+    assert_eq!((outcome.code, outcome.diagnostic.as_str()), (2, "unrecognized modify operation"));
     assert_usable(&mut stream, 3);
 }
 
@@ -106,10 +107,20 @@ fn unknown_scope_or_deref_gets_protocol_error_and_the_connection_stays() {
     let mut stream = connect(&server);
     let filter = present("objectClass");
     let base = octets(BASE.as_bytes());
-    for (id, scope, deref) in [(2, 4, 0), (3, 200, 0), (4, 0, 4), (5, 2, 77)] {
+    let cases = [
+        (2, 4, 0, "invalid scope"),
+        (3, 200, 0, "invalid scope"),
+        (4, 0, 4, "invalid deref"),
+        (5, 2, 77, "invalid deref"),
+    ];
+    for (id, scope, deref, diagnostic) in cases {
         send(&mut stream, &search_raw(id, &base, scope, deref, &filter));
         let outcome = expect_response(&mut stream, id, SEARCH_RESULT_DONE);
-        assert_eq!(outcome.code, 2, "scope {scope} deref {deref}: {outcome:?}");
+        assert_eq!(
+            (outcome.code, outcome.diagnostic.as_str()),
+            (2, diagnostic),
+            "scope {scope} deref {deref}"
+        );
     }
     assert_usable(&mut stream, 6);
 }
@@ -181,4 +192,28 @@ fn malformed_substring_filters_match_nothing() {
     let fine = substrings(&[tlv(0x80, b"A"), tlv(0x82, b"l")]);
     send(&mut stream, &search(id, BASE, 2, &fine, &["1.1"]));
     assert!(found(&mut stream, id).contains(ALICE));
+}
+
+/// RFC 4511 §5.1 wants `FF` for TRUE; slapd takes any non-zero octet, and so do we.
+#[test]
+fn boolean_true_as_01_is_accepted() {
+    let server = Server::start();
+    let mut stream = connect(&server);
+    let body = [
+        octets(ALICE.as_bytes()),
+        int(0x0a, 0),
+        int(0x0a, 0),
+        int(0x02, 0),
+        int(0x02, 0),
+        tlv(0x01, &[0x01]), // typesOnly TRUE, BER style
+        present("objectClass"),
+        tlv(0x30, &octets(b"cn")),
+    ]
+    .concat();
+    send(&mut stream, &message(2, &tlv(0x63, &body)));
+    let entry = read_message(&mut stream);
+    assert_eq!((entry.id, entry.op), (2, 0x64), "{entry:02x?}");
+    // typesOnly: the attribute comes with an empty SET of values.
+    assert!(entry.body.ends_with(&[0x04, 0x02, b'c', b'n', 0x31, 0x00]), "{entry:02x?}");
+    assert_eq!(expect_response(&mut stream, 2, SEARCH_RESULT_DONE).code, 0);
 }

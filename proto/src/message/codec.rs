@@ -9,7 +9,10 @@ use rasn::error::DecodeErrorKind;
 use rasn::types::{Class, Tag};
 use rasn::{Decode, Encode};
 
-use super::{Control, DecodeError, DecodeFault, EncodeError, LdapMessage, ProtocolOp, MESSAGE_ID_MAX};
+use super::{
+    boolean, Control, DecodeError, DecodeFault, EncodeError, LdapMessage, ProtocolOp, UnknownEnumerated,
+    MESSAGE_ID_MAX,
+};
 use crate::frame::{parse_header, Header, CLASS_APPLICATION, CLASS_CONTEXT, CLASS_UNIVERSAL};
 
 impl DecodeError {
@@ -34,35 +37,76 @@ const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
     let content = outer_sequence_content(pdu)?;
     let (message_id, after_id) = decode_message_id(content)?;
-    let with_id =
-        |reason: String| DecodeError { message_id: Some(message_id), fault: DecodeFault::Malformed, reason };
-
-    let mut protocol_op_tag = None;
+    let fail = |fault, reason: String| DecodeError { message_id: Some(message_id), fault, reason };
     if let Ok(Some(header)) = parse_header(after_id) {
         if !is_protocol_op_tag(&header) {
-            return Err(with_id(format!("unrecognized protocolOp tag {}", describe_tag(&header))));
+            let reason = format!("unrecognized protocolOp tag {}", describe_tag(&header));
+            return Err(fail(DecodeFault::Malformed, reason));
         }
-        protocol_op_tag = Some(header.tag_number);
     }
-    let mut decoder = rasn::ber::de::Decoder::new(after_id, LDAP_DECODER);
-    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| {
-        let mut error = with_id(format!("protocolOp: {e}"));
-        let unknown_enumerated =
-            e.matches_root_cause(|kind| matches!(kind, DecodeErrorKind::DiscriminantValueNotFound { .. }));
-        if let (true, Some(tag)) = (unknown_enumerated, protocol_op_tag) {
-            error.fault = DecodeFault::UnknownEnumerated { protocol_op_tag: tag };
+    let body = match decode_body(after_id) {
+        Err(BodyFailure::Rasn(_, error)) if is_lenient_boolean(&error) => {
+            decode_body(&boolean::true_as_ff(after_id))
         }
-        error
-    })?;
+        other => other,
+    };
+    match body {
+        Ok((protocol_op, controls)) => Ok(LdapMessage { message_id, protocol_op, controls }),
+        Err(BodyFailure::Rasn(part, error)) => {
+            let fault =
+                unknown_enumerated(&error).map_or(DecodeFault::Malformed, DecodeFault::UnknownEnumerated);
+            Err(fail(fault, format!("{part}: {error}")))
+        }
+        Err(BodyFailure::Trailing(reason)) => Err(fail(DecodeFault::Malformed, reason)),
+    }
+}
+
+/// Why the part of an LDAPMessage after the messageID did not decode.
+enum BodyFailure {
+    /// `rasn` refused the protocolOp or the controls (named by the `&str`).
+    Rasn(&'static str, rasn::error::DecodeError),
+    /// What follows them is not well-formed.
+    Trailing(String),
+}
+
+/// The protocolOp, the controls and any unrecognized trailing components.
+fn decode_body(bytes: &[u8]) -> Result<(ProtocolOp, Option<Vec<Control>>), BodyFailure> {
+    let mut decoder = rasn::ber::de::Decoder::new(bytes, LDAP_DECODER);
+    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| BodyFailure::Rasn("protocolOp", e))?;
     let controls = if decoder.remaining().first() == Some(&0xa0) {
         let controls = <Vec<Control>>::decode_with_tag(&mut decoder, Tag::new(Class::Context, 0))
-            .map_err(|e| with_id(format!("controls: {e}")))?;
+            .map_err(|e| BodyFailure::Rasn("controls", e))?;
         Some(controls)
     } else {
         None
     };
-    skip_unrecognized_components(decoder.remaining()).map_err(with_id)?;
-    Ok(LdapMessage { message_id, protocol_op, controls })
+    skip_unrecognized_components(decoder.remaining()).map_err(BodyFailure::Trailing)?;
+    Ok((protocol_op, controls))
+}
+
+/// Whether `error` is a BOOLEAN that is neither `00` nor `FF` (see [`boolean`]).
+fn is_lenient_boolean(error: &rasn::error::DecodeError) -> bool {
+    error.matches_root_cause(|kind| matches!(kind, DecodeErrorKind::InvalidBool { .. }))
+}
+
+/// Which ENUMERATED held a value its type does not define, if that is why `error` happened.
+/// `rasn` names the field in the errors wrapped around the root cause; the innermost wins.
+fn unknown_enumerated(error: &rasn::error::DecodeError) -> Option<UnknownEnumerated> {
+    let mut field = "";
+    let mut current = error;
+    while let DecodeErrorKind::FieldError { name, nested } = &*current.kind {
+        field = name;
+        current = nested;
+    }
+    if !matches!(&*current.kind, DecodeErrorKind::DiscriminantValueNotFound { .. }) {
+        return None;
+    }
+    match field {
+        "SearchRequest.scope" => Some(UnknownEnumerated::SearchScope),
+        "SearchRequest.deref_aliases" => Some(UnknownEnumerated::DerefAliases),
+        "Change.operation" => Some(UnknownEnumerated::ModifyOperation),
+        _ => None,
+    }
 }
 
 /// The APPLICATION tags RFC 4511 assigns to operations (§4.2-§4.13; 17, 18, 20-22 unused).
@@ -313,31 +357,46 @@ mod tests {
     #[test]
     fn unknown_enumerated_names_the_operation() {
         let present = tlv(0x87, &[b"x"]);
-        let unknown_in_search = DecodeFault::UnknownEnumerated { protocol_op_tag: 3 };
-        for (scope, deref) in [(4, 0), (0x7f, 0), (0xff, 0), (0, 4), (2, 9)] {
-            let error = decode_message(&search_pdu(b"\x04\x00", scope, deref, 0, &present)).unwrap_err();
-            assert_eq!(
-                (error.message_id, error.fault),
-                (Some(5), unknown_in_search),
-                "{scope} {deref} {error:?}"
-            );
+        let scope = DecodeFault::UnknownEnumerated(UnknownEnumerated::SearchScope);
+        let deref = DecodeFault::UnknownEnumerated(UnknownEnumerated::DerefAliases);
+        let cases = [(4, 0, scope), (0x7f, 3, scope), (0xff, 0, scope), (0, 4, deref), (2, 9, deref)];
+        for (scope_value, deref_value, fault) in cases {
+            let pdu = search_pdu(b"\x04\x00", scope_value, deref_value, 0, &present);
+            let error = decode_message(&pdu).unwrap_err();
+            assert_eq!((error.message_id, error.fault), (Some(5), fault), "{error:?}");
         }
         assert!(decode_message(&search_pdu(b"\x04\x00", 3, 3, 0, &present)).is_ok());
         // ModifyRequest with operation 7.
         let change = tlv(0x30, &[b"\x0a\x01\x07", &tlv(0x30, &[b"\x04\x01o", b"\x31\x00"])]);
         let modify = tlv(0x30, &[b"\x02\x01\x05", &tlv(0x66, &[b"\x04\x03o=x", &tlv(0x30, &[&change])])]);
         let error = decode_message(&modify).unwrap_err();
-        assert_eq!(error.fault, DecodeFault::UnknownEnumerated { protocol_op_tag: 6 }, "{error}");
+        assert_eq!(
+            error.fault,
+            DecodeFault::UnknownEnumerated(UnknownEnumerated::ModifyOperation),
+            "{error}"
+        );
     }
 
-    /// RFC 4511 §5.1: BOOLEAN TRUE is `FF`.
+    /// RFC 4511 §5.1 wants BOOLEAN TRUE as `FF`; slapd takes any non-zero octet, and so do
+    /// we, in the protocolOp and in the controls, without letting a constructed string by.
     #[test]
-    fn boolean_true_must_be_ff() {
+    fn any_nonzero_boolean_is_true() {
         let present = tlv(0x87, &[b"x"]);
-        assert!(decode_message(&search_pdu(b"\x04\x00", 0, 0, 0xff, &present)).is_ok());
-        assert!(decode_message(&search_pdu(b"\x04\x00", 0, 0, 0x00, &present)).is_ok());
-        let error = decode_message(&search_pdu(b"\x04\x00", 0, 0, 0x01, &present)).unwrap_err();
+        for (octet, types_only) in [(0xff, true), (0x00, false), (0x01, true), (0x80, true)] {
+            let decoded = decode_message(&search_pdu(b"\x04\x00", 0, 0, octet, &present)).unwrap();
+            let ProtocolOp::SearchRequest(request) = decoded.protocol_op else { panic!("{decoded:?}") };
+            assert_eq!(request.types_only, types_only, "{octet:#x}");
+        }
+        let control = tlv(0xa0, &[&tlv(0x30, &[b"\x04\x011", b"\x01\x01\x01"])]);
+        let decoded = decode_message(&tlv(0x30, &[b"\x02\x01\x05\x42\x00", &control])).unwrap();
+        assert!(decoded.controls.unwrap()[0].criticality);
+        // A lenient BOOLEAN does not open the door to a constructed string after it.
+        let split = tlv(0x24, &[b"\x04\x01o", b"\x04\x01x"]);
+        let control = tlv(0xa0, &[&tlv(0x30, &[&split, b"\x01\x01\x01"])]);
+        let error = decode_message(&tlv(0x30, &[b"\x02\x01\x05\x42\x00", &control])).unwrap_err();
         assert_eq!(error.fault, DecodeFault::Malformed);
+        let typed = search_pdu(b"\x04\x00", 0, 0, 0x01, &tlv(0xa3, &[b"\x04\x01c", &split]));
+        assert_eq!(decode_message(&typed).unwrap_err().fault, DecodeFault::Malformed);
     }
 
     #[test]

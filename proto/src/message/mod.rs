@@ -6,6 +6,7 @@
 //! - `codec.rs`: [`decode_message`] and [`encode_message`], which handle the outer SEQUENCE
 //!   and the messageID by hand around `rasn`.
 //! - `ops.rs`: the request and response bodies.
+//! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
 //!
@@ -21,8 +22,10 @@
 //! RFC 4511 §5.1 narrows BER: definite lengths only (checked by [`crate::frame`]), OCTET
 //! STRINGs in the primitive form only, and BOOLEAN TRUE as `FF`. `rasn`'s DER decoder
 //! options enforce the last two for every string, whatever its tag; nothing else in them
-//! differs from BER for the types LDAP uses (lengths may still be non-minimal).
+//! differs from BER for the types LDAP uses (lengths may still be non-minimal). BOOLEANs are
+//! taken as slapd takes them, any non-zero octet TRUE (`boolean.rs`).
 
+mod boolean;
 mod codec;
 mod ops;
 mod result;
@@ -129,11 +132,21 @@ pub enum DecodeFault {
     /// Not an LDAPMessage in the BER RFC 4511 allows (a constructed OCTET STRING, a missing
     /// component, a wrong tag, ...): RFC 4511 §4.1.1, Notice of Disconnection and close.
     Malformed,
-    /// Well-formed BER whose operation holds an ENUMERATED value RFC 4511 does not define
-    /// (a search scope or derefAliases above 3, a modify operation above 3). slapd answers
-    /// the operation itself with protocolError and keeps the connection. `protocol_op_tag`
-    /// is the operation's APPLICATION tag number, which picks the response type.
-    UnknownEnumerated { protocol_op_tag: u32 },
+    /// Well-formed BER whose operation holds an ENUMERATED value RFC 4511 does not define.
+    /// slapd answers the operation itself with protocolError and keeps the connection.
+    UnknownEnumerated(UnknownEnumerated),
+}
+
+/// Which ENUMERATED of a request held an undefined value (slapd's diagnostics in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownEnumerated {
+    /// SearchRequest `scope` above 3 ("invalid scope").
+    SearchScope,
+    /// SearchRequest `derefAliases` above 3 ("invalid deref").
+    DerefAliases,
+    /// ModifyRequest change `operation` above 3 ("unrecognized modify operation").
+    ModifyOperation,
 }
 
 /// Why a message could not be encoded: a value outside what RFC 4511 allows (a messageID

@@ -11,7 +11,7 @@ pub mod modify;
 pub mod rootdse;
 pub mod search;
 
-use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp};
+use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;
 
 use crate::error::LdapError;
@@ -83,13 +83,16 @@ pub async fn respond_error(ctx: &OpContext, op: &ProtocolOp, result: LdapResult)
 }
 
 /// The answer to a search or modify whose ENUMERATED field (scope, derefAliases, modify
-/// operation) held a value RFC 4511 does not define: protocolError, as slapd gives, and the
-/// connection stays open. None for any other operation, which is then a decoding error.
-pub fn unknown_enumerated_response(protocol_op_tag: u32) -> Option<ProtocolOp> {
+/// operation) held a value RFC 4511 does not define: protocolError with slapd's words, and
+/// the connection stays open.
+pub fn unknown_enumerated_response(field: UnknownEnumerated) -> Option<ProtocolOp> {
     let refusal = |diagnostic: &str| LdapResult::error(ResultCode::PROTOCOL_ERROR, diagnostic);
-    match protocol_op_tag {
-        3 => Some(ProtocolOp::SearchResultDone(refusal("invalid scope or derefAliases"))),
-        6 => Some(ProtocolOp::ModifyResponse(refusal("unrecognized modify operation"))),
+    match field {
+        UnknownEnumerated::SearchScope => Some(ProtocolOp::SearchResultDone(refusal("invalid scope"))),
+        UnknownEnumerated::DerefAliases => Some(ProtocolOp::SearchResultDone(refusal("invalid deref"))),
+        UnknownEnumerated::ModifyOperation => {
+            Some(ProtocolOp::ModifyResponse(refusal("unrecognized modify operation")))
+        }
         _ => None,
     }
 }
