@@ -23,9 +23,11 @@ impl DecodeError {
 
 /// The decoder options for everything inside the LDAPMessage. DER's rules, because RFC 4511
 /// §5.1 forbids the constructed form of OCTET STRING (which plain BER allows, and `rasn`
-/// would gather) and wants BOOLEAN TRUE as `FF`; slapd refuses constructed strings too.
-/// Indefinite lengths never get here (`check_frame`), and `rasn` still takes non-minimal
-/// lengths and INTEGERs in this mode, which BER senders in the wild produce.
+/// would gather into one string). slapd never gathers either: liblber takes the segments'
+/// raw bytes as the string, so a constructed baseObject is an invalid DN there; here it is
+/// a decoding error. DER also wants BOOLEAN TRUE as `FF`, which `boolean.rs` relaxes to
+/// slapd's any-non-zero. Indefinite lengths never get here (`check_frame`), and `rasn` still
+/// takes non-minimal lengths and INTEGERs in this mode, which BER senders in the wild produce.
 const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 
 /// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
