@@ -69,6 +69,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
+        SearchScope::SubordinateSubtree => Scope::Children(target.id),
     };
     let class = config.limits_for(&ctx.identity);
     let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
