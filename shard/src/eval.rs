@@ -148,9 +148,10 @@ fn values_of<'e>(
         .attrs
         .iter()
         .filter(move |a| {
-            rules.get(&a.name).is_some_and(|r| {
-                target.rules.subtypes.contains(&r.canonical) && !hidden.contains(&r.canonical)
-            }) && has_options(&a.name, &target.options)
+            // Names first (a few byte comparisons); the hidden check needs the type.
+            target.rules.names_match(&a.name)
+                && (hidden.is_empty() || rules.get(&a.name).is_some_and(|r| !hidden.contains(&r.canonical)))
+                && (target.options.is_empty() || has_options(&a.name, &target.options))
         })
         .flat_map(|a| a.values.iter().map(Vec::as_slice))
 }

@@ -15,6 +15,7 @@
 //! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
 //!   filter evaluation (assertions on types the requester may not search are Undefined).
 //! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
+//! - [`prefilter`]: skipping entries that lack every type a filter needs, undecoded.
 //! - [`scan`]: long searches on the search pool, never on a shard actor's thread.
 //! - [`stop`]: the signals (Abandon, limits, a closed connection) that stop a search.
 //! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
@@ -35,6 +36,7 @@ pub mod id;
 pub mod index;
 pub mod keys;
 pub mod modify;
+pub mod prefilter;
 pub mod record;
 pub mod rules;
 pub mod scan;

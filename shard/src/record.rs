@@ -79,6 +79,42 @@ impl EntryRecord {
         }
     }
 
+    /// Calls `visit` with each stored attribute name (as stored, options included) without
+    /// decoding the entry, until it returns true; Ok(true) if it did. A scan uses it to
+    /// skip entries that lack every attribute its filter needs (`prefilter`). The checksum
+    /// is not checked here: whatever passes goes through [`EntryRecord::decode`], which
+    /// checks it, and a damaged record that is skipped was no match to begin with.
+    pub fn any_attribute_name(
+        bytes: &[u8],
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<bool, CorruptRecord> {
+        let body = match bytes.first() {
+            Some(&RECORD_VERSION) => {
+                let split =
+                    bytes.len().checked_sub(CHECKSUM_BYTES).ok_or(CorruptRecord("truncated record"))?;
+                bytes.split_at(split).0
+            }
+            Some(&RECORD_VERSION_UNCHECKED) => bytes,
+            _ => return Err(CorruptRecord("unknown record version")),
+        };
+        let mut r = Reader::new(body);
+        r.u8()?;
+        r.u64()?;
+        r.u8()?;
+        r.bytes()?;
+        r.bytes()?;
+        let attr_count = r.varint()?;
+        for _ in 0..attr_count {
+            if visit(r.bytes()?) {
+                return Ok(true);
+            }
+            for _ in 0..r.varint()? {
+                r.bytes()?;
+            }
+        }
+        Ok(false)
+    }
+
     /// The fields after the version byte, which the caller has checked.
     fn decode_body(bytes: &[u8]) -> Result<Self, CorruptRecord> {
         let mut r = Reader::new(bytes);

@@ -24,6 +24,9 @@ pub struct AttrRules {
     pub substr: Option<Rule>,
     /// Canonical names of this type and all its subtypes.
     pub subtypes: Vec<String>,
+    /// Every name and OID (lowercased) of this type and its subtypes: whether a stored
+    /// attribute is one of them is a few byte comparisons, no hash (`matches_name`).
+    pub names: Vec<String>,
     /// usage is not userApplications (RFC 4512 §2.5.1).
     pub operational: bool,
 }
@@ -42,6 +45,13 @@ pub struct RuleTable {
     structural: std::collections::HashSet<String>,
 }
 
+impl AttrRules {
+    /// Whether `description` (options allowed) names this type or one of its subtypes.
+    pub fn names_match(&self, description: &str) -> bool {
+        crate::prefilter::base_name_in(description.as_bytes(), &self.names)
+    }
+}
+
 fn rule(name: Option<&String>, kind: Kind) -> Option<Rule> {
     let (rule, found) = matching::lookup(name?)?;
     (found == kind).then_some(rule)
@@ -53,6 +63,14 @@ impl RuleTable {
         for attr in schema.attribute_types() {
             let canonical = attr.name().to_ascii_lowercase();
             let subtypes = schema.subtypes(attr).iter().map(|t| t.name().to_ascii_lowercase()).collect();
+            let mut names: Vec<String> = schema
+                .subtypes(attr)
+                .iter()
+                .flat_map(|t| t.names.iter().chain(std::iter::once(&t.oid)))
+                .map(|n| n.to_ascii_lowercase())
+                .collect();
+            names.sort();
+            names.dedup();
             let rules = Arc::new(AttrRules {
                 canonical,
                 display: attr.name().to_string(),
@@ -60,6 +78,7 @@ impl RuleTable {
                 ordering: rule(attr.ordering.as_ref(), Kind::Ordering),
                 substr: rule(attr.substr.as_ref(), Kind::Substrings),
                 subtypes,
+                names,
                 operational: attr.is_operational(),
             });
             by_name.insert(attr.oid.to_ascii_lowercase(), rules.clone());

@@ -27,7 +27,10 @@ use crate::core::ShardInfo;
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::keys;
+use crate::prefilter::{base_name_in, Prefilter};
 use crate::record::EntryRecord;
+use crate::rules::RuleTable;
+use crate::search::Scope;
 use crate::search::{
     encode_entry, entry_matches, filter_needs, in_scope, Query, SearchChunk, SearchTask, CHUNK_BYTES_MAX,
     CHUNK_ENTRIES_MAX,
@@ -46,8 +49,6 @@ const WALK_BATCH: usize = 256;
 /// An index candidate set larger than this is no cheaper than walking the scope, and would
 /// cost memory per search: walk instead.
 const INDEXED_CANDIDATES_MAX: usize = 65_536;
-/// Entries examined between two looks at the clock.
-const CLOCK_EVERY: u32 = 16;
 
 /// What a scan reads one shard through: thread-safe, unlike the worker's `ShardCore`.
 pub struct ScanSource {
@@ -91,10 +92,29 @@ pub async fn run_scan(source: Arc<ScanSource>, task: SearchTask) {
     let _ = task.sink.send(SearchChunk::Done { shard, result }).await;
 }
 
-/// The candidates of one scan: an index's ids, or the scope's one-level index.
+/// The candidates of one scan: an index's ids, the scope's one-level index, or (for a
+/// subtree search from a naming context, which covers nearly the whole shard) the entries
+/// table itself, read in id order with no lookup per entry.
 enum Source {
     Ids(std::collections::btree_set::IntoIter<EntryId>),
     Walk(ScopeWalk),
+    Table { after: Option<EntryId> },
+}
+
+impl Source {
+    fn for_scope(tree: &crate::skeleton::Skeleton, scope: Scope, shard: usize) -> Self {
+        let covers_context = match scope {
+            Scope::Subtree(base) | Scope::Children(base) => {
+                base == EntryId::ROOT || tree.get(base).is_some_and(|node| node.parent == EntryId::ROOT)
+            }
+            _ => false,
+        };
+        if covers_context {
+            Source::Table { after: None }
+        } else {
+            Source::Walk(ScopeWalk::new(tree, scope, shard))
+        }
+    }
 }
 
 /// The snapshot a scan reads, reopened as the module doc says.
@@ -132,62 +152,78 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     let mut reader =
         Reader { engine: source.engine.as_ref(), snapshot: None, opened: Instant::now(), entries: 0 };
     let stop = || task.stopped().is_some();
+    let scope_source = || Source::for_scope(&task.tree, task.scope, source.info.index);
     let mut candidates = match task.plan.as_ref() {
         Some(plan) => {
             let snapshot = reader.snapshot()?;
             match read_plan(plan, snapshot.as_ref(), INDEXED_CANDIDATES_MAX, &stop)? {
                 Some(ids) => Source::Ids(ids.into_iter()),
-                None => Source::Walk(ScopeWalk::new(&task.tree, task.scope, source.info.index)),
+                None => scope_source(),
             }
         }
-        None => Source::Walk(ScopeWalk::new(&task.tree, task.scope, source.info.index)),
+        None => scope_source(),
     };
-    let query =
-        Query { message_id: task.message_id, tree: &task.tree, filter: &task.filter, attrs: &task.attrs };
-    let needs = filter_needs(rules, &task.filter);
+    let judge = Judge {
+        rules,
+        query: Query {
+            message_id: task.message_id,
+            tree: &task.tree,
+            filter: &task.filter,
+            attrs: &task.attrs,
+        },
+        scope: task.scope,
+        needs: filter_needs(rules, &task.filter),
+        prefilter: Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
+    };
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
     let mut batch: Vec<EntryId> = Vec::with_capacity(WALK_BATCH);
+    let mut matches: Vec<Bytes> = Vec::new();
     let mut slice_start = Instant::now();
-    let mut since_clock = 0u32;
     loop {
-        batch.clear();
+        // One batch: up to WALK_BATCH candidates examined without awaiting.
         let more = match &mut candidates {
+            Source::Table { after } => {
+                let snapshot = reader.snapshot()?;
+                let (seen, last) = judge.table_batch(snapshot.as_ref(), *after, &stop, &mut matches)?;
+                reader.entries += seen;
+                *after = last.or(*after);
+                seen >= WALK_BATCH
+            }
             Source::Ids(ids) => {
+                batch.clear();
                 batch.extend(ids.by_ref().take(WALK_BATCH));
+                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
                 !batch.is_empty()
             }
-            Source::Walk(walk) => walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?,
+            Source::Walk(walk) => {
+                batch.clear();
+                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?;
+                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
+                more
+            }
         };
-        for &id in &batch {
-            if stop() {
-                return Ok(());
-            }
-            let snapshot = reader.snapshot()?;
-            reader.entries += 1;
-            if let Some(pdu) = examine(rules, &query, task.scope, needs, snapshot.as_ref(), id)? {
-                chunk_bytes += pdu.len();
-                chunk.push(pdu);
-                if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
-                    drop(snapshot);
-                    reader.release();
-                    if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
-                        return Ok(()); // the search is over on the router's side
-                    }
-                    chunk_bytes = 0;
+        if stop() {
+            return Ok(());
+        }
+        for pdu in matches.drain(..) {
+            chunk_bytes += pdu.len();
+            chunk.push(pdu);
+            if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
+                // Hold no snapshot while the client takes its time.
+                reader.release();
+                if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
+                    return Ok(()); // the search is over on the router's side
                 }
-            }
-            since_clock += 1;
-            if since_clock >= CLOCK_EVERY {
-                since_clock = 0;
-                if slice_start.elapsed() >= Duration::from_micros(SLICE_US) {
-                    tokio::task::yield_now().await;
-                    slice_start = Instant::now();
-                }
+                chunk_bytes = 0;
             }
         }
         if !more {
             break;
+        }
+        if slice_start.elapsed() >= Duration::from_micros(SLICE_US) {
+            tokio::task::yield_now().await;
+            slice_start = Instant::now();
         }
     }
     if !chunk.is_empty() {
@@ -196,21 +232,96 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     Ok(())
 }
 
-/// One candidate: read, check scope and filter, encode if it matches.
-fn examine(
-    rules: &crate::rules::RuleTable,
-    query: &Query,
-    scope: crate::search::Scope,
+/// What a scan asks of each candidate.
+struct Judge<'a> {
+    rules: &'a RuleTable,
+    query: Query<'a>,
+    scope: Scope,
     needs: (bool, bool),
-    snapshot: &dyn KvSnapshot,
-    id: EntryId,
-) -> ShardResult<Option<Bytes>> {
-    let Some(bytes) = snapshot.get(&keys::entry(id))? else { return Ok(None) };
-    let record = EntryRecord::decode(&bytes)?;
-    if !in_scope(query.tree, scope, id, &record) || !entry_matches(rules, query, needs, id, &record) {
-        return Ok(None);
+    prefilter: Prefilter,
+}
+
+impl Judge<'_> {
+    /// Examines `ids`, each read from the (possibly reopened) snapshot.
+    fn id_batch(
+        &self,
+        reader: &mut Reader,
+        ids: &[EntryId],
+        stop: &dyn Fn() -> bool,
+        matches: &mut Vec<Bytes>,
+    ) -> ShardResult<()> {
+        for &id in ids {
+            if stop() {
+                return Ok(());
+            }
+            let snapshot = reader.snapshot()?;
+            reader.entries += 1;
+            let Some(bytes) = snapshot.get(&keys::entry(id))? else { continue };
+            if let Some(pdu) = self.examine(id, &bytes)? {
+                matches.push(pdu);
+            }
+        }
+        Ok(())
     }
-    Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
+
+    /// Examines up to WALK_BATCH entries of the entries table after `after`, in id order,
+    /// straight from the table's pages. Returns how many it saw and the last id.
+    fn table_batch(
+        &self,
+        snapshot: &dyn KvSnapshot,
+        after: Option<EntryId>,
+        stop: &dyn Fn() -> bool,
+        matches: &mut Vec<Bytes>,
+    ) -> ShardResult<(usize, Option<EntryId>)> {
+        let prefix = keys::entries_prefix();
+        let from = match after {
+            Some(last) => keys::entry(EntryId(last.0.saturating_add(1))),
+            None => prefix.clone(),
+        };
+        let (mut seen, mut last, mut failure) = (0, None, None);
+        snapshot.scan_from(&prefix, &from, &mut |key, value| {
+            if seen >= WALK_BATCH || stop() {
+                return false;
+            }
+            let Some(id) = keys::trailing_id(key) else { return true };
+            seen += 1;
+            last = Some(id);
+            match self.examine(id, value) {
+                Ok(Some(pdu)) => matches.push(pdu),
+                Ok(None) => {}
+                Err(e) => {
+                    failure = Some(e);
+                    return false;
+                }
+            }
+            true
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok((seen, last)),
+        }
+    }
+
+    /// One stored entry: the prefilter, then scope and filter, then the PDU if it matches.
+    fn examine(&self, id: EntryId, bytes: &[u8]) -> ShardResult<Option<Bytes>> {
+        if self.prefilter.is_useful() {
+            let mut has = |names: &[String]| {
+                // A record whose names don't parse is decoded below, which reports it.
+                EntryRecord::any_attribute_name(bytes, &mut |name| base_name_in(name, names)).unwrap_or(true)
+            };
+            if !self.prefilter.may_match(&mut has) {
+                return Ok(None);
+            }
+        }
+        let record = EntryRecord::decode(bytes)?;
+        let (rules, query) = (self.rules, &self.query);
+        if !in_scope(query.tree, self.scope, id, &record)
+            || !entry_matches(rules, query, self.needs, id, &record)
+        {
+            return Ok(None);
+        }
+        Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,141 @@
+//! A cheap first look at a stored entry during a scan: can the filter be TRUE at all,
+//! given only which attribute types the entry holds?
+//!
+//! Most unindexed searches assert on types most entries lack (`(description=x)` over
+//! people without a description). An assertion on a type the entry lacks is FALSE (RFC
+//! 4511 §4.5.1.7: no value matches, and presence is FALSE), so such an entry can be passed
+//! over from its attribute names alone, read from the stored record without decoding it
+//! (`EntryRecord::any_attribute_name`). The test is conservative: it only ever says "never
+//! TRUE" when full evaluation could not return TRUE; anything else is decoded and
+//! evaluated as before, so results are exactly those of `eval`.
+
+use ferrodir_proto::filter::Filter;
+
+use crate::rules::RuleTable;
+
+/// What a filter needs of an entry's attribute names to possibly be TRUE.
+#[derive(Clone, Debug)]
+pub enum Prefilter {
+    /// Can't tell from the names (NOT, extensible match, objectClass...): evaluate.
+    Unknown,
+    /// Never TRUE on any entry (an assertion on an unknown or unsearchable type).
+    Never,
+    /// TRUE only if the entry holds an attribute whose base name is one of these
+    /// (lowercased): every name and OID of the asserted type and its subtypes.
+    AnyOf(Vec<String>),
+    And(Vec<Prefilter>),
+    Or(Vec<Prefilter>),
+}
+
+impl Prefilter {
+    /// Built once per scan. `hidden`: canonical names the requester may not search.
+    pub fn new(rules: &RuleTable, filter: &Filter, hidden: &[String]) -> Self {
+        let assertion = |desc: &[u8]| -> Prefilter {
+            let Some(attr) = std::str::from_utf8(desc).ok().and_then(|d| rules.get(d)) else {
+                return Prefilter::Never; // unknown type: Undefined, or FALSE for presence
+            };
+            if hidden.contains(&attr.canonical) {
+                return Prefilter::Never; // Undefined (see eval)
+            }
+            // objectClass is in every entry; computed types are in none as stored.
+            if attr.canonical == "objectclass" || crate::search::COMPUTED.contains(&attr.canonical.as_str()) {
+                return Prefilter::Unknown;
+            }
+            Prefilter::AnyOf(attr.names.clone())
+        };
+        match filter {
+            Filter::EqualityMatch(ava)
+            | Filter::ApproxMatch(ava)
+            | Filter::GreaterOrEqual(ava)
+            | Filter::LessOrEqual(ava) => assertion(&ava.attribute_desc),
+            Filter::Present(desc) => assertion(desc),
+            Filter::Substrings(sub) => assertion(&sub.r#type),
+            Filter::And(parts) => Prefilter::And(parts.iter().map(|p| Self::new(rules, p, hidden)).collect()),
+            Filter::Or(parts) => Prefilter::Or(parts.iter().map(|p| Self::new(rules, p, hidden)).collect()),
+            Filter::Not(_) | Filter::ExtensibleMatch(_) => Prefilter::Unknown,
+        }
+    }
+
+    /// Whether this tells anything: a scan with an `Unknown` prefilter skips the name walk.
+    pub fn is_useful(&self) -> bool {
+        !matches!(self, Prefilter::Unknown)
+    }
+
+    /// False only when the filter can't be TRUE on an entry whose attribute names `has`
+    /// answers for (`has(names)`: does the entry hold one of `names`).
+    pub fn may_match(&self, has: &mut dyn FnMut(&[String]) -> bool) -> bool {
+        match self {
+            Prefilter::Unknown => true,
+            Prefilter::Never => false,
+            Prefilter::AnyOf(names) => has(names),
+            Prefilter::And(parts) => parts.iter().all(|p| p.may_match(has)),
+            Prefilter::Or(parts) => parts.iter().any(|p| p.may_match(has)),
+        }
+    }
+}
+
+/// Whether an attribute description's base name (before any `;option`) is one of `names`
+/// (lowercased), ignoring case.
+pub fn base_name_in(description: &[u8], names: &[String]) -> bool {
+    let base = match description.iter().position(|&b| b == b';') {
+        Some(at) => description.get(..at).unwrap_or(description),
+        None => description,
+    };
+    names.iter().any(|name| name.as_bytes().eq_ignore_ascii_case(base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrodir_proto::entry::{Attribute, Entry};
+    use ferrodir_proto::filter::parse_filter;
+    use ferrodir_proto::schema::Schema;
+
+    use crate::eval;
+    use crate::id::EntryId;
+    use crate::record::EntryRecord;
+
+    /// The prefilter never rejects an entry that full evaluation matches.
+    #[test]
+    fn never_rejects_a_match() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let entry = Entry::new(vec![
+            Attribute::new("objectClass", vec![b"person".to_vec()]),
+            Attribute::new("commonName;lang-en", vec![b"Babs".to_vec()]),
+            Attribute::new("sn", vec![b"Jensen".to_vec()]),
+        ]);
+        let record = EntryRecord {
+            parent: EntryId(1),
+            rdn: "cn=Babs".into(),
+            rdn_norm: "cn=babs".into(),
+            flags: 0,
+            entry,
+        };
+        let bytes = record.encode();
+        let filters = [
+            ("(cn=babs)", true),
+            ("(name=jensen)", true),
+            ("(2.5.4.3=babs)", true),
+            ("(description=x)", false),
+            ("(&(sn=jensen)(description=*))", false),
+            ("(|(description=x)(sn=jensen))", true),
+            ("(!(description=x))", true),
+            ("(objectClass=person)", true),
+            ("(noSuchType=x)", false),
+            ("(userPassword=*)", false),
+            ("(hasSubordinates=FALSE)", true),
+        ];
+        let hidden = vec!["userpassword".to_string()];
+        for (text, may) in filters {
+            let filter = parse_filter(text).unwrap();
+            let pre = Prefilter::new(&rules, &filter, &hidden);
+            let mut has = |names: &[String]| {
+                EntryRecord::any_attribute_name(&bytes, &mut |name| base_name_in(name, names)).unwrap()
+            };
+            assert_eq!(pre.may_match(&mut has), may, "{text}");
+            if eval::matches_visible(&rules, &filter, &record.entry, None, &hidden) {
+                assert!(may, "{text} matches but was rejected");
+            }
+        }
+    }
+}
