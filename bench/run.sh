@@ -322,6 +322,7 @@ matrix() {
 ISO_DURATION=${ISO_DURATION:-20}
 ISO_GRACE=${ISO_GRACE:-10}  # the probe's last operation may finish this long after, under load
 ISO_PHASES=${ISO_PHASES:-"4x1 16x1 1x16"}
+ISO_SCAN_FILTER=${ISO_SCAN_FILTER:-"description=nomatch"}  # attr=value: unindexed, matching nothing
 ISO_LOOKUP_RATE=${ISO_LOOKUP_RATE:-20}
 ISO_MODIFY_RATE=${ISO_MODIFY_RATE:-10}
 ISO_STOP_DURATION=${ISO_STOP_DURATION:-20}
@@ -341,7 +342,7 @@ isolation() {  # N
       for server in ferrodir slapd; do iso_load "$n" "$server" "$phase" "$rep" "$tmpl"; done
     done
   done
-  iso_stop "$n"
+  [ "$ISO_STOP_DURATION" = 0 ] || iso_stop "$n"
 }
 
 iso_load() {  # N SERVER PHASE(CxK) REP TEMPLATE
@@ -353,7 +354,7 @@ iso_load() {  # N SERVER PHASE(CxK) REP TEMPLATE
   taskset -c $CLIENT_CPU timeout -k 5 $((ISO_DURATION + ISO_GRACE + 30)) "$TOOLS_DIR/ldap-isolation" --mode load \
     --url "ldap://127.0.0.1:$port" --base "$SUFFIX" --duration-s "$ISO_DURATION" \
     --grace-s "$ISO_GRACE" --scan-connections "${phase%x*}" --scans-per-connection "${phase#*x}" \
-    --lookup-rate "$ISO_LOOKUP_RATE" --modify-rate "$ISO_MODIFY_RATE" \
+    --lookup-rate "$ISO_LOOKUP_RATE" --modify-rate "$ISO_MODIFY_RATE" --scan-filter "$ISO_SCAN_FILTER" \
     --base-template "$tmpl" --range "0..$n" --bind-dn "$ROOT_DN" --password "$ROOT_PW" \
     --seed "$rep" > "$file" 2>"$file.stderr" &
   local tpid=$!; track $tpid; wait $tpid || log "  ldap-isolation failed: $(tail -1 "$file.stderr")"
