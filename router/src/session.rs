@@ -235,7 +235,7 @@ impl Session {
         let notice = LdapMessage {
             message_id: 0,
             protocol_op: ProtocolOp::ExtendedResponse(ExtendedResponse {
-                result: LdapResult::new(ResultCode::PROTOCOL_ERROR, String::new(), reason.to_string()),
+                result: LdapResult::new(ResultCode::PROTOCOL_ERROR, String::new(), reason),
                 response_name: Some(OctetString::from_static(NOTICE_OF_DISCONNECTION_OID.as_bytes())),
                 response_value: None,
             }),

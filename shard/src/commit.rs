@@ -21,11 +21,11 @@ pub struct Committer {
 
 impl Committer {
     /// Hands over a batch. At most one batch is in flight per shard, so the queue of one
-    /// never blocks the worker.
-    pub fn submit(&self, job: CommitJob) -> Result<(), ()> {
+    /// never blocks the worker. A refused job comes back.
+    pub fn submit(&self, job: CommitJob) -> Result<(), CommitJob> {
         match self.jobs.try_send(job) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(()),
+            Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => Err(job),
         }
     }
 }

@@ -22,6 +22,14 @@
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
 
+#![forbid(unsafe_code)]
+// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
+// benches may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
+)]
+
 pub mod actor;
 pub mod batch;
 pub mod bloom;

@@ -123,9 +123,8 @@ fn add_rdn_values(
             return Err(naming(format!("naming attribute '{}' is operational", ava.attr)));
         }
         let key = value_key(&config.rules, &ava.attr, &ava.value);
-        match find_attr(&config.rules, entry, &ava.attr) {
-            Some(index) => {
-                let attr = &mut entry.attrs[index];
+        match find_attr(&config.rules, entry, &ava.attr).and_then(|index| entry.attrs.get_mut(index)) {
+            Some(attr) => {
                 if !attr.values.iter().any(|v| value_key(&config.rules, &ava.attr, v) == key) {
                     if attr_type.single_value {
                         return Err(naming(format!(
