@@ -12,7 +12,8 @@
 #                                           # modifies, and how fast stopped scans stop
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
-# KEEP_DATA=1 keeps the databases and the LDIF in the output folder.
+# KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
+# adds top-level keys to ferrodir's config (e.g. search_scans = "worker").
 #
 # The server under test runs on CPU 0 and ldclt on CPU 1 (taskset); runs are interleaved
 # (ferrodir, slapd, responder, ferrodir, ...) so that drift on a shared machine hits all

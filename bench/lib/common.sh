@@ -53,15 +53,20 @@ access = "default"
 # Same indices as slapd below; description is unindexed on both (the isolation scenario's
 # scans rely on that).
 index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]
+${FD_EXTRA_CONFIG:-}
 [limits]
-# Search limits for everyone but the rootDN, as slapd's sizelimit and timelimit below
-# (both servers' defaults, written out so that they stay the same).
-search_entries_max = 500
-search_time_max_s = 3600
 # Per shard; sized to hold the whole data set plus the entries the write scenarios add.
 entry_cache_entries_max = $(($2 + 1000))
 # redb's page cache per shard, explicit (redb's default, 1 GiB).
 storage_cache_bytes_per_shard = 1073741824
+# Search limits for everyone but the rootDN, as slapd's sizelimit and timelimit below
+# (both servers' defaults, written out so that they stay the same).
+[limits.anonymous]
+search_entries_max = 500
+search_time_max_s = 3600
+[limits.authenticated]
+search_entries_max = 500
+search_time_max_s = 3600
 [log]
 level = "warn"
 TOML

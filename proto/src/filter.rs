@@ -101,6 +101,22 @@ impl Filter {
     }
 }
 
+impl SubstringFilter {
+    /// RFC 4511 §4.5.1.7.2: at least one substring, at most one `initial` and first, at most
+    /// one `final` and last, none empty. The wire can carry anything else; slapd then treats
+    /// the filter item as Undefined (its get_ssa refuses, get_filter keeps going), and a
+    /// string (RFC 4515) cannot write it at all.
+    pub fn is_well_formed(&self) -> bool {
+        let last = self.substrings.len().saturating_sub(1);
+        !self.substrings.is_empty()
+            && self.substrings.iter().enumerate().all(|(index, substring)| match substring {
+                Substring::Initial(value) => index == 0 && !value.is_empty(),
+                Substring::Any(value) => !value.is_empty(),
+                Substring::Final(value) => index == last && !value.is_empty(),
+            })
+    }
+}
+
 /// The deepest nesting of `&`, `|` and `!` that [`parse_filter`] accepts. A PDU carrying such
 /// a filter nests a few levels deeper still, which `FrameLimits::nesting_depth_max` bounds.
 pub const FILTER_DEPTH_MAX: usize = 64;
@@ -573,13 +589,17 @@ fn write_substrings(f: &mut fmt::Formatter<'_>, filter: &SubstringFilter) -> fmt
     Ok(())
 }
 
-/// Attribute descriptions and rule names have no escape syntax; a wire value that is not
-/// UTF-8 is shown with replacement characters.
+/// Attribute descriptions and rule names have no escape syntax (RFC 4512 §2.5: letters,
+/// digits, `-`, `.` and `;` for options). A wire name with any other byte is printed with
+/// that byte as `\xx`, which no parser takes for a name: so the string never reads as some
+/// other filter (`o=x` as a name would print `(o=x=*)`, an equality match), and control
+/// characters never reach a log raw.
 fn write_name(f: &mut fmt::Formatter<'_>, name: &[u8]) -> fmt::Result {
-    for chunk in name.utf8_chunks() {
-        f.write_str(chunk.valid())?;
-        if !chunk.invalid().is_empty() {
-            f.write_str("\u{FFFD}")?;
+    for &byte in name {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';') {
+            write!(f, "{}", char::from(byte))?;
+        } else {
+            write!(f, "\\{byte:02x}")?;
         }
     }
     Ok(())
@@ -847,5 +867,45 @@ mod tests {
                 None => break,
             }
         }
+    }
+
+    /// Found by fuzz/filter_ber: a present filter whose attribute description is `o=je` plus
+    /// a control character and bytes that are not UTF-8 printed as `(o=je...=*)`, a string
+    /// that parses as an equality match and prints differently again.
+    #[test]
+    fn names_that_are_not_descriptions_print_escaped() {
+        let wire = [135, 11, 111, 61, 106, 101, 11, 106, 101, 251, 186, 186, 253];
+        let filter = rasn::der::decode::<Filter>(&wire).unwrap();
+        let printed = filter.to_string();
+        assert_eq!(printed, "(o\\3dje\\0bje\\fb\\ba\\ba\\fd=*)");
+        assert!(parse_filter(&printed).is_err());
+        let rule = Filter::ExtensibleMatch(MatchingRuleAssertion {
+            matching_rule: Some(OctetString::from_static(b"1.2 3")),
+            r#type: Some(OctetString::from_static(b"cn;lang-en")),
+            match_value: OctetString::from_static(b"v"),
+            dn_attributes: false,
+        });
+        assert_eq!(rule.to_string(), "(cn;lang-en:1.2\\203:=v)");
+    }
+
+    #[test]
+    fn substring_order_and_emptiness() {
+        let substrings = |parts: Vec<Substring>| SubstringFilter {
+            r#type: OctetString::from_static(b"cn"),
+            substrings: parts,
+        };
+        let v = |s: &'static str| OctetString::from_static(s.as_bytes());
+        let Filter::Substrings(parsed) = parse("(cn=a*b*c)") else { panic!("not substrings") };
+        assert!(parsed.is_well_formed());
+        assert!(substrings(vec![Substring::Any(v("x"))]).is_well_formed());
+        assert!(!substrings(vec![]).is_well_formed());
+        assert!(!substrings(vec![Substring::Any(v(""))]).is_well_formed());
+        assert!(!substrings(vec![Substring::Any(v("a")), Substring::Initial(v("b"))]).is_well_formed());
+        assert!(!substrings(vec![Substring::Final(v("a")), Substring::Any(v("b"))]).is_well_formed());
+        // Found by fuzz/filter_ber: three finals and an empty any.
+        let wire =
+            [164, 20, 4, 2, 65, 110, 48, 14, 130, 129, 1, 120, 130, 129, 1, 120, 130, 129, 1, 130, 129, 0];
+        let Ok(Filter::Substrings(fuzzed)) = rasn::der::decode::<Filter>(&wire) else { panic!("decodes") };
+        assert!(!fuzzed.is_well_formed());
     }
 }

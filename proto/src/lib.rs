@@ -12,6 +12,7 @@
 //! - [`entry`]: an entry's attributes as the server stores and returns them.
 //! - [`ldif`]: RFC 2849 reader and writer.
 //! - [`result_code`]: LDAP result codes as an open set (RFC 4511 §4.1.9 and later RFCs).
+//! - `proptests.rs` (tests only): round-trip properties of the message, filter and DN codecs.
 
 pub mod dn;
 pub mod entry;
@@ -22,6 +23,9 @@ pub mod message;
 pub mod result_code;
 pub mod schema;
 pub mod value;
+
+#[cfg(test)]
+mod proptests;
 
 pub use dn::{Dn, Rdn};
 pub use entry::{Attribute, Entry};

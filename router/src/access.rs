@@ -72,6 +72,37 @@ pub fn unsearchable_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<
     hidden_attributes(config, who)
 }
 
+/// What `who` may do with an entry as a search base (RFC 4511 §4.5.1, slapd's `search`
+/// and `disclose` privileges).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EntryAccess {
+    /// May search from it (and so learn it exists).
+    Search,
+    /// May learn that it exists, not search from it.
+    DiscloseOnly,
+    /// May not even learn that it exists.
+    Nothing,
+}
+
+/// The access `who` has to `dn` as a search base. The fixed policy lets everyone search
+/// every entry; access rules (issue #7) decide here.
+pub fn entry_access(_config: &DirectoryConfig, _who: &Identity, _dn: &Dn) -> EntryAccess {
+    EntryAccess::Search
+}
+
+/// The answer to a search whose base the requester may not search, as slapd gives it:
+/// insufficientAccessRights when the entry may be disclosed, else noSuchObject with no
+/// matchedDN, exactly as if it did not exist.
+pub fn base_refusal(access: EntryAccess) -> Option<LdapError> {
+    match access {
+        EntryAccess::Search => None,
+        EntryAccess::DiscloseOnly => {
+            Some(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, "no search access to the base"))
+        }
+        EntryAccess::Nothing => Some(LdapError::new(ResultCode::NO_SUCH_OBJECT, "")),
+    }
+}
+
 /// Whether `who` may compare against `attr_lower`.
 pub fn may_read(config: &DirectoryConfig, who: &Identity, attr_lower: &str) -> bool {
     !hidden_attributes(config, who).iter().any(|h| h == attr_lower)
@@ -86,5 +117,14 @@ mod tests {
         assert!(check_write(&Identity::Root(Dn::default())).is_ok());
         assert_eq!(check_write(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
         assert_eq!(check_write(&Identity::User(Dn::default())).unwrap_err().code, ResultCode(50));
+    }
+
+    #[test]
+    fn a_base_without_search_access_is_refused_as_slapd_does() {
+        assert!(base_refusal(EntryAccess::Search).is_none());
+        assert_eq!(base_refusal(EntryAccess::DiscloseOnly).map(|e| e.code), Some(ResultCode(50)));
+        let hidden = base_refusal(EntryAccess::Nothing).unwrap();
+        assert_eq!(hidden.code, ResultCode(32));
+        assert!(hidden.matched_dn.is_empty(), "names nothing the requester may not see");
     }
 }

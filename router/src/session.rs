@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrodir_proto::message::{
-    decode_message, encode_message, Control, ExtendedResponse, LdapMessage, LdapResult, OctetString,
-    ProtocolOp,
+    decode_message, encode_message, Control, DecodeError, DecodeFault, ExtendedResponse, LdapMessage,
+    LdapResult, OctetString, ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::stop::{StopReason, StopSignal};
@@ -139,11 +139,7 @@ impl Session {
     pub async fn dispatch(&self, pdu: &[u8]) -> Flow {
         let message = match decode_message(pdu) {
             Ok(message) => message,
-            Err(e) => {
-                tracing::debug!(message_id = ?e.message_id, reason = %e.reason, "undecodable PDU");
-                self.disconnect("malformed PDU").await;
-                return Flow::Close;
-            }
+            Err(e) => return self.refuse_undecodable(e).await,
         };
         let LdapMessage { message_id, protocol_op, controls } = message;
         match protocol_op {
@@ -205,6 +201,21 @@ impl Session {
                 Flow::Close
             }
         }
+    }
+
+    /// A PDU that did not decode: an unknown ENUMERATED value in a search or modify gets
+    /// that operation's protocolError response and the connection goes on (slapd does so);
+    /// anything else is a decoding error, answered with a Notice of Disconnection.
+    async fn refuse_undecodable(&self, error: DecodeError) -> Flow {
+        tracing::debug!(message_id = ?error.message_id, reason = %error.reason, "undecodable PDU");
+        if let (Some(message_id), DecodeFault::UnknownEnumerated(field)) = (error.message_id, error.fault) {
+            if let Some(response) = op::unknown_enumerated_response(field) {
+                self.context(message_id, Arc::new(StopSignal::new())).respond(response).await;
+                return Flow::Continue;
+            }
+        }
+        self.disconnect("decoding error").await;
+        Flow::Close
     }
 
     fn set_identity(&self, identity: Identity) {

@@ -260,6 +260,10 @@ fn substrings(
     sub: &SubstringFilter,
     hidden: &[String],
 ) -> Option<bool> {
+    // Misordered, repeated or empty substrings from the wire: Undefined, as slapd has it.
+    if !sub.is_well_formed() {
+        return None;
+    }
     let rule = target.rules.substr?;
     let mut initial = None;
     let mut any = Vec::new();
@@ -404,5 +408,50 @@ mod tests {
         assert_eq!(check("(|(noSuchAttribute=x)(sn=jensen))"), Some(true));
         assert_eq!(check("(cn:caseExactMatch:=Babs Jensen)"), Some(true));
         assert_eq!(check("(cn:caseExactMatch:=babs jensen)"), Some(false));
+    }
+
+    #[test]
+    fn assertions_on_hidden_types_are_undefined() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let mut entry = babs();
+        entry.attrs.push(Attribute::new("userPassword", vec![b"secret".to_vec()]));
+        let hidden = vec!["userpassword".to_string()];
+        let check = |filter: &str, hidden: &[String]| {
+            Eval { rules: &rules, hidden }.evaluate(&parse_filter(filter).unwrap(), &entry, None)
+        };
+        for filter in [
+            "(userPassword=secret)",
+            "(userPassword=*)",
+            "(!(userPassword=wrong))",
+            "(userPassword~=secret)",
+            "(userPassword:octetStringMatch:=secret)",
+        ] {
+            assert_eq!(check(filter, &[]), Some(true), "{filter} when visible");
+            assert_eq!(check(filter, &hidden), None, "{filter} when hidden");
+        }
+        // A typeless extensible match skips hidden values and still sees the others.
+        assert_eq!(check("(:octetStringMatch:=secret)", &[]), Some(true));
+        assert_eq!(check("(:octetStringMatch:=secret)", &hidden), Some(false));
+        assert_eq!(check("(:caseIgnoreMatch:=jensen)", &hidden), Some(true));
+        assert_eq!(check("(|(userPassword=secret)(sn=jensen))", &hidden), Some(true));
+    }
+
+    /// RFC 4511 §4.5.1.7.2 substrings that only the wire can carry (a final before an any,
+    /// an empty value) are Undefined, as in slapd, rather than matched leniently.
+    #[test]
+    fn malformed_substrings_are_undefined() {
+        use ferrodir_proto::message::OctetString;
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let v = |s: &'static str| OctetString::from_static(s.as_bytes());
+        let sub = |parts| Filter::Substrings(SubstringFilter { r#type: v("cn"), substrings: parts });
+        let misordered = sub(vec![Substring::Final(v("Jensen")), Substring::Any(v("Babs"))]);
+        let empty = sub(vec![Substring::Initial(v("Babs")), Substring::Any(v(""))]);
+        for filter in [misordered, empty] {
+            assert_eq!(evaluate(&rules, &filter, &babs(), None), None, "{filter:?}");
+            let negated = Filter::Not(Box::new(filter));
+            assert_eq!(evaluate(&rules, &negated, &babs(), None), None);
+        }
+        let fine = sub(vec![Substring::Initial(v("Babs")), Substring::Final(v("Jensen"))]);
+        assert_eq!(evaluate(&rules, &fine, &babs(), None), Some(true));
     }
 }

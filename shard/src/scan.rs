@@ -212,3 +212,109 @@ fn examine(
     }
     Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use actix::Actor;
+    use ferrodir_proto::entry::{Attribute, Entry};
+    use ferrodir_proto::filter::parse_filter;
+    use ferrodir_proto::schema::Schema;
+    use tokio::sync::mpsc;
+
+    use super::*;
+    use crate::actor::{ShardActor, Write};
+    use crate::batch::WriteOp;
+    use crate::core::ShardCore;
+    use crate::index::IndexConfig;
+    use crate::rules::RuleTable;
+    use crate::search::{AttrSelection, Scope};
+    use crate::skeleton::Skeleton;
+    use crate::stop::{StopReason, StopSignal};
+    use crate::storage::EngineKind;
+
+    fn info() -> ShardInfo {
+        let schema = Arc::new(Schema::standard());
+        let rules = Arc::new(RuleTable::from_schema(&schema));
+        let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
+        ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache_entries_max: 0,
+            indexes,
+            schema,
+            rules,
+            bloom: Default::default(),
+        }
+    }
+
+    fn person(i: usize) -> Write {
+        let name = format!("p{i}");
+        Write(WriteOp::Add {
+            author: "cn=test".into(),
+            parent: EntryId::ROOT,
+            rdn: format!("cn={name}"),
+            rdn_norm: format!("cn={name}"),
+            entry: Entry::new(vec![
+                Attribute::new("objectClass", vec![b"person".to_vec()]),
+                Attribute::new("cn", vec![name.into_bytes()]),
+                Attribute::new("sn", vec![b"x".to_vec()]),
+            ]),
+        })
+    }
+
+    /// Runs one scan of every person with `sn=x` (unindexed) and returns how many entries
+    /// came back; `before` may raise a stop signal first.
+    fn scan_people(entries: usize, before: impl FnOnce(&StopSignal, &StopSignal)) -> usize {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let system = actix::System::new();
+        system.block_on(async move {
+            let core = Rc::new(ShardCore::new(info(), engine.clone()).unwrap());
+            let addr = ShardActor::new(core).unwrap().start();
+            for i in 0..entries {
+                addr.send(person(i)).await.unwrap().unwrap();
+            }
+            let (sink, mut chunks) = mpsc::channel(4);
+            let (stop, op_stop) = (Arc::new(StopSignal::new()), Arc::new(StopSignal::new()));
+            before(&stop, &op_stop);
+            let task = SearchTask {
+                message_id: 1,
+                tree: Arc::new(Skeleton::default()),
+                scope: Scope::OneLevel(EntryId::ROOT),
+                filter: Arc::new(parse_filter("(sn=x)").unwrap()),
+                attrs: Arc::new(AttrSelection::default()),
+                plan: Arc::new(None),
+                sink,
+                stop,
+                op_stop,
+            };
+            let source = Arc::new(ScanSource { info: info(), engine });
+            actix::spawn(run_scan(source, task));
+            let mut found = 0;
+            while let Some(chunk) = chunks.recv().await {
+                match chunk {
+                    SearchChunk::Entries(pdus) => found += pdus.len(),
+                    SearchChunk::Done { result, .. } => {
+                        result.unwrap();
+                        break;
+                    }
+                }
+            }
+            found
+        })
+    }
+
+    #[test]
+    fn a_scan_walks_every_entry_in_batches() {
+        // More than one walk batch and more than one chunk.
+        assert_eq!(scan_people(700, |_, _| {}), 700);
+    }
+
+    #[test]
+    fn a_raised_signal_stops_the_scan_before_its_next_entry() {
+        assert_eq!(scan_people(300, |_, op| op.raise(StopReason::Abandon)), 0);
+        assert_eq!(scan_people(300, |stop, _| stop.raise(StopReason::SizeLimit)), 0);
+    }
+}

@@ -78,6 +78,7 @@ fn scope_name(scope: Scope) -> &'static str {
         Scope::Base => "base",
         Scope::One => "one",
         Scope::Sub => "sub",
+        Scope::Children => "children",
     }
 }
 

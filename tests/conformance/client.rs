@@ -24,6 +24,8 @@ pub enum Scope {
     Base = 0,
     One = 1,
     Sub = 2,
+    /// OpenLDAP's subordinate subtree (`-s children`): below the base, without it.
+    Children = 3,
 }
 
 #[derive(Debug, Clone)]

@@ -79,6 +79,10 @@ fn scopes(c: &mut Catalogue) {
     {
         c.search("scope", base, scope, ALL, &["*"]);
     }
+    // OpenLDAP's subordinate subtree (scope 3), appended so the ids above keep their numbers.
+    for base in bases {
+        c.search("scope", base, Scope::Children, ALL, &["1.1"]);
+    }
 }
 
 /// Every filter kind (RFC 4511 §4.5.1.7, RFC 4515, RFC 4526), with case and spacing

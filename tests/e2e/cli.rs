@@ -169,6 +169,29 @@ fn ldapsearch_prints_ldif() {
     assert_eq!(out.trim(), format!("dn: {ALICE}\nsn:"), "{out}");
 }
 
+/// `ldapsearch -s children` (scope 3, OpenLDAP's subordinate subtree): every entry below
+/// the base at any depth, never the base itself, as slapd answers it.
+#[test]
+fn ldapsearch_children_scope() {
+    let server = Server::start();
+    let tools = Tools::new(&server);
+    let laptop = format!("cn=laptop,{ALICE}");
+    let disk = format!("cn=disk,{laptop}");
+    let ldif = format!(
+        "dn: {laptop}\nobjectClass: device\ncn: laptop\n\ndn: {disk}\nobjectClass: device\ncn: disk\n"
+    );
+    let (code, out, err) = tools.admin("ldapadd", &[], Some(&ldif));
+    assert_eq!(code, 0, "{out} {err}");
+    let everything = "(objectClass=*)";
+    let below_base = sorted(&[PEOPLE, GROUPS, ALICE, BOB, STAFF, &laptop, &disk]);
+    assert_eq!(tools.dns(BASE, "children", everything), below_base);
+    assert_eq!(tools.dns(PEOPLE, "children", everything), sorted(&[ALICE, BOB, &laptop, &disk]));
+    assert_eq!(tools.dns(ALICE, "children", everything), sorted(&[&laptop, &disk]));
+    assert_eq!(tools.dns(&disk, "children", everything), sorted(&[]));
+    assert_eq!(tools.dns(PEOPLE, "children", "(cn=disk)"), sorted(&[&disk]));
+    assert_eq!(tools.dns(&laptop, "children", "(cn=laptop)"), sorted(&[]));
+}
+
 #[test]
 fn ldapsearch_errors_and_limits() {
     let server = Server::start();

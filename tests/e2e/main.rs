@@ -6,6 +6,7 @@ mod cli;
 mod concurrency;
 mod faults;
 mod harness;
+mod hostile;
 mod import;
 mod isolation;
 mod limits;

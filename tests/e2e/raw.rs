@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
 
 const NOTICE_OF_DISCONNECTION: &[u8] = b"1.3.6.1.4.1.1466.20036";
-const WHO_AM_I: &[u8] = b"1.3.6.1.4.1.4203.1.11.3";
+pub(crate) const WHO_AM_I: &[u8] = b"1.3.6.1.4.1.4203.1.11.3";
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
 const READ_TIMEOUT: Duration = Duration::from_secs(15);
@@ -26,12 +26,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(15);
 // protocolOp tags (RFC 4511 §4.2–4.12).
 const BIND_RESPONSE: u8 = 0x61;
 const SEARCH_RESULT_ENTRY: u8 = 0x64;
-const SEARCH_RESULT_DONE: u8 = 0x65;
-const EXTENDED_RESPONSE: u8 = 0x78;
+pub(crate) const SEARCH_RESULT_DONE: u8 = 0x65;
+pub(crate) const EXTENDED_RESPONSE: u8 = 0x78;
 
 // ---- building BER ----
 
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let len = content.len();
     if len < 0x80 {
@@ -57,24 +57,24 @@ fn int_content(value: u32) -> Vec<u8> {
     out
 }
 
-fn int(tag: u8, value: u32) -> Vec<u8> {
+pub(crate) fn int(tag: u8, value: u32) -> Vec<u8> {
     tlv(tag, &int_content(value))
 }
 
-fn octets(value: &[u8]) -> Vec<u8> {
+pub(crate) fn octets(value: &[u8]) -> Vec<u8> {
     tlv(0x04, value)
 }
 
-fn message(id: u32, op: &[u8]) -> Vec<u8> {
+pub(crate) fn message(id: u32, op: &[u8]) -> Vec<u8> {
     tlv(0x30, &[int(0x02, id), op.to_vec()].concat())
 }
 
-fn bind(id: u32, dn: &str, password: &str) -> Vec<u8> {
+pub(crate) fn bind(id: u32, dn: &str, password: &str) -> Vec<u8> {
     let body = [int(0x02, 3), octets(dn.as_bytes()), tlv(0x80, password.as_bytes())].concat();
     message(id, &tlv(0x60, &body))
 }
 
-fn present(attr: &str) -> Vec<u8> {
+pub(crate) fn present(attr: &str) -> Vec<u8> {
     tlv(0x87, attr.as_bytes())
 }
 
@@ -82,8 +82,8 @@ fn equality(attr: &str, value: &str) -> Vec<u8> {
     tlv(0xa3, &[octets(attr.as_bytes()), octets(value.as_bytes())].concat())
 }
 
-/// scope: 0 base, 1 one level, 2 subtree.
-fn search(id: u32, base: &str, scope: u32, filter: &[u8], attrs: &[&str]) -> Vec<u8> {
+/// scope: 0 base, 1 one level, 2 subtree, 3 children (below the base).
+pub(crate) fn search(id: u32, base: &str, scope: u32, filter: &[u8], attrs: &[&str]) -> Vec<u8> {
     let attr_list: Vec<u8> = attrs.iter().flat_map(|a| octets(a.as_bytes())).collect();
     let body = [
         octets(base.as_bytes()),
@@ -99,7 +99,7 @@ fn search(id: u32, base: &str, scope: u32, filter: &[u8], attrs: &[&str]) -> Vec
     message(id, &tlv(0x63, &body))
 }
 
-fn who_am_i(id: u32) -> Vec<u8> {
+pub(crate) fn who_am_i(id: u32) -> Vec<u8> {
     message(id, &tlv(0x77, &tlv(0x80, WHO_AM_I)))
 }
 
@@ -114,7 +114,7 @@ fn unbind(id: u32) -> Vec<u8> {
 // ---- reading BER ----
 
 /// Splits one TLV off the front of `buf`: (tag, contents, rest). None if it doesn't fit.
-fn split_tlv(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn split_tlv(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = buf.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let len = if first < 0x80 {
@@ -137,10 +137,10 @@ fn uint(content: &[u8]) -> u32 {
 
 /// One decoded LDAPMessage: its ID, protocolOp tag and the protocolOp's contents.
 #[derive(Debug)]
-struct Message {
-    id: u32,
-    op: u8,
-    body: Vec<u8>,
+pub(crate) struct Message {
+    pub id: u32,
+    pub op: u8,
+    pub body: Vec<u8>,
 }
 
 fn parse_message(pdu: &[u8]) -> Option<Message> {
@@ -152,14 +152,14 @@ fn parse_message(pdu: &[u8]) -> Option<Message> {
 
 /// An LDAPResult (RFC 4511 §4.1.9) and what follows it in the response.
 #[derive(Debug)]
-struct Outcome {
-    code: u32,
-    diagnostic: String,
+pub(crate) struct Outcome {
+    pub code: u32,
+    pub diagnostic: String,
     /// The optional trailing elements, by tag (e.g. 0x8a responseName, 0x8b responseValue).
     extra: BTreeMap<u8, Vec<u8>>,
 }
 
-fn parse_result(body: &[u8]) -> Outcome {
+pub(crate) fn parse_result(body: &[u8]) -> Outcome {
     let parsed = (|| {
         let (0x0a, code, rest) = split_tlv(body)? else { return None };
         let (0x04, _matched, rest) = split_tlv(rest)? else { return None };
@@ -181,14 +181,14 @@ fn parse_result(body: &[u8]) -> Outcome {
 
 // ---- the connection ----
 
-fn connect(server: &Server) -> TcpStream {
+pub(crate) fn connect(server: &Server) -> TcpStream {
     let stream = TcpStream::connect(server.addr).expect("connect");
     stream.set_read_timeout(Some(READ_TIMEOUT)).expect("read timeout");
     stream.set_write_timeout(Some(READ_TIMEOUT)).expect("write timeout");
     stream
 }
 
-fn send(stream: &mut TcpStream, bytes: &[u8]) {
+pub(crate) fn send(stream: &mut TcpStream, bytes: &[u8]) {
     stream.write_all(bytes).expect("send");
 }
 
@@ -224,7 +224,7 @@ fn read_pdu(stream: &mut TcpStream) -> Option<Vec<u8>> {
     Some(pdu)
 }
 
-fn read_message(stream: &mut TcpStream) -> Message {
+pub(crate) fn read_message(stream: &mut TcpStream) -> Message {
     let pdu = read_pdu(stream).expect("a response, not a closed connection");
     parse_message(&pdu).unwrap_or_else(|| panic!("undecodable response: {pdu:02x?}"))
 }
@@ -240,7 +240,7 @@ fn expect_closed(stream: &mut TcpStream) {
 }
 
 /// Asserts a Notice of Disconnection (RFC 4511 §4.4.1) with protocolError, then the close.
-fn expect_notice_and_close(stream: &mut TcpStream, what: &str) {
+pub(crate) fn expect_notice_and_close(stream: &mut TcpStream, what: &str) {
     let message = match read_pdu(stream) {
         Some(pdu) => parse_message(&pdu).unwrap_or_else(|| panic!("{what}: bad notice {pdu:02x?}")),
         None => panic!("{what}: the connection closed without a Notice of Disconnection"),
@@ -255,7 +255,7 @@ fn expect_notice_and_close(stream: &mut TcpStream, what: &str) {
 }
 
 /// An anonymous bind on `stream` succeeds.
-fn assert_usable(stream: &mut TcpStream, id: u32) {
+pub(crate) fn assert_usable(stream: &mut TcpStream, id: u32) {
     send(stream, &bind(id, "", ""));
     let reply = read_message(stream);
     assert_eq!((reply.id, reply.op), (id, BIND_RESPONSE), "{reply:02x?}");
@@ -264,7 +264,7 @@ fn assert_usable(stream: &mut TcpStream, id: u32) {
 }
 
 /// Reads a search's responses up to its SearchResultDone: (entry DNs, outcome).
-fn read_search(stream: &mut TcpStream, id: u32) -> (Vec<String>, Outcome) {
+pub(crate) fn read_search(stream: &mut TcpStream, id: u32) -> (Vec<String>, Outcome) {
     let mut dns = Vec::new();
     loop {
         let reply = read_message(stream);
@@ -286,7 +286,7 @@ fn read_search(stream: &mut TcpStream, id: u32) -> (Vec<String>, Outcome) {
 
 /// Sends `bytes` on a fresh connection and expects a Notice of Disconnection and the close,
 /// while a connection opened beforehand keeps working.
-fn assert_refused(server: &Server, bytes: &[u8], what: &str) {
+pub(crate) fn assert_refused(server: &Server, bytes: &[u8], what: &str) {
     let mut bystander = connect(server);
     let mut stream = connect(server);
     send(&mut stream, bytes);

@@ -5,17 +5,30 @@
 
 use rasn::ber::de::DecoderOptions;
 use rasn::ber::enc::EncoderOptions;
+use rasn::error::DecodeErrorKind;
 use rasn::types::{Class, Tag};
 use rasn::{Decode, Encode};
 
-use super::{Control, DecodeError, EncodeError, LdapMessage, ProtocolOp, MESSAGE_ID_MAX};
+use super::{
+    boolean, Control, DecodeError, DecodeFault, EncodeError, LdapMessage, ProtocolOp, UnknownEnumerated,
+    MESSAGE_ID_MAX,
+};
 use crate::frame::{parse_header, Header, CLASS_APPLICATION, CLASS_CONTEXT, CLASS_UNIVERSAL};
 
 impl DecodeError {
     fn without_id(reason: impl Into<String>) -> Self {
-        Self { message_id: None, reason: reason.into() }
+        Self { message_id: None, fault: DecodeFault::Malformed, reason: reason.into() }
     }
 }
+
+/// The decoder options for everything inside the LDAPMessage. DER's rules, because RFC 4511
+/// §5.1 forbids the constructed form of OCTET STRING (which plain BER allows, and `rasn`
+/// would gather into one string). slapd never gathers either: liblber takes the segments'
+/// raw bytes as the string, so a constructed baseObject is an invalid DN there; here it is
+/// a decoding error. DER also wants BOOLEAN TRUE as `FF`, which `boolean.rs` relaxes to
+/// slapd's any-non-zero. Indefinite lengths never get here (`check_frame`), and `rasn` still
+/// takes non-minimal lengths and INTEGERs in this mode, which BER senders in the wild produce.
+const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 
 /// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
 /// [`crate::frame::check_frame`] (which also bounds its size and nesting).
@@ -26,24 +39,76 @@ impl DecodeError {
 pub fn decode_message(pdu: &[u8]) -> Result<LdapMessage, DecodeError> {
     let content = outer_sequence_content(pdu)?;
     let (message_id, after_id) = decode_message_id(content)?;
-    let with_id = |reason: String| DecodeError { message_id: Some(message_id), reason };
-
+    let fail = |fault, reason: String| DecodeError { message_id: Some(message_id), fault, reason };
     if let Ok(Some(header)) = parse_header(after_id) {
         if !is_protocol_op_tag(&header) {
-            return Err(with_id(format!("unrecognized protocolOp tag {}", describe_tag(&header))));
+            let reason = format!("unrecognized protocolOp tag {}", describe_tag(&header));
+            return Err(fail(DecodeFault::Malformed, reason));
         }
     }
-    let mut decoder = rasn::ber::de::Decoder::new(after_id, DecoderOptions::ber());
-    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| with_id(format!("protocolOp: {e}")))?;
+    let body = match decode_body(after_id) {
+        Err(BodyFailure::Rasn(_, error)) if is_lenient_boolean(&error) => {
+            decode_body(&boolean::true_as_ff(after_id))
+        }
+        other => other,
+    };
+    match body {
+        Ok((protocol_op, controls)) => Ok(LdapMessage { message_id, protocol_op, controls }),
+        Err(BodyFailure::Rasn(part, error)) => {
+            let fault =
+                unknown_enumerated(&error).map_or(DecodeFault::Malformed, DecodeFault::UnknownEnumerated);
+            Err(fail(fault, format!("{part}: {error}")))
+        }
+        Err(BodyFailure::Trailing(reason)) => Err(fail(DecodeFault::Malformed, reason)),
+    }
+}
+
+/// Why the part of an LDAPMessage after the messageID did not decode.
+enum BodyFailure {
+    /// `rasn` refused the protocolOp or the controls (named by the `&str`).
+    Rasn(&'static str, rasn::error::DecodeError),
+    /// What follows them is not well-formed.
+    Trailing(String),
+}
+
+/// The protocolOp, the controls and any unrecognized trailing components.
+fn decode_body(bytes: &[u8]) -> Result<(ProtocolOp, Option<Vec<Control>>), BodyFailure> {
+    let mut decoder = rasn::ber::de::Decoder::new(bytes, LDAP_DECODER);
+    let protocol_op = ProtocolOp::decode(&mut decoder).map_err(|e| BodyFailure::Rasn("protocolOp", e))?;
     let controls = if decoder.remaining().first() == Some(&0xa0) {
         let controls = <Vec<Control>>::decode_with_tag(&mut decoder, Tag::new(Class::Context, 0))
-            .map_err(|e| with_id(format!("controls: {e}")))?;
+            .map_err(|e| BodyFailure::Rasn("controls", e))?;
         Some(controls)
     } else {
         None
     };
-    skip_unrecognized_components(decoder.remaining()).map_err(with_id)?;
-    Ok(LdapMessage { message_id, protocol_op, controls })
+    skip_unrecognized_components(decoder.remaining()).map_err(BodyFailure::Trailing)?;
+    Ok((protocol_op, controls))
+}
+
+/// Whether `error` is a BOOLEAN that is neither `00` nor `FF` (see [`boolean`]).
+fn is_lenient_boolean(error: &rasn::error::DecodeError) -> bool {
+    error.matches_root_cause(|kind| matches!(kind, DecodeErrorKind::InvalidBool { .. }))
+}
+
+/// Which ENUMERATED held a value its type does not define, if that is why `error` happened.
+/// `rasn` names the field in the errors wrapped around the root cause; the innermost wins.
+fn unknown_enumerated(error: &rasn::error::DecodeError) -> Option<UnknownEnumerated> {
+    let mut field = "";
+    let mut current = error;
+    while let DecodeErrorKind::FieldError { name, nested } = &*current.kind {
+        field = name;
+        current = nested;
+    }
+    if !matches!(&*current.kind, DecodeErrorKind::DiscriminantValueNotFound { .. }) {
+        return None;
+    }
+    match field {
+        "SearchRequest.scope" => Some(UnknownEnumerated::SearchScope),
+        "SearchRequest.deref_aliases" => Some(UnknownEnumerated::DerefAliases),
+        "Change.operation" => Some(UnknownEnumerated::ModifyOperation),
+        _ => None,
+    }
 }
 
 /// The APPLICATION tags RFC 4511 assigns to operations (§4.2-§4.13; 17, 18, 20-22 unused).
@@ -224,6 +289,116 @@ mod tests {
             let error = decode_message(pdu).unwrap_err();
             assert_eq!(error.message_id, Some(42), "{pdu:02x?}: {error}");
         }
+    }
+
+    /// Short-form TLV, for building test PDUs (contents under 128 octets).
+    fn tlv(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+        let content = parts.concat();
+        assert!(content.len() < 0x80);
+        [&[tag, content.len() as u8][..], &content].concat()
+    }
+
+    /// A SearchRequest with messageID 5 from its encoded fields.
+    fn search_pdu(base: &[u8], scope: u8, deref: u8, types_only: u8, filter: &[u8]) -> Vec<u8> {
+        let body = [
+            base,
+            &[
+                0x0a, 0x01, scope, 0x0a, 0x01, deref, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01,
+                types_only,
+            ],
+            filter,
+            &[0x30, 0x00],
+        ];
+        tlv(0x30, &[b"\x02\x01\x05", &tlv(0x63, &body)])
+    }
+
+    /// RFC 4511 §5.1: OCTET STRINGs only in the primitive form, under any tag. Each case is
+    /// a valid PDU with one string sent constructed (two primitive segments).
+    #[test]
+    fn constructed_octet_strings_refused() {
+        let split = |tag: u8| tlv(tag, &[b"\x04\x01o", b"\x04\x01x"]);
+        let id: &[u8] = b"\x02\x01\x05";
+        let present = tlv(0x87, &[b"cn"]);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            // baseObject as 24 06 04 01 'o' 04 01 'x': slapd refuses it.
+            ("baseObject", search_pdu(&split(0x24), 0, 0, 0, &present)),
+            ("DelRequest [APPLICATION 10]", tlv(0x30, &[id, &split(0x6a)])),
+            ("simple password [0]", tlv(0x30, &[id, &tlv(0x60, &[b"\x02\x01\x03\x04\x00", &split(0xa0)])])),
+            ("present filter [7]", search_pdu(b"\x04\x00", 0, 0, 0, &split(0xa7))),
+            ("assertion value", search_pdu(b"\x04\x00", 0, 0, 0, &tlv(0xa3, &[b"\x04\x01c", &split(0x24)]))),
+            (
+                "attribute value",
+                tlv(
+                    0x30,
+                    &[
+                        id,
+                        &tlv(
+                            0x68,
+                            &[
+                                b"\x04\x03o=x",
+                                &tlv(0x30, &[&tlv(0x30, &[b"\x04\x01o", &tlv(0x31, &[&split(0x24)])])]),
+                            ],
+                        ),
+                    ],
+                ),
+            ),
+            ("requestName [0]", tlv(0x30, &[id, &tlv(0x77, &[&split(0xa0)])])),
+            ("controlType", tlv(0x30, &[id, b"\x42\x00", &tlv(0xa0, &[&tlv(0x30, &[&split(0x24)])])])),
+        ];
+        for (what, pdu) in cases {
+            assert_eq!(check_frame(&pdu, &FrameLimits::default()), Ok(Some(pdu.len())), "{what}");
+            let error = decode_message(&pdu).unwrap_err();
+            assert_eq!((error.message_id, error.fault), (Some(5), DecodeFault::Malformed), "{what}: {error}");
+        }
+        // The same string in the primitive form decodes.
+        assert!(decode_message(&search_pdu(b"\x04\x02ox", 0, 0, 0, &present)).is_ok());
+    }
+
+    /// An ENUMERATED value outside its range in well-formed BER is not a decoding error of the
+    /// connection: the server answers the operation (slapd: protocolError).
+    #[test]
+    fn unknown_enumerated_names_the_operation() {
+        let present = tlv(0x87, &[b"x"]);
+        let scope = DecodeFault::UnknownEnumerated(UnknownEnumerated::SearchScope);
+        let deref = DecodeFault::UnknownEnumerated(UnknownEnumerated::DerefAliases);
+        let cases = [(4, 0, scope), (0x7f, 3, scope), (0xff, 0, scope), (0, 4, deref), (2, 9, deref)];
+        for (scope_value, deref_value, fault) in cases {
+            let pdu = search_pdu(b"\x04\x00", scope_value, deref_value, 0, &present);
+            let error = decode_message(&pdu).unwrap_err();
+            assert_eq!((error.message_id, error.fault), (Some(5), fault), "{error:?}");
+        }
+        assert!(decode_message(&search_pdu(b"\x04\x00", 3, 3, 0, &present)).is_ok());
+        // ModifyRequest with operation 7.
+        let change = tlv(0x30, &[b"\x0a\x01\x07", &tlv(0x30, &[b"\x04\x01o", b"\x31\x00"])]);
+        let modify = tlv(0x30, &[b"\x02\x01\x05", &tlv(0x66, &[b"\x04\x03o=x", &tlv(0x30, &[&change])])]);
+        let error = decode_message(&modify).unwrap_err();
+        assert_eq!(
+            error.fault,
+            DecodeFault::UnknownEnumerated(UnknownEnumerated::ModifyOperation),
+            "{error}"
+        );
+    }
+
+    /// RFC 4511 §5.1 wants BOOLEAN TRUE as `FF`; slapd takes any non-zero octet, and so do
+    /// we, in the protocolOp and in the controls, without letting a constructed string by.
+    #[test]
+    fn any_nonzero_boolean_is_true() {
+        let present = tlv(0x87, &[b"x"]);
+        for (octet, types_only) in [(0xff, true), (0x00, false), (0x01, true), (0x80, true)] {
+            let decoded = decode_message(&search_pdu(b"\x04\x00", 0, 0, octet, &present)).unwrap();
+            let ProtocolOp::SearchRequest(request) = decoded.protocol_op else { panic!("{decoded:?}") };
+            assert_eq!(request.types_only, types_only, "{octet:#x}");
+        }
+        let control = tlv(0xa0, &[&tlv(0x30, &[b"\x04\x011", b"\x01\x01\x01"])]);
+        let decoded = decode_message(&tlv(0x30, &[b"\x02\x01\x05\x42\x00", &control])).unwrap();
+        assert!(decoded.controls.unwrap()[0].criticality);
+        // A lenient BOOLEAN does not open the door to a constructed string after it.
+        let split = tlv(0x24, &[b"\x04\x01o", b"\x04\x01x"]);
+        let control = tlv(0xa0, &[&tlv(0x30, &[&split, b"\x01\x01\x01"])]);
+        let error = decode_message(&tlv(0x30, &[b"\x02\x01\x05\x42\x00", &control])).unwrap_err();
+        assert_eq!(error.fault, DecodeFault::Malformed);
+        let typed = search_pdu(b"\x04\x00", 0, 0, 0x01, &tlv(0xa3, &[b"\x04\x01c", &split]));
+        assert_eq!(decode_message(&typed).unwrap_err().fault, DecodeFault::Malformed);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - `codec.rs`: [`decode_message`] and [`encode_message`], which handle the outer SEQUENCE
 //!   and the messageID by hand around `rasn`.
 //! - `ops.rs`: the request and response bodies.
+//! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
 //!
@@ -15,9 +16,16 @@
 //!
 //! Unknown trailing SEQUENCE components (RFC 4511 §4: "MUST ... ignore trailing SEQUENCE
 //! components whose tags they do not recognize") are ignored after `controls` in
-//! LDAPMessage; inside operations `rasn` refuses them, which the server reports as a
-//! protocolError with the right messageID.
+//! LDAPMessage; inside operations `rasn` refuses them, and the server answers with a Notice
+//! of Disconnection, as slapd does for any decoding error.
+//!
+//! RFC 4511 §5.1 narrows BER: definite lengths only (checked by [`crate::frame`]), OCTET
+//! STRINGs in the primitive form only, and BOOLEAN TRUE as `FF`. `rasn`'s DER decoder
+//! options enforce the last two for every string, whatever its tag; nothing else in them
+//! differs from BER for the types LDAP uses (lengths may still be non-minimal). BOOLEANs are
+//! taken as slapd takes them, any non-zero octet TRUE (`boolean.rs`).
 
+mod boolean;
 mod codec;
 mod ops;
 mod result;
@@ -113,7 +121,32 @@ pub enum ProtocolOp {
 #[error("cannot decode LDAPMessage (messageID {message_id:?}): {reason}")]
 pub struct DecodeError {
     pub message_id: Option<u32>,
+    pub fault: DecodeFault,
     pub reason: String,
+}
+
+/// What kind of fault stopped the decoding; it decides how the server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeFault {
+    /// Not an LDAPMessage in the BER RFC 4511 allows (a constructed OCTET STRING, a missing
+    /// component, a wrong tag, ...): RFC 4511 §4.1.1, Notice of Disconnection and close.
+    Malformed,
+    /// Well-formed BER whose operation holds an ENUMERATED value RFC 4511 does not define.
+    /// slapd answers the operation itself with protocolError and keeps the connection.
+    UnknownEnumerated(UnknownEnumerated),
+}
+
+/// Which ENUMERATED of a request held an undefined value (slapd's diagnostics in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownEnumerated {
+    /// SearchRequest `scope` above 3 ("invalid scope").
+    SearchScope,
+    /// SearchRequest `derefAliases` above 3 ("invalid deref").
+    DerefAliases,
+    /// ModifyRequest change `operation` above 3 ("unrecognized modify operation").
+    ModifyOperation,
 }
 
 /// Why a message could not be encoded: a value outside what RFC 4511 allows (a messageID

@@ -51,13 +51,16 @@ pub struct SearchRequest {
     pub attributes: Vec<OctetString>,
 }
 
-/// RFC 4511 §4.5.1.2 `scope`.
+/// RFC 4511 §4.5.1.2 `scope`, plus `subordinateSubtree` (3): every entry below the base,
+/// not the base itself (draft-sermersheim-ldap-subordinate-scope; OpenLDAP's
+/// `LDAP_SCOPE_SUBORDINATE`, `ldapsearch -s children`).
 #[derive(AsnType, Encode, Decode, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[rasn(enumerated)]
 pub enum SearchScope {
     BaseObject = 0,
     SingleLevel = 1,
     WholeSubtree = 2,
+    SubordinateSubtree = 3,
 }
 
 /// RFC 4511 §4.5.1.3 `derefAliases`.
@@ -198,7 +201,12 @@ mod tests {
             ModifyOperation::Increment
         );
         assert!(rasn::ber::decode::<ModifyOperation>(&[0x0a, 0x01, 0x04]).is_err());
-        assert!(rasn::ber::decode::<SearchScope>(&[0x0a, 0x01, 0x03]).is_err());
+        assert_eq!(
+            rasn::ber::decode::<SearchScope>(&[0x0a, 0x01, 0x03]).unwrap(),
+            SearchScope::SubordinateSubtree
+        );
+        assert!(rasn::ber::decode::<SearchScope>(&[0x0a, 0x01, 0x04]).is_err());
+        assert!(rasn::ber::decode::<DerefAliases>(&[0x0a, 0x01, 0x04]).is_err());
         assert_eq!(
             rasn::ber::decode::<DerefAliases>(&[0x0a, 0x01, 0x03]).unwrap(),
             DerefAliases::DerefAlways

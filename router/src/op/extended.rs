@@ -12,19 +12,24 @@ pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 pub const SUPPORTED: &[&str] = &[WHO_AM_I_OID];
 
 pub async fn extended(ctx: &OpContext, request: ExtendedRequest) -> ExtendedResponse {
-    if request.request_name.as_ref() == WHO_AM_I_OID.as_bytes() {
-        return ExtendedResponse {
-            result: LdapResult::success(),
-            response_name: None,
-            response_value: Some(OctetString::from(ctx.identity.authz_id().into_bytes())),
-        };
+    if request.request_name.as_ref() != WHO_AM_I_OID.as_bytes() {
+        // slapd's words, without the OID: the client knows what it asked for.
+        return refusal("unsupported extended operation");
+    }
+    // RFC 4532 §2: "The requestValue field is absent." slapd answers protocolError.
+    if request.request_value.is_some() {
+        return refusal("no request data expected");
     }
     ExtendedResponse {
-        result: LdapResult::new(
-            ResultCode::PROTOCOL_ERROR,
-            String::new(),
-            format!("unsupported extended operation {}", String::from_utf8_lossy(&request.request_name)),
-        ),
+        result: LdapResult::success(),
+        response_name: None,
+        response_value: Some(OctetString::from(ctx.identity.authz_id().into_bytes())),
+    }
+}
+
+fn refusal(diagnostic: &str) -> ExtendedResponse {
+    ExtendedResponse {
+        result: LdapResult::error(ResultCode::PROTOCOL_ERROR, diagnostic),
         response_name: None,
         response_value: None,
     }

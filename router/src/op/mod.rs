@@ -11,7 +11,8 @@ pub mod modify;
 pub mod rootdse;
 pub mod search;
 
-use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp};
+use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
+use ferrodir_proto::ResultCode;
 
 use crate::error::LdapError;
 use crate::session::OpContext;
@@ -79,6 +80,21 @@ pub async fn respond_error(ctx: &OpContext, op: &ProtocolOp, result: LdapResult)
         }),
     };
     ctx.respond(response).await;
+}
+
+/// The answer to a search or modify whose ENUMERATED field (scope, derefAliases, modify
+/// operation) held a value RFC 4511 does not define: protocolError with slapd's words, and
+/// the connection stays open.
+pub fn unknown_enumerated_response(field: UnknownEnumerated) -> Option<ProtocolOp> {
+    let refusal = |diagnostic: &str| LdapResult::error(ResultCode::PROTOCOL_ERROR, diagnostic);
+    match field {
+        UnknownEnumerated::SearchScope => Some(ProtocolOp::SearchResultDone(refusal("invalid scope"))),
+        UnknownEnumerated::DerefAliases => Some(ProtocolOp::SearchResultDone(refusal("invalid deref"))),
+        UnknownEnumerated::ModifyOperation => {
+            Some(ProtocolOp::ModifyResponse(refusal("unrecognized modify operation")))
+        }
+        _ => None,
+    }
 }
 
 fn finish(result: Result<(), LdapError>) -> LdapResult {

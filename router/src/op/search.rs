@@ -23,7 +23,7 @@ use ferrodir_shard::search::{
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
-use crate::access::{hidden_attributes, unsearchable_attributes, Identity};
+use crate::access::{self, hidden_attributes, unsearchable_attributes, Identity};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
 use crate::op::{parse_dn, rootdse};
@@ -59,6 +59,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         return serve_special(ctx, &request, &base, &attrs).await;
     }
     let mut target = locate(&ctx.worker, &base).await?;
+    if let Some(refusal) = access::base_refusal(access::entry_access(config, &ctx.identity, &base)) {
+        return Err(refusal);
+    }
     if matches!(request.deref_aliases, DerefAliases::DerefFindingBaseObj | DerefAliases::DerefAlways) {
         target = deref_base(ctx, target).await?;
     }
@@ -66,6 +69,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
         SearchScope::WholeSubtree => Scope::Subtree(target.id),
+        SearchScope::SubordinateSubtree => Scope::Children(target.id),
     };
     let class = config.limits_for(&ctx.identity);
     let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
