@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ldap3::exop::WhoAmI;
 use ldap3::{LdapResult, Mod, Scope, SearchEntry, SearchOptions};
 
-use crate::harness::{connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{connect_url, message_reads_config, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const GROUPS: &str = "ou=groups,dc=example,dc=com";
@@ -139,8 +139,16 @@ fn anonymous_subtree_search_returns_the_example_tree() {
 
 #[test]
 fn base_and_one_level_scopes() {
-    let server = Server::start();
-    let mut client = connect(&server);
+    base_and_one_level_scopes_on(&Server::start());
+}
+
+#[test]
+fn base_and_one_level_scopes_with_message_reads() {
+    base_and_one_level_scopes_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn base_and_one_level_scopes_on(server: &Server) {
+    let mut client = connect(server);
     assert_eq!(dns(&mut client, BASE, Scope::Base, "(objectClass=*)"), sorted(&[BASE]));
     assert_eq!(dns(&mut client, ALICE, Scope::Base, "(objectClass=*)"), sorted(&[ALICE]));
     assert_eq!(dns(&mut client, BASE, Scope::OneLevel, "(objectClass=*)"), sorted(&[PEOPLE, GROUPS]));
@@ -152,8 +160,16 @@ fn base_and_one_level_scopes() {
 
 #[test]
 fn filters_select_the_right_entries() {
-    let server = Server::start();
-    let mut client = connect(&server);
+    filters_select_the_right_entries_on(&Server::start());
+}
+
+#[test]
+fn filters_select_the_right_entries_with_message_reads() {
+    filters_select_the_right_entries_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn filters_select_the_right_entries_on(server: &Server) {
+    let mut client = connect(server);
     let cases: &[(&str, &[&str])] = &[
         ("(uid=alice)", &[ALICE]),
         ("(cn=Bob Builder)", &[BOB]),
@@ -362,8 +378,16 @@ fn add_errors() {
 
 #[test]
 fn modify_add_replace_delete() {
-    let server = Server::start();
-    let mut root = admin(&server);
+    modify_add_replace_delete_on(&Server::start());
+}
+
+#[test]
+fn modify_add_replace_delete_with_message_reads() {
+    modify_add_replace_delete_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn modify_add_replace_delete_on(server: &Server) {
+    let mut root = admin(server);
     let changes = vec![
         Mod::Add("mail", set(&["liddell@example.com"])),
         Mod::Add("description", set(&["first", "second"])),
