@@ -36,7 +36,10 @@ pub fn spawn_committer(engine: Arc<dyn KvEngine>, shard: usize) -> ShardResult<C
         .name(format!("commit-{shard}"))
         .spawn(move || {
             while let Ok(job) = queue.recv() {
-                let result = engine.commit(&job.mutations);
+                // A panic mid-commit leaves the engine's batch in an unknown state.
+                let result = crate::fatal::abort_on_panic("committing a batch", shard, || {
+                    engine.commit(&job.mutations)
+                });
                 let _ = job.done.send(result);
             }
         })

@@ -12,6 +12,7 @@
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
 //! - [`actor`]: the shard actor and its messages.
+//! - [`fatal`]: a panic in the write path (staging, commit, publish) aborts the process.
 //! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
 //!   filter evaluation (assertions on types the requester may not search are Undefined).
 //! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
@@ -39,6 +40,7 @@ pub mod commit;
 pub mod core;
 pub mod error;
 pub mod eval;
+pub mod fatal;
 pub mod id;
 pub mod index;
 pub mod keys;
