@@ -775,3 +775,28 @@ fn bulk_add_then_subtree_search_returns_all() {
         assert_eq!(values(&entry, "cn"), sorted(&[&format!("Person {uid}")]), "{}", entry.dn);
     }
 }
+
+/// A request whose handling panics (a test-only extended operation, the `fault-injection`
+/// feature) loses its connection at once, not after a timeout, and nothing else: another
+/// connection opened before goes on, and new ones are accepted.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_panicking_request_drops_its_connection_not_the_server() {
+    const PANIC_OID: &str = "1.3.6.1.4.1.99999.666.1";
+    let server = Server::start();
+    let mut bystander = admin(&server);
+    let mut victim = admin(&server);
+    let started = Instant::now();
+    let answered = victim.extended(ldap3::exop::Exop { name: Some(PANIC_OID.into()), val: None });
+    assert!(answered.is_err(), "the panicking request was answered: {answered:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the connection was left hanging");
+    assert_eq!(whoami(&mut bystander), format!("dn:{ADMIN_DN}"));
+    let mut fresh = admin(&server);
+    assert_eq!(whoami(&mut fresh), format!("dn:{ADMIN_DN}"));
+    for _ in 0..3 {
+        let mut again = admin(&server);
+        let answered = again.extended(ldap3::exop::Exop { name: Some(PANIC_OID.into()), val: None });
+        assert!(answered.is_err());
+    }
+    assert_eq!(whoami(&mut bystander), format!("dn:{ADMIN_DN}"));
+}
