@@ -14,4 +14,6 @@ if ! command -v ldapsearch >/dev/null 2>&1; then
   fi
 fi
 
-cargo test --workspace --locked "$@"
+# The crash tests need the server's test-only switches (a cargo feature, never in a release
+# binary); without it cargo would skip them silently.
+cargo test --workspace --locked --features ferrodir-server/fault-injection "$@"

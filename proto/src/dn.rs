@@ -108,7 +108,7 @@ impl Dn {
         if self.is_root() {
             return None;
         }
-        Some(Dn { rdns: self.rdns[1..].to_vec() })
+        Some(Dn { rdns: self.rdns.get(1..)?.to_vec() })
     }
 
     /// The number of RDNs.
@@ -152,7 +152,7 @@ impl Dn {
     /// `n` is at least its length.
     pub fn ancestors_suffix(&self, n: usize) -> Dn {
         let skip = self.rdns.len().saturating_sub(n);
-        Dn { rdns: self.rdns[skip..].to_vec() }
+        Dn { rdns: self.rdns.iter().skip(skip).cloned().collect() }
     }
 }
 
@@ -283,6 +283,11 @@ impl<'a> Parser<'a> {
         Parser { text, bytes: text.as_bytes(), pos: 0 }
     }
 
+    /// The bytes from `start` up to the current position (empty if `start` is past it).
+    fn since(&self, start: usize) -> &'a [u8] {
+        self.bytes.get(start..self.pos).unwrap_or_default()
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -380,12 +385,12 @@ impl<'a> Parser<'a> {
             while self.peek().is_some_and(|c| c.is_ascii_digit()) {
                 self.pos += 1;
             }
-            let arc = &self.bytes[arc_start..self.pos];
+            let arc = self.since(arc_start);
             if arc.is_empty() {
                 self.pos = arc_start;
                 return Err(self.bad_type("a numeric OID needs a number after each '.'".into()));
             }
-            if arc.len() > 1 && arc[0] == b'0' {
+            if arc.len() > 1 && arc.first() == Some(&b'0') {
                 self.pos = arc_start;
                 return Err(self.bad_type("a numeric OID arc may not have a leading zero".into()));
             }
@@ -411,7 +416,7 @@ impl<'a> Parser<'a> {
         while self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
             self.pos += 1;
         }
-        let digits = &self.bytes[digits_start..self.pos];
+        let digits = self.since(digits_start);
         let bad_hex = |offset, reason: &str| DnError::InvalidHexValue { offset, reason: reason.into() };
         if digits.is_empty() {
             return Err(bad_hex(digits_start, "'#' must be followed by hex pairs"));
@@ -420,7 +425,12 @@ impl<'a> Parser<'a> {
         if !pairs.remainder().is_empty() {
             return Err(bad_hex(self.pos, "odd number of hex digits"));
         }
-        let encoded: Vec<u8> = pairs.map(|pair| hex_value(pair[0]) << 4 | hex_value(pair[1])).collect();
+        let encoded: Vec<u8> = pairs
+            .filter_map(|pair| match pair {
+                [high, low] => Some(hex_value(*high) << 4 | hex_value(*low)),
+                _ => None,
+            })
+            .collect();
         self.skip_spaces();
         match self.peek() {
             None | Some(b',' | b'+') => Ok(unwrap_ber_string(encoded)),

@@ -281,15 +281,14 @@ impl Parser<'_> {
     fn parse_item(&mut self, parenthesised: bool) -> Result<Filter, FilterParseError> {
         let start = self.position;
         let equals = self.find_equals()?;
-        let lhs = &self.input[start..equals];
-        let (kind, description_len) = match lhs.last() {
-            Some(b'~') => (ItemKind::Approx, lhs.len() - 1),
-            Some(b'>') => (ItemKind::GreaterOrEqual, lhs.len() - 1),
-            Some(b'<') => (ItemKind::LessOrEqual, lhs.len() - 1),
-            Some(b':') => (ItemKind::Extensible, lhs.len() - 1),
-            _ => (ItemKind::Equal, lhs.len()),
+        let lhs = self.input.get(start..equals).unwrap_or_default();
+        let (kind, description) = match lhs.split_last() {
+            Some((b'~', description)) => (ItemKind::Approx, description),
+            Some((b'>', description)) => (ItemKind::GreaterOrEqual, description),
+            Some((b'<', description)) => (ItemKind::LessOrEqual, description),
+            Some((b':', description)) => (ItemKind::Extensible, description),
+            _ => (ItemKind::Equal, lhs),
         };
-        let description = &lhs[..description_len];
         self.position = equals + 1;
         let value_start = self.position;
         let parts = self.parse_value(parenthesised)?;

@@ -90,7 +90,7 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, FrameError> {
     let class = first >> 6;
     let constructed = first & 0x20 != 0;
     let (tag_number, tag_len) = match first & 0x1F {
-        0x1F => match parse_high_tag_number(&buf[1..])? {
+        0x1F => match parse_high_tag_number(buf.get(1..).unwrap_or_default())? {
             Some((number, octets)) => (number, 1 + octets),
             None => return Ok(None),
         },
@@ -101,7 +101,8 @@ pub(crate) fn parse_header(buf: &[u8]) -> Result<Option<Header>, FrameError> {
         // indefinite length, and those are never allowed here.
         return Err(FrameError::Malformed("end-of-contents octets outside an indefinite length"));
     }
-    let Some((content_len, length_len)) = parse_length(&buf[tag_len..])? else {
+    // Past the end of `buf` reads as empty: the length is not there yet.
+    let Some((content_len, length_len)) = parse_length(buf.get(tag_len..).unwrap_or_default())? else {
         return Ok(None);
     };
     Ok(Some(Header { class, constructed, tag_number, header_len: tag_len + length_len, content_len }))

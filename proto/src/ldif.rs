@@ -165,7 +165,7 @@ impl<R: BufRead> LdifReader<R> {
                 // comments included (note 3); that one space is dropped.
                 Some(b' ') if after_comment => {}
                 Some(b' ') => match lines.last_mut() {
-                    Some(last) => last.text.extend_from_slice(&buf[1..]),
+                    Some(last) => last.text.extend_from_slice(buf.get(1..).unwrap_or_default()),
                     // Spaces alone between records: a blank line to the eye, so treat as one.
                     None if !started && buf.iter().all(|&b| b == b' ') => {}
                     None => {
@@ -374,15 +374,17 @@ fn split_line(line: &LogicalLine) -> Result<(&str, ValueSpec<'_>), LdifError> {
     let Some(colon) = text.iter().position(|&b| b == b':') else {
         return fail(line.number, "expected 'name: value', found no ':'");
     };
-    let name = match std::str::from_utf8(&text[..colon]) {
+    let (name_bytes, after_name) = text.split_at(colon);
+    let name = match std::str::from_utf8(name_bytes) {
         Ok(name) if is_attribute_description(name.as_bytes()) => name,
         _ => {
-            let shown = String::from_utf8_lossy(&text[..colon]);
+            let shown = String::from_utf8_lossy(name_bytes);
             return fail(line.number, format!("'{shown}' is not an attribute description"));
         }
     };
     // RFC 2849 value-spec: FILL (spaces) separates the indicator from the value.
-    let spec = match &text[colon + 1..] {
+    // `after_name` starts with the ':' found above.
+    let spec = match after_name.get(1..).unwrap_or_default() {
         [b':', rest @ ..] => ValueSpec::Base64(skip_leading_spaces(rest)),
         [b'<', rest @ ..] => ValueSpec::Url(skip_leading_spaces(rest)),
         rest => ValueSpec::Plain(skip_leading_spaces(rest)),
@@ -427,7 +429,9 @@ fn read_file_url(url: &[u8], line: usize, urls: bool) -> Result<Vec<u8>, LdifErr
     } else {
         return fail(line, format!("only local file:// URLs are supported, not '{shown}'"));
     };
-    let Some(path) = percent_decode(&url[path_start..]).and_then(|p| String::from_utf8(p).ok()) else {
+    let Some(path) =
+        percent_decode(url.get(path_start..).unwrap_or_default()).and_then(|p| String::from_utf8(p).ok())
+    else {
         return fail(line, format!("bad %-escape or non-UTF-8 path in '{shown}'"));
     };
     std::fs::read(&path).or_else(|err| fail(line, format!("cannot read '{path}': {err}")))
@@ -457,13 +461,13 @@ fn utf8_value(value: Vec<u8>, what: &str, line: usize) -> Result<String, LdifErr
 
 fn skip_leading_spaces(bytes: &[u8]) -> &[u8] {
     let start = bytes.iter().position(|&b| b != b' ').unwrap_or(bytes.len());
-    &bytes[start..]
+    bytes.get(start..).unwrap_or_default()
 }
 
 fn trim_spaces(bytes: &[u8]) -> &[u8] {
     let start = skip_leading_spaces(bytes);
     let end = start.iter().rposition(|&b| b != b' ').map_or(0, |last| last + 1);
-    &start[..end]
+    start.get(..end).unwrap_or_default()
 }
 
 /// Writes one content record (`dn:` then every value of every attribute) and the blank line

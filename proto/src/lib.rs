@@ -14,6 +14,14 @@
 //! - [`result_code`]: LDAP result codes as an open set (RFC 4511 §4.1.9 and later RFCs).
 //! - `proptests.rs` (tests only): round-trip properties of the message, filter and DN codecs.
 
+#![forbid(unsafe_code)]
+// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
+// benches may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
+)]
+
 pub mod dn;
 pub mod entry;
 pub mod filter;

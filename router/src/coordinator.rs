@@ -29,7 +29,7 @@ use ferrodir_shard::actor::{CloseAndCount, Fetch, Reopen, ShardActor, Write};
 use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
-use ferrodir_shard::{EntryId, ShardError};
+use ferrodir_shard::{EntryId, ShardError, ShardResult};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
@@ -62,9 +62,14 @@ impl Actor for Coordinator {
 }
 
 impl Inner {
-    async fn write(&self, shard: usize, op: WriteOp) -> LdapResultOf<WriteOutcome> {
-        let addr = self.shards.get(shard).ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
-        Ok(addr.send(Write(op)).await??)
+    /// Sends a write and answers with the shard's own error, so that every decision below
+    /// can ask it whether the write may have happened (`ShardError::is_outcome_unknown`),
+    /// never an LDAP result code.
+    async fn write(&self, shard: usize, op: WriteOp) -> ShardResult<WriteOutcome> {
+        let addr =
+            self.shards.get(shard).ok_or_else(|| ShardError::Unavailable(format!("no shard {shard}")))?;
+        // A message lost on the way may have been applied: the outcome is unknown.
+        addr.send(Write(op)).await.map_err(|e| ShardError::Unavailable(e.to_string()))?
     }
 
     fn publish(&self, next: Skeleton) {
@@ -125,14 +130,14 @@ impl Inner {
         // Demoted: it stays closed on every shard, so an add sent with an older skeleton
         // (where it was still a container) can't land under a leaf. Promotion reopens it.
         match self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await {
-            Ok(_) | Err(LdapError { code: ResultCode::NO_SUCH_OBJECT, .. }) => {
+            Ok(_) | Err(ShardError::NoSuchObject) => {
                 let next = self.tree.borrow().without_container(id);
                 self.publish(next);
                 Ok(())
             }
             Err(e) => {
                 self.reopen(id).await;
-                Err(e)
+                Err(e.into())
             }
         }
     }
@@ -170,7 +175,14 @@ impl Inner {
                 .log
                 .record(&intent)
                 .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
-            self.write(id.shard(), WriteOp::Delete { id }).await?;
+            if let Err(e) = self.write(id.shard(), WriteOp::Delete { id }).await {
+                // Refused for sure (the entry is still there): nothing for recovery to do.
+                // Otherwise the delete may have happened, and recovery decides from the entry.
+                if !e.is_outcome_unknown() {
+                    self.clear_intent(seq);
+                }
+                return Err(e.into());
+            }
             let remove = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
             match self.write(name_shard, remove).await {
                 Ok(_) => self.clear_intent(seq),
@@ -235,6 +247,9 @@ impl Inner {
             new_rdn: new_rdn_norm.clone(),
         };
         let seq = self.log.record(&intent).map_err(unavailable)?;
+        // Set when a reservation could not be released: it is durable, and only recovery
+        // (from the intent) removes it.
+        let mut reservation_left = false;
         let steps = async {
             let reserve = WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
             self.write(new_name_shard, reserve).await?;
@@ -253,6 +268,7 @@ impl Inner {
                     // The reservation stays on a failed shard (recovery removes it): until
                     // then the new name must not find the entry, which did not move.
                     self.withdraw(new_parent, &new_rdn_norm, id);
+                    reservation_left = true;
                     return Err(stuck);
                 }
                 return Err(e);
@@ -279,12 +295,14 @@ impl Inner {
             }
             Ok(true)
         };
-        let result: LdapResultOf<bool> = steps.await;
-        // A step that failed with `unavailable` may have half-happened, and a move whose old
-        // name is still stored is not finished: recovery decides, from the intent.
+        let result: ShardResult<bool> = steps.await;
+        // A step whose outcome is unknown may have half-happened, a reservation that could not
+        // be released is still stored, and a move whose old name is still stored is not
+        // finished: recovery decides those, from the intent. Only a step the shard refused
+        // for sure, with everything before it undone, ends the change here.
         let finished = match &result {
             Ok(finished) => *finished,
-            Err(e) => e.code != ResultCode::UNAVAILABLE,
+            Err(e) => !e.is_outcome_unknown() && !reservation_left,
         };
         if finished {
             self.clear_intent(seq);
@@ -292,7 +310,7 @@ impl Inner {
         if result.is_ok() && target.parent != new_parent && target.parent != EntryId::ROOT {
             self.demote_after(target.parent).await;
         }
-        result.map(|_| ())
+        result.map(|_| ()).map_err(LdapError::from)
     }
 
     /// Finishes or rolls back every intent left by a crash or a failed shard: the entry's
@@ -337,12 +355,12 @@ impl Inner {
             WriteOp::RemoveDn { parent, rdn_norm, id }
         };
         match self.write(shard, op).await {
-            Err(e) if e.code == ResultCode::ENTRY_ALREADY_EXISTS => {
+            Err(ShardError::AlreadyExists) => {
                 // Another entry holds the name: not something recovery can decide.
                 tracing::error!(%id, %parent, "recovery: the entry's name is held by another entry; run ferrodir verify");
                 Ok(())
             }
-            other => other.map(|_| ()),
+            other => other.map(|_| ()).map_err(LdapError::from),
         }
     }
 
@@ -381,7 +399,7 @@ pub struct AddUnder {
 
 serial_handler!(AddUnder, LdapResultOf<WriteOutcome>, |inner, msg| {
     inner.promote(msg.parent).await?;
-    inner.write(msg.shard, msg.op).await
+    Ok(inner.write(msg.shard, msg.op).await?)
 });
 
 /// Delete an entry the router could not delete on one shard: a container, or a leaf whose

@@ -35,6 +35,11 @@ impl LdapError {
         Self::new(ResultCode::UNWILLING_TO_PERFORM, message)
     }
 
+    /// A broken invariant of ours, answered instead of a panic (resultCode other).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ResultCode::OTHER, message)
+    }
+
     pub fn to_result(&self) -> LdapResult {
         LdapResult::new(self.code, self.matched_dn.clone(), self.message.clone())
     }

@@ -45,8 +45,9 @@ impl Intent {
         let mut take = || -> Option<(EntryId, String)> {
             let id = EntryId::from_be_slice(bytes.get(..8)?)?;
             let len = u32::from_be_bytes(bytes.get(8..12)?.try_into().ok()?) as usize;
-            let text = String::from_utf8(bytes.get(12..12 + len)?.to_vec()).ok()?;
-            bytes = &bytes[12 + len..];
+            let (record, rest) = bytes.get(12..)?.split_at_checked(len)?;
+            let text = String::from_utf8(record.to_vec()).ok()?;
+            bytes = rest;
             Some((id, text))
         };
         let (id, kind) = take()?;

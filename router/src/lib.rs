@@ -15,6 +15,14 @@
 //!   on a request's shape.
 //! - [`error`]: the one place failures become LDAP result codes.
 
+#![forbid(unsafe_code)]
+// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
+// benches may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
+)]
+
 pub mod access;
 pub mod config;
 pub mod coordinator;

@@ -43,11 +43,8 @@ pub fn ssha(password: &[u8], salt: &[u8]) -> String {
 }
 
 fn strip_scheme<'a>(stored: &'a [u8], scheme: &[u8]) -> Option<&'a [u8]> {
-    if stored.len() >= scheme.len() && stored[..scheme.len()].eq_ignore_ascii_case(scheme) {
-        Some(&stored[scheme.len()..])
-    } else {
-        None
-    }
+    let (prefix, rest) = stored.split_at_checked(scheme.len())?;
+    prefix.eq_ignore_ascii_case(scheme).then_some(rest)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -25,7 +25,7 @@ pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
     let below = dn.len() - suffix.dn.len();
     let mut names = Vec::with_capacity(below + 1);
     names.push(suffix.norm.clone());
-    for rdn in dn.rdns[..below].iter().rev() {
+    for rdn in dn.rdns.iter().take(below).rev() {
         names.push(rdn.normalized());
     }
     Ok(names)
@@ -54,7 +54,7 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
             container: true,
         });
     }
-    let next = &names[found.matched];
+    let next = names.get(found.matched).ok_or_else(|| LdapError::internal("resolved past the DN"))?;
     let shard = shard_for_child(parent, next, worker.shard_count());
     // A name a failed cross-shard change left behind resolves to nothing (Skeleton::withdrawn).
     let id = worker.lookup(shard, parent, next).await?.filter(|id| !tree.is_withdrawn(parent, next, *id));

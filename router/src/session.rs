@@ -25,7 +25,7 @@ use ferrodir_proto::message::{
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::stop::{StopReason, StopSignal};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::access::Identity;
 use crate::limits::{check_controls, check_request, ClassLimits};
@@ -93,6 +93,43 @@ struct SessionState {
     slots: Arc<Semaphore>,
     /// Changed only by a Bind, while it holds every permit.
     slots_total: Cell<u32>,
+    /// Set when an operation ended without finishing (it panicked; tokio caught it): its
+    /// response is lost, so the connection closes rather than leave the client waiting.
+    broken: Cell<bool>,
+    broken_notify: Notify,
+}
+
+/// Held by each spawned operation: releases its slot and its in-flight entry however the
+/// operation ends, and marks the session broken if it ended without finishing.
+struct OpGuard {
+    state: Rc<SessionState>,
+    message_id: u32,
+    finished: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl OpGuard {
+    /// The operation answered. Consumes the guard, so the task owns all of it.
+    fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for OpGuard {
+    fn drop(&mut self) {
+        // try_: a panic may have unwound out of a borrow elsewhere; never panic in drop.
+        if let Ok(mut in_flight) = self.state.in_flight.try_borrow_mut() {
+            in_flight.remove(&self.message_id);
+        }
+        if !self.finished {
+            tracing::error!(
+                message_id = self.message_id,
+                "an operation ended without an answer (panic): closing its connection"
+            );
+            self.state.broken.set(true);
+            self.state.broken_notify.notify_one();
+        }
+    }
 }
 
 pub struct Session {
@@ -112,8 +149,22 @@ impl Session {
             in_flight: RefCell::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(slots_total as usize)),
             slots_total: Cell::new(slots_total),
+            broken: Cell::new(false),
+            broken_notify: Notify::new(),
         };
         Self { worker, out, state: Rc::new(state) }
+    }
+
+    /// Whether an operation of this session panicked: the connection must close.
+    pub fn is_broken(&self) -> bool {
+        self.state.broken.get()
+    }
+
+    /// Resolves once an operation of this session panicked.
+    pub async fn broken(&self) {
+        while !self.state.broken.get() {
+            self.state.broken_notify.notified().await;
+        }
     }
 
     /// The limits the session runs under now: its identity class's. The connection loop
@@ -184,14 +235,17 @@ impl Session {
                 self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
                 let ctx = self.context(message_id, cancel);
                 let refusal = self.refusal(&op, controls.as_deref());
-                let state = self.state.clone();
+                let guard =
+                    OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
+                // A panic in the operation is caught by tokio, which drops this future and
+                // with it the guard: slot and in-flight entry are released, and the
+                // connection is closed (its response is lost). Other connections go on.
                 actix::spawn(async move {
                     match refusal {
                         Some(result) => op::respond_error(&ctx, &op, result).await,
                         None => op::run(&ctx, op).await,
                     }
-                    state.in_flight.borrow_mut().remove(&ctx.message_id);
-                    drop(permit);
+                    guard.finish();
                 });
                 Flow::Continue
             }
@@ -246,7 +300,7 @@ impl Session {
         let notice = LdapMessage {
             message_id: 0,
             protocol_op: ProtocolOp::ExtendedResponse(ExtendedResponse {
-                result: LdapResult::new(ResultCode::PROTOCOL_ERROR, String::new(), reason.to_string()),
+                result: LdapResult::new(ResultCode::PROTOCOL_ERROR, String::new(), reason),
                 response_name: Some(OctetString::from_static(NOTICE_OF_DISCONNECTION_OID.as_bytes())),
                 response_value: None,
             }),

@@ -15,7 +15,7 @@ use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::scan::ScanPool;
 use ferrodir_shard::search::SearchTask;
 use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
-use ferrodir_shard::EntryId;
+use ferrodir_shard::{EntryId, ShardError, ShardResult};
 
 use crate::config::DirectoryConfig;
 use crate::coordinator::Coordinator;
@@ -129,7 +129,15 @@ impl Worker {
 
     /// Sends a write to a shard's actor; answered once the batch holding it is durable.
     pub async fn write(&self, shard: usize, op: WriteOp) -> LdapResultOf<WriteOutcome> {
-        Ok(self.shard(shard)?.send(Write(op)).await??)
+        Ok(self.write_to_shard(shard, op).await?)
+    }
+
+    /// Like [`Worker::write`], answered with the shard's own error, for callers that decide
+    /// what to do from it (a retry on a closed parent) rather than from an LDAP code.
+    pub async fn write_to_shard(&self, shard: usize, op: WriteOp) -> ShardResult<WriteOutcome> {
+        let addr =
+            self.shards.get(shard).ok_or_else(|| ShardError::Unavailable(format!("no shard {shard}")))?;
+        addr.send(Write(op)).await.map_err(|e| ShardError::Unavailable(e.to_string()))?
     }
 
     /// Starts one shard's part of a long search on the search pool.

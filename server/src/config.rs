@@ -51,8 +51,9 @@ pub struct Config {
     pub example_data: bool,
     pub limits: Limits,
     pub log: Log,
-    /// Fault injection for the crash tests; never set in production.
-    pub testing: Testing,
+    /// Fault injection for the crash tests. Accepted only by a binary built with the
+    /// `fault-injection` feature; a release build refuses a config that has the table.
+    pub testing: Option<Testing>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -234,7 +235,7 @@ impl Default for Config {
             example_data: true,
             limits: Limits::default(),
             log: Log::default(),
-            testing: Testing::default(),
+            testing: None,
         }
     }
 }
@@ -304,6 +305,12 @@ impl Config {
     /// What TOML alone can't say: retired keys (named with their replacements) and limits
     /// that contradict each other.
     pub fn check(&self) -> anyhow::Result<()> {
+        if self.testing.is_some() && !cfg!(feature = "fault-injection") {
+            anyhow::bail!(
+                "the [testing] table (fault injection for the crash tests) is not available in this build: \
+                 remove it, or build ferrodir with --features fault-injection (never for real data)"
+            );
+        }
         let limits = &self.limits;
         let retired = [
             &limits.pdu_bytes_max,
@@ -363,6 +370,17 @@ mod tests {
         assert_eq!(limits.authenticated, ClassLimits::AUTHENTICATED);
         assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
         assert_eq!(limits.authenticated.requests_pending_max, 1000);
+    }
+
+    #[test]
+    fn the_testing_table_needs_the_fault_injection_feature() {
+        let parsed = Config::parse("[testing]\nsimulate_power_cut = true");
+        if cfg!(feature = "fault-injection") {
+            assert!(parsed.unwrap().testing.is_some_and(|t| t.simulate_power_cut));
+        } else {
+            let message = parsed.unwrap_err().to_string();
+            assert!(message.contains("[testing]") && message.contains("fault-injection"), "{message}");
+        }
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, shared: Arc<Shared>) {
                     let pdu = buf.take(len);
                     // Boxed: an idle connection's future then holds no room for a dispatch
                     // (a Bind's included), only a busy one allocates it.
-                    if Box::pin(session.dispatch(&pdu)).await == Flow::Close {
+                    if Box::pin(session.dispatch(&pdu)).await == Flow::Close || session.is_broken() {
                         break 'connection;
                     }
                 }
@@ -115,10 +115,21 @@ async fn read_some(
 ) -> std::io::Result<usize> {
     loop {
         let idle_timeout_s = session.limits().idle_timeout_s;
-        if idle_timeout_s == 0 {
-            reader.readable().await?;
-        } else if tokio::time::timeout(Duration::from_secs(idle_timeout_s), reader.readable()).await.is_err()
-        {
+        let readable = async {
+            if idle_timeout_s == 0 {
+                reader.readable().await.map(|()| true)
+            } else {
+                let waited =
+                    tokio::time::timeout(Duration::from_secs(idle_timeout_s), reader.readable()).await;
+                waited.map_or(Ok(false), |ready| ready.map(|()| true))
+            }
+        };
+        let ready = tokio::select! {
+            // An operation panicked: its answer is lost, so the connection ends (Session).
+            () = session.broken() => return Ok(0),
+            ready = readable => ready?,
+        };
+        if !ready {
             if session.requests_pending() == 0 {
                 tracing::debug!(idle_timeout_s, "closing an idle connection");
                 return Ok(0);

@@ -75,15 +75,16 @@ impl Store {
 
     fn open_with(config: &Config, data_dir: &Path, salvage: bool) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
-        let testing = &config.testing;
-        ferrodir_shard::storage::powercut::set_test_modes(
-            testing.simulate_power_cut,
-            testing.ack_before_sync,
-        );
-        ferrodir_shard::storage::powercut::set_cache_bytes(config.limits.storage_cache_bytes_per_shard);
-        if testing.simulate_power_cut || testing.ack_before_sync {
+        // Only a build with the `fault-injection` feature reads [testing] (Config::check).
+        #[cfg(feature = "fault-injection")]
+        if let Some(testing) = &config.testing {
+            ferrodir_shard::storage::powercut::set_test_modes(
+                testing.simulate_power_cut,
+                testing.ack_before_sync,
+            );
             tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
         }
+        ferrodir_shard::storage::powercut::set_cache_bytes(config.limits.storage_cache_bytes_per_shard);
         std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {

@@ -79,7 +79,9 @@ impl ShardActor {
                 Ok(Err(e)) => Err(ShardError::Storage(e)),
                 Err(_) => Err(ShardError::Unavailable("commit thread stopped".into())),
             };
-            act.finish_commit(outcome, ctx);
+            let shard = act.core.info.index;
+            // Publishing or rolling back half-way would serve a batch that is half there.
+            crate::fatal::abort_on_panic("publishing a commit", shard, || act.finish_commit(outcome, ctx));
         }));
     }
 
@@ -185,9 +187,13 @@ impl Handler<Write> for ShardActor {
 
     fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) -> Self::Result {
         let (reply, answer) = oneshot::channel();
-        let closed = &self.closed;
-        self.stager.stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
-        self.start_commit(ctx);
+        let shard = self.core.info.index;
+        // A panic while staging leaves overlays, cache and Bloom bits half-updated.
+        crate::fatal::abort_on_panic("staging a write", shard, || {
+            let closed = &self.closed;
+            self.stager.stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
+            self.start_commit(ctx);
+        });
         Box::pin(async move {
             answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
         })

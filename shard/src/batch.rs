@@ -281,25 +281,26 @@ impl Stager {
 struct Effects {
     next_seq: Option<u64>,
     dns: Vec<(EntryId, String, Option<EntryId>)>,
-    records: Vec<(EntryId, Option<Arc<EntryRecord>>, Option<Arc<EntryRecord>>)>,
+    records: Vec<RecordChange>,
 }
+
+/// An entry's record before and after a staged write (`None`: absent).
+type RecordChange = (EntryId, Option<Arc<EntryRecord>>, Option<Arc<EntryRecord>>);
 
 fn remove_value(rules: &RuleTable, entry: &mut Entry, name: &str, value: &[u8]) {
     let key = value_key(rules, name, value);
-    if let Some(index) = find_attr(rules, entry, name) {
-        let attr = &mut entry.attrs[index];
-        attr.values.retain(|v| value_key(rules, name, v) != key);
-        if attr.values.is_empty() {
-            entry.attrs.remove(index);
-        }
+    let Some(index) = find_attr(rules, entry, name) else { return };
+    let Some(attr) = entry.attrs.get_mut(index) else { return };
+    attr.values.retain(|v| value_key(rules, name, v) != key);
+    if attr.values.is_empty() {
+        entry.attrs.remove(index);
     }
 }
 
 fn add_value_if_absent(rules: &RuleTable, entry: &mut Entry, name: &str, value: &[u8]) {
     let key = value_key(rules, name, value);
-    match find_attr(rules, entry, name) {
-        Some(index) => {
-            let attr = &mut entry.attrs[index];
+    match find_attr(rules, entry, name).and_then(|index| entry.attrs.get_mut(index)) {
+        Some(attr) => {
             if !attr.values.iter().any(|v| value_key(rules, name, v) == key) {
                 attr.values.push(value.to_vec());
             }
@@ -320,9 +321,9 @@ fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
     let Some(rdn) = parsed_rdn(&record.rdn) else { return Ok(()) };
     for ava in &rdn.avas {
         let key = value_key(rules, &ava.attr, &ava.value);
-        let present = find_attr(rules, &record.entry, &ava.attr).is_some_and(|i| {
-            record.entry.attrs[i].values.iter().any(|v| value_key(rules, &ava.attr, v) == key)
-        });
+        let present = find_attr(rules, &record.entry, &ava.attr)
+            .and_then(|i| record.entry.attrs.get(i))
+            .is_some_and(|attr| attr.values.iter().any(|v| value_key(rules, &ava.attr, v) == key));
         if !present {
             return Err(ShardError::NotAllowedOnRdn(ava.attr.clone()));
         }
@@ -399,9 +400,13 @@ fn record_mutations(
         out.push(Mutation { key: gone.clone(), value: None });
     }
     for added in new_keys.difference(&old_keys) {
-        if added.first() == Some(&(Table::Eq as u8)) && added.len() > 8 {
-            // Staged, so possibly not committed yet: the filter may only err towards "maybe".
-            core.info.bloom.insert(&added[..added.len() - 8]);
+        // An equality posting is the value's prefix followed by the 8-byte entry id.
+        let eq_prefix = added.len().checked_sub(8).and_then(|end| added.get(..end));
+        if let (Some(&tag), Some(prefix)) = (added.first(), eq_prefix) {
+            if tag == Table::Eq as u8 && !prefix.is_empty() {
+                // Staged, so possibly not committed yet: the filter may only err towards "maybe".
+                core.info.bloom.insert(prefix);
+            }
         }
         out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
     }

@@ -50,14 +50,21 @@ impl EqBloom {
 
     /// Records an equality posting prefix (`keys::eq_prefix(attr, value)`).
     pub fn insert(&self, key: &[u8]) {
+        // Positions are masked to the filter's size, so every word exists.
         for bit in Self::positions(key) {
-            self.words[bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
+            if let Some(word) = self.words.get(bit / 64) {
+                word.fetch_or(1 << (bit % 64), Ordering::Relaxed);
+            }
         }
     }
 
     /// False only if no entry of this shard has ever held that value.
     pub fn may_contain(&self, key: &[u8]) -> bool {
-        Self::positions(key).all(|bit| self.words[bit / 64].load(Ordering::Relaxed) & (1 << (bit % 64)) != 0)
+        // A word out of range (never, see `insert`) answers "maybe", the safe side.
+        Self::positions(key).all(|bit| {
+            let set = |word: &AtomicU64| word.load(Ordering::Relaxed) & (1 << (bit % 64)) != 0;
+            self.words.get(bit / 64).is_none_or(set)
+        })
     }
 }
 

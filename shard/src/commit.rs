@@ -21,11 +21,11 @@ pub struct Committer {
 
 impl Committer {
     /// Hands over a batch. At most one batch is in flight per shard, so the queue of one
-    /// never blocks the worker.
-    pub fn submit(&self, job: CommitJob) -> Result<(), ()> {
+    /// never blocks the worker. A refused job comes back.
+    pub fn submit(&self, job: CommitJob) -> Result<(), CommitJob> {
         match self.jobs.try_send(job) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(()),
+            Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => Err(job),
         }
     }
 }
@@ -36,7 +36,10 @@ pub fn spawn_committer(engine: Arc<dyn KvEngine>, shard: usize) -> ShardResult<C
         .name(format!("commit-{shard}"))
         .spawn(move || {
             while let Ok(job) = queue.recv() {
-                let result = engine.commit(&job.mutations);
+                // A panic mid-commit leaves the engine's batch in an unknown state.
+                let result = crate::fatal::abort_on_panic("committing a batch", shard, || {
+                    engine.commit(&job.mutations)
+                });
                 let _ = job.done.send(result);
             }
         })

@@ -36,4 +36,50 @@ pub enum ShardError {
     Unavailable(String),
 }
 
+impl ShardError {
+    /// Whether a failed write may nevertheless have happened. A write refused while it was
+    /// staged (a name taken, a closed parent, a schema violation) is known not to have
+    /// happened. One that met a storage error may have reached the disk before the error
+    /// (a failed fsync), and one the shard never answered (stopped, its mailbox gone) may
+    /// have been applied: recovery must decide those from what the shard holds, never from
+    /// the error.
+    pub fn is_outcome_unknown(&self) -> bool {
+        match self {
+            ShardError::Storage(_) | ShardError::Unavailable(_) => true,
+            ShardError::AlreadyExists
+            | ShardError::NoSuchObject
+            | ShardError::NotAllowedOnNonLeaf
+            | ShardError::NoSuchAttribute(_)
+            | ShardError::AttributeOrValueExists(_)
+            | ShardError::NotAllowedOnRdn(_)
+            | ShardError::ConstraintViolation(_)
+            | ShardError::Schema(_)
+            | ShardError::ParentClosed
+            | ShardError::Corrupt(_) => false,
+        }
+    }
+}
+
 pub type ShardResult<T> = Result<T, ShardError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_after_staging_leave_the_outcome_unknown() {
+        let unknown = [
+            ShardError::Storage(StorageError("fsync failed".into())),
+            ShardError::Unavailable("stopped".into()),
+        ];
+        assert!(unknown.iter().all(ShardError::is_outcome_unknown));
+        let refused = [
+            ShardError::AlreadyExists,
+            ShardError::NoSuchObject,
+            ShardError::NotAllowedOnNonLeaf,
+            ShardError::ParentClosed,
+            ShardError::ConstraintViolation("x".into()),
+        ];
+        assert!(refused.iter().all(|e| !e.is_outcome_unknown()));
+    }
+}

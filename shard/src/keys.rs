@@ -115,5 +115,5 @@ pub fn meta(name: &str) -> Vec<u8> {
 /// The id at the end of a posting key (the last 8 bytes).
 pub fn trailing_id(key: &[u8]) -> Option<EntryId> {
     let start = key.len().checked_sub(8)?;
-    EntryId::from_be_slice(&key[start..])
+    EntryId::from_be_slice(key.get(start..)?)
 }

@@ -12,6 +12,7 @@
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
 //! - [`actor`]: the shard actor and its messages.
+//! - [`fatal`]: a panic in the write path (staging, commit, publish) aborts the process.
 //! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
 //!   filter evaluation (assertions on types the requester may not search are Undefined).
 //! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
@@ -23,6 +24,14 @@
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
 
+#![forbid(unsafe_code)]
+// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
+// benches may unwrap.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
+)]
+
 pub mod actor;
 pub mod batch;
 pub mod bloom;
@@ -32,6 +41,7 @@ pub mod commit;
 pub mod core;
 pub mod error;
 pub mod eval;
+pub mod fatal;
 pub mod id;
 pub mod index;
 pub mod keys;

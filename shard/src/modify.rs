@@ -74,9 +74,8 @@ fn add_values(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> ShardRe
     }
     let mut incoming = dedup(rules, attr)?;
     incoming.name = rules.display(&incoming.name);
-    match find_attr(rules, entry, &attr.name) {
-        Some(index) => {
-            let existing = &mut entry.attrs[index];
+    match find_attr(rules, entry, &attr.name).and_then(|index| entry.attrs.get_mut(index)) {
+        Some(existing) => {
             for value in incoming.values {
                 let key = value_key(rules, &attr.name, &value);
                 if existing.values.iter().any(|v| value_key(rules, &attr.name, v) == key) {
@@ -97,9 +96,9 @@ fn delete_values(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> Shar
         }
         return Ok(());
     }
-    let index =
-        find_attr(rules, entry, &attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
-    let existing = &mut entry.attrs[index];
+    let no_such = || ShardError::NoSuchAttribute(attr.name.clone());
+    let index = find_attr(rules, entry, &attr.name).ok_or_else(no_such)?;
+    let existing = entry.attrs.get_mut(index).ok_or_else(no_such)?;
     for value in &attr.values {
         let key = value_key(rules, &attr.name, value);
         let before = existing.values.len();
@@ -121,9 +120,10 @@ fn increment(rules: &RuleTable, entry: &mut Entry, attr: &Attribute) -> ShardRes
             .ok_or_else(|| ShardError::ConstraintViolation("increment value is not an integer".into()))?,
         _ => return Err(ShardError::ConstraintViolation("increment needs exactly one value".into())),
     };
-    let index =
-        find_attr(rules, entry, &attr.name).ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
-    for value in &mut entry.attrs[index].values {
+    let existing = find_attr(rules, entry, &attr.name)
+        .and_then(|index| entry.attrs.get_mut(index))
+        .ok_or_else(|| ShardError::NoSuchAttribute(attr.name.clone()))?;
+    for value in &mut existing.values {
         let current = parse_int(value)
             .ok_or_else(|| ShardError::ConstraintViolation("value is not an integer".into()))?;
         let next = current

@@ -7,8 +7,8 @@
 //! parts that change per request or after a rename. The rasn types in `proto::message` stay
 //! the reference; a test checks that both encoders produce the same bytes.
 
-use std::cell::OnceCell;
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use bytes::Bytes;
 
@@ -32,12 +32,13 @@ pub struct Segment {
 #[derive(Debug)]
 pub struct Cached {
     pub record: Arc<EntryRecord>,
-    segments: OnceCell<Vec<Segment>>,
+    // OnceLock, not OnceCell: a cached entry is shared through an `Arc`, so it is `Sync`.
+    segments: OnceLock<Vec<Segment>>,
 }
 
 impl Cached {
     pub fn new(record: Arc<EntryRecord>) -> Self {
-        Self { record, segments: OnceCell::new() }
+        Self { record, segments: OnceLock::new() }
     }
 
     /// The entry's segments, encoded once per cached version of the entry.
@@ -79,9 +80,9 @@ pub fn put_length(out: &mut Vec<u8>, len: usize) {
         return;
     }
     let bytes = len.to_be_bytes();
-    let skip = bytes.iter().take_while(|b| **b == 0).count();
-    out.push(0x80 | (bytes.len() - skip) as u8);
-    out.extend_from_slice(&bytes[skip..]);
+    let significant = bytes.iter().skip_while(|b| **b == 0);
+    out.push(0x80 | significant.clone().count() as u8);
+    out.extend(significant);
 }
 
 fn length_of_length(len: usize) -> usize {
@@ -120,8 +121,9 @@ pub fn search_result_entry(message_id: u32, dn: &[u8], attributes: &[u8]) -> Vec
     let id = message_id.to_be_bytes();
     // INTEGER content: minimal two's complement, so a leading 0 byte when the top bit is set.
     let skip = id.iter().take_while(|b| **b == 0).count().min(3);
-    let needs_pad = id[skip] & 0x80 != 0;
-    let id_len = 4 - skip + usize::from(needs_pad);
+    let significant = id.split_at_checked(skip).map_or(id.as_slice(), |(_, rest)| rest);
+    let needs_pad = significant.first().is_some_and(|b| b & 0x80 != 0);
+    let id_len = significant.len() + usize::from(needs_pad);
     let dn_tlv = 1 + length_of_length(dn.len()) + dn.len();
     let attrs_tlv = 1 + length_of_length(attributes.len()) + attributes.len();
     let op_content = dn_tlv + attrs_tlv;
@@ -135,7 +137,7 @@ pub fn search_result_entry(message_id: u32, dn: &[u8], attributes: &[u8]) -> Vec
     if needs_pad {
         out.push(0);
     }
-    out.extend_from_slice(&id[skip..]);
+    out.extend_from_slice(significant);
     out.push(0x64);
     put_length(&mut out, op_content);
     put_tlv(&mut out, 0x04, dn);
@@ -182,7 +184,8 @@ mod tests {
         let big_refs: Vec<&str> = big.iter().map(String::as_str).collect();
         let long_values = [long.as_str()];
         for id in [0u32, 1, 127, 128, 255, 256, 65_535, 8_388_608, 2_147_483_647] {
-            let cases: Vec<(&str, Vec<(&str, &[&str])>)> = vec![
+            type Case<'a> = (&'a str, Vec<(&'a str, &'a [&'a str])>);
+            let cases: Vec<Case> = vec![
                 ("", vec![]),
                 ("cn=a,dc=example,dc=com", vec![("cn", &["a", "b"]), ("objectClass", &[])]),
                 (long.as_str(), vec![("description", &long_values), ("member", &big_refs)]),

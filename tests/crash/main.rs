@@ -2,7 +2,8 @@
 //! restart, and check that nothing acknowledged was lost and nothing unacknowledged was
 //! half-applied.
 //!
-//! With `[testing] simulate_power_cut = true` every redb file goes through a backend that
+//! Needs the server's `fault-injection` feature (`required-features`; tests/run.sh enables
+//! it). With `[testing] simulate_power_cut = true` every redb file goes through a backend that
 //! keeps unsynced writes in process memory, so SIGKILL acts as a power cut: an
 //! acknowledgement sent before its sync shows up as a lost write. `broken_server_is_caught`
 //! proves the test can see that, by running a server that acknowledges before syncing.

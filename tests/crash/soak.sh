@@ -7,4 +7,4 @@ set -euo pipefail
 cycles="${1:-500}"
 test_name="${2:-redb_survives_power_cuts}"
 cd "$(dirname "$0")/../.."
-FERRODIR_CRASH_CYCLES="$cycles" cargo test --release -p ferrodir-server --test crash "$test_name" -- --exact --nocapture
+FERRODIR_CRASH_CYCLES="$cycles" cargo test --release -p ferrodir-server --features fault-injection --test crash "$test_name" -- --exact --nocapture

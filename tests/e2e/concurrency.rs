@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use ldap3::{LdapConn, Mod, Scope};
 
-use crate::harness::{Server, BASE};
+use crate::harness::{message_reads_config, Server, BASE};
 use crate::persistence::{
     add, admin, admin_at, attrs, delete, ldif_dns, modify, one, read, search, values, Attrs,
 };
@@ -288,8 +288,16 @@ fn race_dn(round: usize, racer: usize) -> String {
 
 #[test]
 fn racing_adds_of_one_dn_have_one_winner() {
-    let server = Server::start();
-    let mut conn = admin(&server);
+    racing_adds_of_one_dn_have_one_winner_on(&Server::start());
+}
+
+#[test]
+fn racing_adds_of_one_dn_have_one_winner_with_message_reads() {
+    racing_adds_of_one_dn_have_one_winner_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn racing_adds_of_one_dn_have_one_winner_on(server: &Server) {
+    let mut conn = admin(server);
     for round in (1..RACE_ROUNDS).step_by(2) {
         assert_eq!(
             add(&mut conn, &format!("ou=race{round},{BASE}"), &ou(&format!("race{round}"))).0,
@@ -466,8 +474,16 @@ fn rw_reader(url: &str, reader: usize) -> (usize, Vec<String>) {
 
 #[test]
 fn readers_see_whole_entries_during_writes() {
-    let server = Server::start();
-    let mut conn = admin(&server);
+    readers_see_whole_entries_during_writes_on(&Server::start());
+}
+
+#[test]
+fn readers_see_whole_entries_during_writes_with_message_reads() {
+    readers_see_whole_entries_during_writes_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn readers_see_whole_entries_during_writes_on(server: &Server) {
+    let mut conn = admin(server);
     assert_eq!(add(&mut conn, RW_PARENT, &ou("rw")).0, CODE_SUCCESS);
     let seed = format!("cn=seed,{RW_PARENT}");
     assert_eq!(add(&mut conn, &seed, &rw_entry("seed")).0, CODE_SUCCESS);

@@ -16,12 +16,10 @@ pub const ADMIN_PW: &str = "secret";
 pub const BASE: &str = "dc=example,dc=com";
 
 /// Config used by every test unless it passes its own: four shards, so that even a 2-core
-/// machine exercises the cross-shard paths.
+/// machine exercises the cross-shard paths. Reads of other shards take the default path
+/// (`remote_reads = "snapshot"`); see [`message_reads_config`] for the other one.
 pub const TEST_CONFIG: &str = r#"
 shards = 4
-# The default is "snapshot" (covered by the conformance test); these tests take the
-# message path to other shards.
-remote_reads = "message"
 suffixes = ["dc=example,dc=com"]
 root_dn = "cn=admin,dc=example,dc=com"
 root_password = "secret"
@@ -29,6 +27,12 @@ example_data = true
 [log]
 level = "warn"
 "#;
+
+/// TEST_CONFIG with `remote_reads = "message"`: reads of other shards are messages to their
+/// actors. A few tests of ops and concurrency run on it too, so that path stays covered.
+pub fn message_reads_config() -> String {
+    TEST_CONFIG.replacen("[log]", "remote_reads = \"message\"\n[log]", 1)
+}
 
 pub struct Server {
     child: Option<Child>,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ldap3::exop::WhoAmI;
 use ldap3::{LdapResult, Mod, Scope, SearchEntry, SearchOptions};
 
-use crate::harness::{connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{connect_url, message_reads_config, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const GROUPS: &str = "ou=groups,dc=example,dc=com";
@@ -139,8 +139,16 @@ fn anonymous_subtree_search_returns_the_example_tree() {
 
 #[test]
 fn base_and_one_level_scopes() {
-    let server = Server::start();
-    let mut client = connect(&server);
+    base_and_one_level_scopes_on(&Server::start());
+}
+
+#[test]
+fn base_and_one_level_scopes_with_message_reads() {
+    base_and_one_level_scopes_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn base_and_one_level_scopes_on(server: &Server) {
+    let mut client = connect(server);
     assert_eq!(dns(&mut client, BASE, Scope::Base, "(objectClass=*)"), sorted(&[BASE]));
     assert_eq!(dns(&mut client, ALICE, Scope::Base, "(objectClass=*)"), sorted(&[ALICE]));
     assert_eq!(dns(&mut client, BASE, Scope::OneLevel, "(objectClass=*)"), sorted(&[PEOPLE, GROUPS]));
@@ -152,8 +160,16 @@ fn base_and_one_level_scopes() {
 
 #[test]
 fn filters_select_the_right_entries() {
-    let server = Server::start();
-    let mut client = connect(&server);
+    filters_select_the_right_entries_on(&Server::start());
+}
+
+#[test]
+fn filters_select_the_right_entries_with_message_reads() {
+    filters_select_the_right_entries_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn filters_select_the_right_entries_on(server: &Server) {
+    let mut client = connect(server);
     let cases: &[(&str, &[&str])] = &[
         ("(uid=alice)", &[ALICE]),
         ("(cn=Bob Builder)", &[BOB]),
@@ -362,8 +378,16 @@ fn add_errors() {
 
 #[test]
 fn modify_add_replace_delete() {
-    let server = Server::start();
-    let mut root = admin(&server);
+    modify_add_replace_delete_on(&Server::start());
+}
+
+#[test]
+fn modify_add_replace_delete_with_message_reads() {
+    modify_add_replace_delete_on(&Server::start_with_config(&message_reads_config()));
+}
+
+fn modify_add_replace_delete_on(server: &Server) {
+    let mut root = admin(server);
     let changes = vec![
         Mod::Add("mail", set(&["liddell@example.com"])),
         Mod::Add("description", set(&["first", "second"])),
@@ -750,4 +774,29 @@ fn bulk_add_then_subtree_search_returns_all() {
         let uid = entry.dn.split(',').next().and_then(|r| r.strip_prefix("uid=")).expect("uid");
         assert_eq!(values(&entry, "cn"), sorted(&[&format!("Person {uid}")]), "{}", entry.dn);
     }
+}
+
+/// A request whose handling panics (a test-only extended operation, the `fault-injection`
+/// feature) loses its connection at once, not after a timeout, and nothing else: another
+/// connection opened before goes on, and new ones are accepted.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_panicking_request_drops_its_connection_not_the_server() {
+    const PANIC_OID: &str = "1.3.6.1.4.1.99999.666.1";
+    let server = Server::start();
+    let mut bystander = admin(&server);
+    let mut victim = admin(&server);
+    let started = Instant::now();
+    let answered = victim.extended(ldap3::exop::Exop { name: Some(PANIC_OID.into()), val: None });
+    assert!(answered.is_err(), "the panicking request was answered: {answered:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the connection was left hanging");
+    assert_eq!(whoami(&mut bystander), format!("dn:{ADMIN_DN}"));
+    let mut fresh = admin(&server);
+    assert_eq!(whoami(&mut fresh), format!("dn:{ADMIN_DN}"));
+    for _ in 0..3 {
+        let mut again = admin(&server);
+        let answered = again.extended(ldap3::exop::Exop { name: Some(PANIC_OID.into()), val: None });
+        assert!(answered.is_err());
+    }
+    assert_eq!(whoami(&mut bystander), format!("dn:{ADMIN_DN}"));
 }

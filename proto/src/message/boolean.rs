@@ -21,7 +21,8 @@ pub(super) fn true_as_ff(ber: &[u8]) -> Vec<u8> {
     while let Some((mut position, end)) = pending.pop() {
         while position < end && visited < ELEMENTS_MAX {
             visited += 1;
-            let Ok(Some(header)) = parse_header(&ber[position..end]) else { break };
+            let Some(element) = ber.get(position..end) else { break };
+            let Ok(Some(header)) = parse_header(element) else { break };
             let Some(element_end) = header.end().and_then(|len| position.checked_add(len)) else { break };
             if element_end > end {
                 break;
@@ -32,8 +33,10 @@ pub(super) fn true_as_ff(ber: &[u8]) -> Vec<u8> {
                 && matches!((header.class, header.tag_number), (CLASS_UNIVERSAL, 1) | (CLASS_CONTEXT, 4));
             if header.constructed {
                 pending.push((content, element_end));
-            } else if is_boolean && !matches!(ber[content], 0x00 | 0xff) {
-                out[content] = 0xff;
+            } else if is_boolean && !matches!(ber.get(content), Some(0x00 | 0xff)) {
+                if let Some(octet) = out.get_mut(content) {
+                    *octet = 0xff;
+                }
             }
             position = element_end;
         }

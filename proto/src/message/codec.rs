@@ -147,7 +147,8 @@ fn outer_sequence_content(pdu: &[u8]) -> Result<&[u8], DecodeError> {
     if end != pdu.len() {
         return Err(DecodeError::without_id("bytes after the end of the LDAPMessage"));
     }
-    Ok(&pdu[header.header_len..end])
+    pdu.get(header.header_len..end)
+        .ok_or_else(|| DecodeError::without_id("LDAPMessage shorter than its header"))
 }
 
 /// RFC 4511 §4.1.1.1 `MessageID ::= INTEGER (0..maxInt)`. Redundant leading zero octets
@@ -159,20 +160,22 @@ fn decode_message_id(content: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
     if header.class != CLASS_UNIVERSAL || header.constructed || header.tag_number != 2 {
         return Err(DecodeError::without_id("messageID is not a primitive INTEGER"));
     }
-    let octets = &content[header.header_len..end];
+    let octets =
+        content.get(header.header_len..end).ok_or_else(|| DecodeError::without_id("messageID cut short"))?;
     match octets.first() {
         None => return Err(DecodeError::without_id("messageID has no content octets")),
         Some(first) if first & 0x80 != 0 => return Err(DecodeError::without_id("messageID is negative")),
         Some(_) => {}
     }
-    let significant = octets.iter().position(|&b| b != 0).map_or(&[][..], |start| &octets[start..]);
+    let significant =
+        octets.iter().position(|&b| b != 0).and_then(|start| octets.get(start..)).unwrap_or_default();
     let value = if significant.len() > 4 {
         None
     } else {
         Some(significant.iter().fold(0u32, |value, &b| (value << 8) | u32::from(b)))
     };
     match value {
-        Some(id) if id <= MESSAGE_ID_MAX => Ok((id, &content[end..])),
+        Some(id) if id <= MESSAGE_ID_MAX => Ok((id, content.get(end..).unwrap_or_default())),
         _ => Err(DecodeError::without_id("messageID above maxInt (2^31 - 1)")),
     }
 }
@@ -185,7 +188,7 @@ fn skip_unrecognized_components(mut rest: &[u8]) -> Result<(), String> {
         if header.class == CLASS_CONTEXT && header.tag_number == 0 {
             return Err("controls given twice or malformed".to_string());
         }
-        rest = &rest[end..];
+        rest = rest.get(end..).unwrap_or_default();
     }
     Ok(())
 }
@@ -230,11 +233,12 @@ pub fn encode_message_into(message: &LdapMessage, out: &mut Vec<u8>) -> Result<(
 fn message_id_octets(id: u32) -> Vec<u8> {
     let bytes = id.to_be_bytes();
     let first = bytes.iter().position(|&b| b != 0).unwrap_or(3);
+    let significant = bytes.get(first..).unwrap_or(&bytes);
     let mut octets = Vec::with_capacity(5);
-    if bytes[first] & 0x80 != 0 {
+    if significant.first().is_some_and(|b| b & 0x80 != 0) {
         octets.push(0);
     }
-    octets.extend_from_slice(&bytes[first..]);
+    octets.extend_from_slice(significant);
     octets
 }
 
@@ -245,9 +249,9 @@ fn push_length(out: &mut Vec<u8>, len: usize) {
         return;
     }
     let bytes = len.to_be_bytes();
-    let first = bytes.iter().position(|&b| b != 0).unwrap_or(bytes.len() - 1);
-    out.push(0x80 | (bytes.len() - first) as u8);
-    out.extend_from_slice(&bytes[first..]);
+    let significant = bytes.iter().skip_while(|&&b| b == 0);
+    out.push(0x80 | significant.clone().count() as u8);
+    out.extend(significant);
 }
 
 #[cfg(test)]

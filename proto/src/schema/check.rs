@@ -180,7 +180,7 @@ fn structural_class<'s>(
             Some((_, chosen)) if is_subclass(class, chosen) => current = Some((written, class)),
             Some((_, chosen)) if is_subclass(chosen, class) => {}
             Some((chosen_written, chosen)) => {
-                let joined = listed[position + 1..].iter().any(|(_, later)| {
+                let joined = listed.iter().skip(position + 1).any(|(_, later)| {
                     later.kind == ObjectClassKind::Structural
                         && is_subclass(later, chosen)
                         && is_subclass(later, class)

@@ -97,6 +97,8 @@ const SYNTAXES: &[Syntax] = &[
     syntax("1.3.6.1.4.1.4203.666.11.2.4", "CSN SID", |v| v.len() == 3 && v.iter().all(u8::is_ascii_hexdigit)),
 ];
 
+// Const evaluation: an index out of range fails the build, so nothing here panics at run time.
+#[allow(clippy::indexing_slicing)]
 static DESCRIPTIONS: [(&str, &str); SYNTAXES.len()] = {
     let mut out = [("", ""); SYNTAXES.len()];
     let mut index = 0;
@@ -209,10 +211,8 @@ fn nis_netgroup_triple(value: &[u8]) -> bool {
 
 /// RFC 2307 bootParameter `key=server:path`, checked like slapd's bootParameterValidate.
 fn boot_parameter(value: &[u8]) -> bool {
-    let Some(equals) = value.iter().position(|&b| b == b'=') else { return false };
-    let (key, rest) = (&value[..equals], &value[equals + 1..]);
-    let Some(colon) = rest.iter().position(|&b| b == b':') else { return false };
-    let (server, path) = (&rest[..colon], &rest[colon + 1..]);
+    let Some((key, rest)) = split_once(value, b'=') else { return false };
+    let Some((server, path)) = split_once(rest, b':') else { return false };
     key.iter().chain(server).all(|&b| is_ad_char(b)) && path.iter().all(|&b| is_printable(b))
 }
 
@@ -221,7 +221,7 @@ fn boot_parameter(value: &[u8]) -> bool {
 fn substring_assertion(value: &[u8]) -> bool {
     let pieces: Vec<&[u8]> = value.split(|&b| b == b'*').collect();
     let inner_pieces_non_empty =
-        pieces.len() >= 2 && pieces[1..pieces.len() - 1].iter().all(|p| !p.is_empty());
+        pieces.len() >= 2 && pieces.iter().skip(1).take(pieces.len() - 2).all(|p| !p.is_empty());
     inner_pieces_non_empty && pieces.iter().all(|piece| escapes_only(piece, &["2a", "5c"]))
 }
 
@@ -230,10 +230,10 @@ fn substring_assertion(value: &[u8]) -> bool {
 fn teletex_terminal_identifier(value: &[u8]) -> bool {
     const KEYS: [&str; 5] = ["graphic", "control", "misc", "page", "private"];
     let mut fields = value.split(|&b| b == b'$');
-    let parameter = |field: &[u8]| match field.iter().position(|&b| b == b':') {
-        Some(colon) => {
-            KEYS.iter().any(|key| key.as_bytes().eq_ignore_ascii_case(&field[..colon]))
-                && escapes_only(&field[colon + 1..], &["24", "5c"])
+    let parameter = |field: &[u8]| match split_once(field, b':') {
+        Some((name, value)) => {
+            KEYS.iter().any(|key| key.as_bytes().eq_ignore_ascii_case(name))
+                && escapes_only(value, &["24", "5c"])
         }
         None => false,
     };
@@ -301,12 +301,18 @@ fn term(rest: &mut &[u8], depth: usize) -> bool {
         }
         Some((b'?', _)) => eat_keyword(rest, &["?true", "?false"]),
         _ => {
-            let Some(dollar) = rest.iter().position(|&b| b == b'$') else { return false };
-            let attribute_ok = std::str::from_utf8(&rest[..dollar]).is_ok_and(is_oid);
-            *rest = &rest[dollar + 1..];
+            let Some((attribute, after)) = split_once(rest, b'$') else { return false };
+            let attribute_ok = std::str::from_utf8(attribute).is_ok_and(is_oid);
+            *rest = after;
             attribute_ok && eat_keyword(rest, &["EQ", "SUBSTR", "GE", "LE", "APPROX"])
         }
     }
+}
+
+/// The bytes before and after the first `separator`, which neither half holds.
+fn split_once(bytes: &[u8], separator: u8) -> Option<(&[u8], &[u8])> {
+    let mut halves = bytes.splitn(2, |&b| b == separator);
+    Some((halves.next()?, halves.next()?))
 }
 
 /// Consumes the first of `keywords` that `rest` starts with, ignoring case (RFC 5234 quoted
@@ -315,7 +321,7 @@ fn eat_keyword(rest: &mut &[u8], keywords: &[&str]) -> bool {
     for keyword in keywords {
         if let Some(head) = rest.get(..keyword.len()) {
             if head.eq_ignore_ascii_case(keyword.as_bytes()) {
-                *rest = &rest[keyword.len()..];
+                *rest = rest.get(keyword.len()..).unwrap_or_default();
                 return true;
             }
         }
@@ -400,10 +406,10 @@ pub(crate) fn generalized_time(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut at = 0;
     let two_digits = |at: &mut usize| -> Option<i64> {
-        let pair = bytes.get(*at..*at + 2)?;
-        pair.iter().all(u8::is_ascii_digit).then(|| {
+        let &[tens, ones] = bytes.get(*at..*at + 2)? else { return None };
+        (tens.is_ascii_digit() && ones.is_ascii_digit()).then(|| {
             *at += 2;
-            i64::from(pair[0] - b'0') * 10 + i64::from(pair[1] - b'0')
+            i64::from(tens - b'0') * 10 + i64::from(ones - b'0')
         })
     };
     let year = two_digits(&mut at)? * 100 + two_digits(&mut at)?;
@@ -412,7 +418,7 @@ pub(crate) fn generalized_time(text: &str) -> Option<String> {
     let second = if minute.is_some() { two_digits(&mut at) } else { None };
     let mut fraction = "";
     if let Some(b'.' | b',') = bytes.get(at) {
-        let digits = bytes[at + 1..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let digits = bytes.iter().skip(at + 1).take_while(|b| b.is_ascii_digit()).count();
         fraction = text.get(at + 1..at + 1 + digits).filter(|f| !f.is_empty())?.trim_end_matches('0');
         at += 1 + digits;
     }

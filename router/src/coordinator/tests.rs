@@ -180,3 +180,59 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
         assert_eq!(lookup(&s, &new_rdn), None);
     });
 }
+
+fn move_leaf_to(s: &Setup, new_rdn: &str, name: &str) -> MoveEntry {
+    MoveEntry {
+        target: Located { id: s.leaf, parent: s.parent, rdn_norm: "cn=l".into(), container: false },
+        new_parent: s.parent,
+        new_rdn: new_rdn.into(),
+        new_rdn_norm: new_rdn.into(),
+        drop_values: vec![("cn".into(), b"l".to_vec())],
+        add_values: vec![("cn".into(), name.as_bytes().to_vec())],
+        author: "cn=test".into(),
+    }
+}
+
+#[test]
+fn a_move_the_shard_refused_for_sure_clears_its_intent() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup(dir.path()).await;
+        let taken_shard = shard_for_child(s.parent, "cn=taken", SHARDS);
+        let op = add(s.parent, "cn", "taken", "person");
+        let added = s.coordinator.send(AddUnder { parent: s.parent, shard: taken_shard, op }).await.unwrap();
+        assert!(matches!(added, Ok(WriteOutcome::Added(_))), "{added:?}");
+
+        // The reservation of the new name is refused (entryAlreadyExists): nothing happened.
+        let moved = s.coordinator.send(move_leaf_to(&s, "cn=taken", "taken")).await.unwrap();
+        assert_eq!(moved.unwrap_err().code, ferrodir_proto::ResultCode::ENTRY_ALREADY_EXISTS);
+        let recovered = s.coordinator.send(Recover).await.unwrap().unwrap();
+        assert_eq!(recovered, 0, "a change known not to have happened left its intent behind");
+        assert_eq!(lookup(&s, "cn=l"), Some(s.leaf));
+    });
+}
+
+#[test]
+fn a_move_whose_outcome_is_unknown_is_left_to_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup(dir.path()).await;
+        let name = name_elsewhere(s.parent);
+        let new_rdn = format!("cn={name}");
+
+        // Relocating the entry fails with a storage error: the commit may have reached the
+        // disk, so the coordinator may not decide, whatever LDAP code that error maps to.
+        s.engines[s.leaf.shard()].refuse(Some(keys::entry(s.leaf)));
+        let moved = s.coordinator.send(move_leaf_to(&s, &new_rdn, &name)).await.unwrap();
+        assert!(moved.is_err());
+        s.engines[s.leaf.shard()].refuse(None);
+
+        let recovered = s.coordinator.send(Recover).await.unwrap().unwrap();
+        assert_eq!(recovered, 1, "an intent was cleared although the outcome was unknown");
+        // The entry did not move: recovery keeps the old name and drops the new one.
+        assert_eq!(lookup(&s, "cn=l"), Some(s.leaf));
+        assert_eq!(lookup(&s, &new_rdn), None);
+    });
+}

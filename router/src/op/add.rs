@@ -9,7 +9,7 @@ use ferrodir_proto::message::AddRequest;
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::batch::WriteOp;
 use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::EntryId;
+use ferrodir_shard::{EntryId, ShardError};
 
 use crate::access::{check_not_anonymous, check_write};
 use crate::config::DirectoryConfig;
@@ -47,8 +47,8 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         return Ok(());
     }
     for _ in 0..PARENT_CLOSED_RETRIES_MAX {
-        match ctx.worker.write(shard, op.clone()).await {
-            Err(e) if e.code == ResultCode::BUSY => {
+        match ctx.worker.write_to_shard(shard, op.clone()).await {
+            Err(ShardError::ParentClosed) => {
                 tokio::time::sleep(Duration::from_millis(PARENT_CLOSED_RETRY_DELAY_MS)).await;
                 // The parent may have been demoted to a leaf meanwhile, or deleted.
                 if parent_id != EntryId::ROOT && !ctx.worker.tree().contains(parent_id) {
@@ -56,7 +56,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
                     return Ok(());
                 }
             }
-            other => return other.map(|_| ()),
+            other => return other.map(|_| ()).map_err(LdapError::from),
         }
     }
     Err(LdapError::new(ResultCode::BUSY, "parent entry is busy"))
@@ -123,9 +123,8 @@ fn add_rdn_values(
             return Err(naming(format!("naming attribute '{}' is operational", ava.attr)));
         }
         let key = value_key(&config.rules, &ava.attr, &ava.value);
-        match find_attr(&config.rules, entry, &ava.attr) {
-            Some(index) => {
-                let attr = &mut entry.attrs[index];
+        match find_attr(&config.rules, entry, &ava.attr).and_then(|index| entry.attrs.get_mut(index)) {
+            Some(attr) => {
                 if !attr.values.iter().any(|v| value_key(&config.rules, &ava.attr, v) == key) {
                     if attr_type.single_value {
                         return Err(naming(format!(

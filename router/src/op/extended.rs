@@ -11,7 +11,17 @@ pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 /// Extended operations advertised in the rootDSE.
 pub const SUPPORTED: &[&str] = &[WHO_AM_I_OID];
 
+/// Test-only (the `fault-injection` feature, never in a release binary): an extended
+/// operation whose handling panics, to prove that a panic drops only its connection.
+#[cfg(feature = "fault-injection")]
+pub const PANIC_OID: &str = "1.3.6.1.4.1.99999.666.1";
+
 pub async fn extended(ctx: &OpContext, request: ExtendedRequest) -> ExtendedResponse {
+    #[cfg(feature = "fault-injection")]
+    #[allow(clippy::panic)] // The test switch's whole point.
+    if request.request_name.as_ref() == PANIC_OID.as_bytes() {
+        panic!("fault injection: extended operation {PANIC_OID}");
+    }
     if request.request_name.as_ref() != WHO_AM_I_OID.as_bytes() {
         // slapd's words, without the OID: the client knows what it asked for.
         return refusal("unsupported extended operation");

@@ -93,7 +93,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     }
     let shards: Vec<usize> = match planner.required_equality(&request.filter) {
         // Only the shards whose filter may hold the value (and so the matches).
-        Some(key) => (0..ctx.worker.shard_count()).filter(|s| config.blooms[*s].may_contain(&key)).collect(),
+        Some(key) => (0..ctx.worker.shard_count())
+            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(&key)))
+            .collect(),
         None => (0..ctx.worker.shard_count()).collect(),
     };
     // Shards whose part is small enough are answered right here; the rest go to the pool.

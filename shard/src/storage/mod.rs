@@ -133,7 +133,7 @@ impl BulkSink for CollectingSink {
 
     fn get(&mut self, key: &[u8]) -> StorageResult<Option<Vec<u8>>> {
         match self.latest.get(key) {
-            Some(&at) => Ok(self.batch[at].value.clone()),
+            Some(&at) => Ok(self.batch.get(at).and_then(|m| m.value.clone())),
             None => self.before.get(key),
         }
     }

@@ -34,7 +34,7 @@ impl PageOverlay {
         let start = page * PAGE_BYTES;
         if start < readable {
             let end = (start + PAGE_BYTES).min(readable);
-            file.read(start, &mut out[..(end - start) as usize])?;
+            file.read(start, span_mut(&mut out, 0, (end - start) as usize)?)?;
         }
         Ok(out)
     }
@@ -44,10 +44,10 @@ impl PageOverlay {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end"));
         }
         for (page, in_page, take, at) in page_spans(offset, out.len()) {
-            let dst = &mut out[at..at + take];
+            let dst = span_mut(out, at, take)?;
             match self.pages.get(&page) {
-                Some(bytes) => dst.copy_from_slice(&bytes[in_page..in_page + take]),
-                None => dst.copy_from_slice(&self.file_page(file, page)?[in_page..in_page + take]),
+                Some(bytes) => dst.copy_from_slice(span(bytes, in_page, take)?),
+                None => dst.copy_from_slice(span(&self.file_page(file, page)?, in_page, take)?),
             }
         }
         Ok(())
@@ -63,7 +63,7 @@ impl PageOverlay {
                 self.pages.insert(page, bytes);
             }
             if let Some(bytes) = self.pages.get_mut(&page) {
-                bytes[in_page..in_page + take].copy_from_slice(&data[at..at + take]);
+                span_mut(bytes, in_page, take)?.copy_from_slice(span(data, at, take)?);
             }
         }
         Ok(())
@@ -74,7 +74,9 @@ impl PageOverlay {
             // Bytes past the new end must read as zeros if the storage grows again.
             self.pages.split_off(&len.div_ceil(PAGE_BYTES));
             if let Some(bytes) = self.pages.get_mut(&(len / PAGE_BYTES)) {
-                bytes[(len % PAGE_BYTES) as usize..].fill(0);
+                if let Some(tail) = bytes.get_mut((len % PAGE_BYTES) as usize..) {
+                    tail.fill(0);
+                }
             }
             self.zero_from = self.zero_from.min(len);
         }
@@ -96,7 +98,7 @@ impl PageOverlay {
         for (&page, bytes) in &self.pages {
             let start = page * PAGE_BYTES;
             if start < len {
-                file.write(start, &bytes[..(len - start).min(PAGE_BYTES) as usize])?;
+                file.write(start, span(bytes, 0, (len - start).min(PAGE_BYTES) as usize)?)?;
             }
         }
         self.pages.clear();
@@ -118,6 +120,20 @@ pub(super) fn page_spans(offset: u64, len: usize) -> impl Iterator<Item = (u64, 
         pos += take;
         Some(span)
     })
+}
+
+/// `bytes[start..start + len]`, or an error naming the range: page spans are computed to fit,
+/// so this never fails unless that arithmetic is wrong.
+fn span(bytes: &[u8], start: usize, len: usize) -> io::Result<&[u8]> {
+    start.checked_add(len).and_then(|end| bytes.get(start..end)).ok_or_else(|| out_of_page(start, len))
+}
+
+fn span_mut(bytes: &mut [u8], start: usize, len: usize) -> io::Result<&mut [u8]> {
+    start.checked_add(len).and_then(|end| bytes.get_mut(start..end)).ok_or_else(|| out_of_page(start, len))
+}
+
+fn out_of_page(start: usize, len: usize) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("span {start}+{len} outside its page"))
 }
 
 #[cfg(test)]
