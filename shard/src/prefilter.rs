@@ -74,6 +74,38 @@ impl Prefilter {
     }
 }
 
+/// Every name (lowercased) of every attribute type `filter` asserts on, subtypes included:
+/// what evaluating it can look at. None when it may look at any attribute (a typeless
+/// extensible match, or a type the schema doesn't know), so the whole entry is needed.
+/// Computed attributes and the DN are added by the caller, not stored.
+pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String>> {
+    fn collect(rules: &RuleTable, filter: &Filter, out: &mut Vec<String>) -> Option<()> {
+        let mut add = |desc: &[u8]| -> Option<()> {
+            let attr = rules.get(std::str::from_utf8(desc).ok()?)?;
+            out.extend(attr.names.iter().cloned());
+            Some(())
+        };
+        match filter {
+            Filter::EqualityMatch(ava)
+            | Filter::ApproxMatch(ava)
+            | Filter::GreaterOrEqual(ava)
+            | Filter::LessOrEqual(ava) => add(&ava.attribute_desc),
+            Filter::Present(desc) => add(desc),
+            Filter::Substrings(sub) => add(&sub.r#type),
+            Filter::ExtensibleMatch(mra) => add(mra.r#type.as_deref()?),
+            Filter::Not(inner) => collect(rules, inner, out),
+            Filter::And(parts) | Filter::Or(parts) => {
+                parts.iter().try_for_each(|part| collect(rules, part, out))
+            }
+        }
+    }
+    let mut names = Vec::new();
+    collect(rules, filter, &mut names)?;
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
 /// Whether an attribute description's base name (before any `;option`) is one of `names`
 /// (lowercased), ignoring case.
 pub fn base_name_in(description: &[u8], names: &[String]) -> bool {
@@ -124,6 +156,10 @@ mod tests {
             ("(noSuchType=x)", false),
             ("(userPassword=*)", false),
             ("(hasSubordinates=FALSE)", true),
+            ("(!(sn=jensen))", true),
+            ("(!(cn=nobody))", true),
+            ("(&(objectClass=person)(!(sn=x)))", true),
+            ("(cn:caseExactMatch:=Babs)", true),
         ];
         let hidden = vec!["userpassword".to_string()];
         for (text, may) in filters {
@@ -133,8 +169,16 @@ mod tests {
                 EntryRecord::any_attribute_name(&bytes, &mut |name| base_name_in(name, names)).unwrap()
             };
             assert_eq!(pre.may_match(&mut has), may, "{text}");
-            if eval::matches_visible(&rules, &filter, &record.entry, None, &hidden) {
+            let full = eval::matches_visible(&rules, &filter, &record.entry, None, &hidden);
+            if full {
                 assert!(may, "{text} matches but was rejected");
+            }
+            // Evaluated on only the attributes it names, the filter gives the same answer.
+            if let Some(names) = referenced_names(&rules, &filter) {
+                let partial =
+                    EntryRecord::decode_selected(&bytes, &|name| base_name_in(name, &names)).unwrap();
+                let partly = eval::matches_visible(&rules, &filter, &partial.entry, None, &hidden);
+                assert_eq!(partly, full, "{text} on the referenced attributes only");
             }
         }
     }

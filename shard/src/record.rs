@@ -64,6 +64,13 @@ impl EntryRecord {
     /// Decodes a stored record; a damaged one (checksum, lengths) is an error, never a
     /// different entry.
     pub fn decode(bytes: &[u8]) -> Result<Self, CorruptRecord> {
+        Self::decode_selected(bytes, &|_| true)
+    }
+
+    /// Like [`EntryRecord::decode`], keeping only the attributes whose stored name `keep`
+    /// accepts: a scan evaluating a filter on a few types decodes just those (the rest are
+    /// skipped, not copied), and decodes the whole entry only for a match.
+    pub fn decode_selected(bytes: &[u8], keep: &dyn Fn(&[u8]) -> bool) -> Result<Self, CorruptRecord> {
         match bytes.first() {
             Some(&RECORD_VERSION) => {
                 let split =
@@ -72,9 +79,9 @@ impl EntryRecord {
                 if crc32fast::hash(body).to_be_bytes() != stored {
                     return Err(CorruptRecord("checksum mismatch: damaged on disk; run `ferrodir verify`"));
                 }
-                Self::decode_body(body)
+                Self::decode_body(body, keep)
             }
-            Some(&RECORD_VERSION_UNCHECKED) => Self::decode_body(bytes),
+            Some(&RECORD_VERSION_UNCHECKED) => Self::decode_body(bytes, keep),
             _ => Err(CorruptRecord("unknown record version")),
         }
     }
@@ -116,7 +123,7 @@ impl EntryRecord {
     }
 
     /// The fields after the version byte, which the caller has checked.
-    fn decode_body(bytes: &[u8]) -> Result<Self, CorruptRecord> {
+    fn decode_body(bytes: &[u8], keep: &dyn Fn(&[u8]) -> bool) -> Result<Self, CorruptRecord> {
         let mut r = Reader::new(bytes);
         r.u8()?;
         let parent = EntryId(r.u64()?);
@@ -126,13 +133,20 @@ impl EntryRecord {
         let attr_count = r.varint()?;
         let mut attrs = Vec::with_capacity(attr_count.min(256) as usize);
         for _ in 0..attr_count {
-            let name = r.string()?;
+            let name = r.bytes()?;
             let value_count = r.varint()?;
+            if !keep(name) {
+                for _ in 0..value_count {
+                    r.bytes()?;
+                }
+                continue;
+            }
+            let name = std::str::from_utf8(name).map_err(|_| CorruptRecord("utf-8"))?;
             let mut values = Vec::with_capacity(value_count.min(256) as usize);
             for _ in 0..value_count {
                 values.push(r.bytes()?.to_vec());
             }
-            attrs.push(Attribute { name, values });
+            attrs.push(Attribute { name: name.to_string(), values });
         }
         if !r.is_empty() {
             return Err(CorruptRecord("trailing bytes"));

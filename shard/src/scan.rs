@@ -27,7 +27,7 @@ use crate::core::ShardInfo;
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::keys;
-use crate::prefilter::{base_name_in, Prefilter};
+use crate::prefilter::{base_name_in, referenced_names, Prefilter};
 use crate::record::EntryRecord;
 use crate::rules::RuleTable;
 use crate::search::Scope;
@@ -174,6 +174,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
         scope: task.scope,
         needs: filter_needs(rules, &task.filter),
         prefilter: Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
+        selected: referenced_names(rules, &task.filter),
     };
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
@@ -239,6 +240,8 @@ struct Judge<'a> {
     scope: Scope,
     needs: (bool, bool),
     prefilter: Prefilter,
+    /// The attribute names the filter looks at: only those are decoded to evaluate it.
+    selected: Option<Vec<String>>,
 }
 
 impl Judge<'_> {
@@ -313,13 +316,18 @@ impl Judge<'_> {
                 return Ok(None);
             }
         }
-        let record = EntryRecord::decode(bytes)?;
+        let record = match &self.selected {
+            Some(names) => EntryRecord::decode_selected(bytes, &|name| base_name_in(name, names))?,
+            None => EntryRecord::decode(bytes)?,
+        };
         let (rules, query) = (self.rules, &self.query);
         if !in_scope(query.tree, self.scope, id, &record)
             || !entry_matches(rules, query, self.needs, id, &record)
         {
             return Ok(None);
         }
+        // A match is sent whole.
+        let record = if self.selected.is_some() { EntryRecord::decode(bytes)? } else { record };
         Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
     }
 }
