@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
+use crate::raw::{connect, parse_result, send, split_tlv, uint, Message};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
@@ -116,56 +117,10 @@ fn nested(depth: usize) -> Vec<u8> {
 
 // ---- reading BER ----
 
-fn split_tlv(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = buf.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let len = rest[..count].iter().fold(0usize, |acc, b| acc << 8 | usize::from(*b));
-        rest = &rest[count..];
-        len
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
-fn uint(content: &[u8]) -> u32 {
-    content.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b))
-}
-
-#[derive(Debug)]
-struct Message {
-    id: u32,
-    op: u8,
-    body: Vec<u8>,
-}
-
-impl Message {
-    /// The resultCode and diagnosticMessage of a response carrying an LDAPResult.
-    fn result(&self) -> (u32, String) {
-        let parsed = (|| {
-            let (0x0a, code, rest) = split_tlv(&self.body)? else { return None };
-            let (0x04, _matched, rest) = split_tlv(rest)? else { return None };
-            let (0x04, diagnostic, _) = split_tlv(rest)? else { return None };
-            Some((uint(code), String::from_utf8_lossy(diagnostic).into_owned()))
-        })();
-        parsed.unwrap_or_else(|| panic!("not an LDAPResult: {self:02x?}"))
-    }
-}
-
-fn connect(server: &Server) -> TcpStream {
-    let stream = TcpStream::connect(server.addr).expect("connect");
-    stream.set_read_timeout(Some(READ_TIMEOUT)).expect("read timeout");
-    stream.set_write_timeout(Some(READ_TIMEOUT)).expect("write timeout");
-    stream
-}
-
-fn send(stream: &mut TcpStream, bytes: &[u8]) {
-    stream.write_all(bytes).expect("send");
+/// The resultCode and diagnosticMessage of a response carrying an LDAPResult.
+fn result(message: &Message) -> (u32, String) {
+    let outcome = parse_result(&message.body);
+    (outcome.code, outcome.diagnostic)
 }
 
 /// One whole PDU, or None when the server closed the connection (cleanly or by reset).
@@ -211,7 +166,7 @@ fn read_search(stream: &mut TcpStream, id: u32) -> (usize, u32, String) {
         match reply.op {
             SEARCH_RESULT_ENTRY => entries += 1,
             SEARCH_RESULT_DONE => {
-                let (code, diagnostic) = reply.result();
+                let (code, diagnostic) = result(&reply);
                 return (entries, code, diagnostic);
             }
             other => panic!("unexpected protocolOp {other:#x} in a search"),
@@ -223,7 +178,7 @@ fn bind_ok(stream: &mut TcpStream, id: u32, dn: &str, password: &str) {
     send(stream, &bind(id, dn, password));
     let reply = read_message(stream);
     assert_eq!((reply.id, reply.op), (id, BIND_RESPONSE), "{reply:02x?}");
-    assert_eq!(reply.result().0, 0, "bind as {dn:?}: {reply:02x?}");
+    assert_eq!(result(&reply).0, 0, "bind as {dn:?}: {reply:02x?}");
 }
 
 /// The connection answers a search (all entries, success).
@@ -352,7 +307,7 @@ fn pending_request_limit_stops_reading_and_everything_is_answered() {
     while answered < REQUESTS {
         let reply = read_message(&mut stream);
         if reply.op == SEARCH_RESULT_DONE {
-            assert_eq!(reply.result().0, 0, "search {}: {reply:02x?}", reply.id);
+            assert_eq!(result(&reply).0, 0, "search {}: {reply:02x?}", reply.id);
             answered += 1;
         }
     }
@@ -404,7 +359,7 @@ fn filter_controls_and_attribute_counts_are_bounded() {
     let body = [int(0x02, 3), octets(b""), tlv(0x80, b"")].concat();
     send(&mut stream, &message(9, &tlv(0x60, &body), &noncritical));
     let reply = read_message(&mut stream);
-    assert_eq!((reply.id, reply.op, reply.result().0), (9, BIND_RESPONSE, ADMIN_LIMIT_EXCEEDED));
+    assert_eq!((reply.id, reply.op, result(&reply).0), (9, BIND_RESPONSE, ADMIN_LIMIT_EXCEEDED));
     assert_usable(&mut stream, 10);
 }
 

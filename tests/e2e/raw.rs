@@ -131,7 +131,7 @@ pub(crate) fn split_tlv(buf: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
-fn uint(content: &[u8]) -> u32 {
+pub(crate) fn uint(content: &[u8]) -> u32 {
     content.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b))
 }
 
