@@ -25,7 +25,10 @@ use crate::storage::KvSnapshot;
 /// How the indices can narrow a filter, decided from the filter and the configuration only.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// Every posting under this key prefix (equality, presence).
+    /// Every equality posting under this key prefix (attribute and normalised value): also
+    /// the key a shard's Bloom filter is asked for.
+    Equality(Vec<u8>),
+    /// Every presence posting under this key prefix.
     Postings(Vec<u8>),
     /// Nothing can match (an equality on an unknown object class).
     Empty,
@@ -73,7 +76,7 @@ impl<'a> Planner<'a> {
                     );
                 }
                 let key = equality_key(attr, &ava.assertion_value)?;
-                Some(Plan::Postings(keys::eq_prefix(&attr.canonical, &key)))
+                Some(Plan::Equality(keys::eq_prefix(&attr.canonical, &key)))
             }
             Filter::Present(desc) => {
                 let attr = self.usable(desc, IndexKind::Presence)?;
@@ -108,16 +111,16 @@ impl<'a> Planner<'a> {
             _ => None,
         }
     }
+}
 
-    /// The equality posting prefix every match must have: the filter itself, or one part of
+impl Plan {
+    /// The equality posting prefix every match must have: the plan itself, or one part of
     /// an AND, being an indexed equality. Shards whose Bloom filter lacks it hold no match.
-    pub fn required_equality(&self, filter: &Filter) -> Option<Vec<u8>> {
-        match filter {
-            Filter::EqualityMatch(_) => match self.plan(filter)? {
-                Plan::Postings(prefix) => Some(prefix),
-                _ => None,
-            },
-            Filter::And(parts) => parts.iter().find_map(|part| self.required_equality(part)),
+    /// Read from the plan, so the value is normalised once per search.
+    pub fn required_equality(&self) -> Option<&[u8]> {
+        match self {
+            Plan::Equality(prefix) => Some(prefix),
+            Plan::And(parts) => parts.iter().find_map(Plan::required_equality),
             _ => None,
         }
     }
@@ -143,7 +146,7 @@ pub fn read_plan(
 ) -> ShardResult<Option<BTreeSet<EntryId>>> {
     match plan {
         Plan::Empty => Ok(Some(BTreeSet::new())),
-        Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
+        Plan::Equality(prefix) | Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
         Plan::Grams { canonical, grams } => {
             // Common grams ("use" of "user 123") match nearly everything: reading their
             // postings costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with

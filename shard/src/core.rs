@@ -98,18 +98,6 @@ impl ShardCore {
         Ok(snapshot.get(&keys::dn(parent, rdn_norm))?.and_then(|v| EntryId::from_be_slice(&v)))
     }
 
-    /// Ids of this shard's children of `parent`.
-    pub fn children(&self, snapshot: &dyn KvSnapshot, parent: EntryId) -> ShardResult<Vec<EntryId>> {
-        let mut out = Vec::new();
-        snapshot.scan_prefix(&keys::children_prefix(parent), &mut |k, _| {
-            if let Some(id) = keys::trailing_id(k) {
-                out.push(id);
-            }
-            true
-        })?;
-        Ok(out)
-    }
-
     /// Whether `parent` has at least one child on this shard.
     pub fn has_children(&self, snapshot: &dyn KvSnapshot, parent: EntryId) -> ShardResult<bool> {
         let mut found = false;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::harness::{Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
-use crate::raw::{connect, parse_result, send, split_tlv, uint, Message};
+use crate::raw::{bind, connect, int, octets, parse_result, present, send, split_tlv, tlv, uint, Message};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
@@ -38,35 +38,7 @@ fn config(limits: &str) -> String {
 
 // ---- building BER ----
 
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
-    if len < 0x80 {
-        out.push(len as u8);
-    } else {
-        let bytes = (len as u64).to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        out.push(0x80 | (8 - skip) as u8);
-        out.extend_from_slice(&bytes[skip..]);
-    }
-    out.extend_from_slice(content);
-    out
-}
-
-fn int(tag: u8, value: u32) -> Vec<u8> {
-    let bytes = value.to_be_bytes();
-    let skip = bytes.iter().take_while(|b| **b == 0).count().min(3);
-    let mut content = bytes[skip..].to_vec();
-    if content[0] & 0x80 != 0 {
-        content.insert(0, 0);
-    }
-    tlv(tag, &content)
-}
-
-fn octets(value: &[u8]) -> Vec<u8> {
-    tlv(0x04, value)
-}
-
+/// raw.rs's `message`, with request controls.
 fn message(id: u32, op: &[u8], controls: &[&str]) -> Vec<u8> {
     let mut body = [int(0x02, id), op.to_vec()].concat();
     if !controls.is_empty() {
@@ -74,15 +46,6 @@ fn message(id: u32, op: &[u8], controls: &[&str]) -> Vec<u8> {
         body.extend(tlv(0xa0, &list));
     }
     tlv(0x30, &body)
-}
-
-fn bind(id: u32, dn: &str, password: &str) -> Vec<u8> {
-    let body = [int(0x02, 3), octets(dn.as_bytes()), tlv(0x80, password.as_bytes())].concat();
-    message(id, &tlv(0x60, &body), &[])
-}
-
-fn present(attr: &str) -> Vec<u8> {
-    tlv(0x87, attr.as_bytes())
 }
 
 fn equality(attr: &str, value: &[u8]) -> Vec<u8> {

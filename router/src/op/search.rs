@@ -91,10 +91,10 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         // 389-ds's require-index: refuse before any shard starts walking its scope.
         return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
     }
-    let shards: Vec<usize> = match planner.required_equality(&request.filter) {
+    let shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => (0..ctx.worker.shard_count())
-            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(&key)))
+            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
             .collect(),
         None => (0..ctx.worker.shard_count()).collect(),
     };
