@@ -80,6 +80,12 @@ pub struct Limits {
     /// adminLimitExceeded.
     pub attributes_per_request_max: usize,
     pub search_chunks_in_flight: usize,
+    /// A scan's work between two yields of its thread, in microseconds.
+    pub search_slice_us: u64,
+    /// A scan takes a fresh snapshot after this many entries, or after
+    /// `search_snapshot_age_ms`, whichever comes first (as back-mdb's rtxnsize).
+    pub search_snapshot_entries_max: usize,
+    pub search_snapshot_age_ms: u64,
     pub entry_cache_entries_max: usize,
     /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
     pub storage_cache_bytes_per_shard: usize,
@@ -253,6 +259,9 @@ impl Default for Limits {
             controls_per_request_max: 32,
             attributes_per_request_max: 1024,
             search_chunks_in_flight: 4,
+            search_slice_us: 1_000,
+            search_snapshot_entries_max: 10_000,
+            search_snapshot_age_ms: 100,
             entry_cache_entries_max: 100_000,
             storage_cache_bytes_per_shard: 1 << 30,
             outbound_pdus_queued_max: 256,

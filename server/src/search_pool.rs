@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_shard::scan::{ScanPool, ScanSource};
+use ferrodir_shard::scan::{ScanLimits, ScanPool, ScanSource};
 
 use crate::config::Config;
 use crate::store::Store;
@@ -24,6 +24,11 @@ pub struct SearchPool {
 
 impl SearchPool {
     pub fn start(config: &Config, store: &Store) -> anyhow::Result<Self> {
+        let limits = ScanLimits {
+            slice_us: config.limits.search_slice_us.max(1),
+            snapshot_entries_max: config.limits.search_snapshot_entries_max.max(1),
+            snapshot_age_ms: config.limits.search_snapshot_age_ms,
+        };
         let sources = (0..store.engines.len())
             .map(|index| {
                 // No entry cache: see shard::scan.
@@ -31,7 +36,7 @@ impl SearchPool {
                     entry_cache_entries_max: 0,
                     ..store.shard_info(index, config)
                 };
-                Arc::new(ScanSource { info, engine: store.engines[index].clone() })
+                Arc::new(ScanSource { info, engine: store.engines[index].clone(), limits })
             })
             .collect();
         let runtime = match config.search_scans.as_str() {

@@ -7,9 +7,9 @@
 //!   last candidate is read;
 //! - it checks its stop signals before every entry, so Abandon, a closed connection or a
 //!   limit stops it within one entry's work;
-//! - it yields its thread after each [`SLICE_US`] of work, so concurrent scans share the
+//! - it yields its thread after each slice of work ([`ScanLimits`], 1 ms by default), so concurrent scans share the
 //!   pool fairly;
-//! - it reopens its snapshot after [`REOPEN_ENTRIES`] entries or [`REOPEN_MS`], resuming after
+//! - it reopens its snapshot after 10,000 entries or 100 ms (by default), resuming after
 //!   its last id (as back-mdb's `rtxnsize` does), and holds none while it waits for the
 //!   client to take a chunk, so no scan pins old pages for long.
 //!
@@ -38,12 +38,23 @@ use crate::search::{
 use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
 
-/// Work between two yields of the thread, in microseconds.
-pub const SLICE_US: u64 = 1_000;
-/// A scan takes a new snapshot after this many entries...
-pub const REOPEN_ENTRIES: usize = 10_000;
-/// ...or this long, whichever comes first.
-pub const REOPEN_MS: u64 = 100;
+/// How a scan shares its thread and how long it may hold one snapshot (config `[limits]`
+/// `search_slice_us`, `search_snapshot_entries_max`, `search_snapshot_age_ms`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ScanLimits {
+    /// Work between two yields of the thread, in microseconds.
+    pub slice_us: u64,
+    /// A scan takes a new snapshot after this many entries...
+    pub snapshot_entries_max: usize,
+    /// ...or this long, whichever comes first.
+    pub snapshot_age_ms: u64,
+}
+
+impl Default for ScanLimits {
+    fn default() -> Self {
+        Self { slice_us: 1_000, snapshot_entries_max: 10_000, snapshot_age_ms: 100 }
+    }
+}
 /// Candidate ids read from the one-level index at a time.
 const WALK_BATCH: usize = 256;
 /// An index candidate set larger than this is no cheaper than walking the scope, and would
@@ -54,6 +65,7 @@ const INDEXED_CANDIDATES_MAX: usize = 65_536;
 pub struct ScanSource {
     pub info: ShardInfo,
     pub engine: Arc<dyn KvEngine>,
+    pub limits: ScanLimits,
 }
 
 /// Where scans run: a handle to the search pool's runtime (None: cooperatively on the
@@ -120,6 +132,7 @@ impl Source {
 /// The snapshot a scan reads, reopened as the module doc says.
 struct Reader<'a> {
     engine: &'a dyn KvEngine,
+    limits: ScanLimits,
     snapshot: Option<Arc<dyn KvSnapshot>>,
     opened: Instant,
     entries: usize,
@@ -127,8 +140,8 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn snapshot(&mut self) -> ShardResult<Arc<dyn KvSnapshot>> {
-        let stale =
-            self.entries >= REOPEN_ENTRIES || self.opened.elapsed() >= Duration::from_millis(REOPEN_MS);
+        let stale = self.entries >= self.limits.snapshot_entries_max
+            || self.opened.elapsed() >= Duration::from_millis(self.limits.snapshot_age_ms);
         match &self.snapshot {
             Some(snapshot) if !stale => Ok(snapshot.clone()),
             _ => {
@@ -149,8 +162,13 @@ impl Reader<'_> {
 
 async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     let rules = &source.info.rules;
-    let mut reader =
-        Reader { engine: source.engine.as_ref(), snapshot: None, opened: Instant::now(), entries: 0 };
+    let mut reader = Reader {
+        engine: source.engine.as_ref(),
+        limits: source.limits,
+        snapshot: None,
+        opened: Instant::now(),
+        entries: 0,
+    };
     let stop = || task.stopped().is_some();
     let scope_source = || Source::for_scope(&task.tree, task.scope, source.info.index);
     let mut candidates = match task.plan.as_ref() {
@@ -222,7 +240,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
         if !more {
             break;
         }
-        if slice_start.elapsed() >= Duration::from_micros(SLICE_US) {
+        if slice_start.elapsed() >= Duration::from_micros(source.limits.slice_us) {
             tokio::task::yield_now().await;
             slice_start = Instant::now();
         }
@@ -409,7 +427,7 @@ mod tests {
                 stop,
                 op_stop,
             };
-            let source = Arc::new(ScanSource { info: info(), engine });
+            let source = Arc::new(ScanSource { info: info(), engine, limits: ScanLimits::default() });
             actix::spawn(run_scan(source, task));
             let mut found = 0;
             while let Some(chunk) = chunks.recv().await {
