@@ -52,6 +52,9 @@ pub struct DirectoryConfig {
     /// Cleartext or an RFC 2307 `{SSHA}`/`{SHA}` value.
     pub root_password: Option<String>,
     pub access: AccessProfile,
+    /// `require_tls_for_binds`: a simple bind, SASL PLAIN or Password Modify in cleartext
+    /// from a non-loopback peer gets confidentialityRequired (13).
+    pub require_tls_for_binds: bool,
     /// Size, time, paging, PDU, pending-request and idle limits per identity class, and
     /// the bounds on a request's shape (limits.rs). Read through [`Self::limits_for`].
     pub limits: LimitsConfig,

@@ -37,5 +37,5 @@ pub mod worker;
 
 pub use config::DirectoryConfig;
 pub use error::LdapError;
-pub use session::{Flow, Outbound, Session};
+pub use session::{Flow, Outbound, Session, Transport};
 pub use worker::Worker;

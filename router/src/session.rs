@@ -51,6 +51,39 @@ pub enum Flow {
     Close,
 }
 
+/// What the connection's transport guarantees, as access decisions need it: whether the
+/// peer is on this host and whether the channel is confidential. Set when the connection
+/// is accepted, and again after StartTLS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transport {
+    /// A loopback TCP peer (127.0.0.0/8, ::1) or a local (ldapi) socket.
+    pub local: bool,
+    /// TLS is in force: LDAPS, or StartTLS completed.
+    pub tls: bool,
+    /// The Unix-domain (ldapi) listener; the peer's credentials are in `peer_cred`.
+    pub ldapi: bool,
+    /// On ldapi: the peer process's uid and gid (SO_PEERCRED).
+    pub peer_cred: Option<(u32, u32)>,
+    /// Under TLS with a verified client certificate: its subject DN, RFC 4514 string form.
+    pub client_cert_subject: Option<String>,
+}
+
+impl Transport {
+    /// Whether what travels is protected from others on the network: TLS, or a socket
+    /// that never leaves the host (ldapi). Loopback TCP is not confidential by itself; the
+    /// `require_tls_for_binds` exemption for loopback peers is decided where it applies.
+    pub fn confidential(&self) -> bool {
+        self.tls || self.ldapi
+    }
+
+    /// Whether a password may travel on this connection: always when `require_tls` is off,
+    /// else only when it is confidential or the peer is on this host (loopback is exempt).
+    /// A refusal is confidentialityRequired (13), RFC 4513 §5.1.2 and §6.3.1.
+    pub fn password_allowed(&self, require_tls: bool) -> bool {
+        !require_tls || self.confidential() || self.local
+    }
+}
+
 /// Everything one operation needs, captured at dispatch.
 #[derive(Clone)]
 pub struct OpContext {
@@ -58,6 +91,8 @@ pub struct OpContext {
     pub out: mpsc::Sender<Outbound>,
     pub message_id: u32,
     pub identity: Identity,
+    /// The connection's transport when the request was dispatched.
+    pub transport: Rc<Transport>,
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
@@ -86,6 +121,7 @@ impl OpContext {
 
 struct SessionState {
     identity: RefCell<Identity>,
+    transport: RefCell<Rc<Transport>>,
     /// The limits of `identity`'s class; replaced when a Bind completes.
     limits: Cell<ClassLimits>,
     in_flight: RefCell<HashMap<u32, Arc<StopSignal>>>,
@@ -140,11 +176,12 @@ pub struct Session {
 
 impl Session {
     /// A session that starts anonymous, under the anonymous class's limits.
-    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>) -> Self {
+    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, transport: Transport) -> Self {
         let limits = *worker.config.limits_for(&Identity::Anonymous);
         let slots_total = limits.requests_pending_max.max(1);
         let state = SessionState {
             identity: RefCell::new(Identity::Anonymous),
+            transport: RefCell::new(Rc::new(transport)),
             limits: Cell::new(limits),
             in_flight: RefCell::new(HashMap::new()),
             slots: Arc::new(Semaphore::new(slots_total as usize)),
@@ -272,6 +309,16 @@ impl Session {
         Flow::Close
     }
 
+    /// The connection's transport now.
+    pub fn transport(&self) -> Rc<Transport> {
+        self.state.transport.borrow().clone()
+    }
+
+    /// Replaces the transport (after StartTLS): later requests see the new one.
+    pub fn set_transport(&self, transport: Transport) {
+        *self.state.transport.borrow_mut() = Rc::new(transport);
+    }
+
     fn set_identity(&self, identity: Identity) {
         self.state.limits.set(*self.worker.config.limits_for(&identity));
         *self.state.identity.borrow_mut() = identity;
@@ -283,6 +330,7 @@ impl Session {
             out: self.out.clone(),
             message_id,
             identity: self.state.identity.borrow().clone(),
+            transport: self.state.transport.borrow().clone(),
             cancel,
         }
     }

@@ -13,6 +13,17 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// `listen_ldaps = "HOST:PORT"`: an LDAPS listener (TLS from the first byte); needs `[tls]`.
+    pub listen_ldaps: Option<SocketAddr>,
+    /// `listen_ldapi = "PATH"`: a Unix-domain socket (ldapi://), where SASL EXTERNAL
+    /// authenticates the peer process by its uid and gid.
+    pub listen_ldapi: Option<PathBuf>,
+    /// `[tls]`: certificate and key, client certificates, protocol versions. With a
+    /// certificate configured, StartTLS is offered on the plain listener.
+    pub tls: Option<Tls>,
+    /// A simple bind, SASL PLAIN or Password Modify in cleartext from a non-loopback peer
+    /// gets confidentialityRequired (13).
+    pub require_tls_for_binds: bool,
     pub data_dir: PathBuf,
     /// Naming contexts served.
     pub suffixes: Vec<String>,
@@ -207,6 +218,41 @@ pub struct Testing {
     pub ack_before_sync: bool,
 }
 
+/// `[tls]`. Files are PEM; they are read at start, on SIGHUP, and whenever their
+/// modification time changes (checked every `reload_poll_s`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Tls {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    /// CAs whose client certificates are accepted (for SASL EXTERNAL); empty: none asked.
+    pub client_ca_file: Option<PathBuf>,
+    /// "never" (no certificate asked), "try" (asked, verified if sent) or "demand" (the
+    /// handshake fails without a valid one).
+    pub client_certs: String,
+    /// The lowest TLS version accepted: "1.2" or "1.3".
+    pub min_version: String,
+    /// How often the certificate and key files are checked for a change, in seconds
+    /// (Kubernetes rotates mounted Secrets without a signal); 0 = only on SIGHUP.
+    pub reload_poll_s: u64,
+    /// How long a TLS handshake may take before the connection is closed.
+    pub handshake_timeout_s: u64,
+}
+
+impl Default for Tls {
+    fn default() -> Self {
+        Self {
+            cert_file: PathBuf::new(),
+            key_file: PathBuf::new(),
+            client_ca_file: None,
+            client_certs: "never".into(),
+            min_version: "1.2".into(),
+            reload_poll_s: 60,
+            handshake_timeout_s: 10,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
@@ -220,6 +266,10 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 3389)),
+            listen_ldaps: None,
+            listen_ldapi: None,
+            tls: None,
+            require_tls_for_binds: true,
             data_dir: PathBuf::from("ferrodir-data"),
             suffixes: vec!["dc=example,dc=com".into()],
             root_dn: "cn=admin,dc=example,dc=com".into(),

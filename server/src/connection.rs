@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ferrodir_proto::frame::{announced_pdu_bytes, check_frame, FrameLimits};
-use ferrodir_router::{Flow, Outbound, Session, Worker};
+use ferrodir_router::{Flow, Outbound, Session, Transport, Worker};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -64,7 +64,8 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, shared: Arc<Shared>) {
     let (out, queue) = mpsc::channel(limits.outbound_pdus_queued_max.max(1));
     let write_timeout = Duration::from_secs(limits.write_timeout_s.max(1));
     let writer_task = actix::spawn(write_loop(writer, queue, write_timeout));
-    let session = Session::new(worker, out);
+    let local = peer.is_some_and(|addr| addr.ip().to_canonical().is_loopback());
+    let session = Session::new(worker, out, Transport { local, ..Transport::default() });
     let mut buf = ReadBuffer::new(shared.read_budget.clone());
     'connection: loop {
         loop {

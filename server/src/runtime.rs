@@ -54,6 +54,7 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         root_dn,
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
         access,
+        require_tls_for_binds: config.require_tls_for_binds,
         limits: config.limits.resolve()?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
