@@ -45,6 +45,22 @@ pub enum AccessProfile {
     OpenRead,
 }
 
+/// One `authz_regexp` rule, compiled once at start.
+#[derive(Clone, Debug)]
+pub struct AuthzRule {
+    /// Anchored at both ends and case-insensitive, as slapd's.
+    pub pattern: regex::Regex,
+    /// `$1`, `$2`... name the pattern's groups.
+    pub replace: String,
+}
+
+impl AuthzRule {
+    pub fn new(pattern: &str, replace: &str) -> Result<Self, regex::Error> {
+        let pattern = regex::RegexBuilder::new(&format!("^(?:{pattern})$")).case_insensitive(true).build()?;
+        Ok(Self { pattern, replace: replace.to_string() })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct DirectoryConfig {
     pub suffixes: Vec<Suffix>,
@@ -55,6 +71,11 @@ pub struct DirectoryConfig {
     /// `require_tls_for_binds`: a simple bind, SASL PLAIN or Password Modify in cleartext
     /// from a non-loopback peer gets confidentialityRequired (13).
     pub require_tls_for_binds: bool,
+    /// A certificate is configured: StartTLS is offered on the plain listener and listed
+    /// in the root DSE.
+    pub tls_offered: bool,
+    /// `authz_regexp`: SASL names to DNs, first match wins (op/sasl.rs).
+    pub authz_rules: Vec<AuthzRule>,
     /// Size, time, paging, PDU, pending-request and idle limits per identity class, and
     /// the bounds on a request's shape (limits.rs). Read through [`Self::limits_for`].
     pub limits: LimitsConfig,

@@ -42,6 +42,9 @@ pub enum Outbound {
     Pdus(Vec<Bytes>),
     /// Flush what came before, then close the connection.
     Close,
+    /// Flush what came before, then stop writing and hand the socket back to the
+    /// connection (StartTLS: the TLS handshake follows the success response).
+    Handover,
 }
 
 /// Whether the connection goes on after a request.
@@ -49,7 +52,13 @@ pub enum Outbound {
 pub enum Flow {
     Continue,
     Close,
+    /// StartTLS succeeded: the connection discards what it has buffered, takes the socket
+    /// back from its writer, runs the TLS handshake and sets the new [`Transport`].
+    StartTls,
 }
+
+/// RFC 4511 §4.14.1: the requestName (and responseName) of StartTLS.
+pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
 
 /// What the connection's transport guarantees, as access decisions need it: whether the
 /// peer is on this host and whether the channel is confidential. Set when the connection
@@ -263,6 +272,11 @@ impl Session {
                 self.state.slots_total.set(slots_total);
                 Flow::Continue
             }
+            ProtocolOp::ExtendedRequest(request)
+                if request.request_name.as_ref() == START_TLS_OID.as_bytes() =>
+            {
+                self.start_tls(message_id, request.request_value.is_some()).await
+            }
             op if op::is_request(&op) => {
                 let permit = match self.state.slots.clone().acquire_owned().await {
                     Ok(permit) => permit,
@@ -292,6 +306,43 @@ impl Session {
                 Flow::Close
             }
         }
+    }
+
+    /// StartTLS (RFC 4511 §4.14), refused as slapd refuses it: with a request value
+    /// (protocolError), when no certificate is configured (unavailable), on a connection
+    /// already under TLS or an ldapi socket, and while other operations are outstanding
+    /// (operationsError). On success the session drops to anonymous, as slapd does by
+    /// default (its `disallow tls_2_anon` is off): a bind made in the clear is not carried
+    /// into the protected session. The connection then sends the response and hands over.
+    async fn start_tls(&self, message_id: u32, has_value: bool) -> Flow {
+        let transport = self.transport();
+        let refusal = if has_value {
+            Some((ResultCode::PROTOCOL_ERROR, "no request data expected"))
+        } else if !self.worker.config.tls_offered {
+            Some((ResultCode::UNAVAILABLE, "Could not initialize TLS"))
+        } else if transport.tls || transport.ldapi {
+            Some((ResultCode::OPERATIONS_ERROR, "TLS already started"))
+        } else if self.requests_pending() > 0 {
+            Some((ResultCode::OPERATIONS_ERROR, "cannot start TLS when operations are outstanding"))
+        } else {
+            None
+        };
+        let ctx = self.context(message_id, Arc::new(StopSignal::new()));
+        let (result, flow) = match refusal {
+            Some((code, text)) => (LdapResult::error(code, text), Flow::Continue),
+            None => (LdapResult::success(), Flow::StartTls),
+        };
+        let response = ExtendedResponse {
+            result,
+            response_name: Some(OctetString::from_static(START_TLS_OID.as_bytes())),
+            response_value: None,
+        };
+        ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+        if flow == Flow::StartTls {
+            self.set_identity(Identity::Anonymous);
+            let _ = self.out.send(Outbound::Handover).await;
+        }
+        flow
     }
 
     /// A PDU that did not decode: an unknown ENUMERATED value in a search or modify gets

@@ -24,6 +24,12 @@ pub struct Config {
     /// A simple bind, SASL PLAIN or Password Modify in cleartext from a non-loopback peer
     /// gets confidentialityRequired (13).
     pub require_tls_for_binds: bool,
+    /// `[[authz_regexp]]`: how an authenticated SASL name (a client certificate's subject,
+    /// ldapi peer credentials, a PLAIN user name) becomes a directory identity, as slapd's
+    /// `authz-regexp`: the first rule whose `match` (a regular expression, matched
+    /// case-insensitively against the whole name) fits gives the DN `replace` ($1.. are
+    /// the groups).
+    pub authz_regexp: Vec<AuthzRegexp>,
     pub data_dir: PathBuf,
     /// Naming contexts served.
     pub suffixes: Vec<String>,
@@ -216,6 +222,17 @@ pub struct Testing {
     /// Acknowledge writes without syncing: a deliberately broken server, used to prove that
     /// the crash test catches lost acknowledged writes.
     pub ack_before_sync: bool,
+    /// Treat loopback peers as remote, so that tests on 127.0.0.1 can see what a client on
+    /// another host gets (`require_tls_for_binds`, loopback-only access rules).
+    pub loopback_is_remote: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthzRegexp {
+    #[serde(rename = "match")]
+    pub pattern: String,
+    pub replace: String,
 }
 
 /// `[tls]`. Files are PEM; they are read at start, on SIGHUP, and whenever their
@@ -270,6 +287,7 @@ impl Default for Config {
             listen_ldapi: None,
             tls: None,
             require_tls_for_binds: true,
+            authz_regexp: Vec::new(),
             data_dir: PathBuf::from("ferrodir-data"),
             suffixes: vec!["dc=example,dc=com".into()],
             root_dn: "cn=admin,dc=example,dc=com".into(),

@@ -29,11 +29,12 @@ use bytes::BytesMut;
 use ferrodir_proto::frame::{announced_pdu_bytes, check_frame, FrameLimits};
 use ferrodir_router::{Flow, Outbound, Session, Transport, Worker};
 use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::Limits;
+use crate::stream::{self, Reader, Stream, Writer};
+use crate::tls::TlsContext;
 
 /// The read buffer a connection gets without drawing on the shared budget. Most requests
 /// (a search, a bind, a small modify) fit in it whole.
@@ -45,29 +46,138 @@ const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 /// What every connection shares: the server's limits and the read-buffer budget.
 pub struct Shared {
     pub limits: Limits,
+    /// `[tls]`, when configured: LDAPS handshakes and StartTLS.
+    pub tls: Option<Arc<TlsContext>>,
+    /// Test-only (`[testing] loopback_is_remote`): loopback peers count as remote.
+    pub loopback_is_remote: bool,
     /// `read_buffers_bytes_max` permits, one per byte of read buffer beyond the base.
     pub read_budget: Arc<Semaphore>,
 }
 
 impl Shared {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: Limits, tls: Option<Arc<TlsContext>>) -> Self {
         let read_budget = Arc::new(Semaphore::new(limits.read_buffers_bytes_max.min(Semaphore::MAX_PERMITS)));
-        Self { limits, read_budget }
+        Self { limits, tls, read_budget, loopback_is_remote: false }
     }
 }
 
-pub async fn serve(stream: TcpStream, worker: Rc<Worker>, shared: Arc<Shared>) {
-    let peer = stream.peer_addr().ok();
-    let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+/// A connection as the accept loop hands it to a worker thread: the socket (still a std
+/// one, so that it registers with the worker's own runtime) and what kind it is.
+pub enum Incoming {
+    Plain(std::net::TcpStream),
+    /// LDAPS: the TLS handshake runs first, on the worker.
+    Ldaps(std::net::TcpStream),
+    /// ldapi, with the peer process's uid and gid.
+    Ldapi(std::os::unix::net::UnixStream, Option<(u32, u32)>),
+}
+
+/// Serves one accepted connection to its end.
+pub async fn accept(incoming: Incoming, worker: Rc<Worker>, shared: Arc<Shared>) {
+    match incoming {
+        Incoming::Plain(std_stream) => {
+            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            let local = is_loopback(&stream) && !shared.loopback_is_remote;
+            serve(Stream::Tcp(stream), Transport { local, ..Transport::default() }, worker, shared).await;
+        }
+        Incoming::Ldaps(std_stream) => {
+            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            let local = is_loopback(&stream) && !shared.loopback_is_remote;
+            if let Some((tls, transport)) =
+                handshake(stream, &shared, Transport { local, ..Transport::default() }).await
+            {
+                serve(Stream::Tls(Box::new(tls)), transport, worker, shared).await;
+            }
+        }
+        Incoming::Ldapi(std_stream, peer_cred) => {
+            let Ok(stream) = UnixStream::from_std(std_stream) else { return };
+            let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
+            serve(Stream::Unix(stream), transport, worker, shared).await;
+        }
+    }
+}
+
+fn is_loopback(stream: &TcpStream) -> bool {
+    stream.peer_addr().is_ok_and(|addr| addr.ip().to_canonical().is_loopback())
+}
+
+/// The TLS handshake (LDAPS, or after StartTLS's response), bounded by
+/// `handshake_timeout_s`. A failure closes the connection: it is logged at debug only,
+/// since scanners and clients that distrust the certificate cause it all the time.
+async fn handshake(
+    stream: TcpStream,
+    shared: &Shared,
+    before: Transport,
+) -> Option<(stream::Tls, Transport)> {
+    let tls = shared.tls.as_ref()?;
+    let accepted = tokio::time::timeout(tls.handshake_timeout(), tls.acceptor().accept(stream)).await;
+    let stream = match accepted {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!("TLS handshake timed out");
+            return None;
+        }
+    };
+    let client_cert_subject = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|certs| certs.first())
+        .and_then(crate::tls::certificate_subject);
+    Some((stream, Transport { tls: true, client_cert_subject, ..before }))
+}
+
+/// Why a connection's read loop ended.
+enum End {
+    Close,
+    /// StartTLS succeeded: hand the socket to the TLS handshake.
+    StartTls,
+}
+
+pub async fn serve(stream: Stream, transport: Transport, worker: Rc<Worker>, shared: Arc<Shared>) {
     let limits = &shared.limits;
-    let (out, queue) = mpsc::channel(limits.outbound_pdus_queued_max.max(1));
+    let (out, mut queue) = mpsc::channel(limits.outbound_pdus_queued_max.max(1));
     let write_timeout = Duration::from_secs(limits.write_timeout_s.max(1));
-    let writer_task = actix::spawn(write_loop(writer, queue, write_timeout));
-    let local = peer.is_some_and(|addr| addr.ip().to_canonical().is_loopback());
-    let session = Session::new(worker, out, Transport { local, ..Transport::default() });
+    let session = Session::new(worker, out, transport);
     let mut buf = ReadBuffer::new(shared.read_budget.clone());
-    'connection: loop {
+    let mut stream = stream;
+    loop {
+        let (mut reader, writer) = stream.split();
+        let writer_task = actix::spawn(write_loop(writer, queue, write_timeout));
+        match read_loop(&mut reader, &session, &mut buf, limits).await {
+            End::Close => {
+                session.cancel_all();
+                drop(session);
+                drop(buf);
+                let _ = writer_task.await;
+                break;
+            }
+            End::StartTls => {
+                // RFC 4511 §4.14.1: nothing the client sent after StartTLS and before the
+                // handshake may be taken as a request (it would be plaintext injected into
+                // the protected session), so what is buffered is dropped.
+                buf.clear();
+                let Ok(Some((writer, returned))) = writer_task.await else { break };
+                queue = returned;
+                let Some(tcp) = reader.reunite(writer) else { break };
+                let Some((tls, transport)) = handshake(tcp, &shared, (*session.transport()).clone()).await
+                else {
+                    break;
+                };
+                session.set_transport(transport);
+                stream = Stream::Tls(Box::new(tls));
+            }
+        }
+    }
+    tracing::debug!("connection closed");
+}
+
+/// Reads and dispatches whole PDUs until the connection ends or StartTLS succeeds.
+async fn read_loop(reader: &mut Reader, session: &Session, buf: &mut ReadBuffer, limits: &Limits) -> End {
+    loop {
         loop {
             let frame_limits = FrameLimits {
                 pdu_bytes_max: session.limits().pdu_bytes_max,
@@ -78,69 +188,66 @@ pub async fn serve(stream: TcpStream, worker: Rc<Worker>, shared: Arc<Shared>) {
                     let pdu = buf.take(len);
                     // Boxed: an idle connection's future then holds no room for a dispatch
                     // (a Bind's included), only a busy one allocates it.
-                    if Box::pin(session.dispatch(&pdu)).await == Flow::Close || session.is_broken() {
-                        break 'connection;
+                    match Box::pin(session.dispatch(&pdu)).await {
+                        Flow::Close => return End::Close,
+                        Flow::StartTls => return End::StartTls,
+                        Flow::Continue if session.is_broken() => return End::Close,
+                        Flow::Continue => {}
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::debug!(?peer, error = %e, "framing error");
+                    tracing::debug!(error = %e, "framing error");
                     session.disconnect(&e.to_string()).await;
-                    break 'connection;
+                    return End::Close;
                 }
             }
         }
         // check_frame accepted the header, so the announced size is within the limit.
         let announced = announced_pdu_bytes(buf.data()).ok().flatten();
         if !buf.prepare(announced).await {
-            break;
+            return End::Close;
         }
-        match read_some(&reader, &mut buf, &session).await {
-            Ok(0) | Err(_) => break,
+        match read_some(reader, buf, session).await {
+            Ok(0) | Err(_) => return End::Close,
             Ok(_) => {}
         }
     }
-    tracing::debug!(?peer, "connection closed");
-    session.cancel_all();
-    drop(session);
-    drop(buf);
-    let _ = writer_task.await;
 }
 
 /// Reads what the socket has into `buf`. Ok(0) means the peer closed the connection, or it
 /// was idle (nothing in flight, no bytes) for the session's `idle_timeout_s`.
-async fn read_some(
-    reader: &OwnedReadHalf,
-    buf: &mut ReadBuffer,
-    session: &Session,
-) -> std::io::Result<usize> {
+async fn read_some(reader: &mut Reader, buf: &mut ReadBuffer, session: &Session) -> std::io::Result<usize> {
     loop {
         let idle_timeout_s = session.limits().idle_timeout_s;
-        let readable = async {
+        // Plain sockets wait for readiness before a buffer is taken (an idle connection
+        // holds none); TLS waits inside the read (stream.rs).
+        let read = async {
+            reader.ready().await?;
+            reader.read_into(buf.spare()).await
+        };
+        let timed = async {
             if idle_timeout_s == 0 {
-                reader.readable().await.map(|()| true)
+                Some(read.await)
             } else {
-                let waited =
-                    tokio::time::timeout(Duration::from_secs(idle_timeout_s), reader.readable()).await;
-                waited.map_or(Ok(false), |ready| ready.map(|()| true))
+                tokio::time::timeout(Duration::from_secs(idle_timeout_s), read).await.ok()
             }
         };
-        let ready = tokio::select! {
+        let outcome = tokio::select! {
             // An operation panicked: its answer is lost, so the connection ends (Session).
             () = session.broken() => return Ok(0),
-            ready = readable => ready?,
+            outcome = timed => outcome,
         };
-        if !ready {
-            if session.requests_pending() == 0 {
-                tracing::debug!(idle_timeout_s, "closing an idle connection");
-                return Ok(0);
+        match outcome {
+            None => {
+                if session.requests_pending() == 0 {
+                    tracing::debug!(idle_timeout_s, "closing an idle connection");
+                    return Ok(0);
+                }
             }
-            continue;
-        }
-        match reader.try_read_buf(buf.spare()) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
+            Some(Ok(n)) => return Ok(n),
+            Some(Err(e)) if e.kind() == ErrorKind::WouldBlock => {}
+            Some(Err(e)) => return Err(e),
         }
     }
 }
@@ -160,6 +267,11 @@ impl ReadBuffer {
 
     fn data(&self) -> &[u8] {
         &self.bytes
+    }
+
+    /// Drops everything buffered (StartTLS: see `serve`).
+    fn clear(&mut self) {
+        self.bytes.clear();
     }
 
     /// Splits off the first `len` bytes (one whole PDU).
@@ -226,7 +338,13 @@ impl Drop for ReadBuffer {
 
 /// Drains the response queue to the socket, flushing when the queue runs dry so that a
 /// burst of responses goes out in few writes. The write buffer lives for one burst only.
-async fn write_loop(mut writer: OwnedWriteHalf, mut queue: mpsc::Receiver<Outbound>, timeout: Duration) {
+/// On [`Outbound::Handover`] it flushes and returns the socket's write half and the queue
+/// (StartTLS); otherwise it ends with None when the connection is done.
+async fn write_loop(
+    mut writer: Writer,
+    mut queue: mpsc::Receiver<Outbound>,
+    timeout: Duration,
+) -> Option<(Writer, mpsc::Receiver<Outbound>)> {
     while let Some(first) = queue.recv().await {
         let mut buffered = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
         let mut next = Some(first);
@@ -245,18 +363,25 @@ async fn write_loop(mut writer: OwnedWriteHalf, mut queue: mpsc::Receiver<Outbou
                 Outbound::Close => {
                     let _ = tokio::time::timeout(timeout, buffered.flush()).await;
                     let _ = buffered.shutdown().await;
-                    return;
+                    return None;
+                }
+                Outbound::Handover => {
+                    return match tokio::time::timeout(timeout, buffered.flush()).await {
+                        Ok(Ok(())) => Some((buffered.into_inner(), queue)),
+                        _ => None,
+                    };
                 }
             };
             if !matches!(result, Ok(Ok(()))) {
-                return;
+                return None;
             }
             next = queue.try_recv().ok();
         }
         if !matches!(tokio::time::timeout(timeout, buffered.flush()).await, Ok(Ok(()))) {
-            return;
+            return None;
         }
         writer = buffered.into_inner();
     }
     let _ = writer.shutdown().await;
+    None
 }

@@ -24,6 +24,8 @@ mod reindex;
 mod runtime;
 mod search_pool;
 mod store;
+mod stream;
+mod tls;
 mod verify;
 
 use std::net::SocketAddr;

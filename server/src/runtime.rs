@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,6 +55,15 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
         access,
         require_tls_for_binds: config.require_tls_for_binds,
+        tls_offered: config.tls.is_some(),
+        authz_rules: config
+            .authz_regexp
+            .iter()
+            .map(|rule| {
+                ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
+                    .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
+            })
+            .collect::<anyhow::Result<_>>()?,
         limits: config.limits.resolve()?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -160,51 +169,55 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     // Bound before the listening line, so that whoever waits for that line can use it.
     let admin = start_admin(&config, &store, coordinator.clone(), gates);
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let local_addr = listener.local_addr()?;
-    announce(&config, local_addr, shard_count);
+    let tls = match &config.tls {
+        Some(settings) => Some(crate::tls::TlsContext::load(settings).context("[tls]")?),
+        None => None,
+    };
+    let listeners = Listeners::bind(&config, tls.is_some()).await?;
+    announce(&config, &listeners, shard_count);
+    if let Some(tls) = &tls {
+        actix::spawn(tls.clone().watch());
+    }
 
-    let shared = Arc::new(connection::Shared::new(config.limits.clone()));
+    let mut shared = connection::Shared::new(config.limits.clone(), tls);
+    shared.loopback_is_remote = config.testing.as_ref().is_some_and(|t| t.loopback_is_remote);
+    let shared = Arc::new(shared);
     let connections = Arc::new(Semaphore::new(config.limits.connections_max));
     let per_ip = PerIp::new(&config.limits);
     let mut next = 0usize;
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
+        let incoming = tokio::select! {
             _ = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    tracing::warn!("connection limit reached; refusing a connection");
-                    continue;
-                };
-                // Over the limit, the stream is dropped here: closed at once, like slapd.
-                let Some(ip_slot) = per_ip.admit(peer.ip()) else {
-                    tracing::warn!(ip = %peer.ip(), max = config.limits.connections_per_ip_max, "connections per IP limit reached; closing a connection");
-                    continue;
-                };
-                let Ok(std_stream) = stream.into_std() else { continue };
-                let shared = shared.clone();
-                // The closure is sent to the worker; the connection's future stays there.
-                arbiters[next % arbiters.len()].spawn_fn(move || {
-                    actix::spawn(async move {
-                        let worker = WORKER.with(|slot| slot.borrow().clone());
-                        if let (Some(worker), Ok(stream)) = (worker, tokio::net::TcpStream::from_std(std_stream)) {
-                            connection::serve(stream, worker, shared).await;
-                        }
-                        drop(ip_slot);
-                        drop(permit);
-                    });
-                });
-                next = next.wrapping_add(1);
-            }
-        }
+            accepted = listeners.accept() => accepted,
+        };
+        let Some((incoming, peer_ip)) = incoming else { continue };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!("connection limit reached; refusing a connection");
+            continue;
+        };
+        // Over the limit, the stream is dropped here: closed at once, like slapd.
+        let Some(ip_slot) = peer_ip.map_or(Some(None), |ip| per_ip.admit(ip)) else {
+            tracing::warn!(ip = ?peer_ip, max = config.limits.connections_per_ip_max, "connections per IP limit reached; closing a connection");
+            continue;
+        };
+        let shared = shared.clone();
+        // The closure is sent to the worker; the connection's future stays there.
+        arbiters[next % arbiters.len()].spawn_fn(move || {
+            actix::spawn(async move {
+                let worker = WORKER.with(|slot| slot.borrow().clone());
+                if let Some(worker) = worker {
+                    connection::accept(incoming, worker, shared).await;
+                }
+                drop(ip_slot);
+                drop(permit);
+            });
+        });
+        next = next.wrapping_add(1);
     }
     tracing::info!("shutting down: no new connections");
-    drop(listener);
+    drop(listeners);
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, connections.acquire_many(all)).await;
@@ -296,9 +309,105 @@ fn start_admin(
     }
 }
 
-fn announce(config: &Config, addr: SocketAddr, shards: usize) {
+/// The listeners: plain LDAP (always), LDAPS and ldapi when configured.
+struct Listeners {
+    plain: tokio::net::TcpListener,
+    ldaps: Option<tokio::net::TcpListener>,
+    ldapi: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
+}
+
+impl Listeners {
+    async fn bind(config: &Config, tls: bool) -> anyhow::Result<Self> {
+        let plain = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let ldaps = match config.listen_ldaps {
+            Some(addr) if tls => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} (LDAPS)"))?,
+            ),
+            Some(_) => anyhow::bail!("listen_ldaps needs a [tls] table with cert_file and key_file"),
+            None => None,
+        };
+        let ldapi = match &config.listen_ldapi {
+            Some(path) => Some((bind_ldapi(path)?, path.clone())),
+            None => None,
+        };
+        Ok(Self { plain, ldaps, ldapi })
+    }
+
+    /// The next accepted connection and, for TCP, its peer's address (for the per-IP
+    /// limit). None when an accept failed (retried on the next call).
+    async fn accept(&self) -> Option<(connection::Incoming, Option<IpAddr>)> {
+        use connection::Incoming;
+        let ldaps = async {
+            match &self.ldaps {
+                Some(listener) => listener.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        let ldapi = async {
+            match &self.ldapi {
+                Some((listener, _)) => listener.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            accepted = self.plain.accept() => {
+                let (stream, peer) = accepted.ok()?;
+                Some((Incoming::Plain(stream.into_std().ok()?), Some(peer.ip())))
+            }
+            accepted = ldaps => {
+                let (stream, peer) = accepted.ok()?;
+                Some((Incoming::Ldaps(stream.into_std().ok()?), Some(peer.ip())))
+            }
+            accepted = ldapi => {
+                let (stream, _) = accepted.ok()?;
+                let cred = stream.peer_cred().ok().map(|c| (c.uid(), c.gid()));
+                Some((Incoming::Ldapi(stream.into_std().ok()?, cred), None))
+            }
+        }
+    }
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        if let Some((_, path)) = &self.ldapi {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Binds the ldapi socket, replacing a stale one left by a server that died (but never a
+/// socket some running server still answers on). Mode 0666 as slapd's: who may do what is
+/// decided by the identity SASL EXTERNAL gives each peer, not by who may connect.
+fn bind_ldapi(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!("{} is in use by a running server", path.display());
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing the stale socket {}", path.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on {} (ldapi)", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    Ok(listener)
+}
+
+fn announce(config: &Config, listeners: &Listeners, shards: usize) {
+    let addr = listeners.plain.local_addr().unwrap_or(config.listen);
     tracing::info!(%addr, shards, data_dir = %config.data_dir.display(), engine = %config.engine, "ferrodir listening");
     // Printed plainly too, for a newcomer reading the terminal and for tests waiting on it.
+    if let Some(ldaps) = listeners.ldaps.as_ref().and_then(|l| l.local_addr().ok()) {
+        println!("ferrodir listening for LDAPS on {ldaps}");
+    }
+    if let Some((_, path)) = &listeners.ldapi {
+        println!("ferrodir listening for ldapi on {}", path.display());
+    }
     println!("ferrodir listening on {addr}");
     if !config.root_dn.is_empty() {
         println!("admin identity: {} (password set by root_password in the config)", config.root_dn);

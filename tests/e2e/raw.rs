@@ -47,7 +47,7 @@ pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
 }
 
 /// The contents octets of a non-negative INTEGER, minimal two's complement.
-fn int_content(value: u32) -> Vec<u8> {
+pub(crate) fn int_content(value: u32) -> Vec<u8> {
     let bytes = value.to_be_bytes();
     let skip = bytes.iter().take_while(|b| **b == 0).count().min(3);
     let mut out = bytes[skip..].to_vec();
@@ -156,7 +156,7 @@ pub(crate) struct Outcome {
     pub code: u32,
     pub diagnostic: String,
     /// The optional trailing elements, by tag (e.g. 0x8a responseName, 0x8b responseValue).
-    extra: BTreeMap<u8, Vec<u8>>,
+    pub extra: BTreeMap<u8, Vec<u8>>,
 }
 
 pub(crate) fn parse_result(body: &[u8]) -> Outcome {
@@ -188,16 +188,16 @@ pub(crate) fn connect(server: &Server) -> TcpStream {
     stream
 }
 
-pub(crate) fn send(stream: &mut TcpStream, bytes: &[u8]) {
+pub(crate) fn send(stream: &mut impl Write, bytes: &[u8]) {
     stream.write_all(bytes).expect("send");
 }
 
-fn read_exact(stream: &mut TcpStream, buf: &mut [u8], what: &str) {
+fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &str) {
     stream.read_exact(buf).unwrap_or_else(|e| panic!("reading {what}: {e}"));
 }
 
 /// Reads one whole PDU; None when the server closed the connection cleanly.
-fn read_pdu(stream: &mut TcpStream) -> Option<Vec<u8>> {
+fn read_pdu(stream: &mut impl Read) -> Option<Vec<u8>> {
     let mut first = [0u8; 1];
     match stream.read(&mut first) {
         Ok(0) => return None,
@@ -224,7 +224,7 @@ fn read_pdu(stream: &mut TcpStream) -> Option<Vec<u8>> {
     Some(pdu)
 }
 
-pub(crate) fn read_message(stream: &mut TcpStream) -> Message {
+pub(crate) fn read_message(stream: &mut impl Read) -> Message {
     let pdu = read_pdu(stream).expect("a response, not a closed connection");
     parse_message(&pdu).unwrap_or_else(|| panic!("undecodable response: {pdu:02x?}"))
 }

@@ -7,7 +7,7 @@ use ferrodir_proto::ResultCode;
 
 use crate::access::Identity;
 use crate::error::LdapError;
-use crate::op::parse_dn;
+use crate::op::{parse_dn, sasl};
 use crate::password;
 use crate::resolve::locate;
 use crate::session::OpContext;
@@ -33,9 +33,7 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
     }
     let password = match request.authentication {
         AuthenticationChoice::Simple(password) => password,
-        AuthenticationChoice::Sasl(_) => {
-            return Err(LdapError::new(ResultCode::AUTH_METHOD_NOT_SUPPORTED, "SASL is not supported"))
-        }
+        AuthenticationChoice::Sasl(credentials) => return sasl::authenticate(ctx, credentials).await,
     };
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     match (request.name.is_empty(), password.is_empty()) {
@@ -47,11 +45,25 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         }
         (false, false) => {}
     }
+    if !ctx.transport.password_allowed(ctx.worker.config.require_tls_for_binds) {
+        return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "confidentiality required"));
+    }
     let dn = parse_dn(&request.name)?;
+    verify_password(ctx, dn, &password).await
+}
+
+/// The identity `dn` authenticates as with `password` (a simple bind, or SASL PLAIN once
+/// its name is mapped to a DN): the rootDN against `root_password`, an entry against its
+/// userPassword values. Every failure is the same invalidCredentials.
+pub async fn verify_password(
+    ctx: &OpContext,
+    dn: ferrodir_proto::Dn,
+    password: &[u8],
+) -> Result<Identity, LdapError> {
+    let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let config = &ctx.worker.config;
     if config.is_root_dn(&dn) {
-        let matches =
-            config.root_password.as_ref().is_some_and(|p| password::verify(p.as_bytes(), &password));
+        let matches = config.root_password.as_ref().is_some_and(|p| password::verify(p.as_bytes(), password));
         return if matches { Ok(Identity::Root(dn)) } else { Err(invalid()) };
     }
     let Ok(located) = locate(&ctx.worker, &dn).await else {
@@ -61,7 +73,7 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
     let accepted = record
         .entry
         .get("userPassword")
-        .is_some_and(|attr| attr.values.iter().any(|stored| password::verify(stored, &password)));
+        .is_some_and(|attr| attr.values.iter().any(|stored| password::verify(stored, password)));
     if accepted {
         Ok(Identity::User(dn))
     } else {

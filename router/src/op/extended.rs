@@ -4,12 +4,23 @@
 use ferrodir_proto::message::{ExtendedRequest, ExtendedResponse, LdapResult, OctetString};
 use ferrodir_proto::ResultCode;
 
-use crate::session::OpContext;
+use crate::config::DirectoryConfig;
+use crate::session::{OpContext, START_TLS_OID};
 
 pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 
-/// Extended operations advertised in the rootDSE.
+/// Extended operations advertised in the rootDSE whatever the configuration.
 pub const SUPPORTED: &[&str] = &[WHO_AM_I_OID];
+
+/// Extended operations advertised in the rootDSE: [`SUPPORTED`], and StartTLS (handled by
+/// the session, since it changes the connection) when a certificate is configured.
+pub fn supported(config: &DirectoryConfig) -> Vec<&'static str> {
+    let mut oids = SUPPORTED.to_vec();
+    if config.tls_offered {
+        oids.push(START_TLS_OID);
+    }
+    oids
+}
 
 /// Test-only (the `fault-injection` feature, never in a release binary): an extended
 /// operation whose handling panics, to prove that a panic drops only its connection.

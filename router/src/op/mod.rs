@@ -9,6 +9,7 @@ pub mod extended;
 pub mod moddn;
 pub mod modify;
 pub mod rootdse;
+pub mod sasl;
 pub mod search;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};

@@ -7,7 +7,7 @@ use ferrodir_proto::schema::Schema;
 use ferrodir_shard::search::AttrSelection;
 
 use crate::config::DirectoryConfig;
-use crate::op::{controls, extended};
+use crate::op::{controls, extended, sasl};
 
 pub const SUBSCHEMA_DN: &str = "cn=Subschema";
 
@@ -22,10 +22,10 @@ pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
     let operational = Entry::new(vec![
         attr("namingContexts", &contexts),
         attr("supportedControl", controls::SUPPORTED),
-        attr("supportedExtension", extended::SUPPORTED),
+        attr("supportedExtension", &extended::supported(config)),
         attr("supportedFeatures", SUPPORTED_FEATURES),
         attr("supportedLDAPVersion", &["3"]),
-        attr("supportedSASLMechanisms", &[]),
+        attr("supportedSASLMechanisms", sasl::MECHANISMS),
         attr("subschemaSubentry", &[SUBSCHEMA_DN]),
         attr("vendorName", &["Ferrodir"]),
         attr("vendorVersion", &[config.vendor_version.as_str()]),

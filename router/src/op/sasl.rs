@@ -1,0 +1,173 @@
+//! SASL binds (RFC 4513 §5.2, RFC 4422): EXTERNAL and PLAIN, both single-step.
+//!
+//! - **EXTERNAL** (RFC 4422 appendix A) takes the identity the transport already proved:
+//!   the subject of a verified TLS client certificate, or on the ldapi socket the peer
+//!   process's uid and gid, named as slapd names them,
+//!   `gidNumber=G+uidNumber=U,cn=peercred,cn=external,cn=auth`.
+//! - **PLAIN** (RFC 4616) carries `authzid NUL authcid NUL password`; the authcid is a DN
+//!   (`dn:...`) or a user name, named `uid=NAME,cn=plain,cn=auth` for mapping. The password
+//!   is checked exactly as a simple bind's. PLAIN is taken only where it is confidential
+//!   (TLS or ldapi) while `require_tls_for_binds` holds: unlike a simple bind, loopback TCP
+//!   is no exemption, since a mechanism that exists to be used under TLS has no cleartext
+//!   clients to keep working.
+//!
+//! Either name then goes through `authz_regexp` (first match wins) to become a DN; a name
+//! no rule maps is used as it is, as slapd does. A DN that is the rootDN binds as the
+//! rootDN. An authzid other than the authenticated identity itself is refused: proxied
+//! authorization is not offered.
+
+use ferrodir_proto::message::SaslCredentials;
+use ferrodir_proto::{Dn, ResultCode};
+
+use crate::access::Identity;
+use crate::config::DirectoryConfig;
+use crate::error::LdapError;
+use crate::op::bind::verify_password;
+use crate::session::OpContext;
+
+/// The mechanisms listed in the root DSE's supportedSASLMechanisms.
+pub const MECHANISMS: &[&str] = &["EXTERNAL", "PLAIN"];
+
+pub async fn authenticate(ctx: &OpContext, credentials: SaslCredentials) -> Result<Identity, LdapError> {
+    let offered = credentials.credentials.as_deref().unwrap_or_default();
+    match credentials.mechanism.as_ref() {
+        b"EXTERNAL" => external(ctx, offered),
+        b"PLAIN" => plain(ctx, offered).await,
+        _ => Err(LdapError::new(ResultCode::AUTH_METHOD_NOT_SUPPORTED, "SASL mechanism not supported")),
+    }
+}
+
+fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
+    let transport = &ctx.transport;
+    let name = if let Some(subject) = &transport.client_cert_subject {
+        subject.clone()
+    } else if let (true, Some((uid, gid))) = (transport.ldapi, transport.peer_cred) {
+        format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth")
+    } else {
+        return Err(LdapError::new(
+            ResultCode::INAPPROPRIATE_AUTHENTICATION,
+            "SASL EXTERNAL needs a TLS client certificate or the ldapi socket",
+        ));
+    };
+    let identity = identity_for(&ctx.worker.config, &name)?;
+    check_authzid(&identity, authzid)?;
+    Ok(identity)
+}
+
+async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
+    let config = &ctx.worker.config;
+    if config.require_tls_for_binds && !ctx.transport.confidential() {
+        return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "SASL PLAIN needs TLS or ldapi"));
+    }
+    let mut parts = message.splitn(3, |&b| b == 0);
+    let (Some(authzid), Some(authcid), Some(password)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(LdapError::new(ResultCode::INVALID_CREDENTIALS, "malformed PLAIN message"));
+    };
+    let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
+    let authcid = std::str::from_utf8(authcid).map_err(|_| invalid())?;
+    if authcid.is_empty() || password.is_empty() {
+        return Err(invalid());
+    }
+    let name = match authcid.strip_prefix("dn:") {
+        Some(dn) => dn.to_string(),
+        None => {
+            let user = authcid.strip_prefix("u:").unwrap_or(authcid);
+            format!("uid={},cn=plain,cn=auth", escape_rdn_value(user))
+        }
+    };
+    let dn = match mapped(config, &name) {
+        Some(dn) => dn,
+        None => Dn::parse(&name).map_err(|_| invalid())?,
+    };
+    let identity = verify_password(ctx, dn, password).await?;
+    check_authzid(&identity, authzid)?;
+    Ok(identity)
+}
+
+/// The identity an authenticated SASL `name` stands for (see the module doc).
+fn identity_for(config: &DirectoryConfig, name: &str) -> Result<Identity, LdapError> {
+    let dn = match mapped(config, name) {
+        Some(dn) => dn,
+        None => Dn::parse(name)
+            .map_err(|_| LdapError::new(ResultCode::INVALID_CREDENTIALS, "the SASL name is not a DN"))?,
+    };
+    if config.is_root_dn(&dn) {
+        Ok(Identity::Root(dn))
+    } else {
+        Ok(Identity::User(dn))
+    }
+}
+
+/// `name` rewritten by the first `authz_regexp` rule that matches it, if any.
+fn mapped(config: &DirectoryConfig, name: &str) -> Option<Dn> {
+    let rule = config.authz_rules.iter().find(|rule| rule.pattern.is_match(name))?;
+    let captures = rule.pattern.captures(name)?;
+    let mut replaced = String::new();
+    captures.expand(&rule.replace, &mut replaced);
+    match Dn::parse(&replaced) {
+        Ok(dn) => Some(dn),
+        Err(e) => {
+            tracing::warn!(name, replaced, error = %e, "authz_regexp produced something that is not a DN");
+            None
+        }
+    }
+}
+
+/// An authzid (RFC 4513 §5.2.1.8) names who to act as: empty, or the authenticated
+/// identity itself (`dn:` form), is accepted; anything else would be proxy
+/// authorization, which this server does not grant.
+fn check_authzid(identity: &Identity, authzid: &[u8]) -> Result<(), LdapError> {
+    if authzid.is_empty() {
+        return Ok(());
+    }
+    let same = std::str::from_utf8(authzid)
+        .ok()
+        .and_then(|text| text.strip_prefix("dn:"))
+        .and_then(|dn| Dn::parse(dn).ok())
+        .zip(identity_dn(identity))
+        .is_some_and(|(asked, own)| asked.normalized() == own.normalized());
+    if same {
+        Ok(())
+    } else {
+        Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, "not authorized to assume that identity"))
+    }
+}
+
+fn identity_dn(identity: &Identity) -> Option<&Dn> {
+    match identity {
+        Identity::Anonymous => None,
+        Identity::Root(dn) | Identity::User(dn) => Some(dn),
+    }
+}
+
+/// RFC 4514 §2.4 escaping of a user name placed into an RDN value.
+fn escape_rdn_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for (i, c) in value.chars().enumerate() {
+        if matches!(c, '"' | '+' | ',' | ';' | '<' | '>' | '\\' | '=') || (i == 0 && (c == '#' || c == ' ')) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_authzid_other_than_oneself_is_refused() {
+        let alice = Identity::User(Dn::parse("uid=alice,dc=example,dc=com").unwrap());
+        assert!(check_authzid(&alice, b"").is_ok());
+        assert!(check_authzid(&alice, b"dn:UID=alice,dc=example,dc=com").is_ok());
+        assert_eq!(check_authzid(&alice, b"dn:uid=bob,dc=example,dc=com").unwrap_err().code, ResultCode(50));
+        assert_eq!(check_authzid(&alice, b"u:bob").unwrap_err().code, ResultCode(50));
+    }
+
+    #[test]
+    fn user_names_are_escaped_into_the_rdn() {
+        assert_eq!(escape_rdn_value("a,b=c"), "a\\,b\\=c");
+        assert_eq!(escape_rdn_value("alice"), "alice");
+    }
+}

@@ -1,0 +1,243 @@
+//! TLS for LDAPS and StartTLS: rustls with the ring provider, configured by `[tls]`.
+//!
+//! The rustls `ServerConfig` in force sits behind an `ArcSwap`: each handshake takes the
+//! current one, so a reload (SIGHUP, or a change of the files' modification times seen by
+//! the poll every `reload_poll_s`) affects only handshakes that start after it. Connections
+//! already established keep the session they negotiated: nothing is dropped. A reload that
+//! fails (a half-written file, a key that doesn't match the certificate) keeps the
+//! previous configuration and logs why, so a bad rotation never takes the listener down.
+//!
+//! PEM files are read with rustls-pki-types' own PEM parser (rustls-pemfile is archived).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context as _};
+use arc_swap::ArcSwap;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
+use x509_parser::prelude::{FromDer, X509Certificate, X509Name};
+
+use crate::config;
+
+/// The TLS configuration in force, reloadable while serving.
+pub struct TlsContext {
+    settings: config::Tls,
+    current: ArcSwap<ServerConfig>,
+    /// The files' modification times when `current` was built.
+    loaded: Mutex<Vec<Option<SystemTime>>>,
+}
+
+impl TlsContext {
+    /// Reads the certificate, key and client CAs; any problem stops the server at start.
+    pub fn load(settings: &config::Tls) -> anyhow::Result<Arc<Self>> {
+        let stamps = stamps(settings);
+        let built = build(settings)?;
+        Ok(Arc::new(Self {
+            settings: settings.clone(),
+            current: ArcSwap::from_pointee(built),
+            loaded: Mutex::new(stamps),
+        }))
+    }
+
+    /// An acceptor over the configuration in force now.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.current.load_full())
+    }
+
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_secs(self.settings.handshake_timeout_s.max(1))
+    }
+
+    /// Builds the configuration anew from the files; on failure the old one stays.
+    pub fn reload(&self, why: &str) {
+        let stamps = stamps(&self.settings);
+        match build(&self.settings) {
+            Ok(built) => {
+                self.current.store(Arc::new(built));
+                *self.loaded.lock().unwrap_or_else(|p| p.into_inner()) = stamps;
+                tracing::info!(why, cert = %self.settings.cert_file.display(), "TLS certificate and key reloaded");
+            }
+            Err(e) => {
+                tracing::error!(
+                    why,
+                    error = format!("{e:#}"),
+                    "TLS reload failed; the previous certificate stays in use"
+                )
+            }
+        }
+    }
+
+    /// Reloads when a file's modification time differs from when it was last loaded.
+    pub fn reload_if_changed(&self) {
+        let now = stamps(&self.settings);
+        let changed = *self.loaded.lock().unwrap_or_else(|p| p.into_inner()) != now;
+        if changed {
+            self.reload("files changed");
+        }
+    }
+
+    /// Runs until the process ends: a reload on every SIGHUP, and a check of the files
+    /// every `reload_poll_s` (0: SIGHUP only). Spawned on the main thread's runtime.
+    pub async fn watch(self: Arc<Self>) {
+        let poll = self.settings.reload_poll_s;
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(signal) => Some(signal),
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGHUP handler: TLS reloads only by polling");
+                None
+            }
+        };
+        let period = Duration::from_secs(if poll == 0 { 3600 } else { poll });
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        loop {
+            tokio::select! {
+                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => None } } => {
+                    self.reload("SIGHUP");
+                }
+                _ = ticks.tick() => {
+                    if poll > 0 {
+                        self.reload_if_changed();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn files(settings: &config::Tls) -> Vec<&Path> {
+    let mut files = vec![settings.cert_file.as_path(), settings.key_file.as_path()];
+    if let Some(ca) = &settings.client_ca_file {
+        files.push(ca.as_path());
+    }
+    files
+}
+
+fn stamps(settings: &config::Tls) -> Vec<Option<SystemTime>> {
+    files(settings).into_iter().map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok()).collect()
+}
+
+fn build(settings: &config::Tls) -> anyhow::Result<ServerConfig> {
+    let certs = read_certs(&settings.cert_file)?;
+    let key = PrivateKeyDer::from_pem_file(&settings.key_file)
+        .with_context(|| format!("reading the private key {}", settings.key_file.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&'static SupportedProtocolVersion] = match settings.min_version.as_str() {
+        "1.2" => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        "1.3" => &[&rustls::version::TLS13],
+        other => bail!("[tls] min_version {other:?}: use \"1.2\" or \"1.3\" (older versions are insecure)"),
+    };
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .context("TLS protocol versions")?;
+    let builder = match settings.client_certs.as_str() {
+        "never" => builder.with_no_client_auth(),
+        mode @ ("try" | "demand") => {
+            let Some(ca_file) = &settings.client_ca_file else {
+                bail!("[tls] client_certs = {mode:?} needs client_ca_file (the CAs that sign client certificates)")
+            };
+            let mut roots = RootCertStore::empty();
+            for cert in read_certs(ca_file)? {
+                roots.add(cert).with_context(|| format!("a CA certificate in {}", ca_file.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if mode == "try" { verifier.allow_unauthenticated() } else { verifier };
+            builder.with_client_cert_verifier(verifier.build().context("client certificate verifier")?)
+        }
+        other => bail!("[tls] client_certs {other:?}: use \"never\", \"try\" or \"demand\""),
+    };
+    builder.with_single_cert(certs, key).context("the certificate and key do not fit together")
+}
+
+fn read_certs(path: &PathBuf) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading certificates from {}", path.display()))?;
+    if certs.is_empty() {
+        bail!("no certificate in {}", path.display());
+    }
+    Ok(certs)
+}
+
+/// The subject of a verified client certificate as an RFC 4514 string (last RDN first,
+/// as LDAP writes DNs; attribute types by their usual short names), for SASL EXTERNAL.
+pub fn certificate_subject(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    Some(rfc4514(parsed.subject()))
+}
+
+fn rfc4514(name: &X509Name<'_>) -> String {
+    let rdns: Vec<String> = name
+        .iter_rdn()
+        .map(|rdn| {
+            rdn.iter()
+                .map(|atv| {
+                    let oid = atv.attr_type().to_id_string();
+                    let value = match atv.as_str() {
+                        Ok(text) => escape_value(text),
+                        Err(_) => format!("#{}", hex(atv.attr_value().data)),
+                    };
+                    format!("{}={value}", short_name(&oid).unwrap_or(&oid))
+                })
+                .collect::<Vec<_>>()
+                .join("+")
+        })
+        .collect();
+    rdns.into_iter().rev().collect::<Vec<_>>().join(",")
+}
+
+fn short_name(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "STREET",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        "1.2.840.113549.1.9.1" => "emailAddress",
+        _ => return None,
+    })
+}
+
+/// RFC 4514 §2.4: escape the characters that would end or change the value.
+fn escape_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, '"' | '+' | ',' | ';' | '<' | '>' | '\\')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        if c == '\0' {
+            out.push_str("\\00");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_escaped_as_rfc_4514_says() {
+        assert_eq!(escape_value("a,b"), "a\\,b");
+        assert_eq!(escape_value("#x "), "\\#x\\ ");
+        assert_eq!(escape_value("plain"), "plain");
+    }
+}
