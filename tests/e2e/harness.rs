@@ -193,9 +193,20 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::Exit
 
 /// Runs an OpenLDAP command-line tool; returns (exit code, stdout, stderr).
 pub fn tool(name: &str, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    tool_with_env(name, args, stdin, &[])
+}
+
+/// [`tool`] with extra environment variables (e.g. `LDAPTLS_CACERT`).
+pub fn tool_with_env(
+    name: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     use std::io::Write;
     let mut child = Command::new(name)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -14,4 +14,5 @@ mod ops;
 mod persistence;
 mod raw;
 mod semantics;
+mod tls;
 mod verify;
