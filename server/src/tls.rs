@@ -234,6 +234,56 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn self_signed(dir: &Path) -> config::Tls {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "Example, Inc.");
+        params.distinguished_name.push(rcgen::DnType::CommonName, "ferrodir");
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("c.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("k.pem"), key.serialize_pem()).unwrap();
+        config::Tls { cert_file: dir.join("c.pem"), key_file: dir.join("k.pem"), ..config::Tls::default() }
+    }
+
+    #[test]
+    fn settings_are_checked_when_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = self_signed(dir.path());
+        assert!(build(&settings).is_ok());
+        let message = |s: &config::Tls| format!("{:#}", build(s).unwrap_err());
+        let old = config::Tls { min_version: "1.1".into(), ..settings.clone() };
+        assert!(message(&old).contains("min_version"));
+        let no_ca = config::Tls { client_certs: "demand".into(), ..settings.clone() };
+        assert!(message(&no_ca).contains("client_ca_file"));
+        let with_ca = config::Tls { client_ca_file: Some(settings.cert_file.clone()), ..no_ca };
+        assert!(build(&with_ca).is_ok());
+        let wrong_key = config::Tls { key_file: settings.cert_file.clone(), ..settings.clone() };
+        assert!(message(&wrong_key).contains("private key"));
+    }
+
+    #[test]
+    fn a_failed_reload_keeps_the_previous_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = self_signed(dir.path());
+        let context = TlsContext::load(&settings).unwrap();
+        let before = context.current.load_full();
+        std::fs::write(&settings.key_file, "not a key").unwrap();
+        context.reload_if_changed();
+        assert!(Arc::ptr_eq(&before, &context.current.load_full()), "a bad key replaced the good pair");
+        self_signed(dir.path());
+        context.reload("test");
+        assert!(!Arc::ptr_eq(&before, &context.current.load_full()), "a good pair was not loaded");
+    }
+
+    #[test]
+    fn subjects_read_as_rfc_4514_strings_last_rdn_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = self_signed(dir.path());
+        let cert = CertificateDer::from_pem_file(&settings.cert_file).unwrap();
+        assert_eq!(certificate_subject(&cert).as_deref(), Some("CN=ferrodir,O=Example\\, Inc."));
+    }
+
     #[test]
     fn values_are_escaped_as_rfc_4514_says() {
         assert_eq!(escape_value("a,b"), "a\\,b");
