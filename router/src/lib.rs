@@ -14,6 +14,7 @@
 //! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
 //!   on a request's shape.
 //! - [`error`]: the one place failures become LDAP result codes.
+//! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
@@ -33,6 +34,7 @@ pub mod op;
 pub mod password;
 pub mod resolve;
 pub mod session;
+pub mod stats;
 pub mod worker;
 
 pub use config::DirectoryConfig;

@@ -17,6 +17,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrodir_proto::message::{
@@ -30,6 +31,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use crate::access::Identity;
 use crate::limits::{check_controls, check_request, ClassLimits};
 use crate::op;
+use crate::stats::{BindMethod, OpKind};
 use crate::worker::Worker;
 
 /// RFC 4511 §4.4.1: the responseName of a Notice of Disconnection.
@@ -102,6 +104,12 @@ pub struct OpContext {
     pub identity: Identity,
     /// The connection's transport when the request was dispatched.
     pub transport: Rc<Transport>,
+    /// For the metrics: which operation, when its PDU arrived and when it started.
+    /// None for answers to what never was an operation (an undecodable PDU).
+    pub kind: Option<OpKind>,
+    pub bind_method: Option<BindMethod>,
+    pub received: Instant,
+    pub started: Instant,
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
@@ -113,10 +121,17 @@ impl OpContext {
     }
 
     /// Sends one response PDU with this operation's messageID. An abandoned operation gets
-    /// no response (RFC 4511 §4.11).
+    /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
     pub async fn respond(&self, op: ProtocolOp) {
+        let code = final_code(&op);
         if self.cancelled() {
+            if code.is_some() {
+                self.record(ResultCode::CANCELED);
+            }
             return;
+        }
+        if let Some(code) = code {
+            self.record(code);
         }
         let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls: None };
         match encode_message(&message) {
@@ -125,6 +140,58 @@ impl OpContext {
             }
             Err(e) => tracing::error!(error = %e, "cannot encode a response"),
         }
+    }
+}
+
+/// The result code of a final response; None for entries, references and intermediate
+/// responses, which an operation may send many of.
+fn final_code(op: &ProtocolOp) -> Option<ResultCode> {
+    let result = match op {
+        ProtocolOp::BindResponse(r) => &r.result,
+        ProtocolOp::SearchResultDone(r)
+        | ProtocolOp::ModifyResponse(r)
+        | ProtocolOp::AddResponse(r)
+        | ProtocolOp::DelResponse(r)
+        | ProtocolOp::ModifyDnResponse(r)
+        | ProtocolOp::CompareResponse(r) => r,
+        ProtocolOp::ExtendedResponse(r) => &r.result,
+        _ => return None,
+    };
+    Some(result.result_code)
+}
+
+impl OpContext {
+    fn record(&self, code: ResultCode) {
+        let Some(kind) = self.kind else { return };
+        let stats = &self.worker.stats;
+        stats.completed(kind, code, self.started - self.received, self.started.elapsed());
+        if let Some(method) = self.bind_method {
+            stats.bind(method, code == ResultCode::SUCCESS);
+        }
+    }
+}
+
+fn bind_method(request: &ferrodir_proto::message::BindRequest) -> BindMethod {
+    match &request.authentication {
+        ferrodir_proto::message::AuthenticationChoice::Sasl(_) => BindMethod::Sasl,
+        ferrodir_proto::message::AuthenticationChoice::Simple(p) if p.is_empty() => BindMethod::Anonymous,
+        ferrodir_proto::message::AuthenticationChoice::Simple(_) => BindMethod::Simple,
+    }
+}
+
+/// The metrics label of a request.
+fn op_kind(op: &ProtocolOp) -> OpKind {
+    match op {
+        ProtocolOp::BindRequest(_) => OpKind::Bind,
+        ProtocolOp::UnbindRequest => OpKind::Unbind,
+        ProtocolOp::SearchRequest(_) => OpKind::Search,
+        ProtocolOp::ModifyRequest(_) => OpKind::Modify,
+        ProtocolOp::AddRequest(_) => OpKind::Add,
+        ProtocolOp::DelRequest(_) => OpKind::Delete,
+        ProtocolOp::ModifyDnRequest(_) => OpKind::ModDn,
+        ProtocolOp::CompareRequest(_) => OpKind::Compare,
+        ProtocolOp::AbandonRequest(_) => OpKind::Abandon,
+        _ => OpKind::Extended,
     }
 }
 
@@ -142,6 +209,8 @@ struct SessionState {
     /// response is lost, so the connection closes rather than leave the client waiting.
     broken: Cell<bool>,
     broken_notify: Notify,
+    /// A Notice of Disconnection was sent (a protocol violation): for the close reason.
+    disconnected: Cell<bool>,
 }
 
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
@@ -197,6 +266,7 @@ impl Session {
             slots_total: Cell::new(slots_total),
             broken: Cell::new(false),
             broken_notify: Notify::new(),
+            disconnected: Cell::new(false),
         };
         Self { worker, out, state: Rc::new(state) }
     }
@@ -239,8 +309,16 @@ impl Session {
             Err(e) => return self.refuse_undecodable(e).await,
         };
         let LdapMessage { message_id, protocol_op, controls } = message;
+        let received = Instant::now();
+        let kind = op_kind(&protocol_op);
+        let stats = &self.worker.stats;
+        stats.initiated(kind);
+        if let ProtocolOp::SearchRequest(request) = &protocol_op {
+            stats.search_scope(request.scope as usize);
+        }
         match protocol_op {
             ProtocolOp::UnbindRequest => {
+                stats.completed(kind, ResultCode::SUCCESS, Duration::ZERO, received.elapsed());
                 self.cancel_all();
                 Flow::Close
             }
@@ -248,6 +326,7 @@ impl Session {
                 if let Some(flag) = self.state.in_flight.borrow().get(&target) {
                     flag.raise(StopReason::Abandon);
                 }
+                stats.completed(kind, ResultCode::SUCCESS, Duration::ZERO, received.elapsed());
                 Flow::Continue
             }
             ProtocolOp::BindRequest(request) => {
@@ -256,7 +335,8 @@ impl Session {
                 else {
                     return Flow::Close;
                 };
-                let ctx = self.context(message_id, Arc::new(StopSignal::new()));
+                let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
+                (ctx.kind, ctx.received, ctx.bind_method) = (Some(kind), received, Some(bind_method(&request)));
                 let refusal = op::controls::check(controls.as_deref())
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {
@@ -284,7 +364,8 @@ impl Session {
                 };
                 let cancel = Arc::new(StopSignal::new());
                 self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
-                let ctx = self.context(message_id, cancel);
+                let mut ctx = self.context(message_id, cancel);
+                (ctx.kind, ctx.received) = (Some(kind), received);
                 let refusal = self.refusal(&op, controls.as_deref());
                 let guard =
                     OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
@@ -327,7 +408,8 @@ impl Session {
         } else {
             None
         };
-        let ctx = self.context(message_id, Arc::new(StopSignal::new()));
+        let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
+        ctx.kind = Some(OpKind::Extended);
         let (result, flow) = match refusal {
             Some((code, text)) => (LdapResult::error(code, text), Flow::Continue),
             None => (LdapResult::success(), Flow::StartTls),
@@ -382,6 +464,10 @@ impl Session {
             message_id,
             identity: self.state.identity.borrow().clone(),
             transport: self.state.transport.borrow().clone(),
+            kind: None,
+            bind_method: None,
+            received: Instant::now(),
+            started: Instant::now(),
             cancel,
         }
     }
@@ -393,8 +479,14 @@ impl Session {
         }
     }
 
+    /// Whether the session ended with a Notice of Disconnection.
+    pub fn is_disconnected(&self) -> bool {
+        self.state.disconnected.get()
+    }
+
     /// Sends a Notice of Disconnection (RFC 4511 §4.4.1) with protocolError, then closes.
     pub async fn disconnect(&self, reason: &str) {
+        self.state.disconnected.set(true);
         self.cancel_all();
         let notice = LdapMessage {
             message_id: 0,

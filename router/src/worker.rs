@@ -20,6 +20,7 @@ use ferrodir_shard::{EntryId, ShardError, ShardResult};
 use crate::config::DirectoryConfig;
 use crate::coordinator::Coordinator;
 use crate::error::{LdapError, LdapResultOf};
+use crate::stats::WorkerStats;
 
 pub struct Worker {
     pub index: usize,
@@ -35,6 +36,8 @@ pub struct Worker {
     replicas: Vec<Option<Rc<ShardCore>>>,
     /// Where long searches run (`shard::scan`): never on this thread's shard actor.
     scans: Option<ScanPool>,
+    /// This worker's counters: written only on this thread, summed at scrape time.
+    pub stats: Arc<WorkerStats>,
 }
 
 impl Worker {
@@ -58,6 +61,7 @@ impl Worker {
             tree_cache: RefCell::new(tree),
             replicas,
             scans: None,
+            stats: Arc::default(),
         }
     }
 

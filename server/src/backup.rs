@@ -295,7 +295,7 @@ pub fn count_keys(engines: &[Arc<dyn KvEngine>]) -> anyhow::Result<Vec<u64>> {
 }
 
 /// Where shard `index` lives; the names `EngineKind::open` uses.
-fn shard_path(kind: EngineKind, dir: &Path, index: usize) -> PathBuf {
+pub fn shard_path(kind: EngineKind, dir: &Path, index: usize) -> PathBuf {
     dir.join(format!("shard-{index:03}.{}", kind.name()))
 }
 

@@ -18,6 +18,9 @@ pub struct Config {
     /// `listen_ldapi = "PATH"`: a Unix-domain socket (ldapi://), where SASL EXTERNAL
     /// authenticates the peer process by its uid and gid.
     pub listen_ldapi: Option<PathBuf>,
+    /// `metrics_listen = "HOST:PORT"`: the HTTP endpoint for Prometheus (`/metrics`) and
+    /// health checks (`/healthz`, `/readyz`); off when unset.
+    pub metrics_listen: Option<SocketAddr>,
     /// `[tls]`: certificate and key, client certificates, protocol versions. With a
     /// certificate configured, StartTLS is offered on the plain listener.
     pub tls: Option<Tls>,
@@ -285,6 +288,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 3389)),
             listen_ldaps: None,
             listen_ldapi: None,
+            metrics_listen: None,
             tls: None,
             require_tls_for_binds: true,
             authz_regexp: Vec::new(),

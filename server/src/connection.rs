@@ -32,6 +32,8 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 
+use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
+
 use crate::config::Limits;
 use crate::stream::{self, Reader, Stream, Writer};
 use crate::tls::TlsContext;
@@ -71,27 +73,39 @@ pub enum Incoming {
     Ldapi(std::os::unix::net::UnixStream, Option<(u32, u32)>),
 }
 
+impl Incoming {
+    pub fn listener(&self) -> Listener {
+        match self {
+            Incoming::Plain(_) => Listener::Ldap,
+            Incoming::Ldaps(_) => Listener::Ldaps,
+            Incoming::Ldapi(..) => Listener::Ldapi,
+        }
+    }
+}
+
 /// Serves one accepted connection to its end.
 pub async fn accept(incoming: Incoming, worker: Rc<Worker>, shared: Arc<Shared>) {
     match incoming {
         Incoming::Plain(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
-            serve(Stream::Tcp(stream), Transport { local, ..Transport::default() }, worker, shared).await;
+            let transport = Transport { local, ..Transport::default() };
+            serve(Stream::Tcp(stream), transport, Listener::Ldap, worker, shared).await;
         }
         Incoming::Ldaps(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
-            if let Some((tls, transport)) =
-                handshake(stream, &shared, Transport { local, ..Transport::default() }).await
-            {
-                serve(Stream::Tls(Box::new(tls)), transport, worker, shared).await;
+            match handshake(stream, &shared, Transport { local, ..Transport::default() }).await {
+                Some((tls, transport)) => {
+                    serve(Stream::Tls(Box::new(tls)), transport, Listener::Ldaps, worker, shared).await
+                }
+                None => worker.stats.closed(Listener::Ldaps, CloseReason::Tls),
             }
         }
         Incoming::Ldapi(std_stream, peer_cred) => {
             let Ok(stream) = UnixStream::from_std(std_stream) else { return };
             let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
-            serve(Stream::Unix(stream), transport, worker, shared).await;
+            serve(Stream::Unix(stream), transport, Listener::Ldapi, worker, shared).await;
         }
     }
 }
@@ -132,13 +146,20 @@ async fn handshake(
 
 /// Why a connection's read loop ended.
 enum End {
-    Close,
+    Close(CloseReason),
     /// StartTLS succeeded: hand the socket to the TLS handshake.
     StartTls,
 }
 
-pub async fn serve(stream: Stream, transport: Transport, worker: Rc<Worker>, shared: Arc<Shared>) {
+pub async fn serve(
+    stream: Stream,
+    transport: Transport,
+    listener: Listener,
+    worker: Rc<Worker>,
+    shared: Arc<Shared>,
+) {
     let limits = &shared.limits;
+    let stats = worker.stats.clone();
     let (out, mut queue) = mpsc::channel(limits.outbound_pdus_queued_max.max(1));
     let write_timeout = Duration::from_secs(limits.write_timeout_s.max(1));
     let session = Session::new(worker, out, transport);
@@ -146,9 +167,10 @@ pub async fn serve(stream: Stream, transport: Transport, worker: Rc<Worker>, sha
     let mut stream = stream;
     loop {
         let (mut reader, writer) = stream.split();
-        let writer_task = actix::spawn(write_loop(writer, queue, write_timeout));
-        match read_loop(&mut reader, &session, &mut buf, limits).await {
-            End::Close => {
+        let writer_task = actix::spawn(write_loop(writer, queue, write_timeout, stats.clone()));
+        match read_loop(&mut reader, &session, &mut buf, limits, &stats).await {
+            End::Close(reason) => {
+                stats.closed(listener, reason);
                 session.cancel_all();
                 drop(session);
                 drop(buf);
@@ -160,11 +182,15 @@ pub async fn serve(stream: Stream, transport: Transport, worker: Rc<Worker>, sha
                 // handshake may be taken as a request (it would be plaintext injected into
                 // the protected session), so what is buffered is dropped.
                 buf.clear();
-                let Ok(Some((writer, returned))) = writer_task.await else { break };
+                let Ok(Some((writer, returned))) = writer_task.await else {
+                    stats.closed(listener, CloseReason::Io);
+                    break;
+                };
                 queue = returned;
                 let Some(tcp) = reader.reunite(writer) else { break };
                 let Some((tls, transport)) = handshake(tcp, &shared, (*session.transport()).clone()).await
                 else {
+                    stats.closed(listener, CloseReason::Tls);
                     break;
                 };
                 session.set_transport(transport);
@@ -176,7 +202,13 @@ pub async fn serve(stream: Stream, transport: Transport, worker: Rc<Worker>, sha
 }
 
 /// Reads and dispatches whole PDUs until the connection ends or StartTLS succeeds.
-async fn read_loop(reader: &mut Reader, session: &Session, buf: &mut ReadBuffer, limits: &Limits) -> End {
+async fn read_loop(
+    reader: &mut Reader,
+    session: &Session,
+    buf: &mut ReadBuffer,
+    limits: &Limits,
+    stats: &WorkerStats,
+) -> End {
     loop {
         loop {
             let frame_limits = FrameLimits {
@@ -186,12 +218,14 @@ async fn read_loop(reader: &mut Reader, session: &Session, buf: &mut ReadBuffer,
             match check_frame(buf.data(), &frame_limits) {
                 Ok(Some(len)) => {
                     let pdu = buf.take(len);
+                    bump(&stats.pdus_in, 1);
                     // Boxed: an idle connection's future then holds no room for a dispatch
                     // (a Bind's included), only a busy one allocates it.
                     match Box::pin(session.dispatch(&pdu)).await {
-                        Flow::Close => return End::Close,
+                        Flow::Close if session.is_disconnected() => return End::Close(CloseReason::Protocol),
+                        Flow::Close => return End::Close(CloseReason::Client),
                         Flow::StartTls => return End::StartTls,
-                        Flow::Continue if session.is_broken() => return End::Close,
+                        Flow::Continue if session.is_broken() => return End::Close(CloseReason::Io),
                         Flow::Continue => {}
                     }
                 }
@@ -199,24 +233,27 @@ async fn read_loop(reader: &mut Reader, session: &Session, buf: &mut ReadBuffer,
                 Err(e) => {
                     tracing::debug!(error = %e, "framing error");
                     session.disconnect(&e.to_string()).await;
-                    return End::Close;
+                    return End::Close(CloseReason::Protocol);
                 }
             }
         }
         // check_frame accepted the header, so the announced size is within the limit.
         let announced = announced_pdu_bytes(buf.data()).ok().flatten();
         if !buf.prepare(announced).await {
-            return End::Close;
+            return End::Close(CloseReason::Io);
         }
         match read_some(reader, buf, session).await {
-            Ok(0) | Err(_) => return End::Close,
-            Ok(_) => {}
+            Ok(0) => return End::Close(CloseReason::Client),
+            Ok(n) => bump(&stats.bytes_in, n as u64),
+            Err(e) if e.kind() == ErrorKind::TimedOut => return End::Close(CloseReason::Idle),
+            Err(_) => return End::Close(CloseReason::Io),
         }
     }
 }
 
-/// Reads what the socket has into `buf`. Ok(0) means the peer closed the connection, or it
-/// was idle (nothing in flight, no bytes) for the session's `idle_timeout_s`.
+/// Reads what the socket has into `buf`. Ok(0) means the peer closed the connection;
+/// TimedOut that it was idle (nothing in flight, no bytes) for the session's
+/// `idle_timeout_s`.
 async fn read_some(reader: &mut Reader, buf: &mut ReadBuffer, session: &Session) -> std::io::Result<usize> {
     loop {
         let idle_timeout_s = session.limits().idle_timeout_s;
@@ -235,14 +272,14 @@ async fn read_some(reader: &mut Reader, buf: &mut ReadBuffer, session: &Session)
         };
         let outcome = tokio::select! {
             // An operation panicked: its answer is lost, so the connection ends (Session).
-            () = session.broken() => return Ok(0),
+            () = session.broken() => return Err(ErrorKind::BrokenPipe.into()),
             outcome = timed => outcome,
         };
         match outcome {
             None => {
                 if session.requests_pending() == 0 {
                     tracing::debug!(idle_timeout_s, "closing an idle connection");
-                    return Ok(0);
+                    return Err(ErrorKind::TimedOut.into());
                 }
             }
             Some(Ok(n)) => return Ok(n),
@@ -336,6 +373,43 @@ impl Drop for ReadBuffer {
     }
 }
 
+/// Counts PDUs and bytes sent, and the SearchResultEntry PDUs among them (told apart by
+/// the protocolOp tag after the messageID: no decoding).
+fn count_out(stats: &WorkerStats, pdus: &[bytes::Bytes]) {
+    let mut bytes = 0u64;
+    let mut entries = 0u64;
+    for pdu in pdus {
+        bytes += pdu.len() as u64;
+        if op_tag(pdu) == Some(SEARCH_RESULT_ENTRY_TAG) {
+            entries += 1;
+        }
+    }
+    bump(&stats.pdus_out, pdus.len() as u64);
+    bump(&stats.bytes_out, bytes);
+    if entries > 0 {
+        bump(&stats.entries_returned, entries);
+    }
+}
+
+/// RFC 4511 §4.5.2: `[APPLICATION 4]`, constructed.
+const SEARCH_RESULT_ENTRY_TAG: u8 = 0x64;
+
+/// The protocolOp tag of an encoded LDAPMessage: skip the SEQUENCE header and the
+/// messageID (definite lengths: we encoded it).
+fn op_tag(pdu: &[u8]) -> Option<u8> {
+    let after_header = skip_header(pdu)?;
+    let id = pdu.get(after_header..)?;
+    let (&_int_tag, rest) = id.split_first()?;
+    let (&id_len, rest) = rest.split_first()?;
+    rest.get(usize::from(id_len)).copied()
+}
+
+/// The offset past a TLV's tag and length octets.
+fn skip_header(tlv: &[u8]) -> Option<usize> {
+    let first = *tlv.get(1)?;
+    Some(if first < 0x80 { 2 } else { 2 + usize::from(first & 0x7f) })
+}
+
 /// Drains the response queue to the socket, flushing when the queue runs dry so that a
 /// burst of responses goes out in few writes. The write buffer lives for one burst only.
 /// On [`Outbound::Handover`] it flushes and returns the socket's write half and the queue
@@ -344,14 +418,19 @@ async fn write_loop(
     mut writer: Writer,
     mut queue: mpsc::Receiver<Outbound>,
     timeout: Duration,
+    stats: Arc<WorkerStats>,
 ) -> Option<(Writer, mpsc::Receiver<Outbound>)> {
     while let Some(first) = queue.recv().await {
         let mut buffered = BufWriter::with_capacity(WRITE_BUFFER_BYTES, writer);
         let mut next = Some(first);
         while let Some(item) = next.take() {
             let result = match item {
-                Outbound::Pdu(pdu) => tokio::time::timeout(timeout, buffered.write_all(&pdu)).await,
+                Outbound::Pdu(pdu) => {
+                    count_out(&stats, std::slice::from_ref(&pdu));
+                    tokio::time::timeout(timeout, buffered.write_all(&pdu)).await
+                }
                 Outbound::Pdus(pdus) => {
+                    count_out(&stats, &pdus);
                     tokio::time::timeout(timeout, async {
                         for pdu in &pdus {
                             buffered.write_all(pdu).await?;

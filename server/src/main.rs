@@ -20,6 +20,7 @@ mod export;
 mod import;
 mod load;
 mod manifest;
+mod metrics;
 mod reindex;
 mod runtime;
 mod search_pool;
@@ -86,6 +87,18 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long)]
         data_dir: PathBuf,
+    },
+    /// Ask a running server whether it is ready (GET /readyz on its `metrics_listen`);
+    /// exits 0 when it is, 1 otherwise. For container health checks.
+    Healthcheck {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The endpoint to ask, instead of the config's `metrics_listen`.
+        #[arg(long)]
+        addr: Option<SocketAddr>,
+        /// `/healthz` (alive) instead of `/readyz` (ready to serve).
+        #[arg(long)]
+        live: bool,
     },
     /// Rebuild every index offline (after the index configuration changed).
     Reindex {
@@ -193,6 +206,23 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("{} problems found; to recover, export what can be read and import it into a new data directory", report.problems.len());
             }
             Ok(())
+        }
+        Command::Healthcheck { config, addr, live } => {
+            let config = load_config(config.as_ref())?;
+            let Some(addr) = addr.or(config.metrics_listen) else {
+                anyhow::bail!("no endpoint to ask: set metrics_listen in the config or pass --addr");
+            };
+            let path = if live { "/healthz" } else { "/readyz" };
+            match metrics::http::check(addr, path) {
+                Ok(body) => {
+                    println!("{body}");
+                    Ok(())
+                }
+                Err(e) => {
+                    eprintln!("{e:#}");
+                    std::process::exit(1);
+                }
+            }
         }
         Command::Reindex { config, data_dir } => {
             let config = load_config(config.as_ref())?;

@@ -84,6 +84,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     // First, before anything clones the engines: commits pass through the gates a
     // consistent cut pauses (cut.rs).
     let gates = crate::cut::install_gates(&mut store.engines);
+    // Then the meters, around the gates: a commit held at a gate isn't timed as a slow sync.
+    let shard_stats = crate::metrics::engine::install(&mut store.engines);
     let directory = Arc::new(directory_config(&config, &store)?);
     store.fill_blooms()?;
     let settled = store.settle_containers(&config)?;
@@ -92,6 +94,11 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     }
     let cell = Arc::new(SkeletonCell::new(store.skeleton(&config)?));
     let shard_count = store.manifest.shards;
+    let shard_files = match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
+        Some(kind) => (0..shard_count).map(|i| crate::backup::shard_path(kind, &config.data_dir, i)).collect(),
+        None => Vec::new(),
+    };
+    let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
 
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
@@ -135,6 +142,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let (shards, coordinator, directory, cell) =
             (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
         let scans = search_pool.scans.clone();
+        let metrics = metrics.clone();
         let replica_sources: Vec<_> = (0..shard_count)
             .map(|i| {
                 let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
@@ -156,9 +164,11 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                         source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
                     })
                     .collect();
+                metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.cache_stats()));
                 let worker = Worker::new(index, local, shards, coordinator, directory, cell)
                     .with_replicas(replicas)
                     .with_scan_pool(scans);
+                metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
                 WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
             }
             let _ = tx.send(());
@@ -174,7 +184,12 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         None => None,
     };
     let listeners = Listeners::bind(&config, tls.is_some()).await?;
+    if let Some(addr) = config.metrics_listen {
+        let bound = crate::metrics::http::start(addr, metrics.clone())?;
+        println!("ferrodir metrics on http://{bound}/metrics");
+    }
     announce(&config, &listeners, shard_count);
+    metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(tls) = &tls {
         actix::spawn(tls.clone().watch());
     }
@@ -193,15 +208,19 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
             accepted = listeners.accept() => accepted,
         };
         let Some((incoming, peer_ip)) = incoming else { continue };
+        let listener = incoming.listener();
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             tracing::warn!("connection limit reached; refusing a connection");
+            metrics.listeners.rejected(listener, crate::metrics::Rejection::ConnectionsMax);
             continue;
         };
         // Over the limit, the stream is dropped here: closed at once, like slapd.
         let Some(ip_slot) = peer_ip.map_or(Some(None), |ip| per_ip.admit(ip)) else {
             tracing::warn!(ip = ?peer_ip, max = config.limits.connections_per_ip_max, "connections per IP limit reached; closing a connection");
+            metrics.listeners.rejected(listener, crate::metrics::Rejection::PerIp);
             continue;
         };
+        metrics.listeners.accepted(listener);
         let shared = shared.clone();
         // The closure is sent to the worker; the connection's future stays there.
         arbiters[next % arbiters.len()].spawn_fn(move || {

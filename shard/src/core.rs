@@ -6,6 +6,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::bloom::EqBloom;
@@ -37,12 +38,32 @@ pub struct ShardCore {
     engine: Arc<dyn KvEngine>,
     snapshot: RefCell<Arc<dyn KvSnapshot>>,
     cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
+    /// Written by this core's thread only; read by the metrics endpoint.
+    cache_stats: Arc<CacheStats>,
+}
+
+/// Entry cache lookups and hits, for the metrics endpoint.
+#[derive(Default, Debug)]
+pub struct CacheStats {
+    pub lookups: AtomicU64,
+    pub hits: AtomicU64,
 }
 
 impl ShardCore {
     pub fn new(info: ShardInfo, engine: Arc<dyn KvEngine>) -> ShardResult<Self> {
         let snapshot: Arc<dyn KvSnapshot> = Arc::from(engine.snapshot()?);
-        Ok(Self { info, engine, snapshot: RefCell::new(snapshot), cache: RefCell::new(HashMap::new()) })
+        Ok(Self {
+            info,
+            engine,
+            snapshot: RefCell::new(snapshot),
+            cache: RefCell::new(HashMap::new()),
+            cache_stats: Arc::default(),
+        })
+    }
+
+    /// This core's entry cache counters.
+    pub fn cache_stats(&self) -> Arc<CacheStats> {
+        self.cache_stats.clone()
     }
 
     pub fn engine(&self) -> Arc<dyn KvEngine> {
@@ -76,7 +97,14 @@ impl ShardCore {
     /// current snapshot fill the cache: a search pinned to an older one must not put an old
     /// version of an entry back after a commit replaced it.
     pub fn cached(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<Cached>>> {
+        let counting = self.info.entry_cache_entries_max > 0;
+        if counting {
+            self.cache_stats.lookups.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(hit) = self.cache.borrow().get(&id) {
+            if counting {
+                self.cache_stats.hits.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(Some(hit.clone()));
         }
         let Some(bytes) = snapshot.get(&keys::entry(id))? else {

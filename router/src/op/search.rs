@@ -87,6 +87,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let planner =
         Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
     let plan = planner.plan(&request.filter);
+    if plan.is_none() {
+        crate::stats::bump(&ctx.worker.stats.unindexed_searches, 1);
+    }
     if plan.is_none() && class.unindexed_search == UnindexedPolicy::Refuse {
         // 389-ds's require-index: refuse before any shard starts walking its scope.
         return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));

@@ -1,0 +1,292 @@
+//! Prometheus metrics and health checks, served on `metrics_listen` by a thread of their
+//! own (http.rs), never on an LDAP worker.
+//!
+//! Nothing here is on the request path: every counter has one writer (a worker thread, the
+//! accept loop, a shard's commit thread; router::stats), and a scrape reads them all and
+//! sums the workers'. Labels are fixed sets (operation, result class, scope, listener,
+//! reason, shard index): never a DN, a filter or a client address.
+
+pub mod engine;
+mod family;
+pub mod http;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ferrodir_router::stats::{
+    BindMethod, CloseReason, Listener, OpKind, ResultClass, WorkerStats, LATENCY_BUCKETS_S,
+};
+use ferrodir_shard::core::CacheStats;
+use ferrodir_shard::skeleton::SkeletonCell;
+use prometheus::Encoder as _;
+
+use self::engine::{ShardStats, BATCH_BUCKETS};
+use self::family::Family;
+
+/// Why the accept loop turned a connection away.
+#[derive(Copy, Clone, Debug)]
+pub enum Rejection {
+    ConnectionsMax,
+    PerIp,
+}
+
+/// The accept loop's counters: written by the main thread only.
+#[derive(Default)]
+pub struct ListenerStats {
+    accepted: [AtomicU64; Listener::ALL.len()],
+    rejected: [[AtomicU64; 2]; Listener::ALL.len()],
+}
+
+impl ListenerStats {
+    pub fn accepted(&self, listener: Listener) {
+        if let Some(c) = self.accepted.get(listener as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn rejected(&self, listener: Listener, why: Rejection) {
+        if let Some(c) = self.rejected.get(listener as usize).and_then(|row| row.get(why as usize)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Everything a scrape reads.
+pub struct Metrics {
+    pub started: SystemTime,
+    pub listeners: Arc<ListenerStats>,
+    pub shards: Vec<Arc<ShardStats>>,
+    pub shard_files: Vec<PathBuf>,
+    pub skeleton: Arc<SkeletonCell>,
+    /// Filled as each worker starts.
+    pub workers: Mutex<Vec<Arc<WorkerStats>>>,
+    pub caches: Mutex<Vec<(usize, Arc<CacheStats>)>>,
+    /// Set once every shard is open and every listener bound.
+    pub serving: AtomicBool,
+    process: prometheus::Registry,
+}
+
+impl Metrics {
+    pub fn new(shards: Vec<Arc<ShardStats>>, shard_files: Vec<PathBuf>, skeleton: Arc<SkeletonCell>) -> Self {
+        let process = prometheus::Registry::new();
+        #[cfg(target_os = "linux")]
+        if let Err(e) = process.register(Box::new(prometheus::process_collector::ProcessCollector::for_self())) {
+            tracing::warn!(error = %e, "no process metrics");
+        }
+        Self {
+            started: SystemTime::now(),
+            listeners: Arc::default(),
+            shards,
+            shard_files,
+            skeleton,
+            workers: Mutex::default(),
+            caches: Mutex::default(),
+            serving: AtomicBool::new(false),
+            process,
+        }
+    }
+
+    /// Ready to serve: every shard open, every listener bound, no shard refusing writes
+    /// after a failed commit. The reason when not.
+    pub fn readiness(&self) -> Result<(), String> {
+        if !self.serving.load(Ordering::Relaxed) {
+            return Err("starting".into());
+        }
+        let failed: Vec<String> = self
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.failed.load(Ordering::Relaxed))
+            .map(|(i, _)| i.to_string())
+            .collect();
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("shards taking no writes after a failed commit: {}", failed.join(", ")))
+        }
+    }
+
+    /// The Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut families = self.process.gather();
+        families.extend(self.server_families());
+        families.extend(self.operation_families());
+        families.extend(self.shard_families());
+        let mut out = Vec::new();
+        if let Err(e) = prometheus::TextEncoder::new().encode(&families, &mut out) {
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    fn workers(&self) -> Vec<Arc<WorkerStats>> {
+        self.workers.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn server_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let workers = self.workers();
+        let sum = |f: &dyn Fn(&WorkerStats) -> u64| workers.iter().map(|w| f(w)).sum::<u64>() as f64;
+        let mut build = Family::gauge("ferrodir_build_info", "The running build; always 1.");
+        build.value(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        let mut start = Family::gauge("ferrodir_start_time_seconds", "When the server started, in Unix time.");
+        start.value(&[], self.started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+        let mut accepted = Family::counter("ferrodir_connections_accepted_total", "Connections accepted.");
+        let mut rejected =
+            Family::counter("ferrodir_connections_rejected_total", "Connections closed at once by a limit.");
+        let mut closed = Family::counter("ferrodir_connections_closed_total", "Connections ended, by reason.");
+        let mut open = Family::gauge("ferrodir_connections_open", "Connections open now.");
+        for listener in Listener::ALL {
+            let name = listener.name();
+            let taken = self.listeners.accepted.get(listener as usize).map_or(0, |c| c.load(Ordering::Relaxed));
+            accepted.value(&[("listener", name)], taken as f64);
+            for (why, label) in [(Rejection::ConnectionsMax, "connections_max"), (Rejection::PerIp, "per_ip")] {
+                let count = self
+                    .listeners
+                    .rejected
+                    .get(listener as usize)
+                    .and_then(|row| row.get(why as usize))
+                    .map_or(0, |c| c.load(Ordering::Relaxed));
+                rejected.value(&[("listener", name), ("reason", label)], count as f64);
+            }
+            let mut ended = 0.0;
+            for reason in CloseReason::ALL {
+                let count = sum(&|w| w.closed_count(listener, reason));
+                ended += count;
+                closed.value(&[("listener", name), ("reason", reason.name())], count);
+            }
+            open.value(&[("listener", name)], (taken as f64 - ended).max(0.0));
+        }
+        let mut binds = Family::counter("ferrodir_binds_total", "Binds, by method and outcome.");
+        for method in BindMethod::ALL {
+            for (ok, label) in [(true, "success"), (false, "failure")] {
+                binds.value(&[("method", method.name()), ("result", label)], sum(&|w| w.bind_count(method, ok)));
+            }
+        }
+        let mut searches = Family::counter("ferrodir_searches_total", "Searches, by scope.");
+        for (i, scope) in ["base", "one", "sub", "children"].into_iter().enumerate() {
+            searches.value(&[("scope", scope)], sum(&|w| w.scope_count(i)));
+        }
+        let counter = |name: &str, help: &str, value: f64| {
+            let mut family = Family::counter(name, help);
+            family.value(&[], value);
+            family.done()
+        };
+        vec![
+            build.done(),
+            start.done(),
+            accepted.done(),
+            rejected.done(),
+            closed.done(),
+            open.done(),
+            binds.done(),
+            searches.done(),
+            counter(
+                "ferrodir_searches_unindexed_total",
+                "Searches no index narrows (389-ds's notes=A).",
+                sum(&|w| w.unindexed_searches.load(Ordering::Relaxed)),
+            ),
+            counter(
+                "ferrodir_search_entries_returned_total",
+                "SearchResultEntry PDUs sent.",
+                sum(&|w| w.entries_returned.load(Ordering::Relaxed)),
+            ),
+            counter("ferrodir_received_pdus_total", "LDAP PDUs received.", sum(&|w| w.pdus_in.load(Ordering::Relaxed))),
+            counter("ferrodir_received_bytes_total", "Bytes received on LDAP connections (after TLS).", sum(&|w| w.bytes_in.load(Ordering::Relaxed))),
+            counter("ferrodir_sent_pdus_total", "LDAP PDUs sent.", sum(&|w| w.pdus_out.load(Ordering::Relaxed))),
+            counter("ferrodir_sent_bytes_total", "Bytes sent on LDAP connections (before TLS).", sum(&|w| w.bytes_out.load(Ordering::Relaxed))),
+        ]
+    }
+
+    fn operation_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let workers = self.workers();
+        let mut initiated = Family::counter("ferrodir_operations_initiated_total", "Operations received, by operation.");
+        let mut completed = Family::counter(
+            "ferrodir_operations_completed_total",
+            "Operations answered (or abandoned), by operation and result class.",
+        );
+        let mut in_flight = Family::gauge("ferrodir_operations_in_flight", "Operations received and not yet answered.");
+        let mut histograms = [
+            Family::histogram(
+                "ferrodir_operation_queue_seconds",
+                "From a request's arrival to its start (waiting for a slot; slapd's qtime, 389-ds's wtime).",
+            ),
+            Family::histogram(
+                "ferrodir_operation_execution_seconds",
+                "From an operation's start to its final response (389-ds's optime).",
+            ),
+            Family::histogram(
+                "ferrodir_operation_duration_seconds",
+                "From a request's arrival to its final response (slapd's and 389-ds's etime).",
+            ),
+        ];
+        for kind in OpKind::ALL {
+            let op = kind.name();
+            let started: u64 = workers.iter().map(|w| w.initiated_count(kind)).sum();
+            initiated.value(&[("operation", op)], started as f64);
+            let mut answered = 0u64;
+            for class in ResultClass::ALL {
+                let count: u64 = workers.iter().map(|w| w.completed_count(kind, class)).sum();
+                answered += count;
+                completed.value(&[("operation", op), ("result", class.name())], count as f64);
+            }
+            in_flight.value(&[("operation", op)], started.saturating_sub(answered) as f64);
+            if matches!(kind, OpKind::Unbind | OpKind::Abandon) {
+                // Answered by nothing and done on arrival: no latency to show.
+                continue;
+            }
+            for (which, family) in histograms.iter_mut().enumerate() {
+                let mut counts = vec![0u64; LATENCY_BUCKETS_S.len() + 1];
+                let mut total = 0.0;
+                for worker in &workers {
+                    if let Some(Some(h)) = worker.latencies(kind).get(which) {
+                        let (c, s) = h.read();
+                        counts.iter_mut().zip(c).for_each(|(a, b)| *a += b);
+                        total += s;
+                    }
+                }
+                family.buckets(&[("operation", op)], &LATENCY_BUCKETS_S, &counts, total);
+            }
+        }
+        let mut out = vec![initiated.done(), completed.done(), in_flight.done()];
+        out.extend(histograms.into_iter().map(Family::done));
+        out
+    }
+
+    fn shard_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let mut commits = Family::counter("ferrodir_shard_commits_total", "Batches committed, by outcome.");
+        let mut duration = Family::histogram(
+            "ferrodir_shard_commit_duration_seconds",
+            "Applying and syncing one batch (fdatasync with redb).",
+        );
+        let mut batch = Family::histogram("ferrodir_shard_commit_mutations", "Key mutations per committed batch.");
+        let mut writable =
+            Family::gauge("ferrodir_shard_writable", "1 while the shard takes writes; 0 after a failed commit.");
+        let mut file = Family::gauge("ferrodir_shard_file_bytes", "Size of the shard's file.");
+        for (index, stats) in self.shards.iter().enumerate() {
+            let shard = index.to_string();
+            let labels = [("shard", shard.as_str())];
+            commits.value(&[("shard", &shard), ("result", "success")], stats.commits_ok.load(Ordering::Relaxed) as f64);
+            commits.value(&[("shard", &shard), ("result", "failure")], stats.commits_failed.load(Ordering::Relaxed) as f64);
+            let (counts, sum) = stats.commit_duration.read();
+            duration.buckets(&labels, &LATENCY_BUCKETS_S, &counts, sum);
+            let counts: Vec<u64> = stats.batch_buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+            batch.buckets(&labels, &BATCH_BUCKETS, &counts, stats.batch_sum.load(Ordering::Relaxed) as f64);
+            writable.value(&labels, if stats.failed.load(Ordering::Relaxed) { 0.0 } else { 1.0 });
+            let bytes = self.shard_files.get(index).and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len());
+            file.value(&labels, bytes as f64);
+        }
+        let mut lookups = Family::counter("ferrodir_shard_cache_lookups_total", "Entry cache lookups.");
+        let mut hits = Family::counter("ferrodir_shard_cache_hits_total", "Entry cache hits.");
+        for (index, cache) in self.caches.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let shard = index.to_string();
+            lookups.value(&[("shard", &shard)], cache.lookups.load(Ordering::Relaxed) as f64);
+            hits.value(&[("shard", &shard)], cache.hits.load(Ordering::Relaxed) as f64);
+        }
+        let mut skeleton =
+            Family::gauge("ferrodir_skeleton_version", "Version of the published tree skeleton (moves on tree changes).");
+        skeleton.value(&[], self.skeleton.version() as f64);
+        vec![commits.done(), duration.done(), batch.done(), writable.done(), file.done(), lookups.done(), hits.done(), skeleton.done()]
+    }
+}
