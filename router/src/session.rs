@@ -336,7 +336,8 @@ impl Session {
                     return Flow::Close;
                 };
                 let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
-                (ctx.kind, ctx.received, ctx.bind_method) = (Some(kind), received, Some(bind_method(&request)));
+                (ctx.kind, ctx.received, ctx.bind_method) =
+                    (Some(kind), received, Some(bind_method(&request)));
                 let refusal = op::controls::check(controls.as_deref())
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {

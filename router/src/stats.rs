@@ -197,8 +197,10 @@ impl Listener {
 }
 
 /// Upper bounds of the latency buckets, in seconds: 50 µs to 10 s.
-pub const LATENCY_BUCKETS_S: [f64; 17] =
-    [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+pub const LATENCY_BUCKETS_S: [f64; 17] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
+];
 
 /// A latency histogram written by one thread: a count per bucket (not cumulative; the
 /// endpoint accumulates) and the sum in nanoseconds.
@@ -211,7 +213,8 @@ pub struct Histogram {
 impl Histogram {
     pub fn observe(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
-        let slot = LATENCY_BUCKETS_S.iter().position(|&bound| seconds <= bound).unwrap_or(LATENCY_BUCKETS_S.len());
+        let slot =
+            LATENCY_BUCKETS_S.iter().position(|&bound| seconds <= bound).unwrap_or(LATENCY_BUCKETS_S.len());
         if let Some(bucket) = self.buckets.get(slot) {
             bump(bucket, 1);
         }
@@ -267,7 +270,9 @@ impl WorkerStats {
         if let Some(c) = self.completed.get(i).and_then(|row| row.get(ResultClass::of(code).index())) {
             bump(c, 1);
         }
-        if let (Some(q), Some(e), Some(t)) = (self.queue_wait.get(i), self.execution.get(i), self.total.get(i)) {
+        if let (Some(q), Some(e), Some(t)) =
+            (self.queue_wait.get(i), self.execution.get(i), self.total.get(i))
+        {
             q.observe(queue_wait);
             e.observe(execution);
             t.observe(queue_wait + execution);
@@ -299,7 +304,10 @@ impl WorkerStats {
     }
 
     pub fn completed_count(&self, kind: OpKind, class: ResultClass) -> u64 {
-        self.completed.get(kind.index()).and_then(|row| row.get(class.index())).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.completed
+            .get(kind.index())
+            .and_then(|row| row.get(class.index()))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     /// The histograms of `kind`: queue wait, execution, total.
@@ -309,7 +317,10 @@ impl WorkerStats {
     }
 
     pub fn bind_count(&self, method: BindMethod, success: bool) -> u64 {
-        self.binds.get(method as usize).and_then(|row| row.get(usize::from(success))).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.binds
+            .get(method as usize)
+            .and_then(|row| row.get(usize::from(success)))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
     pub fn scope_count(&self, scope: usize) -> u64 {
@@ -317,7 +328,10 @@ impl WorkerStats {
     }
 
     pub fn closed_count(&self, listener: Listener, reason: CloseReason) -> u64 {
-        self.closed.get(listener as usize).and_then(|row| row.get(reason as usize)).map_or(0, |c| c.load(Ordering::Relaxed))
+        self.closed
+            .get(listener as usize)
+            .and_then(|row| row.get(reason as usize))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 }
 

@@ -451,6 +451,26 @@ mod tests {
         assert_eq!(limits.authenticated, ClassLimits::AUTHENTICATED);
         assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
         assert_eq!(limits.authenticated.requests_pending_max, 1000);
+        // Turned on by the sample, on a loopback port that is not the exporters' 9330/9389.
+        assert_eq!(config.metrics_listen, Some(SocketAddr::from(([127, 0, 0, 1], 9390))));
+        assert!(config.require_tls_for_binds && config.tls.is_none());
+    }
+
+    #[test]
+    fn tls_and_sasl_keys_parse() {
+        let config = Config::parse(
+            "listen_ldaps = \"127.0.0.1:636\"\nlisten_ldapi = \"/run/x\"\n\
+             [[authz_regexp]]\nmatch = \"a\"\nreplace = \"cn=b\"\n\
+             [tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\nclient_certs = \"try\"",
+        )
+        .unwrap();
+        let tls = config.tls.unwrap();
+        assert_eq!(
+            (tls.client_certs.as_str(), tls.min_version.as_str(), tls.reload_poll_s),
+            ("try", "1.2", 60)
+        );
+        assert_eq!(config.authz_regexp.len(), 1);
+        assert!(Config::parse("[tls]\ncert = \"x\"").is_err(), "unknown keys in [tls] are refused");
     }
 
     #[test]

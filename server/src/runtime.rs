@@ -95,7 +95,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let cell = Arc::new(SkeletonCell::new(store.skeleton(&config)?));
     let shard_count = store.manifest.shards;
     let shard_files = match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
-        Some(kind) => (0..shard_count).map(|i| crate::backup::shard_path(kind, &config.data_dir, i)).collect(),
+        Some(kind) => {
+            (0..shard_count).map(|i| crate::backup::shard_path(kind, &config.data_dir, i)).collect()
+        }
         None => Vec::new(),
     };
     let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));

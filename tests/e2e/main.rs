@@ -10,6 +10,7 @@ mod hostile;
 mod import;
 mod isolation;
 mod limits;
+mod metrics;
 mod ops;
 mod persistence;
 mod raw;

@@ -61,7 +61,13 @@ impl Family {
     }
 
     /// A histogram from per-bucket counts (not cumulative; the last above every bound).
-    pub fn buckets(&mut self, labels: &[(&str, &str)], bounds: &[f64], counts: &[u64], sum: f64) -> &mut Self {
+    pub fn buckets(
+        &mut self,
+        labels: &[(&str, &str)],
+        bounds: &[f64],
+        counts: &[u64],
+        sum: f64,
+    ) -> &mut Self {
         self.push(labels, |metric| {
             let mut histogram = Histogram::default();
             let mut cumulative = 0u64;

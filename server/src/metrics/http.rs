@@ -26,7 +26,8 @@ const CONNECTIONS_MAX: usize = 16;
 /// Binds `addr` now (so that the address is known and taken before the server says it
 /// listens) and serves it on a thread of its own until the process ends.
 pub fn start(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} (metrics)"))?;
+    let listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr} (metrics)"))?;
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
@@ -103,7 +104,8 @@ fn route(method: &[u8], path: &[u8], metrics: &Metrics) -> (&'static str, &'stat
 /// it answers 200.
 pub fn check(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let timeout = Duration::from_secs(3);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("cannot reach {addr}"))?;
+    let mut stream =
+        TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("cannot reach {addr}"))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;

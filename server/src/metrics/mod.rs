@@ -72,7 +72,9 @@ impl Metrics {
     pub fn new(shards: Vec<Arc<ShardStats>>, shard_files: Vec<PathBuf>, skeleton: Arc<SkeletonCell>) -> Self {
         let process = prometheus::Registry::new();
         #[cfg(target_os = "linux")]
-        if let Err(e) = process.register(Box::new(prometheus::process_collector::ProcessCollector::for_self())) {
+        if let Err(e) =
+            process.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))
+        {
             tracing::warn!(error = %e, "no process metrics");
         }
         Self {
@@ -130,18 +132,22 @@ impl Metrics {
         let sum = |f: &dyn Fn(&WorkerStats) -> u64| workers.iter().map(|w| f(w)).sum::<u64>() as f64;
         let mut build = Family::gauge("ferrodir_build_info", "The running build; always 1.");
         build.value(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-        let mut start = Family::gauge("ferrodir_start_time_seconds", "When the server started, in Unix time.");
+        let mut start =
+            Family::gauge("ferrodir_start_time_seconds", "When the server started, in Unix time.");
         start.value(&[], self.started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
         let mut accepted = Family::counter("ferrodir_connections_accepted_total", "Connections accepted.");
         let mut rejected =
             Family::counter("ferrodir_connections_rejected_total", "Connections closed at once by a limit.");
-        let mut closed = Family::counter("ferrodir_connections_closed_total", "Connections ended, by reason.");
+        let mut closed =
+            Family::counter("ferrodir_connections_closed_total", "Connections ended, by reason.");
         let mut open = Family::gauge("ferrodir_connections_open", "Connections open now.");
         for listener in Listener::ALL {
             let name = listener.name();
-            let taken = self.listeners.accepted.get(listener as usize).map_or(0, |c| c.load(Ordering::Relaxed));
+            let taken =
+                self.listeners.accepted.get(listener as usize).map_or(0, |c| c.load(Ordering::Relaxed));
             accepted.value(&[("listener", name)], taken as f64);
-            for (why, label) in [(Rejection::ConnectionsMax, "connections_max"), (Rejection::PerIp, "per_ip")] {
+            for (why, label) in [(Rejection::ConnectionsMax, "connections_max"), (Rejection::PerIp, "per_ip")]
+            {
                 let count = self
                     .listeners
                     .rejected
@@ -161,7 +167,10 @@ impl Metrics {
         let mut binds = Family::counter("ferrodir_binds_total", "Binds, by method and outcome.");
         for method in BindMethod::ALL {
             for (ok, label) in [(true, "success"), (false, "failure")] {
-                binds.value(&[("method", method.name()), ("result", label)], sum(&|w| w.bind_count(method, ok)));
+                binds.value(
+                    &[("method", method.name()), ("result", label)],
+                    sum(&|w| w.bind_count(method, ok)),
+                );
             }
         }
         let mut searches = Family::counter("ferrodir_searches_total", "Searches, by scope.");
@@ -192,21 +201,39 @@ impl Metrics {
                 "SearchResultEntry PDUs sent.",
                 sum(&|w| w.entries_returned.load(Ordering::Relaxed)),
             ),
-            counter("ferrodir_received_pdus_total", "LDAP PDUs received.", sum(&|w| w.pdus_in.load(Ordering::Relaxed))),
-            counter("ferrodir_received_bytes_total", "Bytes received on LDAP connections (after TLS).", sum(&|w| w.bytes_in.load(Ordering::Relaxed))),
-            counter("ferrodir_sent_pdus_total", "LDAP PDUs sent.", sum(&|w| w.pdus_out.load(Ordering::Relaxed))),
-            counter("ferrodir_sent_bytes_total", "Bytes sent on LDAP connections (before TLS).", sum(&|w| w.bytes_out.load(Ordering::Relaxed))),
+            counter(
+                "ferrodir_received_pdus_total",
+                "LDAP PDUs received.",
+                sum(&|w| w.pdus_in.load(Ordering::Relaxed)),
+            ),
+            counter(
+                "ferrodir_received_bytes_total",
+                "Bytes received on LDAP connections (after TLS).",
+                sum(&|w| w.bytes_in.load(Ordering::Relaxed)),
+            ),
+            counter(
+                "ferrodir_sent_pdus_total",
+                "LDAP PDUs sent.",
+                sum(&|w| w.pdus_out.load(Ordering::Relaxed)),
+            ),
+            counter(
+                "ferrodir_sent_bytes_total",
+                "Bytes sent on LDAP connections (before TLS).",
+                sum(&|w| w.bytes_out.load(Ordering::Relaxed)),
+            ),
         ]
     }
 
     fn operation_families(&self) -> Vec<prometheus::proto::MetricFamily> {
         let workers = self.workers();
-        let mut initiated = Family::counter("ferrodir_operations_initiated_total", "Operations received, by operation.");
+        let mut initiated =
+            Family::counter("ferrodir_operations_initiated_total", "Operations received, by operation.");
         let mut completed = Family::counter(
             "ferrodir_operations_completed_total",
             "Operations answered (or abandoned), by operation and result class.",
         );
-        let mut in_flight = Family::gauge("ferrodir_operations_in_flight", "Operations received and not yet answered.");
+        let mut in_flight =
+            Family::gauge("ferrodir_operations_in_flight", "Operations received and not yet answered.");
         let mut histograms = [
             Family::histogram(
                 "ferrodir_operation_queue_seconds",
@@ -260,21 +287,31 @@ impl Metrics {
             "ferrodir_shard_commit_duration_seconds",
             "Applying and syncing one batch (fdatasync with redb).",
         );
-        let mut batch = Family::histogram("ferrodir_shard_commit_mutations", "Key mutations per committed batch.");
-        let mut writable =
-            Family::gauge("ferrodir_shard_writable", "1 while the shard takes writes; 0 after a failed commit.");
+        let mut batch =
+            Family::histogram("ferrodir_shard_commit_mutations", "Key mutations per committed batch.");
+        let mut writable = Family::gauge(
+            "ferrodir_shard_writable",
+            "1 while the shard takes writes; 0 after a failed commit.",
+        );
         let mut file = Family::gauge("ferrodir_shard_file_bytes", "Size of the shard's file.");
         for (index, stats) in self.shards.iter().enumerate() {
             let shard = index.to_string();
             let labels = [("shard", shard.as_str())];
-            commits.value(&[("shard", &shard), ("result", "success")], stats.commits_ok.load(Ordering::Relaxed) as f64);
-            commits.value(&[("shard", &shard), ("result", "failure")], stats.commits_failed.load(Ordering::Relaxed) as f64);
+            commits.value(
+                &[("shard", &shard), ("result", "success")],
+                stats.commits_ok.load(Ordering::Relaxed) as f64,
+            );
+            commits.value(
+                &[("shard", &shard), ("result", "failure")],
+                stats.commits_failed.load(Ordering::Relaxed) as f64,
+            );
             let (counts, sum) = stats.commit_duration.read();
             duration.buckets(&labels, &LATENCY_BUCKETS_S, &counts, sum);
             let counts: Vec<u64> = stats.batch_buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
             batch.buckets(&labels, &BATCH_BUCKETS, &counts, stats.batch_sum.load(Ordering::Relaxed) as f64);
             writable.value(&labels, if stats.failed.load(Ordering::Relaxed) { 0.0 } else { 1.0 });
-            let bytes = self.shard_files.get(index).and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len());
+            let bytes =
+                self.shard_files.get(index).and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len());
             file.value(&labels, bytes as f64);
         }
         let mut lookups = Family::counter("ferrodir_shard_cache_lookups_total", "Entry cache lookups.");
@@ -284,9 +321,20 @@ impl Metrics {
             lookups.value(&[("shard", &shard)], cache.lookups.load(Ordering::Relaxed) as f64);
             hits.value(&[("shard", &shard)], cache.hits.load(Ordering::Relaxed) as f64);
         }
-        let mut skeleton =
-            Family::gauge("ferrodir_skeleton_version", "Version of the published tree skeleton (moves on tree changes).");
+        let mut skeleton = Family::gauge(
+            "ferrodir_skeleton_version",
+            "Version of the published tree skeleton (moves on tree changes).",
+        );
         skeleton.value(&[], self.skeleton.version() as f64);
-        vec![commits.done(), duration.done(), batch.done(), writable.done(), file.done(), lookups.done(), hits.done(), skeleton.done()]
+        vec![
+            commits.done(),
+            duration.done(),
+            batch.done(),
+            writable.done(),
+            file.done(),
+            lookups.done(),
+            hits.done(),
+            skeleton.done(),
+        ]
     }
 }
