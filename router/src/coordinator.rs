@@ -446,6 +446,14 @@ pub struct Recover;
 
 serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner.recover().await);
 
+/// Answered in turn after the changes before it: proves the coordinator makes progress
+/// (the systemd watchdog ping).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Ping;
+
+serial_handler!(Ping, (), |_inner, _msg| ());
+
 /// Runs a closure on the coordinator's thread between two structural changes: the handler
 /// is serial like every other, so no promotion, container delete or Modify DN is half done
 /// while it runs, and none starts until it returns. `ferrodir export` and `backup` use it to

@@ -26,6 +26,7 @@ mod runtime;
 mod search_pool;
 mod store;
 mod stream;
+mod systemd;
 mod tls;
 mod verify;
 

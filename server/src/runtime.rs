@@ -192,9 +192,12 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     }
     announce(&config, &listeners, shard_count);
     metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
+    crate::systemd::ready();
+    actix::spawn(crate::systemd::watchdog(coordinator.clone(), shards.clone()));
     if let Some(tls) = &tls {
-        actix::spawn(tls.clone().watch());
+        actix::spawn(tls.clone().poll());
     }
+    actix::spawn(reload_on_hangup(tls.clone()));
 
     let mut shared = connection::Shared::new(config.limits.clone(), tls);
     shared.loopback_is_remote = config.testing.as_ref().is_some_and(|t| t.loopback_is_remote);
@@ -238,6 +241,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         next = next.wrapping_add(1);
     }
     tracing::info!("shutting down: no new connections");
+    crate::systemd::stopping();
     drop(listeners);
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
@@ -435,6 +439,27 @@ fn announce(config: &Config, listeners: &Listeners, shards: usize) {
     }
     for suffix in &config.suffixes {
         println!("try: ldapsearch -x -H ldap://{addr} -b {suffix}");
+    }
+}
+
+/// SIGHUP (systemd's ExecReload) reloads what can change while serving: today the TLS
+/// certificate and key. Handled even without TLS, so that a reload never terminates the
+/// server (SIGHUP's default action).
+async fn reload_on_hangup(tls: Option<Arc<crate::tls::TlsContext>>) {
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => signal,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: reload by restarting");
+            return;
+        }
+    };
+    while hangup.recv().await.is_some() {
+        crate::systemd::reloading();
+        match &tls {
+            Some(tls) => tls.reload("SIGHUP"),
+            None => tracing::info!("SIGHUP: nothing to reload (no [tls])"),
+        }
+        crate::systemd::ready();
     }
 }
 

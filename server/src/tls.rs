@@ -81,30 +81,18 @@ impl TlsContext {
         }
     }
 
-    /// Runs until the process ends: a reload on every SIGHUP, and a check of the files
-    /// every `reload_poll_s` (0: SIGHUP only). Spawned on the main thread's runtime.
-    pub async fn watch(self: Arc<Self>) {
+    /// Runs until the process ends: checks the files every `reload_poll_s` (0: never;
+    /// SIGHUP still reloads, runtime.rs). Spawned on the main thread's runtime.
+    pub async fn poll(self: Arc<Self>) {
         let poll = self.settings.reload_poll_s;
-        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            Ok(signal) => Some(signal),
-            Err(e) => {
-                tracing::warn!(error = %e, "no SIGHUP handler: TLS reloads only by polling");
-                None
-            }
-        };
-        let period = Duration::from_secs(if poll == 0 { 3600 } else { poll });
+        if poll == 0 {
+            return;
+        }
+        let period = Duration::from_secs(poll);
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         loop {
-            tokio::select! {
-                Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => None } } => {
-                    self.reload("SIGHUP");
-                }
-                _ = ticks.tick() => {
-                    if poll > 0 {
-                        self.reload_if_changed();
-                    }
-                }
-            }
+            ticks.tick().await;
+            self.reload_if_changed();
         }
     }
 }

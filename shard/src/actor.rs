@@ -200,6 +200,18 @@ impl Handler<Write> for ShardActor {
     }
 }
 
+/// Answered at once: proves the shard's thread and mailbox are alive (the systemd
+/// watchdog ping).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Ping;
+
+impl Handler<Ping> for ShardActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Ping, _: &mut Context<Self>) {}
+}
+
 /// Look up a DN→ID record held by this shard.
 #[derive(Message)]
 #[rtype(result = "ShardResult<Option<EntryId>>")]

@@ -15,5 +15,6 @@ mod ops;
 mod persistence;
 mod raw;
 mod semantics;
+mod systemd;
 mod tls;
 mod verify;
