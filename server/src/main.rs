@@ -20,6 +20,7 @@ mod export;
 mod import;
 mod load;
 mod manifest;
+mod priority;
 mod reindex;
 mod runtime;
 mod search_pool;
@@ -161,7 +162,7 @@ fn main() -> anyhow::Result<()> {
             init_logging(&config);
             let store = Store::open(&config, &config.data_dir)?;
             if store.created && config.example_data {
-                let directory = runtime::directory_config(&config, &store)?;
+                let directory = runtime::directory_config(&config, &store, runtime::offline_hash_pool())?;
                 let report = load::load_ldif(&store, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
                 tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
             }

@@ -11,6 +11,7 @@ mod import;
 mod isolation;
 mod limits;
 mod ops;
+mod passwords;
 mod persistence;
 mod raw;
 mod semantics;
