@@ -51,7 +51,7 @@ fn verify_bcrypt(encoded: &str, offered: &[u8]) -> bool {
         .get(4..6)
         .filter(|c| c.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|c| c.parse::<u32>().ok());
-    if !cost.is_some_and(|c| c <= BCRYPT_COST_MAX) || encoded.get(6..7) != Some("$") {
+    if cost.is_none_or(|c| c > BCRYPT_COST_MAX) || encoded.get(6..7) != Some("$") {
         return false;
     }
     // bcrypt reads at most 72 bytes of a password; the crate truncates, as crypt(3) does.
