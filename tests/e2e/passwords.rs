@@ -7,14 +7,15 @@
 //! - an unknown DN, a wrong password and an entry without userPassword take as long;
 //! - a full hash queue answers busy (51) at once, and no bind hangs;
 //! - Password Modify with ldappasswd (self, admin reset, generated password, refusals),
-//!   with python3-ldap3, and with a malformed request value.
+//!   with python3-ldap3, and with a malformed request value;
+//! - `ferrodir import` stores userPassword as the file holds it.
 
 use std::time::{Duration, Instant};
 
 use ldap3::exop::Exop;
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{connect_url, tool, Client, Server, ADMIN_DN, ADMIN_PW, TEST_CONFIG};
+use crate::harness::{connect_url, tool, Client, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
@@ -382,4 +383,34 @@ print(generated if isinstance(generated, str) else generated.decode())
     assert_eq!(bind_rc(&server, &dn_of("ivan"), &stdout), 0);
     assert_eq!(bind_rc(&server, &dn_of("ivan"), "ivan-new"), 49);
     assert_eq!(bind_rc(&server, &dn_of("ivan"), "ivan-old"), 49);
+}
+
+#[test]
+fn import_stores_userpassword_as_the_file_holds_it() {
+    let mut server = Server::start();
+    server.stop();
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let ldif = format!(
+        "dn: {BASE}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: {PEOPLE}\nobjectClass: organizationalUnit\nou: people\n\n\
+         dn: {judy}\nobjectClass: inetOrgPerson\nuid: judy\ncn: judy\nsn: judy\nuserPassword: judy-secret\n",
+        judy = dn_of("judy"),
+    );
+    let file = scratch.path().join("in.ldif");
+    std::fs::write(&file, ldif).expect("write LDIF");
+    let data = scratch.path().join("data");
+    let output = std::process::Command::new(crate::harness::binary())
+        .arg("import")
+        .arg("--config")
+        .arg(server.config_path())
+        .arg("--data-dir")
+        .arg(&data)
+        .arg(&file)
+        .output()
+        .expect("run import");
+    assert!(output.status.success(), "{}", crate::harness::output_text(&output));
+    server.data_dir = data;
+    server.restart();
+    assert_eq!(stored(&server, &dn_of("judy")), vec!["judy-secret".to_string()], "offline paths never hash");
+    assert_eq!(bind_rc(&server, &dn_of("judy"), "judy-secret"), 0);
 }
