@@ -57,6 +57,24 @@ pub fn check_not_anonymous(who: &Identity) -> Result<(), LdapError> {
     }
 }
 
+/// Whether `who` may set the password of the entry named `target` by Password Modify:
+/// the rootDN anyone's, a user their own (self write on userPassword), nobody else's.
+/// Access rules (issue #7) decide here.
+pub fn may_change_password(who: &Identity, target: &Dn) -> Result<(), LdapError> {
+    match who {
+        Identity::Root(_) => Ok(()),
+        Identity::User(dn) if dn.normalized() == target.normalized() => Ok(()),
+        Identity::User(_) => Err(LdapError::new(
+            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+            "no write access to the target's userPassword",
+        )),
+        Identity::Anonymous => Err(LdapError::new(
+            ResultCode::STRONGER_AUTH_REQUIRED,
+            "only authenticated users may change passwords",
+        )),
+    }
+}
+
 /// Lowercased attribute types that `who` may not read.
 pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
     match (config.access, who) {
@@ -117,6 +135,17 @@ mod tests {
         assert!(check_write(&Identity::Root(Dn::default())).is_ok());
         assert_eq!(check_write(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
         assert_eq!(check_write(&Identity::User(Dn::default())).unwrap_err().code, ResultCode(50));
+    }
+
+    #[test]
+    fn users_change_only_their_own_password() {
+        let alice = Dn::parse("uid=alice,dc=example,dc=com").unwrap();
+        let bob = Dn::parse("uid=bob,dc=example,dc=com").unwrap();
+        let alice_again = Dn::parse("UID=Alice, dc=example,dc=com").unwrap();
+        assert!(may_change_password(&Identity::User(alice.clone()), &alice_again).is_ok());
+        assert!(may_change_password(&Identity::Root(Dn::default()), &bob).is_ok());
+        assert_eq!(may_change_password(&Identity::User(alice), &bob).unwrap_err().code, ResultCode(50));
+        assert_eq!(may_change_password(&Identity::Anonymous, &bob).unwrap_err().code, ResultCode(8));
     }
 
     #[test]

@@ -65,8 +65,10 @@ impl AuthzRule {
 pub struct DirectoryConfig {
     pub suffixes: Vec<Suffix>,
     pub root_dn: Option<Dn>,
-    /// Cleartext or an RFC 2307 `{SSHA}`/`{SHA}` value.
+    /// Cleartext or a value in any scheme `password::verify` reads (`{ARGON2}`, `{SSHA}`...).
     pub root_password: Option<String>,
+    /// How userPassword values are hashed when written and checked on bind.
+    pub passwords: crate::password::PasswordConfig,
     pub access: AccessProfile,
     /// `require_tls_for_binds`: a simple bind, SASL PLAIN or Password Modify in cleartext
     /// from a non-loopback peer gets confidentialityRequired (13).

@@ -75,6 +75,18 @@ impl From<actix::MailboxError> for LdapError {
     }
 }
 
+/// A password hash or check that could not run: busy (51) when the pool's queue is full,
+/// so that the client may retry; unavailable (52) when there is no pool.
+impl From<crate::password::PoolError> for LdapError {
+    fn from(error: crate::password::PoolError) -> Self {
+        let code = match error {
+            crate::password::PoolError::Busy => ResultCode::BUSY,
+            _ => ResultCode::UNAVAILABLE,
+        };
+        Self::new(code, error.to_string())
+    }
+}
+
 pub type LdapResultOf<T> = Result<T, LdapError>;
 
 #[cfg(test)]

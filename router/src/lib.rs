@@ -9,7 +9,8 @@
 //! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup.
 //! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
 //!   its durable intent log.
-//! - [`access`], [`password`]: who may do what, and checking passwords.
+//! - [`access`]: who may do what.
+//! - [`password`]: checking and hashing passwords, on the hash pool.
 //! - [`config`]: naming contexts, root identity, access profile.
 //! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
 //!   on a request's shape.

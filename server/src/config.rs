@@ -37,8 +37,20 @@ pub struct Config {
     /// Naming contexts served.
     pub suffixes: Vec<String>,
     pub root_dn: String,
-    /// Cleartext or `{SSHA}`.
+    /// Cleartext or a hash in any scheme a bind reads (`{ARGON2}`, `{SSHA}`, ...).
     pub root_password: String,
+    /// Whether cleartext userPassword values written by Add, Modify and Password Modify are
+    /// stored hashed with `password_scheme`. Unset: on, except with `access = "open-read"`
+    /// (slapd without ppolicy's hash_cleartext, for differential tests).
+    pub password_hash_on_write: Option<bool>,
+    /// "{ARGON2}" (argon2id, m=19456 KiB, t=2, p=1), "{PBKDF2-SHA512}" or "{SSHA512}".
+    pub password_scheme: String,
+    /// Threads that hash and check passwords; 0 = one per CPU core but one (at least one).
+    pub password_hash_threads: usize,
+    /// Hashes and checks waiting for a thread; one more gets busy (51) at once.
+    pub password_hash_queue_max: usize,
+    /// The nice value of the password threads (0-19), as `search_threads_nice`.
+    pub password_hash_threads_nice: i32,
     /// Shards (and worker threads); 0 means one per CPU core. Fixed when the data directory
     /// is created.
     pub shards: usize,
@@ -296,6 +308,11 @@ impl Default for Config {
             suffixes: vec!["dc=example,dc=com".into()],
             root_dn: "cn=admin,dc=example,dc=com".into(),
             root_password: "secret".into(),
+            password_hash_on_write: None,
+            password_scheme: "{ARGON2}".into(),
+            password_hash_threads: 0,
+            password_hash_queue_max: 1024,
+            password_hash_threads_nice: 10,
             shards: 0,
             engine: "redb".into(),
             durability: "power-loss".into(),
@@ -392,6 +409,7 @@ impl Config {
                  remove it, or build ferrodir with --features fault-injection (never for real data)"
             );
         }
+        ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
         let limits = &self.limits;
         let retired = [
             &limits.pdu_bytes_max,
@@ -425,6 +443,21 @@ impl Config {
         }
     }
 
+    /// Threads of the password hash pool: `password_hash_threads`, or one per core but one,
+    /// so that a burst of argon2 binds always leaves a core to the workers.
+    pub fn password_hash_thread_count(&self) -> usize {
+        if self.password_hash_threads > 0 {
+            return self.password_hash_threads;
+        }
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        cores.saturating_sub(1).max(1)
+    }
+
+    /// `password_hash_on_write`, defaulted by the access profile.
+    pub fn password_hash_on_write(&self) -> bool {
+        self.password_hash_on_write.unwrap_or(self.access != "open-read")
+    }
+
     /// Shards to create a new data directory with.
     pub fn shard_count(&self) -> usize {
         if self.shards > 0 {
@@ -451,6 +484,12 @@ mod tests {
         assert_eq!(limits.authenticated, ClassLimits::AUTHENTICATED);
         assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
         assert_eq!(limits.authenticated.requests_pending_max, 1000);
+        let defaults = Config::default();
+        assert_eq!(config.password_scheme, defaults.password_scheme);
+        assert_eq!(config.password_hash_threads, defaults.password_hash_threads);
+        assert_eq!(config.password_hash_queue_max, defaults.password_hash_queue_max);
+        assert_eq!(config.password_hash_threads_nice, defaults.password_hash_threads_nice);
+        assert_eq!(config.password_hash_on_write(), defaults.password_hash_on_write());
         // Turned on by the sample, on a loopback port that is not the exporters' 9330/9389.
         assert_eq!(config.metrics_listen, Some(SocketAddr::from(([127, 0, 0, 1], 9390))));
         assert!(config.require_tls_for_binds && config.tls.is_none());
@@ -513,6 +552,21 @@ search_time_max_s = 0
         let replicator = &limits.identities["cn=replicator,dc=example,dc=com"];
         assert_eq!((replicator.search_entries_max, replicator.paged_page_entries_max), (0, 0));
         assert_eq!(replicator.pdu_bytes_max, ClassLimits::AUTHENTICATED.pdu_bytes_max);
+    }
+
+    #[test]
+    fn password_storage_keys() {
+        let config = Config::default();
+        assert!(config.password_hash_on_write());
+        assert_eq!(config.password_scheme, "{ARGON2}");
+        assert!(config.password_hash_thread_count() >= 1);
+        let open = Config::parse("access = \"open-read\"").unwrap();
+        assert!(!open.password_hash_on_write(), "slapd without hash_cleartext");
+        let forced = Config::parse("access = \"open-read\"\npassword_hash_on_write = true").unwrap();
+        assert!(forced.password_hash_on_write());
+        let error = Config::parse("password_scheme = \"{MD5}\"").unwrap_err().to_string();
+        assert!(error.contains("password_scheme") && error.contains("{MD5}"), "{error}");
+        assert!(Config::parse("password_scheme = \"{PBKDF2-SHA512}\"").is_ok());
     }
 
     #[test]

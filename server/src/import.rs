@@ -91,7 +91,8 @@ fn load_into(
     progress: &LoadProgress,
 ) -> anyhow::Result<LoadReport> {
     let store = Store::open(config, dir)?;
-    let directory = crate::runtime::directory_config(config, &store)?;
+    // Offline: values are stored as the file holds them, never hashed.
+    let directory = crate::runtime::directory_config(config, &store, crate::runtime::offline_hash_pool())?;
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
     let options = LoadOptions { keep_going, progress: Some(progress), on_skip: &mut report_skip };
     load::load(&store, &directory, input, options)

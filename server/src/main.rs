@@ -21,6 +21,7 @@ mod import;
 mod load;
 mod manifest;
 mod metrics;
+mod priority;
 mod reindex;
 mod runtime;
 mod search_pool;
@@ -177,7 +178,7 @@ fn main() -> anyhow::Result<()> {
             init_logging(&config);
             let store = Store::open(&config, &config.data_dir)?;
             if store.created && config.example_data {
-                let directory = runtime::directory_config(&config, &store)?;
+                let directory = runtime::directory_config(&config, &store, runtime::offline_hash_pool())?;
                 let report = load::load_ldif(&store, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
                 tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
             }

@@ -1,7 +1,8 @@
 //! Starting the server: one worker thread (an actix arbiter) per shard, each holding its
 //! shard actor and the connections assigned to it; the coordinator on a thread of its own;
 //! the accept loop on the main thread, handing each connection to a worker in turn; the
-//! admin socket (admin.rs) on a thread of its own.
+//! admin socket (admin.rs) on a thread of its own; the password hash pool
+//! (`router::password::pool`) on threads of its own, at a lower priority.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use anyhow::Context as _;
 use ferrodir_router::config::{AccessProfile, DirectoryConfig, RemoteReads, Suffix};
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::intent::IntentLog;
+use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
 use ferrodir_router::Worker;
 use ferrodir_shard::actor::ShardActor;
 use ferrodir_shard::core::{ShardCore, ShardInfo};
@@ -31,7 +33,29 @@ thread_local! {
     static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
 }
 
-pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<DirectoryConfig> {
+/// The password threads of a serving server: `password_hash_threads` of them at
+/// `password_hash_threads_nice`, sharing a queue of `password_hash_queue_max` jobs.
+fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
+    let nice = config.password_hash_threads_nice;
+    let pool =
+        HashPool::start(config.password_hash_thread_count(), config.password_hash_queue_max, move || {
+            crate::priority::lower_this_thread(nice, "password-hash")
+        })
+        .context("cannot start the password hash threads")?;
+    Ok(Arc::new(pool))
+}
+
+/// For the offline paths (loading the example data, import): they store values as given
+/// and check none, so they need no threads.
+pub fn offline_hash_pool() -> Arc<HashPool> {
+    Arc::new(HashPool::offline())
+}
+
+pub fn directory_config(
+    config: &Config,
+    store: &Store,
+    hash_pool: Arc<HashPool>,
+) -> anyhow::Result<DirectoryConfig> {
     let mut suffixes = Vec::new();
     for text in &config.suffixes {
         let dn = ferrodir_proto::Dn::parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
@@ -53,6 +77,11 @@ pub fn directory_config(config: &Config, store: &Store) -> anyhow::Result<Direct
         suffixes,
         root_dn,
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
+        passwords: PasswordConfig::new(
+            config.password_hash_on_write(),
+            StorageScheme::parse(&config.password_scheme)?,
+            hash_pool,
+        ),
         access,
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
@@ -86,7 +115,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let gates = crate::cut::install_gates(&mut store.engines);
     // Then the meters, around the gates: a commit held at a gate isn't timed as a slow sync.
     let shard_stats = crate::metrics::engine::install(&mut store.engines);
-    let directory = Arc::new(directory_config(&config, &store)?);
+    let directory = Arc::new(directory_config(&config, &store, start_hash_pool(&config)?)?);
     store.fill_blooms()?;
     let settled = store.settle_containers(&config)?;
     if settled > 0 {

@@ -45,7 +45,7 @@ impl SearchPool {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(config.search_thread_count())
                     .thread_name("search")
-                    .on_thread_start(move || lower_priority(nice))
+                    .on_thread_start(move || crate::priority::lower_this_thread(nice, "search"))
                     .build()
                     .context("cannot start the search threads")?;
                 Some(runtime)
@@ -62,21 +62,5 @@ impl SearchPool {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
-    }
-}
-
-/// Sets this thread's nice value (Linux: per thread). Best effort: a failure only means
-/// scans compete with lookups on equal terms.
-fn lower_priority(nice: i32) {
-    if nice == 0 {
-        return;
-    }
-    // SAFETY: gettid and setpriority take no pointers; they act on this thread only.
-    let result = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, u32::try_from(tid).unwrap_or(0), nice)
-    };
-    if result != 0 {
-        tracing::warn!(nice, "could not lower the search threads' priority");
     }
 }

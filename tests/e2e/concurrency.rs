@@ -278,8 +278,9 @@ const RACE_ROUNDS: usize = 40;
 /// Round `r` races for one DN: under ou=people (a container) on even rounds, under a fresh
 /// leaf on odd rounds (the race also promotes it). Odd racers spell the DN in upper case.
 fn race_dn(round: usize, racer: usize) -> String {
-    let parent = if round % 2 == 0 { format!("ou=people,{BASE}") } else { format!("ou=race{round},{BASE}") };
-    if racer % 2 == 0 {
+    let parent =
+        if round.is_multiple_of(2) { format!("ou=people,{BASE}") } else { format!("ou=race{round},{BASE}") };
+    if racer.is_multiple_of(2) {
         format!("cn=racer{round},{parent}")
     } else {
         format!("CN=RACER{round},{parent}")

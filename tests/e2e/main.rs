@@ -12,6 +12,7 @@ mod isolation;
 mod limits;
 mod metrics;
 mod ops;
+mod passwords;
 mod persistence;
 mod raw;
 mod semantics;

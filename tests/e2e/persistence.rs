@@ -84,7 +84,7 @@ pub fn modify(conn: &mut LdapConn, dn: &str, mods: Vec<Mod<&str>>) -> u32 {
     conn.with_timeout(OP_TIMEOUT).modify(dn, mods).expect("modify: no answer").rc
 }
 
-pub fn one<'a>(value: &'a str) -> HashSet<&'a str> {
+pub fn one(value: &str) -> HashSet<&str> {
     HashSet::from([value])
 }
 
@@ -286,7 +286,7 @@ fn verify(conn: &mut LdapConn, expected: &Expected, when: &str) {
 fn snapshot(conn: &mut LdapConn) -> Vec<(String, Attrs)> {
     let mut all =
         search(conn, BASE, Scope::Subtree, "(objectClass=*)", &["*", "hasSubordinates"]).expect("subtree");
-    all.sort_by(|a, b| a.0.to_lowercase().cmp(&b.0.to_lowercase()));
+    all.sort_by_key(|a| a.0.to_lowercase());
     all
 }
 

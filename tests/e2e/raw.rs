@@ -451,10 +451,7 @@ fn send_one_protos_pdu(server: &Server, bytes: &[u8], name: &str) -> Option<u32>
         return None;
     }
     loop {
-        let pdu = match read_pdu_or_reset(&mut stream, name) {
-            Some(pdu) => pdu,
-            None => return None,
-        };
+        let pdu = read_pdu_or_reset(&mut stream, name)?;
         let message = parse_message(&pdu).unwrap_or_else(|| panic!("{name}: bad reply {pdu:02x?}"));
         match message.op {
             SEARCH_RESULT_ENTRY => continue,

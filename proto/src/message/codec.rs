@@ -28,7 +28,7 @@ impl DecodeError {
 /// a decoding error. DER also wants BOOLEAN TRUE as `FF`, which `boolean.rs` relaxes to
 /// slapd's any-non-zero. Indefinite lengths never get here (`check_frame`), and `rasn` still
 /// takes non-minimal lengths and INTEGERs in this mode, which BER senders in the wild produce.
-const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
+pub(super) const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 
 /// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
 /// [`crate::frame::check_frame`] (which also bounds its size and nesting).

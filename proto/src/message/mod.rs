@@ -6,6 +6,7 @@
 //! - `codec.rs`: [`decode_message`] and [`encode_message`], which handle the outer SEQUENCE
 //!   and the messageID by hand around `rasn`.
 //! - `ops.rs`: the request and response bodies.
+//! - `passwd_modify.rs`: the request and response values of RFC 3062's Password Modify.
 //! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
@@ -28,6 +29,7 @@
 mod boolean;
 mod codec;
 mod ops;
+mod passwd_modify;
 mod result;
 
 pub use crate::filter::AttributeValueAssertion;
@@ -37,6 +39,7 @@ pub use ops::{
     IntermediateResponse, ModifyDnRequest, ModifyOperation, ModifyRequest, PartialAttribute, SaslCredentials,
     SearchRequest, SearchResultEntry, SearchScope,
 };
+pub use passwd_modify::{PasswdModifyRequest, PasswdModifyResponse};
 pub use rasn::types::OctetString;
 pub use result::{BindResponse, ExtendedResponse, LdapResult};
 

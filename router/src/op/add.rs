@@ -38,6 +38,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     if let Some(named_by) = dn.rdns.first() {
         add_rdn_values(&ctx.worker.config, &mut entry, named_by)?;
     }
+    crate::op::stored_password::hash_entry(&ctx.worker.config, &mut entry).await?;
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };

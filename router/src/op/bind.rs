@@ -1,6 +1,10 @@
 //! Bind (RFC 4511 §4.2, RFC 4513 §5.1): anonymous, and simple binds as the configured rootDN
-//! or as an entry holding userPassword. An unknown DN and a wrong password get the same
-//! answer, so a client can't probe which DNs exist.
+//! or as an entry holding userPassword. An unknown DN, an entry without userPassword and a
+//! wrong password get the same answer, invalidCredentials with no diagnostic, after the
+//! same work: the first two check the offered password against a dummy hash of the
+//! configured scheme, so that the time taken doesn't tell which DNs exist either. Every
+//! check runs on the hash pool (`password::pool`); when its queue is full, the bind gets
+//! busy (51).
 
 use ferrodir_proto::message::{AuthenticationChoice, BindRequest, BindResponse, LdapResult, ProtocolOp};
 use ferrodir_proto::ResultCode;
@@ -8,7 +12,6 @@ use ferrodir_proto::ResultCode;
 use crate::access::Identity;
 use crate::error::LdapError;
 use crate::op::{parse_dn, sasl};
-use crate::password;
 use crate::resolve::locate;
 use crate::session::OpContext;
 
@@ -62,21 +65,26 @@ pub async fn verify_password(
 ) -> Result<Identity, LdapError> {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let config = &ctx.worker.config;
-    if config.is_root_dn(&dn) {
-        let matches = config.root_password.as_ref().is_some_and(|p| password::verify(p.as_bytes(), password));
-        return if matches { Ok(Identity::Root(dn)) } else { Err(invalid()) };
-    }
-    let Ok(located) = locate(&ctx.worker, &dn).await else {
-        return Err(invalid());
+    let (stored, identity) = if config.is_root_dn(&dn) {
+        let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
+        (stored, Identity::Root(dn))
+    } else {
+        (stored_passwords(ctx, &dn).await?, Identity::User(dn))
     };
-    let record = ctx.worker.fetch(located.id).await?.ok_or_else(invalid)?;
-    let accepted = record
-        .entry
-        .get("userPassword")
-        .is_some_and(|attr| attr.values.iter().any(|stored| password::verify(stored, password)));
-    if accepted {
-        Ok(Identity::User(dn))
+    if config.passwords.check(stored, password.to_vec()).await? {
+        Ok(identity)
     } else {
         Err(invalid())
     }
+}
+
+/// The userPassword values of the entry named `dn`; none when there is no such entry.
+async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> Result<Vec<Vec<u8>>, LdapError> {
+    let Ok(located) = locate(&ctx.worker, dn).await else {
+        return Ok(Vec::new());
+    };
+    let Some(record) = ctx.worker.fetch(located.id).await? else {
+        return Ok(Vec::new());
+    };
+    Ok(record.entry.get("userPassword").map(|attr| attr.values.clone()).unwrap_or_default())
 }

@@ -1,16 +1,18 @@
-//! Extended operations (RFC 4511 §4.12). Who am I? (RFC 4532) is answered here; anything
-//! else is protocolError, as §4.12 requires for an unrecognised requestName.
+//! Extended operations (RFC 4511 §4.12). Who am I? (RFC 4532) is answered here, Password
+//! Modify (RFC 3062) in `passmod.rs`; anything else is protocolError, as §4.12 requires for
+//! an unrecognised requestName.
 
 use ferrodir_proto::message::{ExtendedRequest, ExtendedResponse, LdapResult, OctetString};
 use ferrodir_proto::ResultCode;
 
 use crate::config::DirectoryConfig;
+use crate::op::passmod::{self, PASSWORD_MODIFY_OID};
 use crate::session::{OpContext, START_TLS_OID};
 
 pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 
 /// Extended operations advertised in the rootDSE whatever the configuration.
-pub const SUPPORTED: &[&str] = &[WHO_AM_I_OID];
+pub const SUPPORTED: &[&str] = &[PASSWORD_MODIFY_OID, WHO_AM_I_OID];
 
 /// Extended operations advertised in the rootDSE: [`SUPPORTED`], and StartTLS (handled by
 /// the session, since it changes the connection) when a certificate is configured.
@@ -32,6 +34,9 @@ pub async fn extended(ctx: &OpContext, request: ExtendedRequest) -> ExtendedResp
     #[allow(clippy::panic)] // The test switch's whole point.
     if request.request_name.as_ref() == PANIC_OID.as_bytes() {
         panic!("fault injection: extended operation {PANIC_OID}");
+    }
+    if request.request_name.as_ref() == PASSWORD_MODIFY_OID.as_bytes() {
+        return passmod::password_modify(ctx, request.request_value.as_deref()).await;
     }
     if request.request_name.as_ref() != WHO_AM_I_OID.as_bytes() {
         // slapd's words, without the OID: the client knows what it asked for.

@@ -8,9 +8,11 @@ pub mod delete;
 pub mod extended;
 pub mod moddn;
 pub mod modify;
+pub mod passmod;
 pub mod rootdse;
 pub mod sasl;
 pub mod search;
+pub mod stored_password;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;

@@ -39,6 +39,7 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     }
     let target = locate(&ctx.worker, &dn).await?;
     check_write(&ctx.identity)?;
+    crate::op::stored_password::hash_changes(&ctx.worker.config, &mut changes).await?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
         .await?;

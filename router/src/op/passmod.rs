@@ -1,0 +1,134 @@
+//! Password Modify (RFC 3062, 1.3.6.1.4.1.4203.1.11.1), as slapd answers it:
+//! - anonymous: strongerAuthRequired (8), "only authenticated users may change passwords";
+//! - in cleartext from a non-loopback peer with `require_tls_for_binds`:
+//!   confidentialityRequired (13);
+//! - a requestValue that isn't a `PasswdModifyRequestValue`: protocolError (2);
+//! - no userIdentity: the bound identity's own entry. The rootDN has none (its password is
+//!   `root_password` in the config): unwillingToPerform (53);
+//! - oldPasswd, when given, must match a stored value, else unwillingToPerform (53),
+//!   "unwilling to verify old password" (slapd's passwd.c);
+//! - who may change whose password: [`may_change_password`];
+//! - no newPasswd: the server generates one and returns it in genPasswd.
+//!
+//! The new value is hashed with `password_scheme` (when `password_hash_on_write` is on) and
+//! replaces every userPassword value through the same shard write as a Modify, so it is
+//! durable before the answer.
+
+use ferrodir_proto::entry::Attribute;
+use ferrodir_proto::ldif::{LdifMod, ModOp};
+use ferrodir_proto::message::{
+    ExtendedResponse, LdapResult, OctetString, PasswdModifyRequest, PasswdModifyResponse,
+};
+use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_shard::batch::WriteOp;
+
+use crate::access::{may_change_password, Identity};
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::{check_writable, parse_dn};
+use crate::resolve::locate;
+use crate::session::OpContext;
+
+pub const PASSWORD_MODIFY_OID: &str = "1.3.6.1.4.1.4203.1.11.1";
+
+/// Characters of generated passwords: letters and digits without the look-alikes
+/// (0/O/o, 1/l/I), so that a password read off a screen is typed right.
+const GENERATED_ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+/// 16 of 56 characters: about 93 bits.
+const GENERATED_CHARS: usize = 16;
+
+pub async fn password_modify(ctx: &OpContext, request_value: Option<&[u8]>) -> ExtendedResponse {
+    let (result, response_value) = match change(ctx, request_value).await {
+        Ok(None) => (LdapResult::success(), None),
+        Ok(Some(generated)) => {
+            match (PasswdModifyResponse { gen_passwd: Some(OctetString::from(generated)) }).encode_value() {
+                Ok(value) => (LdapResult::success(), Some(OctetString::from(value))),
+                Err(e) => (LdapError::internal(format!("cannot encode the response: {e}")).to_result(), None),
+            }
+        }
+        Err(e) => (e.to_result(), None),
+    };
+    ExtendedResponse { result, response_name: None, response_value }
+}
+
+/// Changes the password; returns the generated one, if the request had none.
+async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<Option<Vec<u8>>> {
+    let config = &ctx.worker.config;
+    if ctx.identity == Identity::Anonymous {
+        return Err(LdapError::new(
+            ResultCode::STRONGER_AUTH_REQUIRED,
+            "only authenticated users may change passwords",
+        ));
+    }
+    if !ctx.transport.password_allowed(config.require_tls_for_binds) {
+        return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "TLS confidentiality required"));
+    }
+    let request = match request_value {
+        // RFC 3062 §2: the requestValue may be absent; then every field is.
+        None => PasswdModifyRequest::default(),
+        Some(bytes) => PasswdModifyRequest::decode_value(bytes)
+            .map_err(|_| LdapError::protocol("data decoding error"))?,
+    };
+    let target = match &request.user_identity {
+        Some(identity) => parse_dn(identity)?,
+        None => bound_dn(&ctx.identity)?,
+    };
+    if config.is_root_dn(&target) {
+        return Err(LdapError::unwilling("the rootDN's password is root_password in the configuration"));
+    }
+    check_writable(config, &target)?;
+    let located = locate(&ctx.worker, &target).await?;
+    may_change_password(&ctx.identity, &target)?;
+    if let Some(old) = &request.old_passwd {
+        let stored = match ctx.worker.fetch(located.id).await? {
+            Some(record) => record.entry.get("userPassword").map(|a| a.values.clone()).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if !config.passwords.check(stored, old.to_vec()).await? {
+            return Err(LdapError::unwilling("unwilling to verify old password"));
+        }
+    }
+    let (new, generated) = match &request.new_passwd {
+        Some(new) if new.is_empty() => return Err(LdapError::unwilling("new password is empty")),
+        Some(new) => (new.to_vec(), None),
+        None => {
+            let generated = generate();
+            (generated.clone(), Some(generated))
+        }
+    };
+    let values = config.passwords.for_storage(vec![new]).await?;
+    let change = LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) };
+    let op = WriteOp::Modify { id: located.id, changes: vec![change], author: ctx.identity.author() };
+    ctx.worker.write(located.id.shard(), op).await?;
+    Ok(generated)
+}
+
+fn bound_dn(identity: &Identity) -> LdapResultOf<Dn> {
+    match identity {
+        Identity::Root(dn) | Identity::User(dn) => Ok(dn.clone()),
+        Identity::Anonymous => Err(LdapError::new(
+            ResultCode::STRONGER_AUTH_REQUIRED,
+            "only authenticated users may change passwords",
+        )),
+    }
+}
+
+/// A random password of [`GENERATED_CHARS`] characters from [`GENERATED_ALPHABET`].
+fn generate() -> Vec<u8> {
+    use rand::seq::SliceRandom as _;
+    let mut rng = rand::thread_rng();
+    (0..GENERATED_CHARS).filter_map(|_| GENERATED_ALPHABET.choose(&mut rng).copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_passwords_are_long_and_unambiguous() {
+        let first = generate();
+        assert_eq!(first.len(), GENERATED_CHARS);
+        assert!(first.iter().all(|c| GENERATED_ALPHABET.contains(c)));
+        assert!(!first.iter().any(|c| b"0O1lI".contains(c)));
+        assert_ne!(first, generate());
+    }
+}

@@ -1,0 +1,240 @@
+//! Passwords: checking a simple bind's password against stored userPassword values, and
+//! hashing cleartext values before they are stored.
+//!
+//! # Layout
+//! - this file: [`verify`] (which scheme a stored value uses, and the check), the schemes new
+//!   values are stored with ([`StorageScheme`]), and [`PasswordConfig`].
+//! - `sha.rs`: RFC 2307 `{SHA}`/`{SSHA}` and OpenLDAP pw-sha2's `{SHA256}`...`{SSHA512}`.
+//! - `argon2.rs`: `{ARGON2}` in the PHC string format of OpenLDAP's argon2 module.
+//! - `pbkdf2.rs`: `{PBKDF2-SHA512}`, `{PBKDF2-SHA256}`, `{PBKDF2}` (OpenLDAP's pw-pbkdf2 and
+//!   389-ds) and 389-ds's own `{PBKDF2_SHA256}`.
+//! - `crypt.rs`: `{CRYPT}` with sha-crypt (`$5$`, `$6$`), bcrypt (`$2b$`...) and yescrypt
+//!   (`$y$`).
+//! - `pool.rs`: the threads every hash and check runs on, with their bounded queue.
+//!
+//! Every stored value's cost parameters are capped (the `*_MAX` constants of each file): a
+//! value is chosen by whoever may write userPassword, and a check runs on every bind, so an
+//! uncapped iteration count or memory size would let one entry stall or exhaust the server.
+//! A value over a cap never matches, like a malformed one or an unknown scheme.
+
+mod argon2;
+mod crypt;
+mod pbkdf2;
+pub mod pool;
+mod sha;
+
+use std::sync::Arc;
+
+use subtle::ConstantTimeEq as _;
+
+pub use pool::{HashPool, PoolError};
+
+/// Whether `offered` matches `stored`: a `{SCHEME}` value checked by its scheme, anything
+/// else compared as cleartext. Schemes are named case-insensitively, as slapd does. An
+/// unknown scheme never matches: treating it as cleartext would accept the hash itself as
+/// the password. Comparisons don't stop at the first differing byte.
+pub fn verify(stored: &[u8], offered: &[u8]) -> bool {
+    let Some((scheme, encoded)) = split_scheme(stored) else {
+        return stored.ct_eq(offered).into();
+    };
+    let Ok(scheme) = std::str::from_utf8(scheme) else { return false };
+    let Ok(encoded) = std::str::from_utf8(encoded) else { return false };
+    match scheme.to_ascii_uppercase().as_str() {
+        "ARGON2" => argon2::verify(encoded, offered),
+        "PBKDF2" | "PBKDF2-SHA1" => pbkdf2::verify(pbkdf2::Prf::Sha1, encoded, offered),
+        "PBKDF2-SHA256" => pbkdf2::verify(pbkdf2::Prf::Sha256, encoded, offered),
+        "PBKDF2-SHA512" => pbkdf2::verify(pbkdf2::Prf::Sha512, encoded, offered),
+        "PBKDF2_SHA256" => pbkdf2::verify_389ds(encoded, offered),
+        "CRYPT" => crypt::verify(encoded, offered),
+        other => match sha::Kind::named(other) {
+            Some(kind) => sha::verify(kind, encoded, offered),
+            None => false,
+        },
+    }
+}
+
+/// Whether `value` is already in a scheme [`verify`] knows, so that hash-on-write stores it
+/// as given. A value that merely looks like `{SOMETHING}...` is cleartext (slapd's
+/// `hash_cleartext` also hashes what no scheme of its own claims).
+pub fn is_hashed(value: &[u8]) -> bool {
+    let Some((scheme, _)) = split_scheme(value) else { return false };
+    let Ok(scheme) = std::str::from_utf8(scheme) else { return false };
+    let upper = scheme.to_ascii_uppercase();
+    KNOWN_SCHEMES.contains(&upper.as_str()) || sha::Kind::named(&upper).is_some()
+}
+
+/// The schemes [`verify`] checks, besides the SHA family of `sha.rs`.
+const KNOWN_SCHEMES: &[&str] =
+    &["ARGON2", "PBKDF2", "PBKDF2-SHA1", "PBKDF2-SHA256", "PBKDF2-SHA512", "PBKDF2_SHA256", "CRYPT"];
+
+/// The longest scheme name looked for between the braces.
+const SCHEME_NAME_BYTES_MAX: usize = 32;
+
+/// `{NAME}rest` → (`NAME`, `rest`).
+fn split_scheme(stored: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = stored.strip_prefix(b"{")?;
+    let close = rest.iter().take(SCHEME_NAME_BYTES_MAX + 1).position(|&b| b == b'}')?;
+    let (name, after) = rest.split_at(close);
+    Some((name, after.get(1..)?))
+}
+
+/// `{SSHA}` of `password` with `salt`, for the example data and tests.
+pub fn ssha(password: &[u8], salt: &[u8]) -> String {
+    sha::salted(sha::Kind::Ssha, password, salt)
+}
+
+/// How new cleartext values are hashed (`password_scheme`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageScheme {
+    /// argon2id with [`argon2::M_COST_KIB`], [`argon2::T_COST`], [`argon2::P_COST`].
+    Argon2,
+    /// PBKDF2-HMAC-SHA512 with [`pbkdf2::SHA512_ITERATIONS`], OpenLDAP's format.
+    Pbkdf2Sha512,
+    /// Salted SHA-512: fast, for compatibility with servers that know nothing better.
+    Ssha512,
+}
+
+/// A `password_scheme` this server cannot store with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown password_scheme {0:?}: use \"{{ARGON2}}\", \"{{PBKDF2-SHA512}}\" or \"{{SSHA512}}\"")]
+pub struct UnknownScheme(pub String);
+
+impl StorageScheme {
+    pub fn parse(name: &str) -> Result<Self, UnknownScheme> {
+        match name.to_ascii_uppercase().as_str() {
+            "{ARGON2}" => Ok(Self::Argon2),
+            "{PBKDF2-SHA512}" => Ok(Self::Pbkdf2Sha512),
+            "{SSHA512}" => Ok(Self::Ssha512),
+            _ => Err(UnknownScheme(name.to_string())),
+        }
+    }
+
+    /// `password` hashed with a fresh random salt, `{SCHEME}` prefix included.
+    pub fn hash(self, password: &[u8]) -> String {
+        match self {
+            Self::Argon2 => argon2::hash(password),
+            Self::Pbkdf2Sha512 => pbkdf2::hash(password),
+            Self::Ssha512 => sha::salted(sha::Kind::Ssha512, password, &random_salt()),
+        }
+    }
+}
+
+/// Salt for new hashes: 16 bytes (128 bits), what OWASP and RFC 9106 ask for.
+fn random_salt() -> [u8; 16] {
+    use rand::RngCore as _;
+    let mut salt = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut salt);
+    salt
+}
+
+/// How the router stores and checks passwords, built by `server` from its config.
+#[derive(Clone, Debug)]
+pub struct PasswordConfig {
+    /// `password_hash_on_write`: cleartext userPassword values written by Add, Modify and
+    /// Password Modify are stored hashed with `scheme`.
+    pub hash_on_write: bool,
+    pub scheme: StorageScheme,
+    /// Where hashes and checks run: never on a worker thread.
+    pub pool: Arc<HashPool>,
+    /// A hash with `scheme` of a random password nobody knows. A bind with nothing to check
+    /// against (unknown DN, entry without userPassword) checks against it, so that its
+    /// answer takes as long as a wrong password's.
+    pub dummy_hash: Arc<[u8]>,
+}
+
+impl PasswordConfig {
+    pub fn new(hash_on_write: bool, scheme: StorageScheme, pool: Arc<HashPool>) -> Self {
+        let unknowable = random_salt();
+        let dummy_hash: Arc<[u8]> = scheme.hash(&unknowable).into_bytes().into();
+        Self { hash_on_write, scheme, pool, dummy_hash }
+    }
+
+    /// Whether one of `stored` matches `offered`, checked on the pool. With no stored value
+    /// the dummy hash is checked (and the answer is no), for the timing's sake.
+    pub async fn check(&self, stored: Vec<Vec<u8>>, offered: Vec<u8>) -> Result<bool, PoolError> {
+        let dummy = self.dummy_hash.clone();
+        self.pool
+            .run(move || {
+                if stored.is_empty() {
+                    let _ = verify(&dummy, &offered);
+                    return false;
+                }
+                stored.iter().any(|value| verify(value, &offered))
+            })
+            .await
+    }
+
+    /// `values` as they are to be stored: each cleartext one hashed with the configured
+    /// scheme (on the pool), already-hashed ones as given. Unchanged when hash-on-write is
+    /// off, or when no value needs hashing (then the pool is not asked).
+    pub async fn for_storage(&self, values: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, PoolError> {
+        if !self.hash_on_write || values.iter().all(|v| is_hashed(v)) {
+            return Ok(values);
+        }
+        let scheme = self.scheme;
+        self.pool
+            .run(move || {
+                values
+                    .into_iter()
+                    .map(|v| if is_hashed(&v) { v } else { scheme.hash(&v).into_bytes() })
+                    .collect()
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleartext_and_unknown_schemes() {
+        assert!(verify(b"secret", b"secret"));
+        assert!(!verify(b"secret", b"Secret"));
+        assert!(!verify(b"secret", b"secret2"));
+        assert!(!verify(b"{CRYPT}abc", b"{CRYPT}abc"));
+        assert!(!verify(b"{NOSUCH}secret", b"secret"));
+        assert!(!verify(b"{NOSUCH}secret", b"{NOSUCH}secret"));
+        // No closing brace within reach: cleartext.
+        assert!(verify(b"{secret", b"{secret"));
+    }
+
+    #[test]
+    fn scheme_names_are_case_insensitive() {
+        let hashed = ssha(b"secret", b"salt1234");
+        let lower = hashed.replacen("{SSHA}", "{ssha}", 1);
+        assert!(verify(lower.as_bytes(), b"secret"));
+    }
+
+    #[test]
+    fn storage_schemes_round_trip() {
+        for name in ["{ARGON2}", "{PBKDF2-SHA512}", "{SSHA512}", "{argon2}"] {
+            let scheme = StorageScheme::parse(name).unwrap();
+            let hashed = scheme.hash(b"secret");
+            assert!(hashed.to_ascii_uppercase().starts_with(&name.to_ascii_uppercase()), "{hashed}");
+            assert!(is_hashed(hashed.as_bytes()));
+            assert!(verify(hashed.as_bytes(), b"secret"), "{hashed}");
+            assert!(!verify(hashed.as_bytes(), b"secreT"), "{hashed}");
+            assert_ne!(scheme.hash(b"secret"), hashed, "a fresh salt each time");
+        }
+        let error = StorageScheme::parse("{MD5}").unwrap_err().to_string();
+        assert!(error.contains("{MD5}") && error.contains("{ARGON2}"), "{error}");
+    }
+
+    #[test]
+    fn the_default_hash_is_openldaps_argon2id_format() {
+        let hashed = StorageScheme::Argon2.hash(b"secret");
+        assert!(hashed.starts_with("{ARGON2}$argon2id$v=19$m=19456,t=2,p=1$"), "{hashed}");
+    }
+
+    #[test]
+    fn what_counts_as_hashed() {
+        assert!(is_hashed(b"{SSHA}abc"));
+        assert!(is_hashed(b"{crypt}$6$x$y"));
+        assert!(is_hashed(b"{PBKDF2_SHA256}AAAA"));
+        assert!(!is_hashed(b"secret"));
+        assert!(!is_hashed(b"{my password}"));
+        assert!(!is_hashed(b"{MD5}abc"));
+    }
+}

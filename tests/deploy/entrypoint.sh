@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Tests deploy/container/entrypoint.sh on the host (CI can't pull base images, so the image
+# itself is not built here): the entrypoint runs under /bin/sh with a clean environment and
+# the real ferrodir binary ($FERRODIR_BIN) on PATH, on loopback ports.
+#
+# 1. Refusals: no password and no mounted config; a TLS certificate without a key; a bad
+#    boolean. None of them writes a config.
+# 2. Escaping: FERRODIR_CONFIG_ONLY=1 with values full of quotes, backslashes and control
+#    characters; python's tomllib reads back exactly what was set.
+# 3. A mounted config is used as it is.
+# 4. The real server: the password file wins over the variable, the generated config
+#    starts the server (LDAP, LDAPS with a fresh self-signed certificate, metrics), the
+#    healthcheck passes, ldapwhoami binds as the configured root DN (a DN with an escaped
+#    comma) with a password full of quotes and backslashes, over LDAP and LDAPS (client
+#    certificates asked, "try", so every [tls] key the entrypoint writes is read by the
+#    server); the variable's password is refused; the log is JSON.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source=tests/deploy/lib.sh
+source "$here/lib.sh"
+entrypoint=$root/deploy/container/entrypoint.sh
+: "${FERRODIR_BIN:?set FERRODIR_BIN to the ferrodir binary}"
+bin=$(cd "$(dirname "$FERRODIR_BIN")" && pwd)/$(basename "$FERRODIR_BIN")
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+    [ -z "$server_pid" ] || stop_pid "$server_pid"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The entrypoint execs `ferrodir` from PATH.
+mkdir "$work/bin"
+ln -s "$bin" "$work/bin/ferrodir"
+
+# run_entrypoint VAR=VALUE...: the entrypoint under /bin/sh with only these variables (and
+# the config paths pointing into $work). It runs in a subshell that execs env, which execs
+# sh, which execs ferrodir: started with `&`, $! is the server's own PID.
+run_entrypoint() (
+    exec env -i PATH="$work/bin:/usr/bin:/bin" \
+        FERRODIR_CONFIG="$work/etc/ferrodir.toml" \
+        FERRODIR_GENERATED_CONFIG="$work/run/ferrodir.toml" \
+        FERRODIR_DATA_DIR="$work/data" \
+        "$@" /bin/sh "$entrypoint"
+)
+
+# expect_refusal WHAT MESSAGE VAR=VALUE...: the entrypoint exits non-zero, says MESSAGE on
+# stderr, and writes no config.
+expect_refusal() {
+    local what=$1 message=$2
+    shift 2
+    rm -rf "$work/run"
+    if run_entrypoint FERRODIR_CONFIG_ONLY=1 "$@" >"$work/out" 2>"$work/err"; then
+        fail "$what: the entrypoint should refuse, it exited 0"
+    elif ! grep -qF -- "$message" "$work/err"; then
+        fail "$what: expected '$message' on stderr, got: $(cat "$work/err")"
+    elif [ -e "$work/run/ferrodir.toml" ]; then
+        fail "$what: a config was written anyway"
+    else
+        pass "$what is refused ($(head -c 100 "$work/err"))"
+    fi
+}
+
+# 0. The script itself, and the Containerfile around it.
+if sh -n "$entrypoint" && { ! command -v shellcheck >/dev/null || shellcheck -s sh "$entrypoint"; }; then
+    pass "the entrypoint parses under /bin/sh ($(readlink -f /bin/sh))$(command -v shellcheck >/dev/null && echo ', shellcheck clean')"
+else
+    fail "the entrypoint does not parse under /bin/sh, or shellcheck complains"
+fi
+containerfile=$root/deploy/container/Containerfile
+problems=()
+grep -q '^EXPOSE 3389 3636 9390$' "$containerfile" || problems+=("EXPOSE is not 3389 3636 9390")
+for default in 0.0.0.0:3389 0.0.0.0:3636 0.0.0.0:9390; do
+    grep -qF -- "$default" "$entrypoint" || problems+=("the entrypoint's defaults lack $default")
+done
+grep -qF 'CMD ["ferrodir", "healthcheck", "--addr", "127.0.0.1:9390"]' "$containerfile" ||
+    problems+=("the HEALTHCHECK does not ask 127.0.0.1:9390")
+grep -q '^USER 10001:10001$' "$containerfile" || problems+=("USER is not 10001:10001")
+grep -q '^VOLUME \["/data"\]$' "$containerfile" || problems+=("VOLUME is not /data")
+grep -qF 'cargo build --release --locked --bin ferrodir' "$containerfile" || problems+=("no cargo build --release --locked")
+grep -q 'ENTRYPOINT \["/usr/local/bin/ferrodir-entrypoint"\]' "$containerfile" || problems+=("ENTRYPOINT is not the entrypoint")
+while read -r source; do
+    [ -e "$root/$source" ] || problems+=("COPY $source: no such file in the repository")
+done < <(grep -oP '^COPY (?!--from)\K\S+(?= )' "$containerfile" | grep -v '^\.$')
+if [ "${#problems[@]}" -eq 0 ]; then
+    pass "the Containerfile agrees with the entrypoint (ports, health check, user, volume, files)"
+else
+    fail "Containerfile: ${problems[*]}"
+fi
+
+# 1. Refusals.
+expect_refusal "no password and no mounted config" "no root password"
+printf '\n' >"$work/empty-password"
+expect_refusal "a password file holding only a newline" "is empty" \
+    FERRODIR_ROOT_PASSWORD_FILE="$work/empty-password" FERRODIR_ROOT_PASSWORD=x
+expect_refusal "a missing password file" "not a readable file" \
+    FERRODIR_ROOT_PASSWORD_FILE="$work/none" FERRODIR_ROOT_PASSWORD=x
+expect_refusal "a certificate without a key" "FERRODIR_TLS_KEY_FILE" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_TLS_CERT_FILE=/x.pem
+expect_refusal "a bad boolean" "FERRODIR_EXAMPLE_DATA must be true or false" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_EXAMPLE_DATA=maybe
+expect_refusal "a bad log format" "FERRODIR_LOG_FORMAT" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_LOG_FORMAT=xml
+
+# 2. Escaping, read back by a TOML parser other than the server's.
+nasty_password=$'q"u\\o\\"te\'s \\\\ \\n\ttab\x7f\x01 \xc3\xa9 end'
+nasty_suffix='o=A \"B\\, C'
+# shellcheck disable=SC1003 # the log level ends in a backslash on purpose
+if output=$(run_entrypoint FERRODIR_CONFIG_ONLY=1 FERRODIR_ROOT_PASSWORD="$nasty_password" \
+    FERRODIR_SUFFIX="$nasty_suffix" FERRODIR_LOG_LEVEL='info,x="\' 2>"$work/err"); then
+    if [ "$output" != "$work/run/ferrodir.toml" ]; then
+        fail "config-only: printed '$output', not the generated config's path"
+    elif [ "$(stat -c %a "$work/run/ferrodir.toml")" != 600 ]; then
+        fail "config-only: the generated config (it holds the password) is not mode 600"
+    elif ! python3 - "$work/run/ferrodir.toml" "$nasty_password" "$nasty_suffix" <<'EOF'; then
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    config = tomllib.load(f)
+password, suffix = sys.argv[2], sys.argv[3]
+expected = {
+    "root_password": password,
+    "suffixes": [suffix],
+    "root_dn": "cn=admin," + suffix,
+    "data_dir": sys.argv[1].rsplit("/run/", 1)[0] + "/data",
+    "listen": "0.0.0.0:3389",
+    "metrics_listen": "0.0.0.0:9390",
+    "example_data": False,
+    "require_tls_for_binds": True,
+    "shards": 0,
+    "log": {"level": 'info,x="\\', "format": "json"},
+}
+wrong = {k: (config.get(k), v) for k, v in expected.items() if config.get(k) != v}
+extra = sorted(set(config) - set(expected))
+if wrong or extra:
+    sys.exit(f"read back differently: {wrong}; unexpected keys: {extra}")
+EOF
+        fail "config-only: the escaping did not survive"
+    else
+        pass "quotes, backslashes and control characters survive the TOML escaping"
+    fi
+else
+    fail "config-only run failed: $(cat "$work/err")"
+fi
+
+# 3. A mounted config is used as it is.
+mkdir -p "$work/etc"
+echo 'listen = "127.0.0.1:1"' >"$work/etc/ferrodir.toml"
+rm -rf "$work/run"
+if output=$(run_entrypoint FERRODIR_CONFIG_ONLY=1 2>"$work/err") &&
+    [ "$output" = "$work/etc/ferrodir.toml" ] && [ ! -e "$work/run/ferrodir.toml" ]; then
+    pass "a mounted config is used as it is, with no password variable needed"
+else
+    fail "mounted config: printed '${output:-}', stderr: $(cat "$work/err")"
+fi
+rm -rf "${work:?}/etc"
+
+# 4. The real server.
+ldap_port=$(free_port)
+ldaps_port=$(free_port)
+metrics_port=$(free_port)
+password=$'pa"ss\\wo\\"rd\'\\\\'
+printf '%s\n' "$password" >"$work/root-password"
+root_dn='cn=Ops\, Admin,dc=example,dc=com'
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+run_entrypoint \
+    FERRODIR_ROOT_PASSWORD_FILE="$work/root-password" \
+    FERRODIR_ROOT_PASSWORD=the-variable-loses \
+    FERRODIR_ROOT_DN="$root_dn" \
+    FERRODIR_LISTEN="127.0.0.1:$ldap_port" \
+    FERRODIR_LISTEN_LDAPS="127.0.0.1:$ldaps_port" \
+    FERRODIR_METRICS_LISTEN="127.0.0.1:$metrics_port" \
+    FERRODIR_TLS_CERT_FILE="$work/tls.crt" \
+    FERRODIR_TLS_KEY_FILE="$work/tls.key" \
+    FERRODIR_TLS_CLIENT_CA_FILE="$work/tls.crt" \
+    FERRODIR_TLS_CLIENT_CERTS=try \
+    FERRODIR_EXAMPLE_DATA=true \
+    FERRODIR_SHARDS=2 \
+    >"$work/server.out" 2>"$work/server.log" &
+server_pid=$!
+if wait_ready "$bin" "127.0.0.1:$metrics_port" "$server_pid"; then
+    pass "the generated config starts the server; ferrodir healthcheck --addr passes"
+else
+    fail "the server did not get ready; its log: $(tail -5 "$work/server.log")"
+    finish entrypoint
+    exit 1
+fi
+
+# ldapwhoami's -y would send the file's trailing newline, which the entrypoint drops.
+whoami=$(ldapwhoami -x -H "ldap://127.0.0.1:$ldap_port" -D "$root_dn" -w "$password" 2>&1) || true
+if [ "$whoami" = "dn:$root_dn" ]; then
+    pass "ldapwhoami binds as the root DN with the password from the file ($whoami)"
+else
+    fail "ldapwhoami over LDAP: $whoami"
+fi
+whoami=$(LDAPTLS_CACERT="$work/tls.crt" LDAPTLS_REQCERT=demand \
+    ldapwhoami -x -H "ldaps://127.0.0.1:$ldaps_port" -D "$root_dn" -w "$password" 2>&1) || true
+if [ "$whoami" = "dn:$root_dn" ]; then
+    pass "LDAPS on FERRODIR_LISTEN_LDAPS with the certificate from FERRODIR_TLS_CERT_FILE"
+else
+    fail "ldapwhoami over LDAPS: $whoami"
+fi
+if ldapwhoami -x -H "ldap://127.0.0.1:$ldap_port" -D "$root_dn" -w the-variable-loses >/dev/null 2>&1; then
+    fail "the password from FERRODIR_ROOT_PASSWORD was accepted: the file should win"
+else
+    pass "the file wins over FERRODIR_ROOT_PASSWORD (its value is refused)"
+fi
+entries=$(ldapsearch -x -LLL -H "ldap://127.0.0.1:$ldap_port" -b dc=example,dc=com dn | grep -c '^dn:' || true)
+if [ "$entries" -gt 1 ]; then
+    pass "FERRODIR_EXAMPLE_DATA=true loaded the example tree ($entries entries)"
+else
+    fail "the example tree is missing ($entries entries)"
+fi
+if grep -q '^{' "$work/server.log" && ! grep -qv '^{' "$work/server.log"; then
+    pass "the log is JSON (FERRODIR_LOG_FORMAT defaults to json)"
+else
+    fail "the log is not JSON: $(head -2 "$work/server.log")"
+fi
+# The entrypoint must exec the server (PID 1 in a container gets the signals), and leave
+# the password variable behind.
+if [ "$(cat "/proc/$server_pid/comm")" != ferrodir ]; then
+    fail "pid $server_pid is $(cat "/proc/$server_pid/comm"), not ferrodir: the entrypoint did not exec the server"
+elif ! tr '\0' '\n' <"/proc/$server_pid/environ" | grep -q '^FERRODIR_ROOT_DN='; then
+    fail "cannot read the server's environment (no FERRODIR_ROOT_DN in it)"
+elif tr '\0' '\n' <"/proc/$server_pid/environ" | grep -q '^FERRODIR_ROOT_PASSWORD='; then
+    fail "FERRODIR_ROOT_PASSWORD is still in the server's environment"
+else
+    pass "the entrypoint execs the server (pid $server_pid is ferrodir), without FERRODIR_ROOT_PASSWORD in its environment"
+fi
+stop_pid "$server_pid"
+if kill -0 "$server_pid" 2>/dev/null; then
+    fail "the server (pid $server_pid) did not stop"
+fi
+server_pid=
+
+finish entrypoint
