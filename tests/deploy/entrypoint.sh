@@ -36,15 +36,21 @@ trap cleanup EXIT
 mkdir "$work/bin"
 ln -s "$bin" "$work/bin/ferrodir"
 
-# run_entrypoint VAR=VALUE...: the entrypoint under /bin/sh with only these variables (and
-# the config paths pointing into $work). It runs in a subshell that execs env, which execs
-# sh, which execs ferrodir: started with `&`, $! is the server's own PID.
-run_entrypoint() (
+# exec_entrypoint VAR=VALUE...: replaces the calling shell with the entrypoint under
+# /bin/sh, with only these variables (and the config paths pointing into $work). Run it
+# with `&` only: the background subshell execs env, which execs sh, which execs ferrodir,
+# so $! is the server's own PID.
+exec_entrypoint() {
     exec env -i PATH="$work/bin:/usr/bin:/bin" \
         FERRODIR_CONFIG="$work/etc/ferrodir.toml" \
         FERRODIR_GENERATED_CONFIG="$work/run/ferrodir.toml" \
         FERRODIR_DATA_DIR="$work/data" \
         "$@" /bin/sh "$entrypoint"
+}
+
+# run_entrypoint VAR=VALUE...: the same in the foreground, in a subshell.
+run_entrypoint() (
+    exec_entrypoint "$@"
 )
 
 # expect_refusal WHAT MESSAGE VAR=VALUE...: the entrypoint exits non-zero, says MESSAGE on
@@ -167,7 +173,7 @@ root_dn='cn=Ops\, Admin,dc=example,dc=com'
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
     -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
     -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
-run_entrypoint \
+exec_entrypoint \
     FERRODIR_ROOT_PASSWORD_FILE="$work/root-password" \
     FERRODIR_ROOT_PASSWORD=the-variable-loses \
     FERRODIR_ROOT_DN="$root_dn" \

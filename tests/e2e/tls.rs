@@ -551,3 +551,38 @@ fn id_value(flag: &str) -> u32 {
     let output = Command::new("id").arg(flag).output().unwrap();
     String::from_utf8_lossy(&output.stdout).trim().parse().unwrap()
 }
+
+#[test]
+fn password_modify_under_starttls_from_a_remote_peer() {
+    let pki = Pki::new();
+    let (server, _, _) = start(&pki, "[testing]\nloopback_is_remote = true", "");
+    let url = server.url();
+    let env = pki.env();
+    // In the clear from a peer on another host: confidentialityRequired before anything.
+    let mut stream = tcp(server.addr);
+    let config = pki.rustls_config();
+    let passwd_modify = |id: u32| message(id, &tlv(0x77, &tlv(0x80, b"1.3.6.1.4.1.4203.1.11.1")));
+    let (code, diagnostic) = extended_code(&mut stream, &passwd_modify(1), 1);
+    assert_eq!(code, 13, "a password change in the clear from another host: {diagnostic}");
+    // Under TLS the same request gets as far as the identity check.
+    let mut tls = start_tls(stream, 2, &config);
+    let (code, diagnostic) = extended_code(&mut tls, &passwd_modify(3), 3);
+    assert_eq!(code, 8, "anonymous, under TLS: {diagnostic}");
+    // Self, over StartTLS with ldappasswd -ZZ, then the admin resets it.
+    let (code, _, err) = run(
+        &env,
+        "ldappasswd",
+        &["-x", "-ZZ", "-H", &url, "-D", BOB, "-w", "password", "-a", "password", "-s", "changed"],
+    );
+    assert_eq!(code, 0, "ldappasswd -ZZ (self): {err}");
+    let (code, out, err) = run(&env, "ldapwhoami", &["-x", "-ZZ", "-H", &url, "-D", BOB, "-w", "changed"]);
+    assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "{err}");
+    let (code, _, err) = run(
+        &env,
+        "ldappasswd",
+        &["-x", "-ZZ", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PW, "-s", "reset", BOB],
+    );
+    assert_eq!(code, 0, "ldappasswd -ZZ (admin): {err}");
+    let (code, _, _) = run(&env, "ldapwhoami", &["-x", "-ZZ", "-H", &url, "-D", BOB, "-w", "reset"]);
+    assert_eq!(code, 0);
+}

@@ -1,7 +1,8 @@
 //! Password Modify (RFC 3062, 1.3.6.1.4.1.4203.1.11.1), as slapd answers it:
-//! - anonymous: strongerAuthRequired (8), "only authenticated users may change passwords";
 //! - in cleartext from a non-loopback peer with `require_tls_for_binds`:
-//!   confidentialityRequired (13);
+//!   confidentialityRequired (13), checked first: the request itself carries passwords,
+//!   and such a peer can't be bound anyway (its simple binds get 13 too);
+//! - anonymous: strongerAuthRequired (8), "only authenticated users may change passwords";
 //! - a requestValue that isn't a `PasswdModifyRequestValue`: protocolError (2);
 //! - no userIdentity: the bound identity's own entry. The rootDN has none (its password is
 //!   `root_password` in the config): unwillingToPerform (53);
@@ -53,14 +54,14 @@ pub async fn password_modify(ctx: &OpContext, request_value: Option<&[u8]>) -> E
 /// Changes the password; returns the generated one, if the request had none.
 async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<Option<Vec<u8>>> {
     let config = &ctx.worker.config;
+    if !ctx.transport.password_allowed(config.require_tls_for_binds) {
+        return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "TLS confidentiality required"));
+    }
     if ctx.identity == Identity::Anonymous {
         return Err(LdapError::new(
             ResultCode::STRONGER_AUTH_REQUIRED,
             "only authenticated users may change passwords",
         ));
-    }
-    if !ctx.transport.password_allowed(config.require_tls_for_binds) {
-        return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "TLS confidentiality required"));
     }
     let request = match request_value {
         // RFC 3062 §2: the requestValue may be absent; then every field is.
