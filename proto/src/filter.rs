@@ -505,43 +505,74 @@ impl fmt::Display for Filter {
     /// The RFC 4515 string form. Iterative, so a deeply nested filter (built in code, not
     /// parsed) cannot overflow the stack while being logged.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut steps = vec![PrintStep::Open(self)];
-        while let Some(step) = steps.pop() {
-            let filter = match step {
-                PrintStep::Close => {
-                    f.write_str(")")?;
-                    continue;
-                }
-                PrintStep::Open(filter) => filter,
-            };
-            let (prefix, children): (&str, &[Filter]) = match filter {
-                Filter::And(children) => ("(&", children),
-                Filter::Or(children) => ("(|", children),
-                Filter::Not(child) => ("(!", std::slice::from_ref(child.as_ref())),
-                leaf => {
-                    write_item(f, leaf)?;
-                    continue;
-                }
-            };
-            f.write_str(prefix)?;
-            steps.push(PrintStep::Close);
-            steps.extend(children.iter().rev().map(PrintStep::Open));
-        }
-        Ok(())
+        print(f, self, &|_| false)
     }
 }
 
+/// A filter printed with the values of some attributes replaced by `***` (see
+/// [`Filter::display_masked`]).
+pub struct Masked<'a> {
+    filter: &'a Filter,
+    secret: &'a dyn Fn(&[u8]) -> bool,
+}
+
+impl fmt::Display for Masked<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        print(f, self.filter, self.secret)
+    }
+}
+
+impl Filter {
+    /// The RFC 4515 string form with every value asserted on an attribute `secret` names
+    /// printed as `***`, for logs: a userPassword assertion must never reach one. A
+    /// typeless extensible match may test any attribute, so its value is masked when
+    /// `secret` holds for userPassword.
+    pub fn display_masked<'a>(&'a self, secret: &'a dyn Fn(&[u8]) -> bool) -> Masked<'a> {
+        Masked { filter: self, secret }
+    }
+}
+
+fn print(f: &mut fmt::Formatter<'_>, root: &Filter, secret: &dyn Fn(&[u8]) -> bool) -> fmt::Result {
+    let mut steps = vec![PrintStep::Open(root)];
+    while let Some(step) = steps.pop() {
+        let filter = match step {
+            PrintStep::Close => {
+                f.write_str(")")?;
+                continue;
+            }
+            PrintStep::Open(filter) => filter,
+        };
+        let (prefix, children): (&str, &[Filter]) = match filter {
+            Filter::And(children) => ("(&", children),
+            Filter::Or(children) => ("(|", children),
+            Filter::Not(child) => ("(!", std::slice::from_ref(child.as_ref())),
+            leaf => {
+                write_item(f, leaf, secret)?;
+                continue;
+            }
+        };
+        f.write_str(prefix)?;
+        steps.push(PrintStep::Close);
+        steps.extend(children.iter().rev().map(PrintStep::Open));
+    }
+    Ok(())
+}
+
 /// Prints one non-composite filter, parentheses included.
-fn write_item(f: &mut fmt::Formatter<'_>, filter: &Filter) -> fmt::Result {
+fn write_item(f: &mut fmt::Formatter<'_>, filter: &Filter, secret: &dyn Fn(&[u8]) -> bool) -> fmt::Result {
     f.write_str("(")?;
     match filter {
-        Filter::EqualityMatch(ava) => write_ava(f, ava, "=")?,
-        Filter::GreaterOrEqual(ava) => write_ava(f, ava, ">=")?,
-        Filter::LessOrEqual(ava) => write_ava(f, ava, "<=")?,
-        Filter::ApproxMatch(ava) => write_ava(f, ava, "~=")?,
+        Filter::EqualityMatch(ava) => write_ava(f, ava, "=", secret)?,
+        Filter::GreaterOrEqual(ava) => write_ava(f, ava, ">=", secret)?,
+        Filter::LessOrEqual(ava) => write_ava(f, ava, "<=", secret)?,
+        Filter::ApproxMatch(ava) => write_ava(f, ava, "~=", secret)?,
         Filter::Present(attribute) => {
             write_name(f, attribute)?;
             f.write_str("=*")?;
+        }
+        Filter::Substrings(substrings) if secret(&substrings.r#type) => {
+            write_name(f, &substrings.r#type)?;
+            f.write_str("=***")?;
         }
         Filter::Substrings(substrings) => write_substrings(f, substrings)?,
         Filter::ExtensibleMatch(assertion) => {
@@ -556,16 +587,33 @@ fn write_item(f: &mut fmt::Formatter<'_>, filter: &Filter) -> fmt::Result {
                 write_name(f, rule)?;
             }
             f.write_str(":=")?;
-            write_value(f, &assertion.match_value)?;
+            let masked = match &assertion.r#type {
+                Some(attribute) => secret(attribute),
+                // Typeless: it may match any attribute, a secret one included.
+                None => secret(b"userPassword"),
+            };
+            if masked {
+                f.write_str("***")?;
+            } else {
+                write_value(f, &assertion.match_value)?;
+            }
         }
         Filter::And(_) | Filter::Or(_) | Filter::Not(_) => {}
     }
     f.write_str(")")
 }
 
-fn write_ava(f: &mut fmt::Formatter<'_>, ava: &AttributeValueAssertion, operator: &str) -> fmt::Result {
+fn write_ava(
+    f: &mut fmt::Formatter<'_>,
+    ava: &AttributeValueAssertion,
+    operator: &str,
+    secret: &dyn Fn(&[u8]) -> bool,
+) -> fmt::Result {
     write_name(f, &ava.attribute_desc)?;
     f.write_str(operator)?;
+    if secret(&ava.attribute_desc) {
+        return f.write_str("***");
+    }
     write_value(f, &ava.assertion_value)
 }
 

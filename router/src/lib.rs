@@ -15,6 +15,7 @@
 //! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
 //!   on a request's shape.
 //! - [`error`]: the one place failures become LDAP result codes.
+//! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 
 #![forbid(unsafe_code)]
@@ -26,6 +27,7 @@
 )]
 
 pub mod access;
+pub mod accesslog;
 pub mod config;
 pub mod coordinator;
 pub mod error;

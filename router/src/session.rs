@@ -29,6 +29,7 @@ use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::access::Identity;
+use crate::accesslog;
 use crate::limits::{check_controls, check_request, ClassLimits};
 use crate::op;
 use crate::stats::{BindMethod, OpKind};
@@ -110,6 +111,13 @@ pub struct OpContext {
     pub bind_method: Option<BindMethod>,
     pub received: Instant,
     pub started: Instant,
+    /// For the access log: the connection's number, this operation's number on it, the
+    /// entries it sent, 389-ds's notes, and for a Bind its DN.
+    pub conn_id: u64,
+    pub op_number: i64,
+    pub entries: Rc<Cell<u64>>,
+    pub notes: Rc<Cell<Option<&'static str>>>,
+    pub log_dn: Option<String>,
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
@@ -124,6 +132,9 @@ impl OpContext {
     /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
     pub async fn respond(&self, op: ProtocolOp) {
         let code = final_code(&op);
+        if matches!(op, ProtocolOp::SearchResultEntry(_)) {
+            self.count_entries(1);
+        }
         if self.cancelled() {
             if code.is_some() {
                 self.record(ResultCode::CANCELED);
@@ -161,13 +172,51 @@ fn final_code(op: &ProtocolOp) -> Option<ResultCode> {
 }
 
 impl OpContext {
+    /// `count` more entries went to the client (for the access log's nentries).
+    pub fn count_entries(&self, count: usize) {
+        self.entries.set(self.entries.get() + count as u64);
+    }
+
+    /// 389-ds's notes for the RESULT line ("A": no index narrowed the search).
+    pub fn note(&self, notes: &'static str) {
+        self.notes.set(Some(notes));
+    }
+
     fn record(&self, code: ResultCode) {
         let Some(kind) = self.kind else { return };
         let stats = &self.worker.stats;
-        stats.completed(kind, code, self.started - self.received, self.started.elapsed());
+        let (queue_wait, execution) = (self.started - self.received, self.started.elapsed());
+        stats.completed(kind, code, queue_wait, execution);
         if let Some(method) = self.bind_method {
             stats.bind(method, code == ResultCode::SUCCESS);
         }
+        if let Some(sink) = &self.worker.access_log {
+            let outcome = accesslog::Outcome {
+                code: code.0,
+                tag: response_tag(kind),
+                entries: self.entries.get(),
+                queue_wait,
+                execution,
+                notes: self.notes.get(),
+                dn: self.log_dn.clone(),
+            };
+            sink.emit(accesslog::result_line(self.conn_id, self.op_number, outcome));
+        }
+    }
+}
+
+/// The protocolOp tag number of `kind`'s final response, as 389-ds logs it (tag=).
+fn response_tag(kind: OpKind) -> u8 {
+    match kind {
+        OpKind::Bind => 97,
+        OpKind::Search => 101,
+        OpKind::Modify => 103,
+        OpKind::Add => 105,
+        OpKind::Delete => 107,
+        OpKind::ModDn => 109,
+        OpKind::Compare => 111,
+        OpKind::Extended => 120,
+        OpKind::Unbind | OpKind::Abandon => 0,
     }
 }
 
@@ -250,11 +299,15 @@ pub struct Session {
     worker: Rc<Worker>,
     out: mpsc::Sender<Outbound>,
     state: Rc<SessionState>,
+    /// The connection's number in the access log.
+    conn_id: u64,
+    /// The next operation's number on this connection (389-ds counts from 0).
+    next_op: Cell<i64>,
 }
 
 impl Session {
     /// A session that starts anonymous, under the anonymous class's limits.
-    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, transport: Transport) -> Self {
+    pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, transport: Transport, conn_id: u64) -> Self {
         let limits = *worker.config.limits_for(&Identity::Anonymous);
         let slots_total = limits.requests_pending_max.max(1);
         let state = SessionState {
@@ -268,7 +321,7 @@ impl Session {
             broken_notify: Notify::new(),
             disconnected: Cell::new(false),
         };
-        Self { worker, out, state: Rc::new(state) }
+        Self { worker, out, state: Rc::new(state), conn_id, next_op: Cell::new(0) }
     }
 
     /// Whether an operation of this session panicked: the connection must close.
@@ -313,6 +366,11 @@ impl Session {
         let kind = op_kind(&protocol_op);
         let stats = &self.worker.stats;
         stats.initiated(kind);
+        let op_number = self.next_op.get();
+        self.next_op.set(op_number + 1);
+        if let Some(sink) = &self.worker.access_log {
+            sink.emit(accesslog::request_line(self.conn_id, op_number, &protocol_op));
+        }
         if let ProtocolOp::SearchRequest(request) = &protocol_op {
             stats.search_scope(request.scope as usize);
         }
@@ -338,6 +396,8 @@ impl Session {
                 let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
                 (ctx.kind, ctx.received, ctx.bind_method) =
                     (Some(kind), received, Some(bind_method(&request)));
+                ctx.op_number = op_number;
+                ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
                 let refusal = op::controls::check(controls.as_deref())
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {
@@ -366,7 +426,7 @@ impl Session {
                 let cancel = Arc::new(StopSignal::new());
                 self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
                 let mut ctx = self.context(message_id, cancel);
-                (ctx.kind, ctx.received) = (Some(kind), received);
+                (ctx.kind, ctx.received, ctx.op_number) = (Some(kind), received, op_number);
                 let refusal = self.refusal(&op, controls.as_deref());
                 let guard =
                     OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
@@ -411,6 +471,7 @@ impl Session {
         };
         let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
         ctx.kind = Some(OpKind::Extended);
+        ctx.op_number = self.next_op.get() - 1;
         let (result, flow) = match refusal {
             Some((code, text)) => (LdapResult::error(code, text), Flow::Continue),
             None => (LdapResult::success(), Flow::StartTls),
@@ -469,6 +530,11 @@ impl Session {
             bind_method: None,
             received: Instant::now(),
             started: Instant::now(),
+            conn_id: self.conn_id,
+            op_number: -1,
+            entries: Rc::default(),
+            notes: Rc::default(),
+            log_dn: None,
             cancel,
         }
     }

@@ -249,6 +249,8 @@ pub struct WorkerStats {
     pub bytes_in: AtomicU64,
     pub pdus_out: AtomicU64,
     pub bytes_out: AtomicU64,
+    /// Access-log lines dropped because the log thread fell behind.
+    pub access_log_dropped: AtomicU64,
     closed: [[AtomicU64; CloseReason::ALL.len()]; Listener::ALL.len()],
 }
 

@@ -17,6 +17,7 @@ use ferrodir_shard::search::SearchTask;
 use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::{EntryId, ShardError, ShardResult};
 
+use crate::accesslog::LogSink;
 use crate::config::DirectoryConfig;
 use crate::coordinator::Coordinator;
 use crate::error::{LdapError, LdapResultOf};
@@ -38,6 +39,8 @@ pub struct Worker {
     scans: Option<ScanPool>,
     /// This worker's counters: written only on this thread, summed at scrape time.
     pub stats: Arc<WorkerStats>,
+    /// This worker's queue into the access log; None when the log is off.
+    pub access_log: Option<LogSink>,
 }
 
 impl Worker {
@@ -62,7 +65,14 @@ impl Worker {
             replicas,
             scans: None,
             stats: Arc::default(),
+            access_log: None,
         }
+    }
+
+    /// Writes access-log lines through `sink`.
+    pub fn with_access_log(mut self, sink: LogSink) -> Self {
+        self.access_log = Some(sink);
+        self
     }
 
     /// Runs long searches on `pool`.

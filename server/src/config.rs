@@ -83,6 +83,8 @@ pub struct Config {
     pub example_data: bool,
     pub limits: Limits,
     pub log: Log,
+    /// `[access_log]`: a line per connection event and operation, 389-ds's format or JSON.
+    pub access_log: AccessLog,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -285,6 +287,27 @@ impl Default for Tls {
     }
 }
 
+/// `[access_log]`, on by default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessLog {
+    pub enabled: bool,
+    /// "-" for standard output (the default: systemd's journal, a container's log), or a
+    /// file, appended to and reopened on SIGUSR1.
+    pub path: String,
+    /// "text" (389-ds's access-log format, read by logconv) or "json".
+    pub format: String,
+    /// Lines queued toward the writer, shared out between the workers; beyond it lines are
+    /// dropped and counted (ferrodir_access_log_dropped_lines_total).
+    pub queue_lines_max: usize,
+}
+
+impl Default for AccessLog {
+    fn default() -> Self {
+        Self { enabled: true, path: "-".into(), format: "text".into(), queue_lines_max: 65_536 }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
@@ -330,6 +353,7 @@ impl Default for Config {
             example_data: true,
             limits: Limits::default(),
             log: Log::default(),
+            access_log: AccessLog::default(),
             testing: None,
         }
     }

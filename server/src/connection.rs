@@ -32,6 +32,9 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 
+use std::os::fd::AsRawFd as _;
+
+use ferrodir_router::accesslog::{Line, Value};
 use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
 
 use crate::config::Limits;
@@ -84,29 +87,107 @@ impl Incoming {
 }
 
 /// Serves one accepted connection to its end.
-pub async fn accept(incoming: Incoming, worker: Rc<Worker>, shared: Arc<Shared>) {
+pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: Arc<Shared>) {
     match incoming {
         Incoming::Plain(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
+            log_connect(&worker, conn, &stream, "connection");
             let transport = Transport { local, ..Transport::default() };
-            serve(Stream::Tcp(stream), transport, Listener::Ldap, worker, shared).await;
+            serve(Stream::Tcp(stream), transport, Listener::Ldap, conn, worker, shared).await;
         }
         Incoming::Ldaps(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
+            log_connect(&worker, conn, &stream, "SSL connection");
             match handshake(stream, &shared, Transport { local, ..Transport::default() }).await {
                 Some((tls, transport)) => {
-                    serve(Stream::Tls(Box::new(tls)), transport, Listener::Ldaps, worker, shared).await
+                    log_tls(&worker, conn, &tls);
+                    serve(Stream::Tls(Box::new(tls)), transport, Listener::Ldaps, conn, worker, shared).await
                 }
-                None => worker.stats.closed(Listener::Ldaps, CloseReason::Tls),
+                None => {
+                    worker.stats.closed(Listener::Ldaps, CloseReason::Tls);
+                    log_closed(&worker, conn, CloseReason::Tls);
+                }
             }
         }
         Incoming::Ldapi(std_stream, peer_cred) => {
             let Ok(stream) = UnixStream::from_std(std_stream) else { return };
+            if let Some(sink) = &worker.access_log {
+                let to = stream
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_default();
+                sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), to));
+            }
             let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
-            serve(Stream::Unix(stream), transport, Listener::Ldapi, worker, shared).await;
+            serve(Stream::Unix(stream), transport, Listener::Ldapi, conn, worker, shared).await;
         }
+    }
+}
+
+/// `conn=N fd=F slot=F connection from A to B`, as 389-ds writes it.
+fn connect_line(conn: u64, fd: i32, what: &'static str, from: String, to: String) -> Line<'static> {
+    Line {
+        conn,
+        op: None,
+        word: "",
+        fields: vec![
+            ("fd", Value::Raw(fd.to_string())),
+            ("slot", Value::Raw(fd.to_string())),
+            ("", Value::Bare(format!("{what} from {from} to {to}"))),
+        ],
+    }
+}
+
+fn log_connect(worker: &Worker, conn: u64, stream: &TcpStream, what: &'static str) {
+    if let Some(sink) = &worker.access_log {
+        let ip = |a: std::io::Result<std::net::SocketAddr>| {
+            a.map(|a| a.ip().to_canonical().to_string()).unwrap_or_default()
+        };
+        sink.emit(connect_line(
+            conn,
+            stream.as_raw_fd(),
+            what,
+            ip(stream.peer_addr()),
+            ip(stream.local_addr()),
+        ));
+    }
+}
+
+/// `conn=N TLS1.3 TLS13_AES_256_GCM_SHA384`, once the handshake is done.
+fn log_tls(worker: &Worker, conn: u64, tls: &stream::Tls) {
+    if let Some(sink) = &worker.access_log {
+        let session = tls.get_ref().1;
+        let version = match session.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLS1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLS1.2",
+            _ => "TLS",
+        };
+        let suite = session.negotiated_cipher_suite().map(|s| format!("{:?}", s.suite())).unwrap_or_default();
+        sink.emit(Line { conn, op: None, word: version, fields: vec![("", Value::Bare(suite))] });
+    }
+}
+
+/// `conn=N op=-1 fd=F closed - U1`, with 389-ds's reason codes: U1 the client closed or
+/// unbound, T1 idle timeout, B1 a broken PDU, T2 an I/O error or write timeout; B2 (ours) a
+/// failed TLS handshake.
+fn log_closed(worker: &Worker, conn: u64, reason: CloseReason) {
+    if let Some(sink) = &worker.access_log {
+        let code = match reason {
+            CloseReason::Client => "U1",
+            CloseReason::Idle => "T1",
+            CloseReason::Protocol => "B1",
+            CloseReason::Io => "T2",
+            CloseReason::Tls => "B2",
+        };
+        sink.emit(Line {
+            conn,
+            op: Some(-1),
+            word: "closed",
+            fields: vec![("", Value::Bare(format!("- {code}")))],
+        });
     }
 }
 
@@ -155,14 +236,16 @@ pub async fn serve(
     stream: Stream,
     transport: Transport,
     listener: Listener,
+    conn: u64,
     worker: Rc<Worker>,
     shared: Arc<Shared>,
 ) {
+    let log_worker = worker.clone();
     let limits = &shared.limits;
     let stats = worker.stats.clone();
     let (out, mut queue) = mpsc::channel(limits.outbound_pdus_queued_max.max(1));
     let write_timeout = Duration::from_secs(limits.write_timeout_s.max(1));
-    let session = Session::new(worker, out, transport);
+    let session = Session::new(worker, out, transport, conn);
     let mut buf = ReadBuffer::new(shared.read_budget.clone());
     let mut stream = stream;
     loop {
@@ -171,6 +254,7 @@ pub async fn serve(
         match read_loop(&mut reader, &session, &mut buf, limits, &stats).await {
             End::Close(reason) => {
                 stats.closed(listener, reason);
+                log_closed(&log_worker, conn, reason);
                 session.cancel_all();
                 drop(session);
                 drop(buf);
@@ -184,6 +268,7 @@ pub async fn serve(
                 buf.clear();
                 let Ok(Some((writer, returned))) = writer_task.await else {
                     stats.closed(listener, CloseReason::Io);
+                    log_closed(&log_worker, conn, CloseReason::Io);
                     break;
                 };
                 queue = returned;
@@ -191,8 +276,10 @@ pub async fn serve(
                 let Some((tls, transport)) = handshake(tcp, &shared, (*session.transport()).clone()).await
                 else {
                     stats.closed(listener, CloseReason::Tls);
+                    log_closed(&log_worker, conn, CloseReason::Tls);
                     break;
                 };
+                log_tls(&log_worker, conn, &tls);
                 session.set_transport(transport);
                 stream = Stream::Tls(Box::new(tls));
             }

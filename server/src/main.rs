@@ -11,6 +11,7 @@
 //! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
 //! - `connection.rs`: one client connection's read and write loops.
 
+mod accesslog;
 mod admin;
 mod backup;
 mod config;

@@ -130,6 +130,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         None => Vec::new(),
     };
     let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
+    let log_format = crate::accesslog::format(&config.access_log)?;
+    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?.map(Vec::into_iter);
 
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
@@ -174,6 +176,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
             (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
         let scans = search_pool.scans.clone();
         let metrics = metrics.clone();
+        let log_queue = log_queues.as_mut().and_then(Iterator::next);
         let replica_sources: Vec<_> = (0..shard_count)
             .map(|i| {
                 let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
@@ -196,9 +199,14 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                     })
                     .collect();
                 metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.cache_stats()));
-                let worker = Worker::new(index, local, shards, coordinator, directory, cell)
+                let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
                     .with_replicas(replicas)
                     .with_scan_pool(scans);
+                if let Some(queue) = log_queue {
+                    let sink =
+                        ferrodir_router::accesslog::LogSink::new(queue, log_format, worker.stats.clone());
+                    worker = worker.with_access_log(sink);
+                }
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
                 WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
             }
@@ -234,6 +242,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let connections = Arc::new(Semaphore::new(config.limits.connections_max));
     let per_ip = PerIp::new(&config.limits);
     let mut next = 0usize;
+    // Connection numbers for the access log; only this loop counts them.
+    let mut conn_id = 0u64;
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -255,13 +265,15 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
             continue;
         };
         metrics.listeners.accepted(listener);
+        conn_id += 1;
+        let conn = conn_id;
         let shared = shared.clone();
         // The closure is sent to the worker; the connection's future stays there.
         arbiters[next % arbiters.len()].spawn_fn(move || {
             actix::spawn(async move {
                 let worker = WORKER.with(|slot| slot.borrow().clone());
                 if let Some(worker) = worker {
-                    connection::accept(incoming, worker, shared).await;
+                    connection::accept(incoming, conn, worker, shared).await;
                 }
                 drop(ip_slot);
                 drop(permit);

@@ -79,6 +79,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = lookup(ctx, &query, id).await? {
             if !ctx.cancelled() && size_limit != Some(0) {
+                ctx.count_entries(1);
                 let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
             }
         }
@@ -89,6 +90,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let plan = planner.plan(&request.filter);
     if plan.is_none() {
         crate::stats::bump(&ctx.worker.stats.unindexed_searches, 1);
+        ctx.note("A");
     }
     if plan.is_none() && class.unindexed_search == UnindexedPolicy::Refuse {
         // 389-ds's require-index: refuse before any shard starts walking its scope.
@@ -171,6 +173,7 @@ async fn forward(
         }
     }
     *sent += pdus.len() as u64;
+    ctx.count_entries(pdus.len());
     if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
         return Some(LdapResult::success());
     }
