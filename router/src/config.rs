@@ -1,5 +1,5 @@
 //! What the router needs to know about the directory: naming contexts, the root identity,
-//! the access profile and the limits per identity class. Built by `server` from the TOML config.
+//! the access rules and the limits per identity class. Built by `server` from the TOML config.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use ferrodir_proto::Dn;
 use ferrodir_shard::rules::RuleTable;
 
 use crate::access::Identity;
+use crate::acl::RuleSet;
 use crate::limits::{ClassLimits, LimitsConfig};
 
 /// A naming context served by this server.
@@ -35,23 +36,15 @@ pub enum RemoteReads {
     Snapshot,
 }
 
-/// How writes and sensitive reads are decided until real access control exists.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum AccessProfile {
-    /// The safe default: everyone reads everything but userPassword, only the rootDN writes.
-    Default,
-    /// slapd with no ACLs: everyone (anonymous included) reads everything, only the rootDN
-    /// writes. For differential tests against slapd.
-    OpenRead,
-}
-
 #[derive(Clone, Debug)]
 pub struct DirectoryConfig {
     pub suffixes: Vec<Suffix>,
     pub root_dn: Option<Dn>,
     /// Cleartext or an RFC 2307 `{SSHA}`/`{SHA}` value.
     pub root_password: Option<String>,
-    pub access: AccessProfile,
+    /// The access rules, compiled once at start: a built-in set (`access = "default"`,
+    /// `"open-read"`) or the configured `[[access_rules]]`.
+    pub access_rules: Arc<RuleSet>,
     /// `require_tls_for_binds`: a simple bind, SASL PLAIN or Password Modify in cleartext
     /// from a non-loopback peer gets confidentialityRequired (13).
     pub require_tls_for_binds: bool,

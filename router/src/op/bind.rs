@@ -58,6 +58,11 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         return Err(invalid());
     };
     let record = ctx.worker.fetch(located.id).await?.ok_or_else(invalid)?;
+    // slapd needs `auth` on the entry's userPassword to check it; a refusal reads like a
+    // wrong password.
+    if !crate::access::may_authenticate(config, &ctx.transport, &dn, &record.entry) {
+        return Err(invalid());
+    }
     let accepted = record
         .entry
         .get("userPassword")
