@@ -25,15 +25,14 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         return Err(LdapError::invalid_dn(format!("{}: attribute type undefined", ava.attr)));
     }
     let subject = access::subject(ctx).await;
+    // slapd asks about the old parent's `children` before it looks for the entry: a user
+    // without that right gets insufficientAccessRights even for a missing entry.
+    check_old_parent(ctx, &subject, &dn).await?;
     let target = access::locate(ctx, &subject, &dn).await?;
     let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
     if !subject.is_root() {
         let message = "no write access to old entry";
         access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, message)?;
-        let parent = access::entry_for_rules(ctx, &subject, target.parent).await?;
-        let parent_dn = dn.parent().unwrap_or_default();
-        let message = "no write access to old parent's children";
-        access::check_write(config, &subject, &parent_dn, parent.as_ref(), Attr::Children, message)?;
     }
     if target.parent == EntryId::ROOT {
         // The suffix entry names a whole naming context (slapd: affectsMultipleDSAs).
@@ -95,6 +94,26 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         author: ctx.identity.author(),
     };
     ctx.worker.coordinator.send(request).await?
+}
+
+/// `write` on the old parent's `children`, when the parent exists (a missing one is left
+/// to the entry's own lookup to answer).
+async fn check_old_parent(ctx: &OpContext, subject: &Subject, dn: &ferrodir_proto::Dn) -> LdapResultOf<()> {
+    if subject.is_root() {
+        return Ok(());
+    }
+    let parent_dn = dn.parent().unwrap_or_default();
+    let parent_id = if ctx.worker.config.suffix_of(&parent_dn).is_some() {
+        match crate::resolve::locate(&ctx.worker, &parent_dn).await {
+            Ok(parent) => parent.id,
+            Err(_) => return Ok(()),
+        }
+    } else {
+        EntryId::ROOT // the suffix entry's parent: the root DSE
+    };
+    let parent = access::entry_for_rules(ctx, subject, parent_id).await?;
+    let message = "no write access to old parent's children";
+    access::check_write(&ctx.worker.config, subject, &parent_dn, parent.as_ref(), Attr::Children, message)
 }
 
 /// `write` on the new parent's `children` (slapd: "no write access to new superior's
