@@ -98,8 +98,11 @@ pub fn level(
     if subject.is_root() {
         return Level::Manage;
     }
-    let norm = NormDn::new(dn.clone());
-    decide::level(&config.access_rules, subject, &Target { dn: &norm, entry }, attr)
+    let set = &config.access_rules;
+    // Normalising a DN costs more than the rest of a decision: only when a rule looks.
+    let norm =
+        if set.uses_dns() { NormDn::new(dn.clone()) } else { NormDn { dn: dn.clone(), rdns: Vec::new() } };
+    decide::level(set, subject, &Target { dn: &norm, entry }, attr)
 }
 
 /// Whether some rule has a filter, so that deciding needs the target's attributes.

@@ -204,6 +204,15 @@ impl RuleSet {
         self.rules.iter().any(|rule| rule.what.filter.is_some())
     }
 
+    /// Whether some rule compares DNs: a DN scope, `self` or a `dn=` clause. When none
+    /// does, a decision needs no normalised DN (the default rules: none per request).
+    pub fn uses_dns(&self) -> bool {
+        self.rules.iter().any(|rule| {
+            rule.what.dn != DnScope::All
+                || rule.by.iter().flat_map(|by| &by.who).any(|who| matches!(who, Who::SelfEntry | Who::Dn(_)))
+        })
+    }
+
     /// Whether some rule's clauses depend on the requester's group memberships.
     pub fn has_groups(&self) -> bool {
         !self.groups.is_empty()

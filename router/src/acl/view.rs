@@ -275,6 +275,9 @@ fn compute(set: &RuleSet, applied: &[Applied], matched: &[bool], is_self: bool) 
     (level_of(Attr::Entry) >= Level::Read, rights)
 }
 
+/// Which applied rules matched an entry, and whether it is the requester's own.
+type RightsKey = (Vec<bool>, bool);
+
 /// Per-entry access for one search (see the module doc).
 #[derive(Debug)]
 pub struct PerEntry {
@@ -291,7 +294,7 @@ pub struct PerEntry {
     /// requester's entry, computed up front.
     fixed: Option<[Option<Arc<EntryRights>>; 2]>,
     /// Rights by which scoped rules matched (a bit each, in order) and `self`.
-    cache: Mutex<HashMap<(Vec<bool>, bool), Option<Arc<EntryRights>>>>,
+    cache: Mutex<HashMap<RightsKey, Option<Arc<EntryRights>>>>,
 }
 
 impl PerEntry {

@@ -78,7 +78,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::WholeSubtree => RegionKind::Subtree,
         SearchScope::SubordinateSubtree => RegionKind::Children,
     };
-    let region = region_known.then(|| Region { base: NormDn::new(base.clone()), kind });
+    // Without DN scopes in the rules, the region can't matter: skip normalising the base.
+    let region = (region_known && config.access_rules.uses_dns())
+        .then(|| Region { base: NormDn::new(base.clone()), kind });
     if !access::restrict_search(ctx, &subject, region.as_ref(), &mut attrs).await {
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
