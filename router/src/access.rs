@@ -98,11 +98,31 @@ pub fn level(
     if subject.is_root() {
         return Level::Manage;
     }
-    let set = &config.access_rules;
-    // Normalising a DN costs more than the rest of a decision: only when a rule looks.
-    let norm =
-        if set.uses_dns() { NormDn::new(dn.clone()) } else { NormDn { dn: dn.clone(), rdns: Vec::new() } };
-    decide::level(set, subject, &Target { dn: &norm, entry }, attr)
+    level_of(config, subject, &norm_dn(config, dn), entry, attr)
+}
+
+/// [`level`] for a DN already in the rules' form ([`norm_dn`]).
+pub fn level_of(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &NormDn,
+    entry: Option<&Entry>,
+    attr: Attr,
+) -> Level {
+    if subject.is_root() {
+        return Level::Manage;
+    }
+    decide::level(&config.access_rules, subject, &Target { dn, entry }, attr)
+}
+
+/// `dn` as the rules compare it. Normalising costs more than the rest of a decision, so it
+/// happens only when some rule compares DNs (the RDNs stay empty otherwise).
+pub fn norm_dn(config: &DirectoryConfig, dn: &Dn) -> NormDn {
+    if config.access_rules.uses_dns() {
+        NormDn::new(dn.clone())
+    } else {
+        NormDn { dn: dn.clone(), rdns: Vec::new() }
+    }
 }
 
 /// Whether some rule has a filter, so that deciding needs the target's attributes.
@@ -204,14 +224,14 @@ pub enum EntryAccess {
     Nothing,
 }
 
-/// The access `subject` has to `dn` as a search base.
+/// The access `subject` has to `dn` (in the rules' form, [`norm_dn`]) as a search base.
 pub fn entry_access(
     config: &DirectoryConfig,
     subject: &Subject,
-    dn: &Dn,
+    dn: &NormDn,
     entry: Option<&Entry>,
 ) -> EntryAccess {
-    match level(config, subject, dn, entry, Attr::Entry) {
+    match level_of(config, subject, dn, entry, Attr::Entry) {
         l if l >= Level::Search => EntryAccess::Search,
         l if l >= Level::Disclose => EntryAccess::DiscloseOnly,
         _ => EntryAccess::Nothing,
@@ -258,17 +278,29 @@ pub fn may_authenticate(config: &DirectoryConfig, transport: &Transport, dn: &Dn
 
 /// Narrows a search's attribute selection to what `subject` may see, deciding once for
 /// the search what does not depend on the entry (see `acl::view`). `region`: the search's
-/// base and scope, None when unknown (after an alias). False: no entry may be read at all.
+/// base and scope, None when unknown (after an alias); `base`: the base entry's id. False:
+/// no entry may be read at all.
 pub async fn restrict_search(
     ctx: &OpContext,
     subject: &Subject,
     region: Option<&Region>,
+    base: EntryId,
     attrs: &mut AttrSelection,
 ) -> bool {
     if subject.is_root() {
         return true;
     }
-    let draft = view::draft(&ctx.worker.config.access_rules, subject, region);
+    let mut draft = view::draft(&ctx.worker.config.access_rules, subject, region);
+    // The requester's own entry matters only if the search can return it; a base lookup
+    // of it needs no lookup of its id.
+    let mut known_self = None;
+    if let (true, Some(user), Some(region)) = (draft.needs_self_id(), subject.user(), region) {
+        if !region.may_hold(user) {
+            draft = draft.without_self();
+        } else if region.kind == view::RegionKind::Base {
+            known_self = Some(base);
+        }
+    }
     let decision = if draft.is_uniform() {
         draft.finish(&[], None)
     } else {
@@ -277,8 +309,9 @@ pub async fn restrict_search(
         for base in &bases {
             ids.push(entry_id(ctx, base).await);
         }
-        let self_id = match (draft.needs_self_id(), subject.user()) {
-            (true, Some(user)) => entry_id(ctx, &user.dn).await,
+        let self_id = match (draft.needs_self_id(), known_self, subject.user()) {
+            (true, Some(id), _) => Some(id),
+            (true, None, Some(user)) => entry_id(ctx, &user.dn).await,
             _ => None,
         };
         draft.finish(&ids, self_id)

@@ -149,7 +149,27 @@ fn relation(scope: &DnScope, region: &Region) -> Relation {
     }
 }
 
+impl Region {
+    /// Whether an entry named `dn` can be among the search's results.
+    pub fn may_hold(&self, dn: &NormDn) -> bool {
+        match (dn.depth_below(&self.base), self.kind) {
+            (None, _) => false,
+            (Some(depth), RegionKind::Base) => depth == 0,
+            (Some(depth), RegionKind::One) => depth == 1,
+            (Some(_), RegionKind::Subtree) => true,
+            (Some(depth), RegionKind::Children) => depth > 0,
+        }
+    }
+}
+
 impl Draft {
+    /// Forgets what is special about the requester's own entry: for a search that can't
+    /// return it.
+    pub fn without_self(mut self) -> Self {
+        self.self_matters = false;
+        self
+    }
+
     /// The DNs whose entry ids [`Self::finish`] needs, in order: each scoped rule's base.
     pub fn bases(&self) -> Vec<&NormDn> {
         self.applied.iter().filter_map(|a| a.scoped.as_ref().and_then(DnScope::base)).collect()
@@ -392,6 +412,17 @@ mod tests {
         assert!(!own.hidden.contains("userpassword") && !own.unsearchable.contains("userpassword"));
         assert!(other.hidden.contains("userpassword") && other.unsearchable.contains("userpassword"));
         assert!(per_entry.ordinary().unsearchable.contains("userpassword"));
+    }
+
+    #[test]
+    fn a_region_holds_what_its_scope_can_return() {
+        let people = "ou=people,dc=example,dc=com";
+        assert!(region(people, RegionKind::Subtree).may_hold(&norm(ALICE)));
+        assert!(region(people, RegionKind::One).may_hold(&norm(ALICE)));
+        assert!(!region(people, RegionKind::Base).may_hold(&norm(ALICE)));
+        assert!(region(ALICE, RegionKind::Base).may_hold(&norm(ALICE)));
+        assert!(!region(ALICE, RegionKind::Children).may_hold(&norm(ALICE)));
+        assert!(!region("ou=groups,dc=example,dc=com", RegionKind::Subtree).may_hold(&norm(ALICE)));
     }
 
     #[test]

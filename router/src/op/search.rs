@@ -24,7 +24,6 @@ use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
 use crate::access::{self, Identity};
-use crate::acl::rule::NormDn;
 use crate::acl::view::{Region, RegionKind};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
@@ -62,7 +61,8 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
     let base_entry = access::entry_for_rules(ctx, &subject, target.id).await?;
-    let base_access = access::entry_access(config, &subject, &base, base_entry.as_ref());
+    let base_norm = access::norm_dn(config, &base);
+    let base_access = access::entry_access(config, &subject, &base_norm, base_entry.as_ref());
     if let Some(refusal) = access::base_refusal(base_access) {
         return Err(refusal);
     }
@@ -78,10 +78,9 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::WholeSubtree => RegionKind::Subtree,
         SearchScope::SubordinateSubtree => RegionKind::Children,
     };
-    // Without DN scopes in the rules, the region can't matter: skip normalising the base.
-    let region = (region_known && config.access_rules.uses_dns())
-        .then(|| Region { base: NormDn::new(base.clone()), kind });
-    if !access::restrict_search(ctx, &subject, region.as_ref(), &mut attrs).await {
+    // Without DN scopes or `self` in the rules, the region can't matter.
+    let region = (region_known && config.access_rules.uses_dns()).then_some(Region { base: base_norm, kind });
+    if !access::restrict_search(ctx, &subject, region.as_ref(), target.id, &mut attrs).await {
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
     }
