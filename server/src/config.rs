@@ -456,6 +456,17 @@ mod tests {
     }
 
     #[test]
+    fn access_rules_are_tables_of_slapd_text() {
+        let text = "access = \"open-read\"\n[[access_rules]]\nto = 'attrs=userPassword'\n\
+                    by = ['self write', 'anonymous auth', '* none']\n[[access_rules]]\nto = '*'\nby = ['* read']\n";
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.access_rules.len(), 2);
+        assert_eq!(config.access_rules[0].by, ["self write", "anonymous auth", "* none"]);
+        assert!(Config::parse("[[access_rules]]\nto = '*'\nby = ['* read']\nwho = 'x'").is_err());
+        assert!(Config::parse("[[access_rules]]\nto = '*'").is_err(), "by is required");
+    }
+
+    #[test]
     fn unknown_keys_are_rejected() {
         assert!(toml::from_str::<Config>("listn = \"127.0.0.1:1\"").is_err());
         assert!(Config::parse("[limits.anonymous]\npdu_max = 1").is_err());
