@@ -14,6 +14,8 @@
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
 # adds top-level keys to ferrodir's config (e.g. search_scans = "worker").
+# FD_ACCESS=open-read runs ferrodir with the one rule `to * by * read` instead of the
+# default rules (Debian's), to measure what the rules cost (BENCHMARKS.md, "Access rules").
 #
 # The server under test runs on CPU 0 and ldclt on CPU 1 (taskset); runs are interleaved
 # (ferrodir, slapd, responder, ferrodir, ...) so that drift on a shared machine hits all
@@ -112,6 +114,11 @@ scenario_def() {
     base) SC_ARGS=(-e "esearch,randombase,randombaselow=0,randombasehigh=$((n - 1))" -s base
                    -f "objectClass=*" -b "uid=user$mask,ou=people,$SUFFIX") ;;
     same) SC_ARGS=(-e esearch -s base -f "objectClass=*" -b "uid=$(uid_of 42 "$n"),ou=people,$SUFFIX") ;;
+    base-user)  # as base, bound as a user: the default rules then differ on its own entry
+      SC_SERVERS=$writers
+      SC_ARGS=(-D "uid=$(uid_of 1 "$n"),ou=people,$SUFFIX" -w password1
+               -e "esearch,randombase,randombaselow=0,randombasehigh=$((n - 1))" -s base
+               -f "objectClass=*" -b "uid=user$mask,ou=people,$SUFFIX") ;;
     rootdse) SC_ARGS=(-e esearch -s base -f "objectClass=*" -b "") ;;
     uid-eq) SC_ARGS=(-e esearch,random -s subtree -b "$SUFFIX" -f "uid=user$mask" -r 0 -R $((n - 1))) ;;
     sub10)  # "cn=user DDD*", one digit fewer than N-1 has: DDD and DDD0..DDD9, ~11 entries

@@ -49,7 +49,7 @@ root_dn = "$ROOT_DN"
 root_password = "$ROOT_PW"
 engine = "redb"
 durability = "power-loss"
-access = "default"
+access = "${FD_ACCESS:-default}"
 # Same indices as slapd below; description is unindexed on both (the isolation scenario's
 # scans rely on that).
 index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]

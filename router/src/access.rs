@@ -1,11 +1,26 @@
-//! Access decisions. Until real ACLs arrive, a fixed, safe policy: anyone may bind and
-//! search, nobody but the rootDN reads userPassword (unless the `open-read` profile asks for
-//! slapd's no-ACL behaviour), and only the rootDN writes.
+//! Access decisions: the one place operations ask. The rules themselves (slapd's
+//! `access to <what> by <who> <level>`, compiled once at start) live in [`crate::acl`];
+//! this module gathers what they need from an operation (who asks, over what transport,
+//! in which groups; the target entry when a rule has a filter) and turns their answers
+//! into LDAP results with slapd's codes and its care not to disclose what may not be seen.
+//!
+//! The rootDN is never subject to rules. The root DSE and cn=Subschema are readable by
+//! everyone (slapd keeps them in its frontend, which database rules don't reach).
 
+use ferrodir_proto::entry::Entry;
 use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_shard::eval;
+use ferrodir_shard::id::EntryId;
+use ferrodir_shard::search::AttrSelection;
 
-use crate::config::{AccessProfile, DirectoryConfig};
-use crate::error::LdapError;
+pub use crate::acl::decide::Subject;
+use crate::acl::decide::{self, Target};
+use crate::acl::rule::{Attr, Group, Level, NormDn, RuleSet};
+use crate::acl::view::{self, Decision, Region};
+use crate::config::DirectoryConfig;
+use crate::error::{LdapError, LdapResultOf};
+use crate::resolve::{self, Located};
+use crate::session::{OpContext, Transport};
 
 /// Who a request runs as; captured when the request is dispatched.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -36,62 +51,169 @@ impl Identity {
     }
 }
 
-/// Whether `who` may write. Anonymous gets strongerAuthRequired, as slapd answers.
-pub fn check_write(who: &Identity) -> Result<(), LdapError> {
-    match who {
-        Identity::Root(_) => Ok(()),
-        Identity::Anonymous => {
-            Err(LdapError::new(ResultCode::STRONGER_AUTH_REQUIRED, "modifications require authentication"))
+/// The requester of `ctx`, with its group memberships read once for this operation (one
+/// lookup per group the rules name, only for an authenticated entry: never per entry).
+/// A group that can't be read counts as not a member.
+pub async fn subject(ctx: &OpContext) -> Subject {
+    let set = &ctx.worker.config.access_rules;
+    let member_of = match &ctx.identity {
+        Identity::User(dn) if set.has_groups() => {
+            let user = dn.normalized();
+            let mut member_of = Vec::with_capacity(set.groups.len());
+            for group in &set.groups {
+                member_of.push(is_member(ctx, set, group, &user).await);
+            }
+            member_of
         }
-        Identity::User(_) => Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, "no write access")),
+        _ => Vec::new(),
+    };
+    Subject::new(ctx.identity.clone(), &ctx.transport, member_of)
+}
+
+/// Whether `user` (normalised) is listed in `group`'s member attribute, and the group entry
+/// has the group's class (slapd checks both).
+async fn is_member(ctx: &OpContext, set: &RuleSet, group: &Group, user: &str) -> bool {
+    let Ok(located) = resolve::locate(&ctx.worker, &group.dn.dn).await else { return false };
+    let Ok(Some(record)) = ctx.worker.fetch(located.id).await else { return false };
+    let entry = &record.entry;
+    eval::has_class(&set.matching, entry, group.class.as_bytes())
+        && entry
+            .attrs
+            .iter()
+            .filter(|a| set.matching.get(&a.name).is_some_and(|r| r.canonical == group.member_attr))
+            .flat_map(|a| a.values.iter())
+            .filter_map(|v| std::str::from_utf8(v).ok().and_then(|t| Dn::parse(t).ok()))
+            .any(|member| member.normalized() == user)
+}
+
+/// The level `subject` has on `attr` of the entry `dn` (with its attributes when the rules
+/// need them: [`needs_entry`]).
+pub fn level(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &Dn,
+    entry: Option<&Entry>,
+    attr: Attr,
+) -> Level {
+    if subject.is_root() {
+        return Level::Manage;
+    }
+    level_of(config, subject, &norm_dn(config, dn), entry, attr)
+}
+
+/// [`level`] for a DN already in the rules' form ([`norm_dn`]).
+pub fn level_of(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &NormDn,
+    entry: Option<&Entry>,
+    attr: Attr,
+) -> Level {
+    if subject.is_root() {
+        return Level::Manage;
+    }
+    decide::level(&config.access_rules, subject, &Target { dn, entry }, attr)
+}
+
+/// `dn` as the rules compare it. Normalising costs more than the rest of a decision, so it
+/// happens only when some rule compares DNs (the RDNs stay empty otherwise).
+pub fn norm_dn(config: &DirectoryConfig, dn: &Dn) -> NormDn {
+    if config.access_rules.uses_dns() {
+        NormDn::new(dn.clone())
+    } else {
+        NormDn { dn: dn.clone(), rdns: Vec::new() }
     }
 }
 
-/// Anonymous writes are refused before the target is even looked up (slapd answers
-/// strongerAuthRequired whether or not the entry exists); other identities are checked
-/// after name resolution, with [`check_write`].
+/// Whether some rule has a filter, so that deciding needs the target's attributes.
+pub fn needs_entry(config: &DirectoryConfig, subject: &Subject) -> bool {
+    !subject.is_root() && config.access_rules.needs_entry()
+}
+
+/// The entry `id` when the rules need its attributes to decide; None otherwise (no read).
+pub async fn entry_for_rules(ctx: &OpContext, subject: &Subject, id: EntryId) -> LdapResultOf<Option<Entry>> {
+    if !needs_entry(&ctx.worker.config, subject) || id == EntryId::ROOT {
+        return Ok(None);
+    }
+    Ok(ctx.worker.fetch(id).await?.map(|record| record.entry.clone()))
+}
+
+/// Resolves `dn`, answering a missing entry as slapd does: the matchedDN only if the
+/// requester may `disclose` that entry.
+pub async fn locate(ctx: &OpContext, subject: &Subject, dn: &Dn) -> LdapResultOf<Located> {
+    match resolve::locate(&ctx.worker, dn).await {
+        Ok(located) => Ok(located),
+        Err(error) => Err(undisclosed(ctx, subject, error).await),
+    }
+}
+
+/// `error` without a matchedDN the requester may not learn of.
+pub async fn undisclosed(ctx: &OpContext, subject: &Subject, mut error: LdapError) -> LdapError {
+    if error.code != ResultCode::NO_SUCH_OBJECT || error.matched_dn.is_empty() || subject.is_root() {
+        return error;
+    }
+    let Ok(matched) = Dn::parse(&error.matched_dn) else {
+        error.matched_dn.clear();
+        return error;
+    };
+    let entry = match resolve::locate(&ctx.worker, &matched).await {
+        Ok(located) => entry_for_rules(ctx, subject, located.id).await.ok().flatten(),
+        Err(_) => None,
+    };
+    if level(&ctx.worker.config, subject, &matched, entry.as_ref(), Attr::Entry) < Level::Disclose {
+        error.matched_dn.clear();
+    }
+    error
+}
+
+/// Anonymous writes are refused before the target is even looked up: slapd answers
+/// strongerAuthRequired whether or not the entry exists and whatever the rules say (its
+/// `allow update_anon` is off by default). Other identities are checked by the rules.
 pub fn check_not_anonymous(who: &Identity) -> Result<(), LdapError> {
     match who {
-        Identity::Anonymous => check_write(who),
+        Identity::Anonymous => {
+            Err(LdapError::new(ResultCode::STRONGER_AUTH_REQUIRED, "modifications require authentication"))
+        }
         _ => Ok(()),
     }
 }
 
-/// Whether `who` may set the password of the entry named `target` by Password Modify:
-/// the rootDN anyone's, a user their own (self write on userPassword), nobody else's.
-/// Access rules (issue #7) decide here.
-pub fn may_change_password(who: &Identity, target: &Dn) -> Result<(), LdapError> {
-    match who {
-        Identity::Root(_) => Ok(()),
-        Identity::User(dn) if dn.normalized() == target.normalized() => Ok(()),
-        Identity::User(_) => Err(LdapError::new(
-            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
-            "no write access to the target's userPassword",
-        )),
-        Identity::Anonymous => Err(LdapError::new(
-            ResultCode::STRONGER_AUTH_REQUIRED,
-            "only authenticated users may change passwords",
-        )),
+fn insufficient(message: &str) -> LdapError {
+    LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, message)
+}
+
+/// `write` on `attr` of `dn`, or insufficientAccessRights (50) with `message`.
+pub fn check_write(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &Dn,
+    entry: Option<&Entry>,
+    attr: Attr,
+    message: &str,
+) -> Result<(), LdapError> {
+    if level(config, subject, dn, entry, attr) >= Level::Write {
+        Ok(())
+    } else {
+        Err(insufficient(message))
     }
 }
 
-/// Lowercased attribute types that `who` may not read.
-pub fn hidden_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
-    match (config.access, who) {
-        (_, Identity::Root(_)) | (AccessProfile::OpenRead, _) => Vec::new(),
-        _ => vec!["userpassword".to_string()],
-    }
-}
-
-/// Canonical attribute types that `who` may not use in a search filter: an assertion on
-/// one is Undefined (as in slapd, which needs `search` access to evaluate it). Under the
-/// fixed policy these are the types `who` may not read.
-pub fn unsearchable_attributes(config: &DirectoryConfig, who: &Identity) -> Vec<String> {
-    hidden_attributes(config, who)
+/// Whether `subject` may write attribute `attr` (any spelling) of the entry `target_dn`
+/// (`entry`: its attributes, needed when a rule has a filter): insufficientAccessRights
+/// otherwise. For Password Modify (RFC 3062) and every other change of one attribute.
+pub fn may_write_attr(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    target_dn: &Dn,
+    entry: Option<&Entry>,
+    attr: &str,
+) -> Result<(), LdapError> {
+    let canonical = config.rules.canonical(attr);
+    check_write(config, subject, target_dn, entry, Attr::Type(&canonical), "no write access to attribute")
 }
 
 /// What `who` may do with an entry as a search base (RFC 4511 §4.5.1, slapd's `search`
-/// and `disclose` privileges).
+/// and `disclose` levels on `entry`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum EntryAccess {
     /// May search from it (and so learn it exists).
@@ -102,10 +224,18 @@ pub enum EntryAccess {
     Nothing,
 }
 
-/// The access `who` has to `dn` as a search base. The fixed policy lets everyone search
-/// every entry; access rules (issue #7) decide here.
-pub fn entry_access(_config: &DirectoryConfig, _who: &Identity, _dn: &Dn) -> EntryAccess {
-    EntryAccess::Search
+/// The access `subject` has to `dn` (in the rules' form, [`norm_dn`]) as a search base.
+pub fn entry_access(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &NormDn,
+    entry: Option<&Entry>,
+) -> EntryAccess {
+    match level_of(config, subject, dn, entry, Attr::Entry) {
+        l if l >= Level::Search => EntryAccess::Search,
+        l if l >= Level::Disclose => EntryAccess::DiscloseOnly,
+        _ => EntryAccess::Nothing,
+    }
 }
 
 /// The answer to a search whose base the requester may not search, as slapd gives it:
@@ -114,16 +244,99 @@ pub fn entry_access(_config: &DirectoryConfig, _who: &Identity, _dn: &Dn) -> Ent
 pub fn base_refusal(access: EntryAccess) -> Option<LdapError> {
     match access {
         EntryAccess::Search => None,
-        EntryAccess::DiscloseOnly => {
-            Some(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, "no search access to the base"))
-        }
+        EntryAccess::DiscloseOnly => Some(insufficient("no search access to the base")),
         EntryAccess::Nothing => Some(LdapError::new(ResultCode::NO_SUCH_OBJECT, "")),
     }
 }
 
-/// Whether `who` may compare against `attr_lower`.
-pub fn may_read(config: &DirectoryConfig, who: &Identity, attr_lower: &str) -> bool {
-    !hidden_attributes(config, who).iter().any(|h| h == attr_lower)
+/// Compare needs `compare` on the attribute; without it, insufficientAccessRights if the
+/// entry may be disclosed, else noSuchObject (slapd's back-mdb compare).
+pub fn compare_refusal(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    dn: &Dn,
+    entry: &Entry,
+    canonical: &str,
+) -> Option<LdapError> {
+    let entry = Some(entry);
+    if level(config, subject, dn, entry, Attr::Type(canonical)) >= Level::Compare {
+        return None;
+    }
+    Some(match level(config, subject, dn, entry, Attr::Entry) >= Level::Disclose {
+        true => insufficient(""),
+        false => LdapError::new(ResultCode::NO_SUCH_OBJECT, ""),
+    })
+}
+
+/// Whether a simple bind may check `dn`'s userPassword: slapd asks for `auth` on it, as
+/// the (still anonymous) connection. A refusal is answered invalidCredentials like a wrong
+/// password, so the rules can't be probed.
+pub fn may_authenticate(config: &DirectoryConfig, transport: &Transport, dn: &Dn, entry: &Entry) -> bool {
+    let anonymous = Subject::new(Identity::Anonymous, transport, Vec::new());
+    level(config, &anonymous, dn, Some(entry), Attr::Type("userpassword")) >= Level::Auth
+}
+
+/// Narrows a search's attribute selection to what `subject` may see, deciding once for
+/// the search what does not depend on the entry (see `acl::view`). `region`: the search's
+/// base and scope, None when unknown (after an alias); `base`: the base entry's id. False:
+/// no entry may be read at all.
+pub async fn restrict_search(
+    ctx: &OpContext,
+    subject: &Subject,
+    region: Option<&Region>,
+    base: EntryId,
+    attrs: &mut AttrSelection,
+) -> bool {
+    if subject.is_root() {
+        return true;
+    }
+    let mut draft = view::draft(&ctx.worker.config.access_rules, subject, region);
+    // The requester's own entry matters only if the search can return it; a base lookup
+    // of it needs no lookup of its id.
+    let mut known_self = None;
+    if let (true, Some(user), Some(region)) = (draft.needs_self_id(), subject.user(), region) {
+        if !region.may_hold(user) {
+            draft = draft.without_self();
+        } else if region.kind == view::RegionKind::Base {
+            known_self = Some(base);
+        }
+    }
+    let decision = if draft.is_uniform() {
+        draft.finish(&[], None)
+    } else {
+        let bases: Vec<Dn> = draft.bases().into_iter().map(|b| b.dn.clone()).collect();
+        let mut ids = Vec::with_capacity(bases.len());
+        for base in &bases {
+            ids.push(entry_id(ctx, base).await);
+        }
+        let self_id = match (draft.needs_self_id(), known_self, subject.user()) {
+            (true, Some(id), _) => Some(id),
+            (true, None, Some(user)) => entry_id(ctx, &user.dn).await,
+            _ => None,
+        };
+        draft.finish(&ids, self_id)
+    };
+    match decision {
+        Decision::Uniform { entries_readable, rights } => {
+            attrs.hidden = rights.hidden;
+            attrs.unsearchable = rights.unsearchable;
+            entries_readable
+        }
+        Decision::PerEntry(per_entry) => {
+            attrs.hidden = per_entry.ordinary().hidden.clone();
+            attrs.unsearchable = per_entry.ordinary().unsearchable.clone();
+            attrs.per_entry = Some(per_entry);
+            true
+        }
+    }
+}
+
+/// The id of the entry `dn`, if there is one (the root DSE is the virtual root).
+async fn entry_id(ctx: &OpContext, dn: &Dn) -> Option<EntryId> {
+    if dn.is_root() {
+        return Some(EntryId::ROOT);
+    }
+    resolve::locate(&ctx.worker, dn).await.ok().map(|located| located.id)
 }
 
 #[cfg(test)]
@@ -131,21 +344,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_root_writes() {
-        assert!(check_write(&Identity::Root(Dn::default())).is_ok());
-        assert_eq!(check_write(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
-        assert_eq!(check_write(&Identity::User(Dn::default())).unwrap_err().code, ResultCode(50));
-    }
-
-    #[test]
-    fn users_change_only_their_own_password() {
-        let alice = Dn::parse("uid=alice,dc=example,dc=com").unwrap();
-        let bob = Dn::parse("uid=bob,dc=example,dc=com").unwrap();
-        let alice_again = Dn::parse("UID=Alice, dc=example,dc=com").unwrap();
-        assert!(may_change_password(&Identity::User(alice.clone()), &alice_again).is_ok());
-        assert!(may_change_password(&Identity::Root(Dn::default()), &bob).is_ok());
-        assert_eq!(may_change_password(&Identity::User(alice), &bob).unwrap_err().code, ResultCode(50));
-        assert_eq!(may_change_password(&Identity::Anonymous, &bob).unwrap_err().code, ResultCode(8));
+    fn anonymous_writes_need_authentication_first() {
+        assert_eq!(check_not_anonymous(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
+        assert!(check_not_anonymous(&Identity::User(Dn::default())).is_ok());
     }
 
     #[test]

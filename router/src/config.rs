@@ -1,5 +1,5 @@
 //! What the router needs to know about the directory: naming contexts, the root identity,
-//! the access profile and the limits per identity class. Built by `server` from the TOML config.
+//! the access rules and the limits per identity class. Built by `server` from the TOML config.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use ferrodir_proto::Dn;
 use ferrodir_shard::rules::RuleTable;
 
 use crate::access::Identity;
+use crate::acl::RuleSet;
 use crate::limits::{ClassLimits, LimitsConfig};
 
 /// A naming context served by this server.
@@ -35,16 +36,6 @@ pub enum RemoteReads {
     Snapshot,
 }
 
-/// How writes and sensitive reads are decided until real access control exists.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum AccessProfile {
-    /// The safe default: everyone reads everything but userPassword, only the rootDN writes.
-    Default,
-    /// slapd with no ACLs: everyone (anonymous included) reads everything, only the rootDN
-    /// writes. For differential tests against slapd.
-    OpenRead,
-}
-
 /// One `authz_regexp` rule, compiled once at start.
 #[derive(Clone, Debug)]
 pub struct AuthzRule {
@@ -69,7 +60,9 @@ pub struct DirectoryConfig {
     pub root_password: Option<String>,
     /// How userPassword values are hashed when written and checked on bind.
     pub passwords: crate::password::PasswordConfig,
-    pub access: AccessProfile,
+    /// The access rules, compiled once at start: a built-in set (`access = "default"`,
+    /// `"open-read"`) or the configured `[[access_rules]]`.
+    pub access_rules: Arc<RuleSet>,
     /// `require_tls_for_binds`: a simple bind, SASL PLAIN or Password Modify in cleartext
     /// from a non-loopback peer gets confidentialityRequired (13).
     pub require_tls_for_binds: bool,

@@ -9,9 +9,9 @@
 //! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup.
 //! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
 //!   its durable intent log.
-//! - [`access`]: who may do what.
-//! - [`password`]: checking and hashing passwords, on the hash pool.
-//! - [`config`]: naming contexts, root identity, access profile.
+//! - [`access`], [`acl`], [`password`]: who may do what (the one place operations ask, and
+//!   the access rules behind it), and checking passwords.
+//! - [`config`]: naming contexts, root identity, access rules.
 //! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
 //!   on a request's shape.
 //! - [`error`]: the one place failures become LDAP result codes.
@@ -28,6 +28,7 @@
 
 pub mod access;
 pub mod accesslog;
+pub mod acl;
 pub mod config;
 pub mod coordinator;
 pub mod error;

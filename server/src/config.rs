@@ -59,8 +59,11 @@ pub struct Config {
     /// What an acknowledged write must survive: "power-loss" (redb) or
     /// "process-crash-only" (required to run sled, which does not fsync).
     pub durability: String,
-    /// "default" (safe) or "open-read" (slapd with no ACLs).
+    /// The built-in access rules: "default" (Debian slapd's) or "open-read" (slapd with
+    /// no access lines: everyone reads everything). `access_rules`, when present, replace them.
     pub access: String,
+    /// `[[access_rules]]`: access rules in slapd's syntax, in order; first match wins.
+    pub access_rules: Vec<AccessRuleTable>,
     /// How a worker reads a shard it doesn't own: "message" (to the shard's actor) or
     /// "snapshot" (the shard's last committed snapshot, read directly, LMDB-style).
     pub remote_reads: String,
@@ -88,6 +91,15 @@ pub struct Config {
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
+}
+
+/// One `[[access_rules]]` entry: slapd's `access to <to> by <by[0]> by <by[1]> ...`, e.g.
+/// `to = 'attrs=userPassword'`, `by = ["self write", "anonymous auth", "* none"]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessRuleTable {
+    pub to: String,
+    pub by: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -340,6 +352,7 @@ impl Default for Config {
             engine: "redb".into(),
             durability: "power-loss".into(),
             access: "default".into(),
+            access_rules: Vec::new(),
             remote_reads: "snapshot".into(),
             search_scans: "pool".into(),
             search_threads: 0,
@@ -545,6 +558,17 @@ mod tests {
             let message = parsed.unwrap_err().to_string();
             assert!(message.contains("[testing]") && message.contains("fault-injection"), "{message}");
         }
+    }
+
+    #[test]
+    fn access_rules_are_tables_of_slapd_text() {
+        let text = "access = \"open-read\"\n[[access_rules]]\nto = 'attrs=userPassword'\n\
+                    by = ['self write', 'anonymous auth', '* none']\n[[access_rules]]\nto = '*'\nby = ['* read']\n";
+        let config = Config::parse(text).unwrap();
+        assert_eq!(config.access_rules.len(), 2);
+        assert_eq!(config.access_rules[0].by, ["self write", "anonymous auth", "* none"]);
+        assert!(Config::parse("[[access_rules]]\nto = '*'\nby = ['* read']\nwho = 'x'").is_err());
+        assert!(Config::parse("[[access_rules]]\nto = '*'").is_err(), "by is required");
     }
 
     #[test]

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use anyhow::Context as _;
-use ferrodir_router::config::{AccessProfile, DirectoryConfig, RemoteReads, Suffix};
+use ferrodir_router::acl::{self, RuleText};
+use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::intent::IntentLog;
 use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
@@ -66,13 +67,7 @@ pub fn directory_config(
     } else {
         Some(ferrodir_proto::Dn::parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
     };
-    let access = match config.access.as_str() {
-        "default" => AccessProfile::Default,
-        "open-read" => AccessProfile::OpenRead,
-        other => {
-            anyhow::bail!("unknown access profile {other:?}: use \"default\" or \"open-read\"")
-        }
-    };
+    let access_rules = Arc::new(access_rules(config, store)?);
     Ok(DirectoryConfig {
         suffixes,
         root_dn,
@@ -82,7 +77,7 @@ pub fn directory_config(
             StorageScheme::parse(&config.password_scheme)?,
             hash_pool,
         ),
-        access,
+        access_rules,
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
         authz_rules: config
@@ -106,6 +101,22 @@ pub fn directory_config(
         blooms: store.blooms.clone(),
         indexes: store.indexes.clone(),
     })
+}
+
+/// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set
+/// `access` names. A rule that doesn't compile stops the server, naming the rule.
+fn access_rules(config: &Config, store: &Store) -> anyhow::Result<acl::RuleSet> {
+    let (texts, origin) = if config.access_rules.is_empty() {
+        let texts = acl::profile(&config.access).ok_or_else(|| {
+            anyhow::anyhow!("unknown access profile {:?}: use \"default\" or \"open-read\"", config.access)
+        })?;
+        (texts, config.access.clone())
+    } else {
+        let texts =
+            config.access_rules.iter().map(|r| RuleText { to: r.to.clone(), by: r.by.clone() }).collect();
+        (texts, "access_rules".to_string())
+    };
+    acl::compile(&texts, store.rules.clone(), &origin).map_err(|e| anyhow::anyhow!("[[access_rules]]: {e}"))
 }
 
 /// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.

@@ -17,6 +17,7 @@ use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::index::{assertion_grams, ordering_key, IndexConfig, IndexKind};
 use crate::keys;
+use crate::rights::TypeSet;
 use crate::rules::{equality_key, AttrRules, RuleTable};
 use crate::search::Scope;
 use crate::skeleton::Skeleton;
@@ -48,14 +49,14 @@ pub struct Planner<'a> {
     pub indexes: &'a IndexConfig,
     pub rules: &'a RuleTable,
     /// Canonical names the requester may not search.
-    pub unsearchable: &'a [String],
+    pub unsearchable: &'a TypeSet,
 }
 
 impl<'a> Planner<'a> {
     fn usable(&self, desc: &[u8], kind: IndexKind) -> Option<&'a AttrRules> {
         let attr = self.rules.get(std::str::from_utf8(desc).ok()?)?;
         // Only the type itself is indexed under its name: a supertype's filter must scan.
-        if attr.subtypes.len() > 1 || self.unsearchable.iter().any(|h| h == &attr.canonical) {
+        if attr.subtypes.len() > 1 || self.unsearchable.contains(&attr.canonical) {
             return None;
         }
         self.indexes.usable(&attr.canonical, kind).then_some(attr.as_ref())

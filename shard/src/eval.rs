@@ -10,7 +10,11 @@ use ferrodir_proto::filter::{Filter, MatchingRuleAssertion, Substring, Substring
 use ferrodir_proto::schema::matching::{self, Kind};
 use ferrodir_proto::Dn;
 
+use crate::rights::TypeSet;
 use crate::rules::{AttrRules, RuleTable};
+
+/// For evaluations with full access (access rules' own filters, the rootDN).
+static NOTHING_HIDDEN: TypeSet = TypeSet::none();
 
 /// Whether `entry` matches: only TRUE returns the entry.
 pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> bool {
@@ -24,14 +28,14 @@ pub fn matches_visible(
     filter: &Filter,
     entry: &Entry,
     dn: Option<&Dn>,
-    hidden: &[String],
+    hidden: &TypeSet,
 ) -> bool {
     Eval { rules, hidden }.evaluate(filter, entry, dn) == Some(true)
 }
 
 /// Three-valued evaluation. Nesting depth was bounded by the frame check before decoding.
 pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> Option<bool> {
-    Eval { rules, hidden: &[] }.evaluate(filter, entry, dn)
+    Eval { rules, hidden: &NOTHING_HIDDEN }.evaluate(filter, entry, dn)
 }
 
 /// One evaluation's context: the rules, and the types the requester may not search. As in
@@ -40,12 +44,12 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&D
 /// extensible match, dnAttributes) tells anything about its values.
 struct Eval<'a> {
     rules: &'a RuleTable,
-    hidden: &'a [String],
+    hidden: &'a TypeSet,
 }
 
 impl Eval<'_> {
     fn is_hidden(&self, canonical: &str) -> bool {
-        self.hidden.iter().any(|h| h == canonical)
+        self.hidden.contains(canonical)
     }
 
     /// The named type, or None (Undefined) when unknown or hidden.
@@ -142,7 +146,7 @@ fn values_of<'e>(
     rules: &'e RuleTable,
     entry: &'e Entry,
     target: &'e Target<'e>,
-    hidden: &'e [String],
+    hidden: &'e TypeSet,
 ) -> impl Iterator<Item = &'e [u8]> {
     entry
         .attrs
@@ -161,7 +165,7 @@ fn equality(
     entry: &Entry,
     target: &Target,
     assertion: &[u8],
-    hidden: &[String],
+    hidden: &TypeSet,
 ) -> Option<bool> {
     if target.rules.canonical == "objectclass" {
         return Some(has_class(rules, entry, assertion));
@@ -245,7 +249,7 @@ fn ordering(
     target: &Target,
     assertion: &[u8],
     greater: bool,
-    hidden: &[String],
+    hidden: &TypeSet,
 ) -> Option<bool> {
     let rule = target.rules.ordering?;
     any_value(values_of(rules, entry, target, hidden).map(|value| {
@@ -259,7 +263,7 @@ fn substrings(
     entry: &Entry,
     target: &Target,
     sub: &SubstringFilter,
-    hidden: &[String],
+    hidden: &TypeSet,
 ) -> Option<bool> {
     // Misordered, repeated or empty substrings from the wire: Undefined, as slapd has it.
     if !sub.is_well_formed() {
@@ -310,7 +314,7 @@ fn extensible(
     typed: Option<Target>,
     mra: &MatchingRuleAssertion,
     dn: Option<&Dn>,
-    hidden: &[String],
+    hidden: &TypeSet,
 ) -> Option<bool> {
     let (rule, kind) = match &mra.matching_rule {
         Some(name) => matching::lookup(std::str::from_utf8(name).ok()?)?,
@@ -416,8 +420,9 @@ mod tests {
         let rules = RuleTable::from_schema(&Schema::standard());
         let mut entry = babs();
         entry.attrs.push(Attribute::new("userPassword", vec![b"secret".to_vec()]));
-        let hidden = vec!["userpassword".to_string()];
-        let check = |filter: &str, hidden: &[String]| {
+        let hidden = TypeSet::of(vec!["userpassword".to_string()]);
+        let open = TypeSet::none();
+        let check = |filter: &str, hidden: &TypeSet| {
             Eval { rules: &rules, hidden }.evaluate(&parse_filter(filter).unwrap(), &entry, None)
         };
         for filter in [
@@ -427,14 +432,18 @@ mod tests {
             "(userPassword~=secret)",
             "(userPassword:octetStringMatch:=secret)",
         ] {
-            assert_eq!(check(filter, &[]), Some(true), "{filter} when visible");
+            assert_eq!(check(filter, &open), Some(true), "{filter} when visible");
             assert_eq!(check(filter, &hidden), None, "{filter} when hidden");
         }
         // A typeless extensible match skips hidden values and still sees the others.
-        assert_eq!(check("(:octetStringMatch:=secret)", &[]), Some(true));
+        assert_eq!(check("(:octetStringMatch:=secret)", &open), Some(true));
         assert_eq!(check("(:octetStringMatch:=secret)", &hidden), Some(false));
         assert_eq!(check("(:caseIgnoreMatch:=jensen)", &hidden), Some(true));
         assert_eq!(check("(|(userPassword=secret)(sn=jensen))", &hidden), Some(true));
+        // Only sn searchable: cn is Undefined, sn still answers.
+        let only_sn = TypeSet::all_but(vec!["sn".to_string()]);
+        assert_eq!(check("(cn=babs jensen)", &only_sn), None);
+        assert_eq!(check("(sn=jensen)", &only_sn), Some(true));
     }
 
     /// RFC 4511 §4.5.1.7.2 substrings that only the wire can carry (a final before an any,

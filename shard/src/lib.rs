@@ -8,6 +8,8 @@
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
 //! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.
 //! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
+//! - [`rights`]: what a requester may see of an entry, as the router decided it (the
+//!   shard knows no access rules).
 //! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
@@ -48,6 +50,7 @@ pub mod keys;
 pub mod modify;
 pub mod prefilter;
 pub mod record;
+pub mod rights;
 pub mod rules;
 pub mod scan;
 pub mod search;

@@ -11,6 +11,7 @@
 
 use ferrodir_proto::filter::Filter;
 
+use crate::rights::TypeSet;
 use crate::rules::RuleTable;
 
 /// What a filter needs of an entry's attribute names to possibly be TRUE.
@@ -29,7 +30,7 @@ pub enum Prefilter {
 
 impl Prefilter {
     /// Built once per scan. `hidden`: canonical names the requester may not search.
-    pub fn new(rules: &RuleTable, filter: &Filter, hidden: &[String]) -> Self {
+    pub fn new(rules: &RuleTable, filter: &Filter, hidden: &TypeSet) -> Self {
         let assertion = |desc: &[u8]| -> Prefilter {
             let Some(attr) = std::str::from_utf8(desc).ok().and_then(|d| rules.get(d)) else {
                 return Prefilter::Never; // unknown type: Undefined, or FALSE for presence
@@ -161,7 +162,7 @@ mod tests {
             ("(&(objectClass=person)(!(sn=x)))", true),
             ("(cn:caseExactMatch:=Babs)", true),
         ];
-        let hidden = vec!["userpassword".to_string()];
+        let hidden = TypeSet::of(vec!["userpassword".to_string()]);
         for (text, may) in filters {
             let filter = parse_filter(text).unwrap();
             let pre = Prefilter::new(&rules, &filter, &hidden);

@@ -29,11 +29,11 @@ use crate::id::EntryId;
 use crate::keys;
 use crate::prefilter::{base_name_in, referenced_names, Prefilter};
 use crate::record::EntryRecord;
+use crate::rights::TypeSet;
 use crate::rules::RuleTable;
 use crate::search::Scope;
 use crate::search::{
-    encode_entry, entry_matches, filter_needs, in_scope, Query, SearchChunk, SearchTask, CHUNK_BYTES_MAX,
-    CHUNK_ENTRIES_MAX,
+    encode_entry, filter_needs, judge, Query, SearchChunk, SearchTask, CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
 };
 use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
@@ -191,8 +191,13 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
         },
         scope: task.scope,
         needs: filter_needs(rules, &task.filter),
-        prefilter: Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
-        selected: referenced_names(rules, &task.filter),
+        // With per-entry rights a type unsearchable on most entries may be searchable on
+        // some (the requester's own): the prefilter may then only go by the filter.
+        prefilter: match task.attrs.per_entry {
+            None => Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
+            Some(_) => Prefilter::new(rules, &task.filter, &TypeSet::none()),
+        },
+        selected: selected_names(rules, &task.filter, &task.attrs),
     };
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
@@ -249,6 +254,22 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
         let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
     }
     Ok(())
+}
+
+/// The attribute names decoded before a candidate is judged: those the filter reads and
+/// those the access rules' own filters read. None: decode whole entries.
+fn selected_names(
+    rules: &RuleTable,
+    filter: &ferrodir_proto::filter::Filter,
+    attrs: &crate::search::AttrSelection,
+) -> Option<Vec<String>> {
+    let mut names = referenced_names(rules, filter)?;
+    if let Some(per_entry) = &attrs.per_entry {
+        names.extend(per_entry.filter_names()?.iter().cloned());
+        names.sort();
+        names.dedup();
+    }
+    Some(names)
 }
 
 /// What a scan asks of each candidate.
@@ -339,14 +360,10 @@ impl Judge<'_> {
             None => EntryRecord::decode(bytes)?,
         };
         let (rules, query) = (self.rules, &self.query);
-        if !in_scope(query.tree, self.scope, id, &record)
-            || !entry_matches(rules, query, self.needs, id, &record)
-        {
-            return Ok(None);
-        }
+        let Some(seen) = judge(rules, query, self.scope, self.needs, id, &record) else { return Ok(None) };
         // A match is sent whole.
         let record = if self.selected.is_some() { EntryRecord::decode(bytes)? } else { record };
-        Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)))))
+        Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)), seen.hidden())))
     }
 }
 

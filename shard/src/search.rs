@@ -25,6 +25,7 @@ use crate::error::ShardResult;
 use crate::eval;
 use crate::id::EntryId;
 use crate::record::EntryRecord;
+use crate::rights::{EntryRights, EntryRules, TypeSet};
 use crate::rules::RuleTable;
 use crate::segments::{self, Cached};
 use crate::skeleton::Skeleton;
@@ -59,10 +60,15 @@ pub struct AttrSelection {
     /// Types asked for with options (`cn;lang-en`): only values carrying those options.
     pub with_options: Vec<(Vec<String>, Vec<String>)>,
     pub types_only: bool,
-    /// Canonical names this requester may not read.
-    pub hidden: Vec<String>,
-    /// Canonical names this requester may not search: assertions on them are Undefined.
-    pub unsearchable: Vec<String>,
+    /// Types this requester may not read, on every entry (when `per_entry` is None).
+    pub hidden: TypeSet,
+    /// Types this requester may not search: assertions on them are Undefined. With
+    /// `per_entry`, the types unsearchable on an entry no scoped rule names: what the
+    /// planner and the prefilter go by (index candidates stay a superset either way).
+    pub unsearchable: TypeSet,
+    /// Set when the access rules depend on the entry: asked for each entry's own rights,
+    /// which replace `hidden` and `unsearchable` there.
+    pub per_entry: Option<Arc<dyn EntryRules>>,
 }
 
 impl AttrSelection {
@@ -121,8 +127,7 @@ impl AttrSelection {
     }
 
     fn wants_user(&self, canonical: &str, description: &str) -> bool {
-        (self.all_user || self.names.contains(canonical) || self.wants_with_options(canonical, description))
-            && !self.hidden.iter().any(|h| h == canonical)
+        self.all_user || self.names.contains(canonical) || self.wants_with_options(canonical, description)
     }
 
     fn wants_with_options(&self, canonical: &str, description: &str) -> bool {
@@ -197,6 +202,53 @@ pub(crate) fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
     (needs_computed, needs_dn)
 }
 
+/// What the requester may see of one entry: the search's rights, or the entry's own.
+pub(crate) enum Seen<'a> {
+    Everywhere(&'a AttrSelection),
+    Own(Arc<EntryRights>),
+}
+
+impl Seen<'_> {
+    pub(crate) fn hidden(&self) -> &TypeSet {
+        match self {
+            Seen::Everywhere(sel) => &sel.hidden,
+            Seen::Own(rights) => &rights.hidden,
+        }
+    }
+
+    pub(crate) fn unsearchable(&self) -> &TypeSet {
+        match self {
+            Seen::Everywhere(sel) => &sel.unsearchable,
+            Seen::Own(rights) => &rights.unsearchable,
+        }
+    }
+}
+
+/// The requester's rights on one entry; None when it may not read the entry, which a
+/// search then leaves out without a word (slapd's `read` on `entry`).
+pub(crate) fn seen<'a>(query: &Query<'a>, id: EntryId, record: &EntryRecord) -> Option<Seen<'a>> {
+    match &query.attrs.per_entry {
+        None => Some(Seen::Everywhere(query.attrs)),
+        Some(per_entry) => per_entry.rights(query.tree, id, record).map(Seen::Own),
+    }
+}
+
+/// Whether the entry is in scope, readable and matches: its rights if so.
+pub(crate) fn judge<'a>(
+    rules: &RuleTable,
+    query: &Query<'a>,
+    scope: Scope,
+    needs: (bool, bool),
+    id: EntryId,
+    record: &EntryRecord,
+) -> Option<Seen<'a>> {
+    if !in_scope(query.tree, scope, id, record) {
+        return None;
+    }
+    let seen = seen(query, id, record)?;
+    entry_matches(rules, query, needs, id, record, seen.unsearchable()).then_some(seen)
+}
+
 /// Evaluates the filter on one entry, putting together only what the filter needs.
 pub(crate) fn entry_matches(
     rules: &RuleTable,
@@ -204,9 +256,9 @@ pub(crate) fn entry_matches(
     needs: (bool, bool),
     id: EntryId,
     record: &EntryRecord,
+    hidden: &TypeSet,
 ) -> bool {
     let (needs_computed, needs_dn) = needs;
-    let hidden = &query.attrs.unsearchable;
     if !needs_computed && !needs_dn {
         return eval::matches_visible(rules, query.filter, &record.entry, None, hidden);
     }
@@ -228,18 +280,16 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     let snapshot = core.snapshot();
     let Some(cached) = core.cached(snapshot.as_ref(), id)? else { return Ok(None) };
     let rules = &core.info.rules;
-    if !entry_matches(rules, query, filter_needs(rules, query.filter), id, &cached.record) {
-        return Ok(None);
-    }
-    Ok(Some(encode_entry(rules, query, id, &cached)))
+    let needs = filter_needs(rules, query.filter);
+    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else { return Ok(None) };
+    Ok(Some(encode_entry(rules, query, id, &cached, seen.hidden())))
 }
 
 /// Base-scope search of an entry read elsewhere (from another shard's actor, by message).
 pub fn base_record(rules: &RuleTable, query: &Query, id: EntryId, record: Arc<EntryRecord>) -> Option<Bytes> {
-    if !entry_matches(rules, query, filter_needs(rules, query.filter), id, &record) {
-        return None;
-    }
-    Some(encode_entry(rules, query, id, &Cached::new(record)))
+    let needs = filter_needs(rules, query.filter);
+    let hidden = judge(rules, query, Scope::Base(id), needs, id, &record)?.hidden().clone();
+    Some(encode_entry(rules, query, id, &Cached::new(record), &hidden))
 }
 
 /// A one-level, subtree or children search of this shard answered right here, when its
@@ -262,9 +312,8 @@ pub fn inline_search(
     let mut out = Vec::new();
     for id in ids {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
-        let record = &cached.record;
-        if in_scope(query.tree, scope, id, record) && entry_matches(rules, query, needs, id, record) {
-            out.push(encode_entry(rules, query, id, &cached));
+        if let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) {
+            out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
     Ok(Some(out))
@@ -301,13 +350,23 @@ fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'sta
     ]
 }
 
-/// One SearchResultEntry PDU for `record`, with the requested attributes.
-pub(crate) fn encode_entry(rules: &RuleTable, query: &Query, id: EntryId, cached: &Cached) -> Bytes {
+/// One SearchResultEntry PDU for `record`, with the requested attributes the requester may
+/// read (`hidden`: those it may not).
+pub(crate) fn encode_entry(
+    rules: &RuleTable,
+    query: &Query,
+    id: EntryId,
+    cached: &Cached,
+    hidden: &TypeSet,
+) -> Bytes {
     let sel = query.attrs;
     let record = &cached.record;
     let dn = entry_dn(query.tree, id, record);
     let mut attributes = Vec::with_capacity(256);
     for segment in cached.segments(rules) {
+        if hidden.contains(&segment.canonical) {
+            continue;
+        }
         let wanted = if segment.operational {
             sel.wants_operational(&segment.canonical)
                 || sel.wants_with_options(&segment.canonical, &segment.description)
@@ -323,7 +382,8 @@ pub(crate) fn encode_entry(rules: &RuleTable, query: &Query, id: EntryId, cached
         }
     }
     for (name, value) in computed_attributes(query.tree, id, &dn) {
-        if sel.wants_operational(&name.to_ascii_lowercase()) {
+        let canonical = name.to_ascii_lowercase();
+        if sel.wants_operational(&canonical) && !hidden.contains(&canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }

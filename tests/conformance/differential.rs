@@ -65,7 +65,7 @@ impl Sessions<'_> {
 /// remaining operations fail without being sent, so the test ends in minutes, not hours.
 const RUN_BUDGET: Duration = Duration::from_secs(120);
 
-fn run_all(server: &Server, ops: &[Op]) -> Vec<Reply> {
+pub fn run_all(server: &Server, ops: &[Op]) -> Vec<Reply> {
     let mut sessions = Sessions { server, clients: HashMap::new() };
     let deadline = Instant::now() + RUN_BUDGET;
     ops.iter()
@@ -153,7 +153,7 @@ fn report(ops: &[Op], slapd: &[Reply], ferrodir: &[Reply], notes: &[String]) -> 
 }
 
 /// Every operation with both answers, agreeing or not: for reading the catalogue.
-fn transcript(ops: &[Op], slapd: &[Reply], ferrodir: &[Reply]) -> String {
+pub fn transcript(ops: &[Op], slapd: &[Reply], ferrodir: &[Reply]) -> String {
     let mut text = String::new();
     for (op, (s, f)) in ops.iter().zip(slapd.iter().zip(ferrodir)) {
         let (a, b) = (compare::answer(s), compare::answer(f));

@@ -7,8 +7,10 @@
 //! - `ber`, `filter`, `client`: our own small LDAP client, so that every byte sent is ours.
 //! - `catalogue`, `ops_read`, `ops_write`: the operations, numbered per group.
 //! - `compare`, `allow`, `differential`: normalising answers, the allowlist, the report.
+//! - `acl`: access rules written both ways, compared over a few hundred operations.
 //! - `ldif`, `scripts`: OpenLDAP's test003/004/005/026 replayed against their .out files.
 
+mod acl;
 mod allow;
 mod ber;
 mod catalogue;

@@ -72,7 +72,9 @@ fn slapd_programs() -> (PathBuf, PathBuf) {
     }
 }
 
-fn slapd_config(dir: &Path) -> String {
+/// slapd.conf; `access` lines go into the database section (so that, as in slapd, they
+/// don't reach the root DSE and cn=Subschema, which stay readable by all).
+fn slapd_config(dir: &Path, access: &[String]) -> String {
     let mut conf = String::new();
     for schema in SCHEMAS {
         conf.push_str(&format!("include /etc/ldap/schema/{schema}.schema\n"));
@@ -83,23 +85,32 @@ fn slapd_config(dir: &Path) -> String {
     if Path::new("/usr/lib/ldap/back_mdb.la").exists() {
         conf.push_str("modulepath /usr/lib/ldap\nmoduleload back_mdb\n");
     }
-    // No `access` lines: slapd's default policy, "access to * by * read" (slapd.access(5)),
-    // which is what ferrodir's `access = "open-read"` reproduces.
+    // Without `access` lines: slapd's default policy, "access to * by * read"
+    // (slapd.access(5)), which is what ferrodir's `access = "open-read"` reproduces.
     conf.push_str(&format!(
         "database mdb\nmaxsize 67108864\nsuffix \"{SUFFIX}\"\nrootdn \"{MANAGER_DN}\"\nrootpw {MANAGER_PW}\n\
          directory {}/db\nindex objectClass eq\nindex cn,sn,uid,mail eq,sub\n",
         dir.display()
     ));
+    for line in access {
+        conf.push_str(line);
+        conf.push('\n');
+    }
     conf
 }
 
 /// Starts slapd, loaded with `ldif` by slapadd when given (else with an empty database).
 pub fn start_slapd(ldif: Option<&Path>) -> Server {
+    start_slapd_with(ldif, &[])
+}
+
+/// Starts slapd with `access` lines (`access to ... by ...`) in its database section.
+pub fn start_slapd_with(ldif: Option<&Path>, access: &[String]) -> Server {
     let (slapd, slapadd) = slapd_programs();
     let dir = tempfile::tempdir().expect("temporary directory");
     let conf = dir.path().join("slapd.conf");
     std::fs::create_dir(dir.path().join("db")).expect("mkdir db");
-    std::fs::write(&conf, slapd_config(dir.path())).expect("write slapd.conf");
+    std::fs::write(&conf, slapd_config(dir.path(), access)).expect("write slapd.conf");
     if let Some(ldif) = ldif {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");
@@ -153,7 +164,9 @@ fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
     false
 }
 
-fn ferrodir_config(with_schema_key: bool) -> String {
+/// ferrodir's config; `extra` (top-level keys and tables such as `[[access_rules]]`) goes
+/// before `[log]`.
+fn ferrodir_config(with_schema_key: bool, extra: &str) -> String {
     let mut config = format!(
         "suffixes = [\"{SUFFIX}\"]\nroot_dn = \"{MANAGER_DN}\"\nroot_password = \"{MANAGER_PW}\"\n\
          access = \"open-read\"\nexample_data = false\nshards = 4\n"
@@ -161,18 +174,24 @@ fn ferrodir_config(with_schema_key: bool) -> String {
     if with_schema_key {
         config.push_str(&format!("schema_files = [\"{}\"]\n", openldap_data("test.schema").display()));
     }
-    config.push_str("[log]\nlevel = \"warn\"\n");
+    config.push_str(extra);
+    config.push_str("\n[log]\nlevel = \"warn\"\n");
     config
 }
 
 /// Starts ferrodir, loaded with `ferrodir import` from `ldif` when given.
 pub fn start_ferrodir(ldif: Option<&Path>) -> Server {
+    start_ferrodir_with(ldif, "")
+}
+
+/// Starts ferrodir with `extra` configuration (see [`ferrodir_config`]).
+pub fn start_ferrodir_with(ldif: Option<&Path>, extra: &str) -> Server {
     let binary = env!("CARGO_BIN_EXE_ferrodir");
     let dir = tempfile::tempdir().expect("temporary directory");
     let config = dir.path().join("ferrodir.toml");
     let data = dir.path().join("data");
     let mut notes = Vec::new();
-    std::fs::write(&config, ferrodir_config(true)).expect("write config");
+    std::fs::write(&config, ferrodir_config(true, extra)).expect("write config");
     // `schema_files` is being added to the server; until it is, an older binary refuses the
     // key and the run goes on without test.schema (and says so in the report).
     let check =
@@ -180,7 +199,7 @@ pub fn start_ferrodir(ldif: Option<&Path>) -> Server {
     let stderr = check.map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
     if stderr.contains("unknown field `schema_files`") {
         notes.push("ferrodir rejects the config key `schema_files`: ran without test.schema".into());
-        std::fs::write(&config, ferrodir_config(false)).expect("write config");
+        std::fs::write(&config, ferrodir_config(false, extra)).expect("write config");
     }
     let _ = std::fs::remove_dir_all(&data);
     if let Some(ldif) = ldif {

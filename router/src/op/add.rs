@@ -11,7 +11,8 @@ use ferrodir_shard::batch::WriteOp;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::{EntryId, ShardError};
 
-use crate::access::{check_not_anonymous, check_write};
+use crate::access::{self, check_not_anonymous, Subject};
+use crate::acl::rule::Attr;
 use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
@@ -31,15 +32,25 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     }
     check_writable(&ctx.worker.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
+    let subject = access::subject(ctx).await;
     // Name resolution comes before access, as slapd answers: noSuchObject beats refusal.
-    let (parent, rdn_norm, rdn) = locate_parent_of(&ctx.worker, &dn).await?;
-    check_write(&ctx.identity)?;
+    let (parent, rdn_norm, rdn) = match locate_parent_of(&ctx.worker, &dn).await {
+        Ok(found) => found,
+        Err(e) => return Err(access::undisclosed(ctx, &subject, e).await),
+    };
     let mut entry = build_entry(&request, &ctx.worker.config)?;
     if let Some(named_by) = dn.rdns.first() {
         add_rdn_values(&ctx.worker.config, &mut entry, named_by)?;
     }
     crate::op::stored_password::hash_entry(&ctx.worker.config, &mut entry).await?;
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
+    if let Err(refusal) = check_access(ctx, &subject, &dn, parent_id, &entry).await {
+        // slapd looks for the entry before it asks the rules: entryAlreadyExists first.
+        if crate::resolve::locate(&ctx.worker, &dn).await.is_ok() {
+            return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, ""));
+        }
+        return Err(refusal);
+    }
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.tree().contains(p.id));
@@ -61,6 +72,30 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         }
     }
     Err(LdapError::new(ResultCode::BUSY, "parent entry is busy"))
+}
+
+/// slapd's checks for an add: `write` on the parent's `children`, on the new entry's
+/// `entry`, and on each attribute it is given. The suffix entry's parent is the root DSE.
+async fn check_access(
+    ctx: &OpContext,
+    subject: &Subject,
+    dn: &ferrodir_proto::Dn,
+    parent_id: EntryId,
+    entry: &Entry,
+) -> LdapResultOf<()> {
+    if subject.is_root() {
+        return Ok(());
+    }
+    let config = &ctx.worker.config;
+    let parent_dn = dn.parent().unwrap_or_default();
+    let parent_entry = access::entry_for_rules(ctx, subject, parent_id).await?;
+    let message = "no write access to parent";
+    access::check_write(config, subject, &parent_dn, parent_entry.as_ref(), Attr::Children, message)?;
+    access::check_write(config, subject, dn, Some(entry), Attr::Entry, "no write access to entry")?;
+    for attribute in &entry.attrs {
+        access::may_write_attr(config, subject, dn, Some(entry), &attribute.name)?;
+    }
+    Ok(())
 }
 
 /// The entry as sent, value order kept; rejects empty and duplicate values and attributes

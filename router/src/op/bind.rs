@@ -78,7 +78,10 @@ pub async fn verify_password(
     }
 }
 
-/// The userPassword values of the entry named `dn`; none when there is no such entry.
+/// The userPassword values of the entry named `dn`; none when there is no such entry, or
+/// when the access rules give no `auth` on them (slapd asks for it, as the still anonymous
+/// connection): the bind then checks the dummy hash and fails like a wrong password, so
+/// the rules can't be probed, by the answer or by its timing.
 async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> Result<Vec<Vec<u8>>, LdapError> {
     let Ok(located) = locate(&ctx.worker, dn).await else {
         return Ok(Vec::new());
@@ -86,5 +89,8 @@ async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> Result<Ve
     let Some(record) = ctx.worker.fetch(located.id).await? else {
         return Ok(Vec::new());
     };
+    if !crate::access::may_authenticate(&ctx.worker.config, &ctx.transport, dn, &record.entry) {
+        return Ok(Vec::new());
+    }
     Ok(record.entry.get("userPassword").map(|attr| attr.values.clone()).unwrap_or_default())
 }

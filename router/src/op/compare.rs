@@ -8,10 +8,9 @@ use ferrodir_proto::schema::matching;
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::eval::{has_class, has_options};
 
-use crate::access::may_read;
+use crate::access::{self, Subject};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{parse_dn, rootdse, text};
-use crate::resolve::locate;
 use crate::session::OpContext;
 
 pub async fn compare(ctx: &OpContext, request: CompareRequest) -> LdapResult {
@@ -28,12 +27,16 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         return Err(LdapError::protocol("empty attribute description"));
     }
     let config = &ctx.worker.config;
-    let entry = target_entry(ctx, &dn).await?;
+    let subject = access::subject(ctx).await;
+    let (entry, special) = target_entry(ctx, &subject, &dn).await?;
     let rules = config.rules.get(desc).ok_or_else(|| {
         LdapError::new(ResultCode::UNDEFINED_ATTRIBUTE_TYPE, format!("{desc}: attribute type undefined"))
     })?;
-    if !may_read(config, &ctx.identity, &rules.canonical) {
-        return Err(LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, ""));
+    // The root DSE and cn=Subschema are open to everyone; entries go by the rules.
+    if !special {
+        if let Some(refusal) = access::compare_refusal(config, &subject, &dn, &entry, &rules.canonical) {
+            return Err(refusal);
+        }
     }
     if rules.canonical == "objectclass" {
         if config.rules.class_lineage(&request.ava.assertion_value).is_none() {
@@ -72,16 +75,21 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     }
 }
 
-/// The entry a Compare looks at, with the attributes computed at read time: the root DSE
-/// and cn=Subschema come from the router, every other entry from its shard.
-async fn target_entry(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> LdapResultOf<Entry> {
+/// The entry a Compare looks at, with the attributes computed at read time, and whether it
+/// is the root DSE or cn=Subschema (which come from the router; every other entry from
+/// its shard).
+async fn target_entry(
+    ctx: &OpContext,
+    subject: &Subject,
+    dn: &ferrodir_proto::Dn,
+) -> LdapResultOf<(Entry, bool)> {
     let config = &ctx.worker.config;
     let (user, operational) = if dn.is_root() {
         rootdse::root_dse(config)
     } else if dn.normalized() == "cn=subschema" {
         rootdse::subschema(&config.schema)
     } else {
-        let target = locate(&ctx.worker, dn).await?;
+        let target = access::locate(ctx, subject, dn).await?;
         let record = ctx.worker.fetch(target.id).await?.ok_or_else(|| LdapError::no_such_object(""))?;
         let tree = ctx.worker.tree();
         let shown = match tree.get(target.id) {
@@ -97,9 +105,9 @@ async fn target_entry(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> LdapResultOf<
         ] {
             entry.attrs.push(Attribute::new(name, vec![value.as_bytes().to_vec()]));
         }
-        return Ok(entry);
+        return Ok((entry, false));
     };
     let mut entry = user;
     entry.attrs.extend(operational.attrs);
-    Ok(entry)
+    Ok((entry, true))
 }

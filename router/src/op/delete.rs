@@ -5,19 +5,29 @@ use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::EntryId;
 
-use crate::access::{check_not_anonymous, check_write};
+use crate::access::{self, check_not_anonymous};
+use crate::acl::rule::Attr;
 use crate::coordinator::{DeleteEntry, MaybeDemote};
 use crate::error::LdapResultOf;
 use crate::op::{check_writable, parse_dn};
-use crate::resolve::locate;
 use crate::session::OpContext;
 
 pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
     let dn = parse_dn(dn_bytes)?;
     check_writable(&ctx.worker.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
-    let target = locate(&ctx.worker, &dn).await?;
-    check_write(&ctx.identity)?;
+    let subject = access::subject(ctx).await;
+    let target = access::locate(ctx, &subject, &dn).await?;
+    if !subject.is_root() {
+        // slapd: `write` on the parent's `children`, then on the entry's `entry`.
+        let config = &ctx.worker.config;
+        let parent = access::entry_for_rules(ctx, &subject, target.parent).await?;
+        let parent_dn = dn.parent().unwrap_or_default();
+        let message = "no write access to parent";
+        access::check_write(config, &subject, &parent_dn, parent.as_ref(), Attr::Children, message)?;
+        let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
+        access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, "no write access to entry")?;
+    }
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
     if target.container || name_shard != target.id.shard() {
         return ctx.worker.coordinator.send(DeleteEntry(target)).await?;

@@ -6,7 +6,8 @@ use ferrodir_proto::message::ModifyDnRequest;
 use ferrodir_proto::{Rdn, ResultCode};
 use ferrodir_shard::EntryId;
 
-use crate::access::{check_not_anonymous, check_write};
+use crate::access::{self, check_not_anonymous, Subject};
+use crate::acl::rule::Attr;
 use crate::coordinator::MoveEntry;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{check_writable, parse_dn, text};
@@ -23,8 +24,16 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     if let Some(ava) = new_rdn.avas.iter().find(|a| config.rules.get(&a.attr).is_none()) {
         return Err(LdapError::invalid_dn(format!("{}: attribute type undefined", ava.attr)));
     }
-    let target = locate(&ctx.worker, &dn).await?;
-    check_write(&ctx.identity)?;
+    let subject = access::subject(ctx).await;
+    // slapd asks about the old parent's `children` before it looks for the entry: a user
+    // without that right gets insufficientAccessRights even for a missing entry.
+    check_old_parent(ctx, &subject, &dn).await?;
+    let target = access::locate(ctx, &subject, &dn).await?;
+    let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
+    if !subject.is_root() {
+        let message = "no write access to old entry";
+        access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, message)?;
+    }
     if target.parent == EntryId::ROOT {
         // The suffix entry names a whole naming context (slapd: affectsMultipleDSAs).
         return Err(LdapError::new(ResultCode::AFFECTS_MULTIPLE_DSAS, "cannot rename a naming context"));
@@ -44,6 +53,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
                 e.matched_dn.clear();
                 e
             })?;
+            check_new_parent(ctx, &subject, superior, parent.id).await?;
             if parent.id == target.id {
                 return Err(LdapError::new(
                     ResultCode::UNWILLING_TO_PERFORM,
@@ -66,7 +76,14 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     } else {
         Vec::new()
     };
-    let add_values = new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+    let add_values: Vec<(String, Vec<u8>)> =
+        new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+    if !subject.is_root() {
+        // The naming values it adds and removes are changes to the entry's attributes.
+        for (attr, _) in add_values.iter().chain(&drop_values) {
+            access::may_write_attr(config, &subject, &dn, entry.as_ref(), attr)?;
+        }
+    }
     let request = MoveEntry {
         target,
         new_parent,
@@ -77,6 +94,42 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         author: ctx.identity.author(),
     };
     ctx.worker.coordinator.send(request).await?
+}
+
+/// `write` on the old parent's `children`, when the parent exists (a missing one is left
+/// to the entry's own lookup to answer).
+async fn check_old_parent(ctx: &OpContext, subject: &Subject, dn: &ferrodir_proto::Dn) -> LdapResultOf<()> {
+    if subject.is_root() {
+        return Ok(());
+    }
+    let parent_dn = dn.parent().unwrap_or_default();
+    let parent_id = if ctx.worker.config.suffix_of(&parent_dn).is_some() {
+        match crate::resolve::locate(&ctx.worker, &parent_dn).await {
+            Ok(parent) => parent.id,
+            Err(_) => return Ok(()),
+        }
+    } else {
+        EntryId::ROOT // the suffix entry's parent: the root DSE
+    };
+    let parent = access::entry_for_rules(ctx, subject, parent_id).await?;
+    let message = "no write access to old parent's children";
+    access::check_write(&ctx.worker.config, subject, &parent_dn, parent.as_ref(), Attr::Children, message)
+}
+
+/// `write` on the new parent's `children` (slapd: "no write access to new superior's
+/// children").
+async fn check_new_parent(
+    ctx: &OpContext,
+    subject: &Subject,
+    superior: &ferrodir_proto::Dn,
+    id: EntryId,
+) -> LdapResultOf<()> {
+    if subject.is_root() {
+        return Ok(());
+    }
+    let entry = access::entry_for_rules(ctx, subject, id).await?;
+    let message = "no write access to new superior's children";
+    access::check_write(&ctx.worker.config, subject, superior, entry.as_ref(), Attr::Children, message)
 }
 
 fn same_ava(a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {

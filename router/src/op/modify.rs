@@ -5,12 +5,11 @@ use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::message::{ModifyOperation, ModifyRequest};
 use ferrodir_shard::batch::WriteOp;
 
-use crate::access::{check_not_anonymous, check_write};
+use crate::access::{self, check_not_anonymous};
 use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::add::canonical_values;
 use crate::op::{check_writable, parse_dn, text};
-use crate::resolve::locate;
 use crate::session::OpContext;
 use ferrodir_proto::schema::matching::Rule;
 use ferrodir_proto::ResultCode;
@@ -37,8 +36,15 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         let values = canonical_values(&ctx.worker.config, name, values)?;
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
-    let target = locate(&ctx.worker, &dn).await?;
-    check_write(&ctx.identity)?;
+    let subject = access::subject(ctx).await;
+    let target = access::locate(ctx, &subject, &dn).await?;
+    if !subject.is_root() {
+        // slapd's acl_check_modlist: `write` on every attribute a change touches.
+        let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
+        for change in &changes {
+            access::may_write_attr(&ctx.worker.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
+        }
+    }
     crate::op::stored_password::hash_changes(&ctx.worker.config, &mut changes).await?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })

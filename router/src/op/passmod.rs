@@ -8,7 +8,8 @@
 //!   `root_password` in the config): unwillingToPerform (53);
 //! - oldPasswd, when given, must match a stored value, else unwillingToPerform (53),
 //!   "unwilling to verify old password" (slapd's passwd.c);
-//! - who may change whose password: [`may_change_password`];
+//! - who may change whose password: the access rules, `write` on the target's userPassword
+//!   (`access::may_write_attr`; the default rules let users change their own);
 //! - no newPasswd: the server generates one and returns it in genPasswd.
 //!
 //! The new value is hashed with `password_scheme` (when `password_hash_on_write` is on) and
@@ -23,10 +24,9 @@ use ferrodir_proto::message::{
 use ferrodir_proto::{Dn, ResultCode};
 use ferrodir_shard::batch::WriteOp;
 
-use crate::access::{may_change_password, Identity};
+use crate::access::{self, Identity};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{check_writable, parse_dn};
-use crate::resolve::locate;
 use crate::session::OpContext;
 
 pub const PASSWORD_MODIFY_OID: &str = "1.3.6.1.4.1.4203.1.11.1";
@@ -77,8 +77,10 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
         return Err(LdapError::unwilling("the rootDN's password is root_password in the configuration"));
     }
     check_writable(config, &target)?;
-    let located = locate(&ctx.worker, &target).await?;
-    may_change_password(&ctx.identity, &target)?;
+    let subject = access::subject(ctx).await;
+    let located = access::locate(ctx, &subject, &target).await?;
+    let entry = access::entry_for_rules(ctx, &subject, located.id).await?;
+    access::may_write_attr(config, &subject, &target, entry.as_ref(), "userPassword")?;
     if let Some(old) = &request.old_passwd {
         let stored = match ctx.worker.fetch(located.id).await? {
             Some(record) => record.entry.get("userPassword").map(|a| a.values.clone()).unwrap_or_default(),

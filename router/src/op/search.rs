@@ -23,7 +23,8 @@ use ferrodir_shard::search::{
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
-use crate::access::{self, hidden_attributes, unsearchable_attributes, Identity};
+use crate::access::{self, Identity};
+use crate::acl::view::{Region, RegionKind};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
 use crate::op::{parse_dn, rootdse};
@@ -53,17 +54,35 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let base = parse_dn(&request.base_object)?;
     let mut attrs =
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
-    attrs.hidden = hidden_attributes(config, &ctx.identity);
-    attrs.unsearchable = unsearchable_attributes(config, &ctx.identity);
     if base.is_root() || base.normalized() == "cn=subschema" {
+        // Readable by everyone: the rules are for the naming contexts.
         return serve_special(ctx, &request, &base, &attrs).await;
     }
-    let mut target = locate(&ctx.worker, &base).await?;
-    if let Some(refusal) = access::base_refusal(access::entry_access(config, &ctx.identity, &base)) {
+    let subject = access::subject(ctx).await;
+    let mut target = access::locate(ctx, &subject, &base).await?;
+    let base_entry = access::entry_for_rules(ctx, &subject, target.id).await?;
+    let base_norm = access::norm_dn(config, &base);
+    let base_access = access::entry_access(config, &subject, &base_norm, base_entry.as_ref());
+    if let Some(refusal) = access::base_refusal(base_access) {
         return Err(refusal);
     }
+    let mut region_known = true;
     if matches!(request.deref_aliases, DerefAliases::DerefFindingBaseObj | DerefAliases::DerefAlways) {
+        let found = target.id;
         target = deref_base(ctx, target).await?;
+        region_known = target.id == found;
+    }
+    let kind = match request.scope {
+        SearchScope::BaseObject => RegionKind::Base,
+        SearchScope::SingleLevel => RegionKind::One,
+        SearchScope::WholeSubtree => RegionKind::Subtree,
+        SearchScope::SubordinateSubtree => RegionKind::Children,
+    };
+    // Without DN scopes or `self` in the rules, the region can't matter.
+    let region = (region_known && config.access_rules.uses_dns()).then_some(Region { base: base_norm, kind });
+    if !access::restrict_search(ctx, &subject, region.as_ref(), target.id, &mut attrs).await {
+        // No entry may be read: the search finds nothing (the base was searchable).
+        return Ok(LdapResult::success());
     }
     let scope = match request.scope {
         SearchScope::BaseObject => Scope::Base(target.id),
@@ -282,7 +301,7 @@ async fn serve_special(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches_visible(&ctx.worker.config.rules, &request.filter, &visible, None, &attrs.unsearchable) {
+    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }
