@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn password_assertions_are_masked() {
         let filter = ferrodir_proto::filter::parse_filter(
-            "(&(uid=alice)(userPassword=secret)(|(userpassword;x=a*b)(:=secret2)))",
+            "(&(uid=alice)(userPassword=secret)(|(userpassword;x=a*b)(:caseExactMatch:=secret2)))",
         )
         .unwrap();
         let logged = masked_filter(&filter);

@@ -2,6 +2,7 @@
 //! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input.
 
 mod acl;
+mod accesslog;
 mod backup;
 mod cli;
 mod concurrency;

@@ -1,0 +1,110 @@
+//! The access log of the real binary: 389-ds's `logconv` (Debian's 389-ds-base) reads the
+//! text format and counts the binds, searches and unindexed searches this test sent; the
+//! JSON format is one object per line; no password appears in either, not from a simple
+//! bind, SASL PLAIN, Password Modify nor a userPassword assertion in a filter; SIGUSR1
+//! reopens the file after it was moved away (log rotation).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::harness::{tool, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
+
+const SECRET: &str = "hunter2-never-logged";
+
+fn start(dir: &Path, format: &str) -> Server {
+    let config = TEST_CONFIG.replacen(
+        "[log]",
+        &format!("[access_log]\npath = \"{}\"\nformat = \"{format}\"\n[log]", dir.join("access").display()),
+        1,
+    );
+    Server::start_with_config(&config)
+}
+
+/// Waits until the log holds `count` lines matching `pattern` (the writer is asynchronous).
+fn wait_for_lines(path: &Path, pattern: &str, count: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.matches(pattern).count() >= count || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn run_load(server: &Server) {
+    let url = server.url();
+    for _ in 0..3 {
+        let (code, _, err) = tool("ldapwhoami", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PW], None);
+        assert_eq!(code, 0, "{err}");
+    }
+    // Two indexed searches (uid is indexed), two unindexed ones (description is not), one
+    // with a password assertion in its filter.
+    for filter in ["(uid=alice)", "(uid=bob)", "(description=nothing)", &format!("(|(description=x)(userPassword={SECRET}))")] {
+        let (code, _, err) = tool("ldapsearch", &["-x", "-H", &url, "-b", BASE, filter, "cn"], None);
+        assert_eq!(code, 0, "{filter}: {err}");
+    }
+    // A failed bind with the secret as its password, and a Password Modify carrying it.
+    let (code, _, _) = tool("ldapwhoami", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", SECRET], None);
+    assert_eq!(code, 49);
+    let bob = "uid=bob,ou=people,dc=example,dc=com";
+    let (code, _, err) = tool("ldappasswd", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PW, "-s", SECRET, bob], None);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn logconv_reads_the_text_log_and_counts_what_was_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "text");
+    run_load(&server);
+    let path = dir.path().join("access");
+    // 3 + 4 + 1 + 1 connections, each closed.
+    let text = wait_for_lines(&path, " closed - ", 9);
+    assert!(!text.contains(SECRET), "a password reached the access log:\n{text}");
+    assert!(text.contains("userPassword=***"), "{text}");
+    assert!(text.contains(" RESULT err=49 tag=97 "), "{text}");
+    assert!(text.contains(" EXT oid=\"1.3.6.1.4.1.4203.1.11.1\""), "{text}");
+    let output = Command::new("logconv").arg(&path).output().expect("logconv (Debian package 389-ds-base)");
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{report}{}", String::from_utf8_lossy(&output.stderr));
+    let count = |label: &str| -> u64 {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {label:?} in logconv's report:\n{report}"))
+    };
+    // ldapsearch binds anonymously first; ldappasswd binds as the admin.
+    assert_eq!(count("Binds:"), 3 + 4 + 1 + 1, "{report}");
+    assert_eq!(count("Searches:"), 4, "{report}");
+    assert_eq!(count("Unindexed Searches:"), 2, "{report}");
+    assert_eq!(count("Total Connections:"), 9, "{report}");
+}
+
+#[test]
+fn the_json_log_is_one_object_a_line_and_reopens_on_sigusr1() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "json");
+    run_load(&server);
+    let path = dir.path().join("access");
+    let text = wait_for_lines(&path, "\"event\":\"closed\"", 9);
+    assert!(!text.contains(SECRET), "a password reached the access log:\n{text}");
+    let checked = Command::new("/usr/bin/python3")
+        .args(["-c", "import json,sys\nn=0\nfor line in open(sys.argv[1]):\n    o=json.loads(line); assert 'conn' in o and 'event' in o; n+=1\nprint(n)"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "not JSON lines: {}", String::from_utf8_lossy(&checked.stderr));
+    assert!(text.contains("\"event\":\"SRCH\"") && text.contains("\"nentries\":1"), "{text}");
+
+    // Rotation: move the file away, SIGUSR1, and the next lines go to a new file there.
+    std::fs::rename(&path, dir.path().join("access.1")).unwrap();
+    Command::new("kill").args(["-USR1", &server.pid().unwrap().to_string()]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, _, err) = tool("ldapwhoami", &["-x", "-H", &server.url()], None);
+    assert_eq!(code, 0, "{err}");
+    let fresh = wait_for_lines(&path, "\"event\":\"closed\"", 1);
+    assert!(fresh.contains("\"event\":\"BIND\""), "nothing written after the reopen: {fresh:?}");
+}
