@@ -100,7 +100,9 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(&worker, conn, &stream, "SSL connection");
-            match handshake(stream, &shared, Transport { local, ..Transport::default() }).await {
+            // Boxed, here and below: a handshake's state is kilobytes, and inline it would
+            // size every connection's future, plain and idle ones included.
+            match Box::pin(handshake(stream, &shared, Transport { local, ..Transport::default() })).await {
                 Some((tls, transport)) => {
                     log_tls(&worker, conn, &tls);
                     serve(Stream::Tls(Box::new(tls)), transport, Listener::Ldaps, conn, worker, shared).await
@@ -273,7 +275,8 @@ pub async fn serve(
                 };
                 queue = returned;
                 let Some(tcp) = reader.reunite(writer) else { break };
-                let Some((tls, transport)) = handshake(tcp, &shared, (*session.transport()).clone()).await
+                let Some((tls, transport)) =
+                    Box::pin(handshake(tcp, &shared, (*session.transport()).clone())).await
                 else {
                     stats.closed(listener, CloseReason::Tls);
                     log_closed(&log_worker, conn, CloseReason::Tls);
