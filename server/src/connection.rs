@@ -76,11 +76,13 @@ pub async fn accept(incoming: Incoming, worker: Rc<Worker>, shared: Arc<Shared>)
     match incoming {
         Incoming::Plain(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             serve(Stream::Tcp(stream), Transport { local, ..Transport::default() }, worker, shared).await;
         }
         Incoming::Ldaps(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             if let Some((tls, transport)) =
                 handshake(stream, &shared, Transport { local, ..Transport::default() }).await
@@ -93,6 +95,17 @@ pub async fn accept(incoming: Incoming, worker: Rc<Worker>, shared: Arc<Shared>)
             let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
             serve(Stream::Unix(stream), transport, worker, shared).await;
         }
+    }
+}
+
+/// TCP_NODELAY: every write we make is a whole response (or a TLS flight) and should
+/// leave at once. With Nagle's algorithm on, a small write waits while an earlier segment is
+/// unacknowledged, and the client delays its ACK (40 ms on Linux): after a TLS 1.3 handshake
+/// the BindResponse queued behind the NewSessionTicket records, and a bind on a new LDAPS
+/// connection took 44 ms (docs/BENCHMARKS.md, "TLS (issue #10)"). slapd sets it too.
+fn no_delay(stream: &TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
     }
 }
 
