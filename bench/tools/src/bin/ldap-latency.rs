@@ -14,7 +14,8 @@ use ferrodir_bench::tls::{self, TlsClient, Transport};
     name = "ldap-latency",
     about = "Closed-loop LDAP client: one request in flight per connection, latency in an HDR histogram",
     after_help = "Prints one line: {\"ops\":..,\"seconds\":..,\"ops_per_s\":..,\"p50_us\":..,\
-                  \"p99_us\":..,\"p999_us\":..,\"errors\":..}"
+                  \"p99_us\":..,\"p999_us\":..,\"errors\":..,\"client_cpu_s\":..}, and with TLS \
+                  \"tls\":\"TLSv1_3 <cipher suite> <group>\" at the end"
 )]
 struct Cli {
     /// ldap://host:port or ldaps://host:port of the server.
