@@ -10,12 +10,19 @@
 #   bash bench/run.sh --scenarios isolation --sizes 200000 --reps 1
 #                                           # issue #9: unindexed scans against lookups and
 #                                           # modifies, and how fast stopped scans stop
+#   bash bench/run.sh --scenarios tls --sizes 10000 --reps 3
+#                                           # issue #10: lookups over established LDAPS
+#                                           # connections and a bind on a new LDAPS
+#                                           # connection, RSA and ECDSA certificates
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
 # adds top-level keys to ferrodir's config (e.g. search_scans = "worker").
 # FD_ACCESS=open-read runs ferrodir with the one rule `to * by * read` instead of the
 # default rules (Debian's), to measure what the rules cost (BENCHMARKS.md, "Access rules").
+# tls (not in the default list): TLS_KEYS="rsa ecdsa" (certificate key types, one after the
+# other), TLS_MEASURES="lookup bind plain-lookup plain-bind" (add starttls-bind for StartTLS),
+# TLS_DURATION=10 (s per run), TLS_CONNECTIONS=8; section 8.
 #
 # The server under test runs on CPU 0 and ldclt on CPU 1 (taskset); runs are interleaved
 # (ferrodir, slapd, responder, ferrodir, ...) so that drift on a shared machine hits all
@@ -47,7 +54,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 # isolation (issue #9) is not in the default list: it takes 3 phases x 2 servers x
-# ISO_DURATION s per repetition plus a stop run (section 6).
+# ISO_DURATION s per repetition plus a stop run (section 6). Nor is tls (issue #10,
+# section 8): TLS_KEYS x TLS_MEASURES x 2 servers x TLS_DURATION s per repetition.
 ALL_SCENARIOS="base,same,rootdse,uid-eq,sub10,bind,modify,add,delete,mixed"
 if [ $SMOKE = 1 ]; then SIZES=2000; REPS=1; SAMPLES=1; SCENARIOS=smoke
 elif [ $QUICK = 1 ]; then REPS=1; SAMPLES=1; SCENARIOS=${SCENARIOS:-base,uid-eq,modify}
@@ -56,6 +64,7 @@ SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
 CLIENT_THREADS=8
 SERVER_CPU=0; CLIENT_CPU=1
 FD_PORT=${FD_PORT:-13489}; SL_PORT=${SL_PORT:-13490}; NULL_PORT=${NULL_PORT:-13491}
+FD_LDAPS_PORT=${FD_LDAPS_PORT:-13492}; SL_LDAPS_PORT=${SL_LDAPS_PORT:-13493}
 OUT=${OUT_DIR:-bench/out/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw.jsonl; : > "$RAW"
@@ -240,6 +249,7 @@ bench_size() {
   mkdir -p "$d/ldclt"
   log "N=$n: generating data"
   python3 bench/gen-data.py "$n" > "$d/data.ldif"
+  tls_setup "$n"   # before the configs are written: they name the certificate
   local entries; entries=$(grep -c '^dn: ' "$d/data.ldif")
   read -r secs bytes < <(load_ferrodir "$d/ferrodir" "$d/data.ldif" "$n" "$SHARDS")
   record type=load size=$n server=ferrodir entries=$entries seconds=$secs bytes=$bytes shards=$SHARDS
@@ -259,6 +269,7 @@ bench_size() {
   local sc rep server
   for sc in ${SCENARIOS//,/ }; do
     if [ "$sc" = isolation ]; then isolation "$n"; continue; fi
+    if [ "$sc" = tls ]; then tls_scenario "$n"; continue; fi
     scenario_def "$sc" "$n"
     log "N=$n scenario $sc"
     for rep in $(seq "$REPS"); do
@@ -268,8 +279,11 @@ bench_size() {
       done
     done
   done
-  # The latency runs belong to the throughput scenarios; a run of isolation alone skips them.
-  [ "$SCENARIOS" = isolation ] || for server in ferrodir slapd null; do latency "$n" "$server"; done
+  # The latency runs belong to the throughput scenarios; a run of isolation or tls alone
+  # skips them (tls measures plain lookups with the same client itself).
+  case ",$SCENARIOS," in ,isolation,|,tls,|,isolation,tls,|,tls,isolation,) ;;
+    *) for server in ferrodir slapd null; do latency "$n" "$server"; done ;;
+  esac
   for sc in modify add delete; do
     case ",$SCENARIOS," in *",$sc,"*) ;; *) continue ;; esac
     for server in ferrodir slapd; do count_syncs "$n" "$sc" "$server"; done
@@ -398,6 +412,86 @@ iso_stop() {  # N: ferrodir only, restarted with the stop lines logged, then res
   mv "$d/serve.log" "$d/serve-stop.log"
   sed -i 's/^level = .*/level = "warn"/' "$d/ferrodir.toml"
   start_ferrodir "$d" $FD_PORT $SERVER_CPU
+}
+
+# --- 8. TLS (issue #10): the same client (ldap-latency over rustls) against both servers -
+# Per key type in TLS_KEYS (a fresh CA and server certificate from make_tls_pki, the same
+# files for both servers), per repetition, per measure, ferrodir then slapd:
+#   lookup        random base lookups over TLS_CONNECTIONS established LDAPS connections
+#   bind          a new LDAPS connection per operation: TCP connect, full TLS handshake (no
+#                 resumption), simple bind as the rootDN, Unbind, close
+#   starttls-bind the same with StartTLS on the plain port instead of LDAPS
+#   plain-lookup, plain-bind   the same over plain LDAP, for the cost of TLS itself (first
+#                 key type only: they do not depend on the certificate)
+# TLS_DURATION s each, the client on CPU 1 (one tokio thread), the server's CPU time read
+# before and after. Changing the key type restarts both servers and reads everything once.
+TLS_KEYS=${TLS_KEYS:-"rsa ecdsa"}
+TLS_MEASURES=${TLS_MEASURES:-"lookup bind plain-lookup plain-bind"}
+TLS_DURATION=${TLS_DURATION:-10}
+TLS_CONNECTIONS=${TLS_CONNECTIONS:-8}
+TLS_KEY_NOW=""
+
+tls_setup() {  # N: certificates for every key type, the first one installed, if tls is asked
+  local n=$1 d="$OUT/n$1/tls" key
+  case ",$SCENARIOS," in *,tls,*) ;; *) TLS_DIR=""; return ;; esac
+  for key in $TLS_KEYS; do make_tls_pki "$d/$key" "$key"; done
+  TLS_DIR=$d/current; mkdir -p "$TLS_DIR"
+  tls_install "${TLS_KEYS%% *}"
+}
+
+tls_install() {  # KEY: copy that key type's files where both servers' configs point
+  local key=$1 f
+  for f in ca.pem server.pem server.key; do cp "$TLS_DIR/../$key/$f" "$TLS_DIR/$f"; done
+  TLS_KEY_NOW=$key
+}
+
+tls_restart() {  # N: both servers again, on the files installed now
+  local d="$OUT/n$1"
+  stop_pid "$FERRODIR_PID"; stop_pid "$SLAPD_PID"
+  start_ferrodir "$d/ferrodir" $FD_PORT $SERVER_CPU
+  start_slapd "$d/slapd" $SL_PORT $SERVER_CPU
+  warm_read $FD_PORT; warm_read $SL_PORT
+}
+
+tls_scenario() {  # N
+  local n=$1 key rep measure server first=1
+  if [ -z "$TOOLS_DIR" ]; then record type=tls size=$n na="tools not built"; return; fi
+  for key in $TLS_KEYS; do
+    if [ "$key" != "$TLS_KEY_NOW" ]; then tls_install "$key"; tls_restart "$n"; fi
+    log "N=$n scenario tls, $key certificate: $(openssl x509 -in "$TLS_DIR/server.pem" -noout -text | grep -m1 'Public Key Algorithm' | sed 's/.*: //')"
+    for rep in $(seq "$REPS"); do
+      for measure in $TLS_MEASURES; do
+        case $measure in plain-*) [ $first = 1 ] || continue ;; esac
+        for server in ferrodir slapd; do tls_one "$n" "$key" "$measure" "$server" "$rep"; done
+      done
+    done
+    first=0
+  done
+}
+
+tls_one() {  # N KEY MEASURE SERVER REP
+  local n=$1 key=$2 measure=$3 server=$4 rep=$5 url tmpl pid before after args
+  local file="$OUT/n$n/tls/$measure-$key-$server-r$rep.json"
+  pid=$(pid_of "$server")
+  local ldaps_port=$FD_LDAPS_PORT; [ "$server" = slapd ] && ldaps_port=$SL_LDAPS_PORT
+  [ "$n" -le 100000 ] && tmpl='uid=user{:05},ou=people,dc=example,dc=com' || tmpl='uid=user{:07},ou=people,dc=example,dc=com'
+  case $measure in
+    lookup) args=(--url "ldaps://127.0.0.1:$ldaps_port" --mode base) ;;
+    bind) args=(--url "ldaps://127.0.0.1:$ldaps_port" --mode connect-bind) ;;
+    starttls-bind) args=(--url "ldap://127.0.0.1:$(port_of "$server")" --starttls --mode connect-bind) ;;
+    plain-lookup) args=(--url "ldap://127.0.0.1:$(port_of "$server")" --mode base) ;;
+    plain-bind) args=(--url "ldap://127.0.0.1:$(port_of "$server")" --mode connect-bind) ;;
+    *) log "unknown TLS measure $measure"; exit 2 ;;
+  esac
+  case $measure in *bind) args+=(--bind-dn "$ROOT_DN" --password "$ROOT_PW") ;; esac
+  case $measure in plain-*) ;; *) args+=(--ca-file "$TLS_DIR/ca.pem") ;; esac
+  before=$($UTIL cpu "$pid")
+  taskset -c $CLIENT_CPU timeout -k 5 $((TLS_DURATION + 40)) "$TOOLS_DIR/ldap-latency" "${args[@]}"     --base-template "$tmpl" --range "0..$n" --connections "$TLS_CONNECTIONS"     --duration-s "$TLS_DURATION" > "$file" 2>"$file.stderr" &
+  local lpid=$!; track $lpid; wait $lpid || log "  ldap-latency failed: $(tail -1 "$file.stderr")"
+  after=$($UTIL cpu "$pid")
+  local result; result=$($UTIL latency "$file")
+  echo "{\"type\":\"tls\",\"size\":$n,\"key\":\"$key\",\"measure\":\"$measure\",\"server\":\"$server\",\"rep\":$rep,$($UTIL json $(cpu_delta "$before" "$after") | sed 's/^{//; s/}$//'),\"result\":$result}" >> "$RAW"
+  log "  n=$n tls $key $measure $server rep $rep: $(python3 -c 'import json, sys; g = json.loads(sys.argv[1]).get; print(g("ops_per_s"), "ops/s, p50", g("p50_us"), "p99", g("p99_us"), "us, errors", g("errors"), "|", g("tls"))' "$result")"
 }
 
 # --- 7. smoke: both servers at once (it checks answers, not speed) ----------------------

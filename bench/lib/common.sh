@@ -4,6 +4,8 @@
 # Binaries and paths come from variables so that scale.sh can point them into an
 # unpacked .deb tree instead of the system: FERRODIR SLAPD SLAPADD LDCLT LDAPSEARCH
 # SCHEMA_DIR SLAPD_MODULE_DIR TOOLS_DIR (empty when the bench tools are not built).
+# TLS_DIR (empty: no TLS): a folder with server.pem and server.key (see make_tls_pki);
+# then ferrodir listens for LDAPS on FD_LDAPS_PORT and slapd on SL_LDAPS_PORT as well.
 
 : "${FERRODIR:=target/release/ferrodir}"
 : "${SLAPD:=/usr/sbin/slapd}"
@@ -13,6 +15,7 @@
 : "${SCHEMA_DIR:=/etc/ldap/schema}"
 : "${SLAPD_MODULE_DIR:=/usr/lib/ldap}"
 : "${TOOLS_DIR:=}"
+: "${TLS_DIR:=}"
 SUFFIX="dc=example,dc=com"
 ROOT_DN="cn=admin,dc=example,dc=com"
 ROOT_PW="secret"
@@ -42,6 +45,7 @@ log() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 # --- configs ---------------------------------------------------------------------------
 write_ferrodir_config() {  # file entries shards
   cat > "$1" <<TOML
+${TLS_DIR:+listen_ldaps = \"127.0.0.1:$FD_LDAPS_PORT\"}
 suffixes = ["$SUFFIX"]
 shards = $3
 example_data = false
@@ -70,11 +74,26 @@ search_time_max_s = 3600
 [log]
 level = "warn"
 TOML
+  [ -z "$TLS_DIR" ] || cat >> "$1" <<TOML
+# The same certificate and key as slapd's (bench/lib/common.sh make_tls_pki); no client
+# certificates asked; files checked only on SIGHUP.
+[tls]
+cert_file = "$TLS_DIR/server.pem"
+key_file = "$TLS_DIR/server.key"
+client_certs = "never"
+reload_poll_s = 0
+TOML
 }
 
 write_slapd_config() {  # file db_dir pid_file
   # back-mdb has no entry cache (it maps the database); maxsize is the map size, 4 GiB
   # for up to 1M entries. Durability: no dbnosync, so every commit is fdatasync'ed.
+  local tls=""
+  # The same certificate and key as ferrodir's (Debian's slapd is built with GnuTLS).
+  [ -z "$TLS_DIR" ] || tls="TLSCACertificateFile $TLS_DIR/ca.pem
+TLSCertificateFile $TLS_DIR/server.pem
+TLSCertificateKeyFile $TLS_DIR/server.key
+TLSVerifyClient never"
   cat > "$1" <<CONF
 include $SCHEMA_DIR/core.schema
 include $SCHEMA_DIR/cosine.schema
@@ -84,6 +103,7 @@ pidfile $3
 modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
 threads 16
+$tls
 # As ferrodir's search_entries_max and search_time_max_s (slapd's defaults; the rootDN is
 # not limited on either server).
 sizelimit 500
@@ -145,7 +165,9 @@ start_ferrodir() {  # dir port cpus -> sets FERRODIR_PID
 }
 
 start_slapd() {  # dir port cpus -> sets SLAPD_PID (-d 0 keeps it in the foreground)
-  taskset -c "$3" "$SLAPD" -f "$1/slapd.conf" -h "ldap://127.0.0.1:$2/" -d 0 > "$1/serve.log" 2>&1 &
+  local urls="ldap://127.0.0.1:$2/"
+  [ -z "$TLS_DIR" ] || urls+=" ldaps://127.0.0.1:$SL_LDAPS_PORT/"
+  taskset -c "$3" "$SLAPD" -f "$1/slapd.conf" -h "$urls" -d 0 > "$1/serve.log" 2>&1 &
   SLAPD_PID=$!; track $SLAPD_PID
   wait_ldap "$2"
 }
@@ -157,6 +179,37 @@ start_null() {  # dir port cpus threads -> sets NULL_PID; empty when the tools a
     > "$1/null.log" 2>&1 &
   NULL_PID=$!; track $NULL_PID
   wait_ldap "$2"
+}
+
+# --- TLS: a CA and a server certificate for 127.0.0.1 -----------------------------------
+# make_tls_pki DIR rsa|ecdsa: DIR/ca.pem (+ ca.key) and DIR/server.pem (+ server.key, PKCS#8),
+# X.509 v3 with SAN IP:127.0.0.1 and DNS:localhost, serverAuth; RSA 2048 or ECDSA P-256
+# for both the CA and the server. Valid for 30 days; made fresh for every run.
+make_tls_pki() {
+  local dir=$1 key=$2 alg usage
+  case $key in
+    rsa) alg=(-algorithm RSA -pkeyopt rsa_keygen_bits:2048); usage="digitalSignature, keyEncipherment" ;;
+    ecdsa) alg=(-algorithm EC -pkeyopt ec_paramgen_curve:P-256); usage="digitalSignature" ;;
+    *) log "unknown TLS key type $key (rsa or ecdsa)"; return 2 ;;
+  esac
+  mkdir -p "$dir"
+  openssl genpkey "${alg[@]}" -out "$dir/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$dir/ca.key" -sha256 -days 30 -subj "/O=Ferrodir bench/CN=bench CA ($key)" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -addext "subjectKeyIdentifier=hash" -out "$dir/ca.pem"
+  openssl genpkey "${alg[@]}" -out "$dir/server.key" 2>/dev/null
+  openssl req -new -key "$dir/server.key" -subj "/O=Ferrodir bench/CN=127.0.0.1" -out "$dir/server.csr"
+  cat > "$dir/server.ext" <<EXT
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, $usage
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+EXT
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+    -sha256 -days 30 -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
+  openssl verify -CAfile "$dir/ca.pem" "$dir/server.pem" >/dev/null
 }
 
 warm_read() {  # port: one subtree search of everything as the rootDN

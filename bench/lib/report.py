@@ -45,7 +45,7 @@ def collect(records):
     sizes = defaultdict(lambda: {"scenarios": defaultdict(lambda: defaultdict(list)),
                                  "matrix": defaultdict(list), "load": {}, "rss": {},
                                  "fsync": defaultdict(dict), "latency": {}, "checks": [],
-                                 "isolation": [], "isolation_stop": []})
+                                 "isolation": [], "isolation_stop": [], "tls": []})
     meta = {}
     for r in records:
         kind = r.get("type")
@@ -74,6 +74,8 @@ def collect(records):
             size["isolation"].append(r)
         elif kind == "isolation_stop":
             size["isolation_stop"].append(r)
+        elif kind == "tls":
+            size["tls"].append(r)
     return meta, sizes
 
 
@@ -302,6 +304,85 @@ def isolation_table(size, lines):
     return out
 
 
+# --- TLS (issue #10) ----------------------------------------------------------------------
+TLS_TARGETS = {"lookup": 1.5, "bind": 1.0}   # ferrodir/slapd, same run
+TLS_MEASURE_NAMES = {
+    "lookup": "base lookups, established LDAPS connections",
+    "bind": "bind on a new LDAPS connection",
+    "starttls-bind": "bind on a new connection with StartTLS",
+    "plain-lookup": "base lookups, plain LDAP (reference)",
+    "plain-bind": "bind on a new plain connection (reference)",
+}
+
+
+def tls_summary(runs):
+    results = [r.get("result") or {} for r in runs]
+    ops = lambda r: (r.get("result") or {}).get("ops") or 0
+    per_op = lambda r, key: r[key] / ops(r) * 1e6 if ops(r) and r.get(key) is not None else None
+    client = lambda r: ((r.get("result") or {}).get("client_cpu_s") or 0) / ops(r) * 1e6 if ops(r) else None
+    return {"repetitions": len(runs), "ops_per_s": median([x.get("ops_per_s") for x in results]),
+            "p50_us": median([x.get("p50_us") for x in results]),
+            "p99_us": median([x.get("p99_us") for x in results]),
+            "cpu_user_us_per_op": median([per_op(r, "cpu_user_s") for r in runs]),
+            "cpu_sys_us_per_op": median([per_op(r, "cpu_sys_s") for r in runs]),
+            "client_cpu_us_per_op": median([client(r) for r in runs]),
+            "errors": sum(x.get("errors", 0) for x in results) + sum(1 for x in results if not x),
+            "tls": next((x["tls"] for x in results if x.get("tls")), None),
+            "runs": runs}
+
+
+def tls_table(size, lines):
+    runs = size["tls"]
+    if not runs:
+        return {}
+    lines += ["", "TLS (issue #10): `ldap-latency` (rustls, one tokio thread, CPU 1) against both "
+              "servers, same certificate and key, full handshakes (no resumption); medians over "
+              "repetitions. Targets: lookups over TLS ≥ 1.5× slapd, bind on a new TLS connection "
+              "≥ 1.0× slapd.", ""]
+    if any("na" in r for r in runs):
+        lines.append(f"TLS: {NA_TOOLS}")
+        return {"na": NA_TOOLS}
+    by = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        by[(r["key"], r["measure"])][r["server"]].append(r)
+    lines += ["| certificate | measure | ferrodir ops/s | slapd ops/s | ferrodir/slapd "
+              "| ferrodir p50 / p99 µs | slapd p50 / p99 µs | ferrodir CPU µs/op (usr + sys) "
+              "| slapd CPU µs/op (usr + sys) | client CPU µs/op (vs ferrodir / slapd) | target |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out, negotiated = {}, {}
+    order = list(TLS_MEASURE_NAMES)
+    keys = list(dict.fromkeys(r["key"] for r in runs))
+    for key in keys:
+        for measure in sorted({m for k, m in by if k == key}, key=lambda m: order.index(m) if m in order else 99):
+            s = {server: tls_summary(rs) for server, rs in by[(key, measure)].items()}
+            out[f"{key}/{measure}"] = s
+            f, l = s.get("ferrodir"), s.get("slapd")
+            ok = lambda x: x and not x["errors"] and x["ops_per_s"]
+            cell = lambda x: "–" if not x else (f"BROKEN ({x['errors']} errors)" if x["errors"] else fmt(x["ops_per_s"]))
+            lat = lambda x: "–" if not ok(x) else f"{fmt(x['p50_us'])} / {fmt(x['p99_us'])}"
+            cpu = lambda x: "–" if not ok(x) else f"{fmt(x['cpu_user_us_per_op'], 1)} + {fmt(x['cpu_sys_us_per_op'], 1)}"
+            ratio_value = f["ops_per_s"] / l["ops_per_s"] if ok(f) and ok(l) else None
+            target = "(reference)" if measure.startswith("plain") else "–"
+            if measure in TLS_TARGETS:
+                want = TLS_TARGETS[measure]
+                target = ("–" if ratio_value is None else
+                          ("met" if ratio_value >= want else f"**missed** ({ratio_value:.2f} < {want:.1f})"))
+            if f and l:
+                s["ratio"] = ratio_value
+                s["target"] = target
+            client = f"{fmt((f or {}).get('client_cpu_us_per_op'), 1)} / {fmt((l or {}).get('client_cpu_us_per_op'), 1)}"
+            lines.append(f"| {key} | {TLS_MEASURE_NAMES.get(measure, measure)} | {cell(f)} | {cell(l)} | "
+                         f"{fmt(ratio_value, 2) if ratio_value is not None else '–'} | {lat(f)} | {lat(l)} | "
+                         f"{cpu(f)} | {cpu(l)} | {client} | {target} |")
+            for server in ("ferrodir", "slapd"):
+                x = s.get(server) or {}
+                if x.get("tls"):
+                    negotiated.setdefault((key, server), x["tls"])
+    if negotiated:
+        lines += ["", "Negotiated: " + "; ".join(f"{server} ({key}): {t}" for (key, server), t in negotiated.items()) + "."]
+    return out
+
+
 def main():
     raw, json_path, md_path = sys.argv[1:4]
     records = [json.loads(line) for line in open(raw) if line.strip()]
@@ -319,12 +400,14 @@ def main():
         server_table(size, lines)
         matrix = matrix_table(size, lines)
         isolation = isolation_table(size, lines)
+        tls = tls_table(size, lines)
         for check in size["checks"]:
             lines.append(f"\nCheck: {check['what']}: ferrodir {check['ferrodir']}, slapd {check['slapd']} entries.")
         lines.append("")
         result["sizes"][str(n)] = {"scenarios": scenarios, "load": size["load"], "vmrss_kb": size["rss"],
                                    "fsync": size["fsync"], "latency": size["latency"],
-                                   "checks": size["checks"], "matrix": matrix, "isolation": isolation}
+                                   "checks": size["checks"], "matrix": matrix, "isolation": isolation,
+                                   "tls": tls}
     json.dump(result, open(json_path, "w"), indent=1, default=str)
     open(md_path, "w").write("\n".join(lines) + "\n")
 

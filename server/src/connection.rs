@@ -91,6 +91,7 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
     match incoming {
         Incoming::Plain(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(&worker, conn, &stream, "connection");
             let transport = Transport { local, ..Transport::default() };
@@ -98,6 +99,7 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
         }
         Incoming::Ldaps(std_stream) => {
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(&worker, conn, &stream, "SSL connection");
             // Boxed, here and below: a handshake's state is kilobytes, and inline it would
@@ -190,6 +192,17 @@ fn log_closed(worker: &Worker, conn: u64, reason: CloseReason) {
             word: "closed",
             fields: vec![("", Value::Bare(format!("- {code}")))],
         });
+    }
+}
+
+/// TCP_NODELAY: every write we make is a whole response (or a TLS flight) and should
+/// leave at once. With Nagle's algorithm on, a small write waits while an earlier segment is
+/// unacknowledged, and the client delays its ACK (40 ms on Linux): after a TLS 1.3 handshake
+/// the BindResponse queued behind the NewSessionTicket records, and a bind on a new LDAPS
+/// connection took 44 ms (docs/BENCHMARKS.md, "TLS (issue #10)"). slapd sets it too.
+fn no_delay(stream: &TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
     }
 }
 

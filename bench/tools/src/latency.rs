@@ -11,6 +11,11 @@
 //! Only successful operations are counted in `ops` and in the percentiles: a search must
 //! end in SearchResultDone success having returned at least one entry, a bind in a
 //! BindResponse success. Anything else counts in `errors`.
+//!
+//! Connections are plain, LDAPS or StartTLS ([`Transport`], see [`crate::tls`]). In
+//! [`Mode::ConnectBind`] each operation is a connection of its own: connect, the TLS
+//! handshake if any, a simple bind, then Unbind and close; the latency is from connecting
+//! to the BindResponse.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,15 +26,15 @@ use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    encode_message_into, AuthenticationChoice, BindRequest, DerefAliases, LdapMessage, OctetString,
-    ProtocolOp, SearchRequest, SearchScope, MESSAGE_ID_MAX,
+    encode_message_into, AuthenticationChoice, BindRequest, DerefAliases, ExtendedRequest, LdapMessage,
+    OctetString, ProtocolOp, SearchRequest, SearchScope, MESSAGE_ID_MAX,
 };
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::error::Error;
 use crate::template::{FirstRdn, Template};
+use crate::tls::{self, Stream, TlsClient, Transport};
 use crate::wire::{self, tag};
 use crate::xorshift::XorShift64;
 
@@ -53,6 +58,9 @@ pub enum Mode {
     RootDse,
     /// A simple bind on the open connection, as the rendered DN (or `--bind-dn`).
     Bind,
+    /// A new connection per operation (TLS handshake included): bind as in `Bind`, then
+    /// Unbind and close.
+    ConnectBind,
 }
 
 impl std::str::FromStr for Mode {
@@ -63,7 +71,10 @@ impl std::str::FromStr for Mode {
             "uid-sub" => Ok(Mode::UidSub),
             "rootdse" => Ok(Mode::RootDse),
             "bind" => Ok(Mode::Bind),
-            _ => Err(Error::Config(format!("mode {text:?}: expected base, uid-sub, rootdse or bind"))),
+            "connect-bind" => Ok(Mode::ConnectBind),
+            _ => Err(Error::Config(format!(
+                "mode {text:?}: expected base, uid-sub, rootdse, bind or connect-bind"
+            ))),
         }
     }
 }
@@ -71,8 +82,11 @@ impl std::str::FromStr for Mode {
 /// Everything one run needs, already parsed.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `host:port`, from [`parse_ldap_url`].
+    /// `host:port`, from [`tls::parse_url`].
     pub address: String,
+    /// Plain, LDAPS or StartTLS; the TLS ones need `tls`.
+    pub transport: Transport,
+    pub tls: Option<TlsClient>,
     pub mode: Mode,
     pub base_template: Template,
     /// uid-sub only: where the subtree search starts; by default the template's parent.
@@ -90,21 +104,13 @@ pub struct Config {
     pub seed: u64,
 }
 
-/// `ldap://host:port` (port 389 when left out; a trailing `/` is allowed) to `host:port`.
+/// `ldap://host:port` (port 389 when left out; a trailing `/` is allowed) to `host:port`,
+/// for the tools that speak plain LDAP only (ldaps:// is refused).
 pub fn parse_ldap_url(url: &str) -> Result<String, Error> {
-    let rest = url
-        .strip_prefix("ldap://")
-        .ok_or_else(|| Error::Config(format!("{url:?}: only ldap:// URLs are supported")))?;
-    let host_port = rest.strip_suffix('/').unwrap_or(rest);
-    if host_port.is_empty() || host_port.contains('/') {
-        return Err(Error::Config(format!("{url:?}: expected ldap://host:port")));
+    match tls::parse_url(url)? {
+        (address, Transport::Plain) => Ok(address),
+        _ => Err(Error::Config(format!("{url:?}: only ldap:// URLs are supported"))),
     }
-    let has_port = match host_port.rsplit_once(':') {
-        Some((host, port)) => !host.ends_with(':') && port.bytes().all(|b| b.is_ascii_digit()),
-        None => false,
-    };
-    let bracketed_v6 = host_port.starts_with('[') && host_port.ends_with(']');
-    Ok(if has_port && !bracketed_v6 { host_port.to_string() } else { format!("{host_port}:389") })
 }
 
 /// `A..B`: the half-open range of entry numbers, as in Rust.
@@ -128,6 +134,10 @@ pub struct Report {
     pub seconds: f64,
     /// Nanoseconds per successful operation.
     pub histogram: Histogram<u32>,
+    /// What the first TLS handshake agreed on (see [`Stream::negotiated`]); None if plain.
+    pub tls: Option<String>,
+    /// This process's user + system CPU seconds over the measured part, when readable.
+    pub client_cpu_s: Option<f64>,
 }
 
 impl Report {
@@ -149,9 +159,9 @@ impl Report {
     }
 
     pub fn to_json(&self) -> String {
-        format!(
+        let mut json = format!(
             "{{\"ops\":{},\"seconds\":{:.3},\"ops_per_s\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\
-             \"p999_us\":{:.1},\"errors\":{}}}",
+             \"p999_us\":{:.1},\"errors\":{}",
             self.ops,
             self.seconds,
             self.ops_per_s(),
@@ -159,8 +169,30 @@ impl Report {
             self.quantile_us(0.99),
             self.quantile_us(0.999),
             self.errors
-        )
+        );
+        if let Some(cpu) = self.client_cpu_s {
+            json.push_str(&format!(",\"client_cpu_s\":{cpu:.3}"));
+        }
+        if let Some(tls) = &self.tls {
+            // Debug names of rustls enums: letters, digits and underscores only.
+            json.push_str(&format!(",\"tls\":\"{tls}\""));
+        }
+        json.push('}');
+        json
     }
+}
+
+/// User + system CPU seconds of this process so far, from `/proc/self/stat` (fields 14 and
+/// 15, after the parenthesised command name, which may hold spaces). The kernel reports
+/// them in USER_HZ, which is 100 on every architecture Linux exports it for. None off Linux.
+pub fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    // after_name starts with field 3 (state): utime is field 14, stime field 15.
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) as f64 / 100.0)
 }
 
 fn new_histogram() -> Result<Histogram<u32>, Error> {
@@ -176,6 +208,12 @@ enum Requests {
     Bind { fixed_dn: Option<String>, dn: Template, password: Template },
 }
 
+impl Mode {
+    fn binds(self) -> bool {
+        matches!(self, Mode::Bind | Mode::ConnectBind)
+    }
+}
+
 impl Requests {
     fn new(config: &Config) -> Result<Requests, Error> {
         Ok(match config.mode {
@@ -186,11 +224,11 @@ impl Requests {
                 Requests::UidSub { attribute: first_rdn.attribute, value: first_rdn.value, search_base }
             }
             Mode::RootDse => Requests::RootDse,
-            Mode::Bind => Requests::Bind {
+            Mode::Bind | Mode::ConnectBind => Requests::Bind {
                 fixed_dn: config.bind_dn.clone(),
                 dn: config.base_template.clone(),
                 password: config.password.clone().ok_or_else(|| {
-                    Error::Config("bind mode needs --password (it may hold a {} placeholder)".into())
+                    Error::Config("bind modes need --password (it may hold a {} placeholder)".into())
                 })?,
             },
         })
@@ -256,9 +294,20 @@ struct Answer {
     entries: u64,
 }
 
+/// Where and how to connect: the address, the transport and, for TLS, the client.
+#[derive(Debug)]
+struct Target {
+    address: String,
+    transport: Transport,
+    tls: Option<TlsClient>,
+}
+
+/// RFC 4511 §4.14.1: the StartTLS extended operation's name.
+const START_TLS_OID: &[u8] = b"1.3.6.1.4.1.1466.20037";
+
 /// One client connection with its buffers; one request in flight at a time.
 struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     input: BytesMut,
     output: Vec<u8>,
     next_message_id: u32,
@@ -266,26 +315,56 @@ struct Connection {
 }
 
 impl Connection {
-    async fn open(address: &str) -> Result<Connection, Error> {
-        let stream = TcpStream::connect(address).await?;
-        stream.set_nodelay(true)?;
-        Ok(Connection {
+    fn new(stream: Stream) -> Connection {
+        Connection {
             stream,
             input: BytesMut::with_capacity(READ_CHUNK_BYTES),
             output: Vec::with_capacity(512),
             next_message_id: 1,
             limits: FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, nesting_depth_max: 64 },
-        })
+        }
     }
 
-    /// Sends `protocol_op` and reads until its final response (SearchResultDone or
-    /// BindResponse), counting the entries on the way.
+    /// Connects, and for LDAPS or StartTLS completes the TLS handshake.
+    async fn open(target: &Target) -> Result<Connection, Error> {
+        let tcp = TcpStream::connect(&target.address).await?;
+        tcp.set_nodelay(true)?;
+        let mut connection = Connection::new(Stream::Plain(tcp));
+        let tls = match (target.transport, &target.tls) {
+            (Transport::Plain, _) => return Ok(connection),
+            (_, None) => return Err(Error::Config("TLS needs a CA file (--ca-file)".into())),
+            (_, Some(tls)) => tls,
+        };
+        if target.transport == Transport::StartTls {
+            connection.start_tls().await?;
+        }
+        let next_message_id = connection.next_message_id;
+        let mut connection = Connection::new(tls.handshake(connection.stream.into_plain()?).await?);
+        connection.next_message_id = next_message_id;
+        Ok(connection)
+    }
+
+    /// RFC 4511 §4.14: ask for TLS; the handshake may start once success came back and
+    /// nothing else was sent after it.
+    async fn start_tls(&mut self) -> Result<(), Error> {
+        let request = ProtocolOp::ExtendedRequest(ExtendedRequest {
+            request_name: OctetString::from_static(START_TLS_OID),
+            request_value: None,
+        });
+        let answer = self.exchange(request).await?;
+        if answer.result_code != 0 {
+            return Err(Error::Unexpected(format!("StartTLS refused: resultCode {}", answer.result_code)));
+        }
+        if !self.input.is_empty() {
+            return Err(Error::Unexpected("bytes after the StartTLS response".into()));
+        }
+        Ok(())
+    }
+
+    /// Sends `protocol_op` and reads until its final response (SearchResultDone,
+    /// BindResponse or ExtendedResponse), counting the entries on the way.
     async fn exchange(&mut self, protocol_op: ProtocolOp) -> Result<Answer, Error> {
-        let message_id = self.next_message_id;
-        self.next_message_id = if message_id >= MESSAGE_ID_MAX { 1 } else { message_id + 1 };
-        self.output.clear();
-        encode_message_into(&LdapMessage { message_id, protocol_op, controls: None }, &mut self.output)?;
-        self.stream.write_all(&self.output).await?;
+        let message_id = self.send(protocol_op).await?;
         let mut entries = 0;
         loop {
             let len = self.read_frame().await?;
@@ -303,7 +382,9 @@ impl Connection {
                     None
                 }
                 tag::SEARCH_RESULT_REFERENCE | tag::INTERMEDIATE_RESPONSE => None,
-                tag::SEARCH_RESULT_DONE | tag::BIND_RESPONSE => Some(wire::result_code(answer.op_content)?),
+                tag::SEARCH_RESULT_DONE | tag::BIND_RESPONSE | tag::EXTENDED_RESPONSE => {
+                    Some(wire::result_code(answer.op_content)?)
+                }
                 other => return Err(Error::Unexpected(format!("response tag {other:#04x}"))),
             };
             self.input.advance(len);
@@ -311,6 +392,23 @@ impl Connection {
                 return Ok(Answer { result_code, entries });
             }
         }
+    }
+
+    /// Encodes and writes one request; returns its messageID.
+    async fn send(&mut self, protocol_op: ProtocolOp) -> Result<u32, Error> {
+        let message_id = self.next_message_id;
+        self.next_message_id = if message_id >= MESSAGE_ID_MAX { 1 } else { message_id + 1 };
+        self.output.clear();
+        encode_message_into(&LdapMessage { message_id, protocol_op, controls: None }, &mut self.output)?;
+        self.stream.write_all(&self.output).await?;
+        Ok(message_id)
+    }
+
+    /// RFC 4511 §4.3: Unbind (no response), then close our side (TLS: close_notify).
+    async fn unbind_and_close(mut self) -> Result<(), Error> {
+        self.send(ProtocolOp::UnbindRequest).await?;
+        self.stream.close().await;
+        Ok(())
     }
 
     /// Reads until the buffer starts with one whole message; returns its length.
@@ -336,6 +434,30 @@ struct Tally {
     fatal: Option<Error>,
 }
 
+impl Tally {
+    /// Counts the outcome of one operation started at `started`; false when the loop
+    /// must stop (the connection broke or timed out).
+    fn count(&mut self, started: Instant, outcome: Result<Result<bool, Error>, Error>) -> bool {
+        match outcome {
+            Ok(Ok(true)) => {
+                let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.histogram.saturating_record(nanos.max(1));
+                self.ops += 1;
+                true
+            }
+            Ok(Ok(false)) => {
+                self.errors += 1;
+                true
+            }
+            Ok(Err(error)) | Err(error) => {
+                self.errors += 1;
+                self.fatal = Some(error);
+                false
+            }
+        }
+    }
+}
+
 /// The shared stop conditions of every connection.
 struct Limits {
     deadline: Instant,
@@ -345,6 +467,17 @@ struct Limits {
     claimed: AtomicU64,
 }
 
+impl Limits {
+    fn another(&self) -> bool {
+        Instant::now() < self.deadline && self.claimed.fetch_add(1, Ordering::Relaxed) < self.count_max
+    }
+
+    fn timed_out(&self) -> Error {
+        Error::Timeout(self.op_timeout.as_millis() as u64)
+    }
+}
+
+/// One open connection, one request at a time, until the limits say stop.
 async fn drive(
     mut connection: Connection,
     requests: Arc<Requests>,
@@ -354,27 +487,56 @@ async fn drive(
 ) -> Result<Tally, Error> {
     let mut tally = Tally { histogram: new_histogram()?, ops: 0, errors: 0, fatal: None };
     let span = range.end - range.start;
-    while Instant::now() < limits.deadline
-        && limits.claimed.fetch_add(1, Ordering::Relaxed) < limits.count_max
-    {
+    while limits.another() {
         let request = requests.request(range.start + rng.below(span));
         let started = Instant::now();
-        match tokio::time::timeout(limits.op_timeout, connection.exchange(request)).await {
-            Ok(Ok(answer)) if requests.accepts(&answer) => {
-                let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let outcome = tokio::time::timeout(limits.op_timeout, connection.exchange(request))
+            .await
+            .map_err(|_| limits.timed_out())
+            .map(|answer| answer.map(|answer| requests.accepts(&answer)));
+        if !tally.count(started, outcome) {
+            break;
+        }
+    }
+    Ok(tally)
+}
+
+/// Connect-bind mode: a new connection per operation, bind, Unbind, close. A failed
+/// connection is an error like any other; the loop goes on with the next one.
+async fn drive_connect(
+    target: Arc<Target>,
+    requests: Arc<Requests>,
+    limits: Arc<Limits>,
+    range: Range<u64>,
+    mut rng: XorShift64,
+) -> Result<Tally, Error> {
+    let mut tally = Tally { histogram: new_histogram()?, ops: 0, errors: 0, fatal: None };
+    let span = range.end - range.start;
+    while limits.another() {
+        let request = requests.request(range.start + rng.below(span));
+        let started = Instant::now();
+        let once = async {
+            let mut connection = Connection::open(&target).await?;
+            let answer = connection.exchange(request).await?;
+            let accepted = requests.accepts(&answer);
+            let latency_end = Instant::now();
+            connection.unbind_and_close().await?;
+            Ok::<_, Error>((accepted, latency_end))
+        };
+        match tokio::time::timeout(limits.op_timeout, once).await {
+            Ok(Ok((true, latency_end))) => {
+                let nanos = u64::try_from((latency_end - started).as_nanos()).unwrap_or(u64::MAX);
                 tally.histogram.saturating_record(nanos.max(1));
                 tally.ops += 1;
             }
-            Ok(Ok(_)) => tally.errors += 1,
+            Ok(Ok((false, _))) => tally.errors += 1,
             Ok(Err(error)) => {
                 tally.errors += 1;
-                tally.fatal = Some(error);
-                break;
+                tally.fatal.get_or_insert(error);
             }
             Err(_) => {
                 tally.errors += 1;
-                tally.fatal = Some(Error::Timeout(limits.op_timeout.as_millis() as u64));
-                break;
+                tally.fatal.get_or_insert(limits.timed_out());
             }
         }
     }
@@ -383,16 +545,30 @@ async fn drive(
 
 /// Connects every connection (binding first when asked), then measures until the duration
 /// or the count is reached. Connection failures after the start are counted as errors and
-/// reported on stderr; failures before it abort the run.
+/// reported on stderr; failures before it abort the run. In connect-bind mode one
+/// connection is opened and closed before the clock starts, so that a server that cannot
+/// be reached (or a certificate that does not verify) fails the run at once.
 pub async fn run(config: &Config) -> Result<Report, Error> {
     check(config)?;
     let requests = Arc::new(Requests::new(config)?);
+    let target = Arc::new(Target {
+        address: config.address.clone(),
+        transport: config.transport,
+        tls: config.tls.clone(),
+    });
+    let setup_timeout = |_| Error::Timeout(config.op_timeout.as_millis() as u64);
     let mut connections = Vec::with_capacity(config.connections);
+    let mut negotiated = None;
     for _ in 0..config.connections {
-        let mut connection = tokio::time::timeout(config.op_timeout, Connection::open(&config.address))
+        let mut connection = tokio::time::timeout(config.op_timeout, Connection::open(&target))
             .await
-            .map_err(|_| Error::Timeout(config.op_timeout.as_millis() as u64))??;
-        if let (Some(dn), false) = (&config.bind_dn, config.mode == Mode::Bind) {
+            .map_err(setup_timeout)??;
+        negotiated = negotiated.or_else(|| connection.stream.negotiated());
+        if config.mode == Mode::ConnectBind {
+            connection.unbind_and_close().await?;
+            break;
+        }
+        if let (Some(dn), false) = (&config.bind_dn, config.mode.binds()) {
             let password = config.password.as_ref().map(|p| p.render(0)).unwrap_or_default();
             let answer = connection.exchange(simple_bind(dn, &password)).await?;
             if answer.result_code != 0 {
@@ -402,6 +578,7 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         connections.push(connection);
     }
 
+    let cpu_before = process_cpu_s();
     let started = Instant::now();
     let limits = Arc::new(Limits {
         deadline: started + config.duration,
@@ -409,18 +586,27 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         op_timeout: config.op_timeout,
         claimed: AtomicU64::new(0),
     });
-    let tasks: Vec<_> = connections
-        .into_iter()
-        .enumerate()
+    let tasks: Vec<_> = (0..config.connections)
+        .zip(connections.into_iter().map(Some).chain(std::iter::repeat_with(|| None)))
         .map(|(index, connection)| {
             let rng = XorShift64::new(config.seed, index as u64);
-            let task =
-                drive(connection, Arc::clone(&requests), Arc::clone(&limits), config.range.clone(), rng);
-            tokio::spawn(task)
+            let (requests, limits, range) =
+                (Arc::clone(&requests), Arc::clone(&limits), config.range.clone());
+            match connection {
+                Some(connection) => tokio::spawn(drive(connection, requests, limits, range, rng)),
+                None => tokio::spawn(drive_connect(Arc::clone(&target), requests, limits, range, rng)),
+            }
         })
         .collect();
 
-    let mut report = Report { ops: 0, errors: 0, seconds: 0.0, histogram: new_histogram()? };
+    let mut report = Report {
+        ops: 0,
+        errors: 0,
+        seconds: 0.0,
+        histogram: new_histogram()?,
+        tls: negotiated,
+        client_cpu_s: None,
+    };
     for (index, task) in tasks.into_iter().enumerate() {
         let tally = task.await.map_err(|e| Error::Unexpected(format!("connection task: {e}")))??;
         report.ops += tally.ops;
@@ -432,6 +618,7 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         }
     }
     report.seconds = started.elapsed().as_secs_f64();
+    report.client_cpu_s = cpu_before.zip(process_cpu_s()).map(|(before, after)| after - before);
     Ok(report)
 }
 
@@ -445,8 +632,11 @@ fn check(config: &Config) -> Result<(), Error> {
     if config.range.is_empty() {
         return Err(Error::Config("--range is empty".into()));
     }
-    if config.password.is_some() && config.bind_dn.is_none() && config.mode != Mode::Bind {
-        return Err(Error::Config("--password needs --bind-dn outside bind mode".into()));
+    if config.password.is_some() && config.bind_dn.is_none() && !config.mode.binds() {
+        return Err(Error::Config("--password needs --bind-dn outside the bind modes".into()));
+    }
+    if config.transport != Transport::Plain && config.tls.is_none() {
+        return Err(Error::Config("ldaps:// and --starttls need --ca-file".into()));
     }
     Ok(())
 }
@@ -463,7 +653,7 @@ mod tests {
         assert_eq!(parse_ldap_url("ldap://localhost/").unwrap(), "localhost:389");
         assert_eq!(parse_ldap_url("ldap://[::1]:3389/").unwrap(), "[::1]:3389");
         assert_eq!(parse_ldap_url("ldap://[::1]").unwrap(), "[::1]:389");
-        assert!(parse_ldap_url("ldaps://h:636").is_err());
+        assert!(parse_ldap_url("ldaps://h:636").is_err(), "plain-only tools refuse ldaps://");
         assert!(parse_ldap_url("ldap://h:1/dc=x").is_err());
     }
 
@@ -478,6 +668,8 @@ mod tests {
     fn config(address: String, mode: Mode, count_max: u64) -> Config {
         Config {
             address,
+            transport: Transport::Plain,
+            tls: None,
             mode,
             base_template: Template::parse("uid=user{:05},ou=people,dc=example,dc=com").unwrap(),
             search_base: None,
@@ -520,7 +712,9 @@ mod tests {
             assert!(report.quantile_us(0.5) > 0.0);
             let json = report.to_json();
             assert!(
-                json.starts_with("{\"ops\":300,\"seconds\":") && json.ends_with(",\"errors\":0}"),
+                json.starts_with("{\"ops\":300,\"seconds\":")
+                    && (json.ends_with(",\"errors\":0}") || json.contains(",\"errors\":0,\"client_cpu_s\":"))
+                    && !json.contains("\"tls\""),
                 "{json}"
             );
         }
@@ -534,5 +728,125 @@ mod tests {
         let report = run(&timed).await.unwrap();
         assert!(report.ops > 0 && report.seconds < 5.0, "{}", report.to_json());
         server.abort();
+    }
+
+    /// A CA and a server certificate for 127.0.0.1 (ECDSA P-256, rcgen's default), as PEM
+    /// files in a directory of the test's own; returns the CA file and a server config.
+    fn pki(name: &str) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert =
+            CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
+        let dir = std::env::temp_dir().join(format!("ferrodir-bench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, issuer.pem()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from(cert.der().to_vec())],
+                PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        (ca_file, Arc::new(config))
+    }
+
+    /// The null responder behind TLS: LDAPS, or (`starttls`) one StartTLS request answered
+    /// in the clear first.
+    async fn tls_responder(listener: TcpListener, config: Arc<rustls::ServerConfig>, starttls: bool) {
+        let responses = Arc::new(responder::Responses::new().unwrap());
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        loop {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let (responses, acceptor) = (Arc::clone(&responses), acceptor.clone());
+            tokio::spawn(async move {
+                if starttls {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut input = BytesMut::new();
+                    let len = loop {
+                        if let Some(len) = check_frame(&input, &FrameLimits::default()).unwrap() {
+                            break len;
+                        }
+                        assert!(tcp.read_buf(&mut input).await.unwrap() > 0);
+                    };
+                    assert_eq!(wire::peek(&input[..len]).unwrap().op_tag, tag::EXTENDED_REQUEST);
+                    let mut out = Vec::new();
+                    responses.answer(&input[..len], &mut out).unwrap();
+                    tcp.write_all(&out).await.unwrap();
+                }
+                let tls = acceptor.accept(tcp).await.unwrap();
+                let _ = responder::serve_connection(tls, &responses).await;
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn measures_over_ldaps_and_starttls() {
+        for (name, transport) in [("ldaps", Transport::Ldaps), ("starttls", Transport::StartTls)] {
+            let (ca_file, server_config) = pki(name);
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let address = listener.local_addr().unwrap().to_string();
+            let server =
+                tokio::spawn(tls_responder(listener, server_config, transport == Transport::StartTls));
+            let mut base = config(address.clone(), Mode::Base, 200);
+            base.transport = transport;
+            base.tls = Some(TlsClient::new(&ca_file, "127.0.0.1").unwrap());
+            let report = run(&base).await.unwrap();
+            assert_eq!((report.ops, report.errors), (200, 0), "{name}");
+            let negotiated = report.tls.clone().unwrap();
+            assert!(negotiated.starts_with("TLSv1_3 TLS13_"), "{negotiated}");
+            assert!(
+                report.to_json().ends_with(&format!(",\"tls\":\"{negotiated}\"}}")),
+                "{}",
+                report.to_json()
+            );
+
+            let mut connect = config(address.clone(), Mode::ConnectBind, 30);
+            connect.transport = transport;
+            connect.tls = base.tls.clone();
+            connect.bind_dn = Some("cn=admin,dc=example,dc=com".into());
+            connect.password = Some(Template::parse("secret").unwrap());
+            let report = run(&connect).await.unwrap();
+            assert_eq!((report.ops, report.errors), (30, 0), "{name}");
+
+            // A CA that did not sign the server's certificate: the run fails before the clock.
+            let (other_ca, _) = pki(&format!("{name}-other"));
+            base.tls = Some(TlsClient::new(&other_ca, "127.0.0.1").unwrap());
+            assert!(run(&base).await.is_err(), "{name}: an unknown CA must fail the handshake");
+            // Without a client, TLS is refused by the config check.
+            base.tls = None;
+            assert!(matches!(run(&base).await, Err(Error::Config(_))));
+            server.abort();
+            for file in [ca_file, other_ca] {
+                let _ = std::fs::remove_dir_all(file.parent().unwrap());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn connect_bind_over_plain_tcp() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(responder::serve(listener, 16));
+        let mut connect = config(address, Mode::ConnectBind, 40);
+        connect.password = Some(Template::parse("password{}").unwrap());
+        let report = run(&connect).await.unwrap();
+        assert_eq!((report.ops, report.errors), (40, 0));
+        assert!(report.tls.is_none());
+        server.abort();
+    }
+
+    #[test]
+    fn own_cpu_time_is_readable_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(process_cpu_s().is_some_and(|s| s >= 0.0));
+        }
     }
 }

@@ -5,24 +5,37 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use ferrodir_bench::latency::{self, parse_ldap_url, parse_range, Config, Mode};
+use ferrodir_bench::latency::{self, parse_range, Config, Mode};
 use ferrodir_bench::template::Template;
+use ferrodir_bench::tls::{self, TlsClient, Transport};
 
 #[derive(Parser)]
 #[command(
     name = "ldap-latency",
     about = "Closed-loop LDAP client: one request in flight per connection, latency in an HDR histogram",
     after_help = "Prints one line: {\"ops\":..,\"seconds\":..,\"ops_per_s\":..,\"p50_us\":..,\
-                  \"p99_us\":..,\"p999_us\":..,\"errors\":..}"
+                  \"p99_us\":..,\"p999_us\":..,\"errors\":..,\"client_cpu_s\":..}, and with TLS \
+                  \"tls\":\"TLSv1_3 <cipher suite> <group>\" at the end"
 )]
 struct Cli {
-    /// ldap://host:port of the server.
+    /// ldap://host:port or ldaps://host:port of the server.
     #[arg(long)]
     url: String,
     /// base: base-scope search of the rendered DN; uid-sub: subtree search for its first
-    /// RDN; rootdse: read the root DSE; bind: a simple bind per operation.
-    #[arg(long, value_parser = ["base", "uid-sub", "rootdse", "bind"])]
+    /// RDN; rootdse: read the root DSE; bind: a simple bind per operation; connect-bind: a
+    /// new connection per operation (TLS handshake included), bind, unbind, close.
+    #[arg(long, value_parser = ["base", "uid-sub", "rootdse", "bind", "connect-bind"])]
     mode: String,
+    /// ldap:// only: StartTLS on every connection before anything else.
+    #[arg(long)]
+    starttls: bool,
+    /// PEM file of the CAs that sign the server's certificate (needed for ldaps:// and
+    /// --starttls).
+    #[arg(long)]
+    ca_file: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry [default: the URL's host].
+    #[arg(long)]
+    server_name: Option<String>,
     /// The DN of entry number n: {} / {:N} / {:0N} is replaced by n.
     #[arg(long, default_value = "uid=user{:05},ou=people,dc=example,dc=com")]
     base_template: String,
@@ -63,8 +76,23 @@ fn config(cli: &Cli) -> anyhow::Result<Config> {
         cli.duration_s.is_finite() && cli.duration_s > 0.0 && cli.duration_s <= 86_400.0,
         "--duration-s must be in (0, 86400]"
     );
+    let (address, transport) = match tls::parse_url(&cli.url)? {
+        (address, Transport::Plain) if cli.starttls => (address, Transport::StartTls),
+        (_, Transport::Ldaps) if cli.starttls => anyhow::bail!("--starttls goes with ldap://, not ldaps://"),
+        other => other,
+    };
+    let tls = match (&cli.ca_file, transport) {
+        (None, Transport::Plain) => None,
+        (None, _) => anyhow::bail!("ldaps:// and --starttls need --ca-file"),
+        (Some(ca_file), _) => {
+            let name = cli.server_name.as_deref().unwrap_or_else(|| tls::host_of(&address));
+            Some(TlsClient::new(ca_file, name)?)
+        }
+    };
     Ok(Config {
-        address: parse_ldap_url(&cli.url)?,
+        address,
+        transport,
+        tls,
         mode: cli.mode.parse::<Mode>()?,
         base_template: Template::parse(&cli.base_template)?,
         search_base: cli.search_base.clone(),
