@@ -88,35 +88,50 @@ impl Incoming {
 
 /// Serves one accepted connection to its end.
 pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: Arc<Shared>) {
+    let listener = incoming.listener();
+    // One `serve` await for every kind of connection: an await per branch would each keep
+    // its own room in this future, and every connection holds one.
+    let Some((stream, transport)) = open(incoming, conn, &worker, &shared).await else { return };
+    serve(stream, transport, listener, conn, worker, shared).await;
+}
+
+/// The stream of an accepted connection, after the TLS handshake for LDAPS; None when it
+/// could not be set up (a failed handshake is counted and logged here).
+async fn open(
+    incoming: Incoming,
+    conn: u64,
+    worker: &Worker,
+    shared: &Shared,
+) -> Option<(Stream, Transport)> {
     match incoming {
         Incoming::Plain(std_stream) => {
-            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            let stream = TcpStream::from_std(std_stream).ok()?;
             no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
-            log_connect(&worker, conn, &stream, "connection");
-            let transport = Transport { local, ..Transport::default() };
-            serve(Stream::Tcp(stream), transport, Listener::Ldap, conn, worker, shared).await;
+            log_connect(worker, conn, &stream, "connection");
+            Some((Stream::Tcp(stream), Transport { local, ..Transport::default() }))
         }
         Incoming::Ldaps(std_stream) => {
-            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            let stream = TcpStream::from_std(std_stream).ok()?;
             no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
-            log_connect(&worker, conn, &stream, "SSL connection");
-            // Boxed, here and below: a handshake's state is kilobytes, and inline it would
-            // size every connection's future, plain and idle ones included.
-            match Box::pin(handshake(stream, &shared, Transport { local, ..Transport::default() })).await {
+            log_connect(worker, conn, &stream, "SSL connection");
+            // Boxed, here and in `serve`: a handshake's state is kilobytes, and inline it
+            // would size every connection's future, plain and idle ones included.
+            match Box::pin(handshake(stream, shared, Transport { local, ..Transport::default() })).await {
                 Some((tls, transport)) => {
-                    log_tls(&worker, conn, &tls);
-                    serve(Stream::Tls(Box::new(tls)), transport, Listener::Ldaps, conn, worker, shared).await
+                    log_tls(worker, conn, &tls);
+                    Some((Stream::Tls(Box::new(tls)), transport))
                 }
                 None => {
                     worker.stats.closed(Listener::Ldaps, CloseReason::Tls);
-                    log_closed(&worker, conn, CloseReason::Tls);
+                    log_closed(worker, conn, CloseReason::Tls);
+                    None
                 }
             }
         }
         Incoming::Ldapi(std_stream, peer_cred) => {
-            let Ok(stream) = UnixStream::from_std(std_stream) else { return };
+            let stream = UnixStream::from_std(std_stream).ok()?;
             if let Some(sink) = &worker.access_log {
                 let to = stream
                     .local_addr()
@@ -125,8 +140,10 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
                     .unwrap_or_default();
                 sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), to));
             }
-            let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
-            serve(Stream::Unix(stream), transport, Listener::Ldapi, conn, worker, shared).await;
+            Some((
+                Stream::Unix(stream),
+                Transport { local: true, ldapi: true, peer_cred, ..Transport::default() },
+            ))
         }
     }
 }
