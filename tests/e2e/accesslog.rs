@@ -41,7 +41,12 @@ fn run_load(server: &Server) {
     }
     // Two indexed searches (uid is indexed), two unindexed ones (description is not), one
     // with a password assertion in its filter.
-    for filter in ["(uid=alice)", "(uid=bob)", "(description=nothing)", &format!("(|(description=x)(userPassword={SECRET}))")] {
+    for filter in [
+        "(uid=alice)",
+        "(uid=bob)",
+        "(description=nothing)",
+        &format!("(|(description=x)(userPassword={SECRET}))"),
+    ] {
         let (code, _, err) = tool("ldapsearch", &["-x", "-H", &url, "-b", BASE, filter, "cn"], None);
         assert_eq!(code, 0, "{filter}: {err}");
     }
@@ -49,7 +54,8 @@ fn run_load(server: &Server) {
     let (code, _, _) = tool("ldapwhoami", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", SECRET], None);
     assert_eq!(code, 49);
     let bob = "uid=bob,ou=people,dc=example,dc=com";
-    let (code, _, err) = tool("ldappasswd", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PW, "-s", SECRET, bob], None);
+    let (code, _, err) =
+        tool("ldappasswd", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", ADMIN_PW, "-s", SECRET, bob], None);
     assert_eq!(code, 0, "{err}");
 }
 

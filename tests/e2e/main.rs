@@ -1,8 +1,8 @@
 //! End-to-end tests: the real `ferrodir` binary on a loopback port, driven by real clients
 //! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input.
 
-mod acl;
 mod accesslog;
+mod acl;
 mod backup;
 mod cli;
 mod concurrency;
