@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, Semaphore};
 use std::os::fd::AsRawFd as _;
 
 use ferrodir_router::accesslog::{Line, Value};
+use ferrodir_router::monitor::{ConnectionEntry, ConnectionInfo};
 use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
 
 use crate::config::Limits;
@@ -93,6 +94,7 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(&worker, conn, &stream, "connection");
+            let _entry = monitor_entry(&worker, conn, &stream, "ldap");
             let transport = Transport { local, ..Transport::default() };
             serve(Stream::Tcp(stream), transport, Listener::Ldap, conn, worker, shared).await;
         }
@@ -100,6 +102,7 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
             let Ok(stream) = TcpStream::from_std(std_stream) else { return };
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(&worker, conn, &stream, "SSL connection");
+            let _entry = monitor_entry(&worker, conn, &stream, "ldaps");
             match handshake(stream, &shared, Transport { local, ..Transport::default() }).await {
                 Some((tls, transport)) => {
                     log_tls(&worker, conn, &tls);
@@ -121,10 +124,43 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
                     .unwrap_or_default();
                 sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), to));
             }
+            let path = stream
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                .unwrap_or_default();
+            let _entry = worker.config.monitor.connections.open(
+                conn,
+                ConnectionInfo {
+                    peer_address: format!("PATH={path}"),
+                    local_address: format!("PATH={path}"),
+                    listener: format!("ldapi://{}/", path.replace('/', "%2F")),
+                    started: std::time::SystemTime::now(),
+                    authz_dn: String::new(),
+                },
+            );
             let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
             serve(Stream::Unix(stream), transport, Listener::Ldapi, conn, worker, shared).await;
         }
     }
+}
+
+/// Connection `conn`'s entry under cn=Monitor's cn=Connections, removed when dropped (at
+/// close): written on connect, bind and close only, never per operation.
+fn monitor_entry(worker: &Worker, conn: u64, stream: &TcpStream, scheme: &str) -> ConnectionEntry {
+    let address =
+        |a: std::io::Result<std::net::SocketAddr>| a.map_or_else(|_| "unknown".into(), |a| format!("IP={a}"));
+    let local = stream.local_addr().map_or_else(|_| "unknown".into(), |a| a.to_string());
+    worker.config.monitor.connections.open(
+        conn,
+        ConnectionInfo {
+            peer_address: address(stream.peer_addr()),
+            local_address: address(stream.local_addr()),
+            listener: format!("{scheme}://{local}/"),
+            started: std::time::SystemTime::now(),
+            authz_dn: String::new(),
+        },
+    )
 }
 
 /// `conn=N fd=F slot=F connection from A to B`, as 389-ds writes it.
