@@ -195,6 +195,8 @@ pub fn build(config: &Setup<'_>, sources: &Sources, now: SystemTime) -> Vec<Moni
     }
     b.container("Log", "information about logging", vec![]);
     operations(&mut b, &totals);
+    // Ferrodir has no overlays: the container slapd publishes, empty.
+    b.container("Overlays", "information about available overlays", vec![]);
     b.container("SASL", "information about SASL", vec![]);
     shards(&mut b, server.map(|s| s.shards()).unwrap_or_default());
     let statistics = b.container("Statistics", "statistics", vec![]);
