@@ -87,6 +87,10 @@ pub struct DirectoryConfig {
     pub schema: Arc<Schema>,
     /// Matching facts per attribute type, resolved once from `schema`.
     pub rules: Arc<RuleTable>,
+    /// `monitor_readers`: the entries, besides the rootDN, that may read cn=Monitor.
+    pub monitor_readers: Vec<Dn>,
+    /// What cn=Monitor reads (router::monitor): filled by the server at start.
+    pub monitor: Arc<crate::monitor::Sources>,
 }
 
 impl DirectoryConfig {

@@ -17,6 +17,7 @@
 //! - [`error`]: the one place failures become LDAP result codes.
 //! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
+//! - [`monitor`]: cn=Monitor, slapd's back-monitor subtree, built from those counters.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
@@ -34,6 +35,7 @@ pub mod coordinator;
 pub mod error;
 pub mod intent;
 pub mod limits;
+pub mod monitor;
 pub mod op;
 pub mod password;
 pub mod resolve;

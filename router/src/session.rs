@@ -515,6 +515,8 @@ impl Session {
     }
 
     fn set_identity(&self, identity: Identity) {
+        // cn=Monitor's connection entry shows the bound DN: updated here, on Bind only.
+        self.worker.config.monitor.connections.bound(self.conn_id, identity.author());
         self.state.limits.set(*self.worker.config.limits_for(&identity));
         *self.state.identity.borrow_mut() = identity;
     }

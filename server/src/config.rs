@@ -27,6 +27,10 @@ pub struct Config {
     /// A simple bind, SASL PLAIN or Password Modify in cleartext from a non-loopback peer
     /// gets confidentialityRequired (13).
     pub require_tls_for_binds: bool,
+    /// `monitor_readers = ["DN", ...]`: who may read cn=Monitor besides the rootDN (an
+    /// exporter's bind DN). Its connection entries show peer addresses and bind DNs, so
+    /// nobody else sees the subtree at all.
+    pub monitor_readers: Vec<String>,
     /// `[[authz_regexp]]`: how an authenticated SASL name (a client certificate's subject,
     /// ldapi peer credentials, a PLAIN user name) becomes a directory identity, as slapd's
     /// `authz-regexp`: the first rule whose `match` (a regular expression, matched
@@ -338,6 +342,7 @@ impl Default for Config {
             metrics_listen: None,
             tls: None,
             require_tls_for_binds: true,
+            monitor_readers: Vec::new(),
             authz_regexp: Vec::new(),
             data_dir: PathBuf::from("ferrodir-data"),
             suffixes: vec!["dc=example,dc=com".into()],

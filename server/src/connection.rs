@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, Semaphore};
 use std::os::fd::AsRawFd as _;
 
 use ferrodir_router::accesslog::{Line, Value};
+use ferrodir_router::monitor::{ConnectionEntry, ConnectionInfo};
 use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
 
 use crate::config::Limits;
@@ -91,37 +92,44 @@ pub async fn accept(incoming: Incoming, conn: u64, worker: Rc<Worker>, shared: A
     let listener = incoming.listener();
     // One `serve` await for every kind of connection: an await per branch would each keep
     // its own room in this future, and every connection holds one.
-    let Some((stream, transport)) = open(incoming, conn, &worker, &shared).await else { return };
+    let Some((stream, transport, monitor_entry)) = open(incoming, conn, &worker, &shared).await else {
+        return;
+    };
     serve(stream, transport, listener, conn, worker, shared).await;
+    // Leaves cn=Connections,cn=Monitor when the connection ends.
+    drop(monitor_entry);
 }
 
-/// The stream of an accepted connection, after the TLS handshake for LDAPS; None when it
-/// could not be set up (a failed handshake is counted and logged here).
+/// The stream of an accepted connection, after the TLS handshake for LDAPS, and its entry in
+/// cn=Monitor's connection table; None when it could not be set up (a failed handshake is
+/// counted and logged here).
 async fn open(
     incoming: Incoming,
     conn: u64,
     worker: &Worker,
     shared: &Shared,
-) -> Option<(Stream, Transport)> {
+) -> Option<(Stream, Transport, ConnectionEntry)> {
     match incoming {
         Incoming::Plain(std_stream) => {
             let stream = TcpStream::from_std(std_stream).ok()?;
             no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(worker, conn, &stream, "connection");
-            Some((Stream::Tcp(stream), Transport { local, ..Transport::default() }))
+            let entry = monitor_entry(worker, conn, &stream, "ldap");
+            Some((Stream::Tcp(stream), Transport { local, ..Transport::default() }, entry))
         }
         Incoming::Ldaps(std_stream) => {
             let stream = TcpStream::from_std(std_stream).ok()?;
             no_delay(&stream);
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(worker, conn, &stream, "SSL connection");
+            let entry = monitor_entry(worker, conn, &stream, "ldaps");
             // Boxed, here and in `serve`: a handshake's state is kilobytes, and inline it
             // would size every connection's future, plain and idle ones included.
             match Box::pin(handshake(stream, shared, Transport { local, ..Transport::default() })).await {
                 Some((tls, transport)) => {
                     log_tls(worker, conn, &tls);
-                    Some((Stream::Tls(Box::new(tls)), transport))
+                    Some((Stream::Tls(Box::new(tls)), transport, entry))
                 }
                 None => {
                     worker.stats.closed(Listener::Ldaps, CloseReason::Tls);
@@ -132,20 +140,46 @@ async fn open(
         }
         Incoming::Ldapi(std_stream, peer_cred) => {
             let stream = UnixStream::from_std(std_stream).ok()?;
+            let path = stream
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                .unwrap_or_default();
             if let Some(sink) = &worker.access_log {
-                let to = stream
-                    .local_addr()
-                    .ok()
-                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
-                    .unwrap_or_default();
-                sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), to));
+                sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), path.clone()));
             }
-            Some((
-                Stream::Unix(stream),
-                Transport { local: true, ldapi: true, peer_cred, ..Transport::default() },
-            ))
+            let entry = worker.config.monitor.connections.open(
+                conn,
+                ConnectionInfo {
+                    peer_address: format!("PATH={path}"),
+                    local_address: format!("PATH={path}"),
+                    listener: format!("ldapi://{}/", path.replace('/', "%2F")),
+                    started: std::time::SystemTime::now(),
+                    authz_dn: String::new(),
+                },
+            );
+            let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
+            Some((Stream::Unix(stream), transport, entry))
         }
     }
+}
+
+/// Connection `conn`'s entry under cn=Monitor's cn=Connections, removed when dropped (at
+/// close): written on connect, bind and close only, never per operation.
+fn monitor_entry(worker: &Worker, conn: u64, stream: &TcpStream, scheme: &str) -> ConnectionEntry {
+    let address =
+        |a: std::io::Result<std::net::SocketAddr>| a.map_or_else(|_| "unknown".into(), |a| format!("IP={a}"));
+    let local = stream.local_addr().map_or_else(|_| "unknown".into(), |a| a.to_string());
+    worker.config.monitor.connections.open(
+        conn,
+        ConnectionInfo {
+            peer_address: address(stream.peer_addr()),
+            local_address: address(stream.local_addr()),
+            listener: format!("{scheme}://{local}/"),
+            started: std::time::SystemTime::now(),
+            authz_dn: String::new(),
+        },
+    )
 }
 
 /// `conn=N fd=F slot=F connection from A to B`, as 389-ds writes it.

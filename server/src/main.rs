@@ -22,6 +22,7 @@ mod import;
 mod load;
 mod manifest;
 mod metrics;
+mod monitor;
 mod priority;
 mod reindex;
 mod runtime;

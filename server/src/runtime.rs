@@ -100,6 +100,15 @@ pub fn directory_config(
         rules: store.rules.clone(),
         blooms: store.blooms.clone(),
         indexes: store.indexes.clone(),
+        monitor_readers: config
+            .monitor_readers
+            .iter()
+            .map(|text| {
+                ferrodir_proto::Dn::parse(text)
+                    .map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?,
+        monitor: Arc::default(),
     })
 }
 
@@ -219,6 +228,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                     worker = worker.with_access_log(sink);
                 }
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
+                worker.config.monitor.add_worker(worker.stats.clone());
                 WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
             }
             let _ = tx.send(());
@@ -238,6 +248,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let bound = crate::metrics::http::start(addr, metrics.clone())?;
         println!("ferrodir metrics on http://{bound}/metrics");
     }
+    directory.monitor.set_server(Arc::new(crate::monitor::Facts::new(metrics.clone(), listeners.describe())));
     announce(&config, &listeners, shard_count);
     metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
     crate::systemd::ready();
@@ -412,6 +423,28 @@ impl Listeners {
             None => None,
         };
         Ok(Self { plain, ldaps, ldapi })
+    }
+
+    /// Each listener's URL and local address, for cn=Monitor's cn=Listeners.
+    fn describe(&self) -> Vec<ferrodir_router::monitor::ListenerInfo> {
+        use ferrodir_router::monitor::ListenerInfo;
+        let mut out = Vec::new();
+        for (listener, scheme) in [(Some(&self.plain), "ldap"), (self.ldaps.as_ref(), "ldaps")] {
+            if let Some(addr) = listener.and_then(|l| l.local_addr().ok()) {
+                out.push(ListenerInfo {
+                    url: format!("{scheme}://{addr}/"),
+                    local_address: format!("IP={addr}"),
+                });
+            }
+        }
+        if let Some((_, path)) = &self.ldapi {
+            let path = path.display().to_string();
+            out.push(ListenerInfo {
+                url: format!("ldapi://{}/", path.replace('/', "%2F")),
+                local_address: format!("PATH={path}"),
+            });
+        }
+        out
     }
 
     /// The next accepted connection and, for TCP, its peer's address (for the per-IP

@@ -58,7 +58,7 @@ impl Stamp {
 }
 
 /// `YYYYMMDDHHMMSS` of a Unix time (UTC).
-fn civil_time(seconds: u64) -> String {
+pub fn civil_time(seconds: u64) -> String {
     let (year, month, day) = ferrodir_proto::schema::syntax::civil_from_days((seconds / 86_400) as i64);
     let secs_of_day = seconds % 86_400;
     format!(

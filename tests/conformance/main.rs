@@ -8,6 +8,7 @@
 //! - `catalogue`, `ops_read`, `ops_write`: the operations, numbered per group.
 //! - `compare`, `allow`, `differential`: normalising answers, the allowlist, the report.
 //! - `acl`: access rules written both ways, compared over a few hundred operations.
+//! - `monitor`: cn=Monitor against slapd's back-monitor (DNs, types, the exporter's queries).
 //! - `ldif`, `scripts`: OpenLDAP's test003/004/005/026 replayed against their .out files.
 
 mod acl;
@@ -19,6 +20,7 @@ mod compare;
 mod differential;
 mod filter;
 mod ldif;
+mod monitor;
 mod ops_read;
 mod ops_write;
 mod scripts;

@@ -73,8 +73,9 @@ fn slapd_programs() -> (PathBuf, PathBuf) {
 }
 
 /// slapd.conf; `access` lines go into the database section (so that, as in slapd, they
-/// don't reach the root DSE and cn=Subschema, which stay readable by all).
-fn slapd_config(dir: &Path, access: &[String]) -> String {
+/// don't reach the root DSE and cn=Subschema, which stay readable by all). `extra` (more
+/// database sections) goes last.
+fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
     let mut conf = String::new();
     for schema in SCHEMAS {
         conf.push_str(&format!("include /etc/ldap/schema/{schema}.schema\n"));
@@ -96,6 +97,7 @@ fn slapd_config(dir: &Path, access: &[String]) -> String {
         conf.push_str(line);
         conf.push('\n');
     }
+    conf.push_str(extra);
     conf
 }
 
@@ -106,11 +108,24 @@ pub fn start_slapd(ldif: Option<&Path>) -> Server {
 
 /// Starts slapd with `access` lines (`access to ... by ...`) in its database section.
 pub fn start_slapd_with(ldif: Option<&Path>, access: &[String]) -> Server {
+    start_slapd_sections(ldif, access, "")
+}
+
+/// Starts slapd with its monitor database (back-monitor, built into Debian's slapd: no
+/// module to load), readable by the manager only.
+pub fn start_slapd_with_monitor() -> Server {
+    let monitor = format!(
+        "database monitor\naccess to dn.subtree=\"cn=Monitor\" by dn.exact=\"{MANAGER_DN}\" read by * none\n"
+    );
+    start_slapd_sections(None, &[], &monitor)
+}
+
+fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> Server {
     let (slapd, slapadd) = slapd_programs();
     let dir = tempfile::tempdir().expect("temporary directory");
     let conf = dir.path().join("slapd.conf");
     std::fs::create_dir(dir.path().join("db")).expect("mkdir db");
-    std::fs::write(&conf, slapd_config(dir.path(), access)).expect("write slapd.conf");
+    std::fs::write(&conf, slapd_config(dir.path(), access, extra)).expect("write slapd.conf");
     if let Some(ldif) = ldif {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");

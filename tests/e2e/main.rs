@@ -13,6 +13,7 @@ mod import;
 mod isolation;
 mod limits;
 mod metrics;
+mod monitor;
 mod ops;
 mod passwords;
 mod persistence;

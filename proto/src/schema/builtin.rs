@@ -3,7 +3,7 @@
 //! slapd 2.5.13 publishes; see the files' headers).
 //!
 //! They load in this order: [`HIDDEN`] (types slapd knows but does not publish), then
-//! [`STANDARD`], then [`OPENLDAP`]. Each is an OpenLDAP `.schema` file, so a deployment
+//! [`STANDARD`], then [`OPENLDAP`], then [`MONITOR`] (hidden too). Each is an OpenLDAP `.schema` file, so a deployment
 //! that wants another base can load the same text with [`Schema::load_openldap_schema`].
 
 use std::sync::OnceLock;
@@ -25,6 +25,13 @@ pub const OPENLDAP: &str = include_str!("../../schema/openldap.schema");
 /// other file's types.)
 pub const HIDDEN: &str = include_str!("../../schema/hidden.schema");
 
+/// back-monitor's types and classes (monitoredInfo, monitorCounter, monitorOpCompleted,
+/// monitorServer, monitoredObject...), with slapd's OIDs: what the router's cn=Monitor
+/// subtree (`router::monitor`) publishes, so that filters and attribute selection there
+/// follow their matching rules and supertypes. Hidden, as slapd hides them (SLAP_AT_HIDE);
+/// loaded after [`STANDARD`] because managedInfo's supertype is `name`.
+pub const MONITOR: &str = include_str!("../../schema/monitor.schema");
+
 /// Loads the built-in files into an empty schema.
 fn load_builtin() -> Result<Schema, SchemaError> {
     let mut schema = Schema::empty();
@@ -32,6 +39,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("hidden.schema", HIDDEN, Visibility::Hidden),
         ("standard.schema", STANDARD, Visibility::Published),
         ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("monitor.schema", MONITOR, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
         schema.load(text, visibility).map_err(|e| SchemaError(format!("{file}: {}", e.0)))?;
@@ -111,8 +119,10 @@ mod tests {
         assert_eq!(published[1].1.len(), 66);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
-        // The hidden file adds four types on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 169 + 4);
+        // The hidden files add four types and back-monitor's 32 on top of the published ones.
+        assert_eq!(schema.attribute_types().count(), 169 + 4 + 32);
+        assert!(schema.attribute("monitorOpCompleted").is_some());
+        assert!(schema.object_class("monitoredObject").is_some());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct Schema {
     extra_syntaxes: Vec<(String, String)>,
     /// OIDs of types known but left out of cn=Subschema, as slapd hides them.
     hidden_attribute_oids: HashSet<String>,
+    /// OIDs of classes known but left out of cn=Subschema (back-monitor's, SLAP_OC_HIDE).
+    hidden_class_oids: HashSet<String>,
     macros: OidMacros,
 }
 
@@ -178,7 +180,7 @@ impl Schema {
             }
             "objectclass" | "objectclasses" => {
                 let description = parse::object_class(text, &self.macros)?;
-                self.add_object_class(description)
+                self.add_object_class(description, visibility)
             }
             "ldapsyntax" | "ldapsyntaxes" => {
                 let description = parse::ldap_syntax(text, &self.macros)?;
@@ -248,7 +250,7 @@ impl Schema {
 
     /// Registers an object class once its superclasses and attribute types are known, as
     /// slapd requires; a misspelt MUST would otherwise make every entry of the class fail.
-    fn add_object_class(&mut self, d: ObjectClassDescription) -> Result<(), String> {
+    fn add_object_class(&mut self, d: ObjectClassDescription, visibility: Visibility) -> Result<(), String> {
         let label = label(&d.oid, &d.names);
         check_new_keys(&self.class_index, &d.oid, &d.names, "object class")?;
         if let Some(sup) = d.sup.iter().find(|sup| self.object_class(sup).is_none()) {
@@ -270,6 +272,9 @@ impl Schema {
             may: d.may,
             obsolete: d.obsolete,
         };
+        if visibility == Visibility::Hidden {
+            self.hidden_class_oids.insert(class.oid.clone());
+        }
         index_keys(&mut self.class_index, &class.oid, &class.names, self.object_classes.len());
         self.object_classes.push(class);
         Ok(())
@@ -372,7 +377,12 @@ impl Schema {
         let published =
             || self.attribute_types.iter().filter(|t| !self.hidden_attribute_oids.contains(&t.oid));
         let attribute_types = published().map(|t| t.definition.clone()).collect();
-        let object_classes = self.object_classes.iter().map(|c| c.definition.clone()).collect();
+        let object_classes = self
+            .object_classes
+            .iter()
+            .filter(|c| !self.hidden_class_oids.contains(&c.oid))
+            .map(|c| c.definition.clone())
+            .collect();
         let mut ldap_syntaxes: Vec<String> = syntax::all()
             .iter()
             .map(|(oid, desc)| format!("( {oid} DESC {}{} )", parse::quote(desc), syntax_extensions(oid)))

@@ -114,10 +114,14 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
 
 /// Refuses writes to what no naming context of ours holds: the root DSE, cn=Subschema, and
 /// DNs outside every suffix (slapd: unwillingToPerform, "no global superior knowledge").
+/// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words).
 pub fn check_writable(
     config: &crate::config::DirectoryConfig,
     dn: &ferrodir_proto::Dn,
 ) -> Result<(), LdapError> {
+    if crate::monitor::is_monitor_dn(dn) {
+        return Err(LdapError::unwilling("operation not supported within namingContext"));
+    }
     if dn.is_root() || dn.normalized() == "cn=subschema" || config.suffix_of(dn).is_none() {
         return Err(LdapError::unwilling("no global superior knowledge"));
     }

@@ -58,6 +58,10 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         // Readable by everyone: the rules are for the naming contexts.
         return serve_special(ctx, &request, &base, &attrs).await;
     }
+    if crate::monitor::is_monitor_dn(&base) {
+        // Served from the counters, to the rootDN and `monitor_readers` only.
+        return crate::monitor::search::search(ctx, &request, &base, &attrs).await;
+    }
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
     let base_entry = access::entry_for_rules(ctx, &subject, target.id).await?;

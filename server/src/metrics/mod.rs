@@ -46,6 +46,11 @@ impl ListenerStats {
         }
     }
 
+    /// Connections accepted on every listener (cn=Monitor's cn=Total).
+    pub fn accepted_total(&self) -> u64 {
+        self.accepted.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
     pub fn rejected(&self, listener: Listener, why: Rejection) {
         if let Some(c) = self.rejected.get(listener as usize).and_then(|row| row.get(why as usize)) {
             c.fetch_add(1, Ordering::Relaxed);
