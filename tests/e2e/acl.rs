@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{binary, connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{binary, bound, connect_url, Client, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
@@ -46,15 +46,6 @@ fn config(extra: &str) -> String {
         "shards = 4\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"{ADMIN_PW}\"\nexample_data = true\n\
          {extra}\n[log]\nlevel = \"warn\"\n"
     )
-}
-
-fn bound(server: &Server, dn: &str, password: &str) -> Client {
-    let mut client = connect_url(&server.url());
-    if !dn.is_empty() {
-        let result = client.simple_bind(dn, password).expect("bind");
-        assert_eq!(result.rc, 0, "bind as {dn}: {result:?}");
-    }
-    client
 }
 
 /// DN (lowercased) → attribute names (lowercased) of a search's entries, and its code and

@@ -250,3 +250,14 @@ pub fn connect_url(url: &str) -> Client {
     let settings = LdapConnSettings::new().set_conn_timeout(OP_TIMEOUT);
     Client(LdapConn::with_settings(settings, url).expect("connect"))
 }
+
+/// A connection to `server` bound as `dn` with `password` (anonymous when `dn` is empty);
+/// the bind must succeed.
+pub fn bound(server: &Server, dn: &str, password: &str) -> Client {
+    let mut client = connect_url(&server.url());
+    if !dn.is_empty() {
+        let result = client.simple_bind(dn, password).expect("bind");
+        assert_eq!(result.rc, 0, "bind as {dn}: {result:?}");
+    }
+    client
+}

@@ -6,7 +6,7 @@
 
 use ldap3::{LdapError, Mod, Scope, SearchEntry};
 
-use crate::harness::{connect_url, Client, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{bound, Client, Server, ADMIN_DN, ADMIN_PW};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
@@ -17,15 +17,6 @@ fn start() -> Server {
         "shards = 2\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"{ADMIN_PW}\"\nexample_data = true\n\
          monitor_readers = [\"{BOB}\"]\n[log]\nlevel = \"warn\"\n"
     ))
-}
-
-fn bound(server: &Server, dn: &str, password: &str) -> Client {
-    let mut client = connect_url(&server.url());
-    if !dn.is_empty() {
-        let result = client.simple_bind(dn, password).expect("bind");
-        assert_eq!(result.rc, 0, "bind as {dn}: {result:?}");
-    }
-    client
 }
 
 /// The entries a search returns, or its result code when it failed.
