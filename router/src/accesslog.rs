@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{AuthenticationChoice, ProtocolOp};
-use tokio::sync::mpsc;
+use std::sync::mpsc::SyncSender;
 
 use crate::stats::{bump, WorkerStats};
 
@@ -48,17 +48,19 @@ pub struct Line<'a> {
 
 /// One worker's way into the access log.
 pub struct LogSink {
-    tx: mpsc::Sender<String>,
+    tx: SyncSender<String>,
     format: LogFormat,
     stats: Arc<WorkerStats>,
 }
 
 impl LogSink {
-    pub fn new(tx: mpsc::Sender<String>, format: LogFormat, stats: Arc<WorkerStats>) -> Self {
+    pub fn new(tx: SyncSender<String>, format: LogFormat, stats: Arc<WorkerStats>) -> Self {
         Self { tx, format, stats }
     }
 
-    /// Formats and queues `line`; a full queue drops it and counts the drop.
+    /// Formats and queues `line`; a full queue drops it and counts the drop. The writer
+    /// polls the queues rather than being woken: a wake per line cost a system call per
+    /// line, more than all the rest of the log (BENCHMARKS.md, "The access log's cost").
     pub fn emit(&self, line: Line<'_>) {
         let text = match self.format {
             LogFormat::Text => text_line(&line, SystemTime::now()),
