@@ -115,8 +115,8 @@ pub struct OpContext {
     /// entries it sent, 389-ds's notes, and for a Bind its DN.
     pub conn_id: u64,
     pub op_number: i64,
-    pub entries: Rc<Cell<u64>>,
-    pub notes: Rc<Cell<Option<&'static str>>>,
+    pub entries: Cell<u64>,
+    pub notes: Cell<Option<&'static str>>,
     pub log_dn: Option<String>,
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
@@ -397,7 +397,9 @@ impl Session {
                 (ctx.kind, ctx.received, ctx.bind_method) =
                     (Some(kind), received, Some(bind_method(&request)));
                 ctx.op_number = op_number;
-                ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
+                if self.worker.access_log.is_some() {
+                    ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
+                }
                 let refusal = op::controls::check(controls.as_deref())
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {
@@ -534,8 +536,8 @@ impl Session {
             started: Instant::now(),
             conn_id: self.conn_id,
             op_number: -1,
-            entries: Rc::default(),
-            notes: Rc::default(),
+            entries: Cell::new(0),
+            notes: Cell::new(None),
             log_dn: None,
             cancel,
         }
