@@ -134,6 +134,11 @@ mod tests {
         .unwrap();
         let name = block_on(pool.run(|| std::thread::current().name().map(str::to_string))).unwrap();
         assert!(name.unwrap().starts_with("password-hash-"));
+        // The job ran on one thread; the other may still be starting on a busy machine.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while started.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(started.load(Ordering::SeqCst), 2);
     }
 
@@ -141,19 +146,25 @@ mod tests {
     fn a_full_queue_fails_at_once() {
         let pool = HashPool::start(1, 1, || {}).unwrap();
         let (release, wait) = std::sync::mpsc::channel::<()>();
+        let (running_tx, running_rx) = tokio::sync::oneshot::channel::<()>();
         block_on(async {
-            // One job runs (blocked), one waits in the queue, the third is refused.
-            let running = pool.run(move || wait.recv().ok());
-            let queued = async {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                pool.run(|| 2).await
-            };
-            let (first, second, third) = tokio::join!(running, queued, async {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let third = pool.run(|| 3).await;
-                release.send(()).unwrap();
-                third
+            // One job runs (blocked), one waits in the queue, the third is refused. Each step
+            // waits for the one before it, not for a sleep, so a busy machine cannot reorder them.
+            let running = pool.run(move || {
+                let _ = running_tx.send(());
+                wait.recv().ok()
             });
+            let rest = async {
+                running_rx.await.unwrap();
+                let queued = pool.run(|| 2);
+                let third = async {
+                    let third = pool.run(|| 3).await;
+                    release.send(()).unwrap();
+                    third
+                };
+                tokio::join!(queued, third)
+            };
+            let (first, (second, third)) = tokio::join!(running, rest);
             assert_eq!(third, Err(PoolError::Busy));
             assert_eq!(first, Ok(Some(())));
             assert_eq!(second, Ok(2));
