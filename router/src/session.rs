@@ -121,6 +121,10 @@ pub struct OpContext {
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
+    /// The request's controls (those the session accepted; see op::controls).
+    pub controls: Vec<Control>,
+    /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
+    pub sorts: Rc<crate::op::sort::Sessions>,
 }
 
 impl OpContext {
@@ -131,6 +135,11 @@ impl OpContext {
     /// Sends one response PDU with this operation's messageID. An abandoned operation gets
     /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
     pub async fn respond(&self, op: ProtocolOp) {
+        self.respond_with(op, None).await;
+    }
+
+    /// [`Self::respond`] with response controls.
+    pub async fn respond_with(&self, op: ProtocolOp, controls: Option<Vec<Control>>) {
         let code = final_code(&op);
         if matches!(op, ProtocolOp::SearchResultEntry(_)) {
             self.count_entries(1);
@@ -144,7 +153,7 @@ impl OpContext {
         if let Some(code) = code {
             self.record(code);
         }
-        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls: None };
+        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls };
         match encode_message(&message) {
             Ok(pdu) => {
                 let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
@@ -303,6 +312,8 @@ pub struct Session {
     conn_id: u64,
     /// The next operation's number on this connection (389-ds counts from 0).
     next_op: Cell<i64>,
+    /// Sorted searches kept between pages; dropped with the connection.
+    sorts: Rc<crate::op::sort::Sessions>,
 }
 
 impl Session {
@@ -321,7 +332,14 @@ impl Session {
             broken_notify: Notify::new(),
             disconnected: Cell::new(false),
         };
-        Self { worker, out, state: Rc::new(state), conn_id, next_op: Cell::new(0) }
+        Self {
+            worker,
+            out,
+            state: Rc::new(state),
+            conn_id,
+            next_op: Cell::new(0),
+            sorts: crate::op::sort::Sessions::new(),
+        }
     }
 
     /// Whether an operation of this session panicked: the connection must close.
@@ -430,6 +448,7 @@ impl Session {
                 let mut ctx = self.context(message_id, cancel);
                 (ctx.kind, ctx.received, ctx.op_number) = (Some(kind), received, op_number);
                 let refusal = self.refusal(&op, controls.as_deref());
+                ctx.controls = controls.unwrap_or_default();
                 let guard =
                     OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
                 // A panic in the operation is caught by tokio, which drops this future and
@@ -540,6 +559,8 @@ impl Session {
             notes: Cell::new(None),
             log_dn: None,
             cancel,
+            controls: Vec::new(),
+            sorts: self.sorts.clone(),
         }
     }
 

@@ -130,6 +130,16 @@ pub struct Limits {
     /// adminLimitExceeded.
     pub attributes_per_request_max: usize,
     pub search_chunks_in_flight: usize,
+    /// Matches one sorted search (RFC 2891) may collect; more: adminLimitExceeded (11).
+    pub sort_entries_max: usize,
+    /// Keys in one sort control; more: unwillingToPerform (53), as slapd's sssvlv-maxkeys.
+    pub sort_keys_max: usize,
+    /// Sorted searches running or kept (paged, VLV) per connection; one more: busy (51),
+    /// as slapd's sssvlv-maxperconn.
+    pub sort_sessions_per_connection_max: usize,
+    /// A kept sorted session unused for this long is dropped (its cookie then gets
+    /// protocolError).
+    pub sort_session_idle_s: u64,
     /// A scan's work between two yields of its thread, in microseconds.
     pub search_slice_us: u64,
     /// A scan takes a fresh snapshot after this many entries, or after
@@ -390,6 +400,10 @@ impl Default for Limits {
             controls_per_request_max: 32,
             attributes_per_request_max: 1024,
             search_chunks_in_flight: 4,
+            sort_entries_max: 100_000,
+            sort_keys_max: 5,
+            sort_sessions_per_connection_max: 5,
+            sort_session_idle_s: 300,
             search_slice_us: 1_000,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
@@ -463,6 +477,16 @@ impl Config {
         for ((key, replacement), value) in RETIRED_LIMITS.iter().zip(retired) {
             if value.is_some() {
                 anyhow::bail!("limits.{key} was replaced by {replacement}");
+            }
+        }
+        for (key, value) in [
+            ("sort_entries_max", limits.sort_entries_max as u64),
+            ("sort_keys_max", limits.sort_keys_max as u64),
+            ("sort_sessions_per_connection_max", limits.sort_sessions_per_connection_max as u64),
+            ("sort_session_idle_s", limits.sort_session_idle_s),
+        ] {
+            if value == 0 {
+                anyhow::bail!("limits.{key} must be at least 1");
             }
         }
         let resolved = limits.resolve()?;

@@ -90,6 +90,12 @@ pub fn directory_config(
             .collect::<anyhow::Result<_>>()?,
         limits: config.limits.resolve()?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
+        sort: ferrodir_router::op::sort::SortLimits {
+            entries_max: config.limits.sort_entries_max,
+            keys_max: config.limits.sort_keys_max,
+            sessions_per_connection_max: config.limits.sort_sessions_per_connection_max,
+            session_idle: std::time::Duration::from_secs(config.limits.sort_session_idle_s),
+        },
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
         remote_reads: match config.remote_reads.as_str() {
             "message" => RemoteReads::Message,

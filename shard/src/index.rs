@@ -244,7 +244,14 @@ pub fn assertion_grams(
 /// rules by their normalised form (generalizedTime normalises to UTC, so it sorts too).
 pub fn ordering_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
     let rule = rules.ordering?;
-    let norm = matching::normalize(equality_or(rules, rule), value)?;
+    ordering_key_by(rule, equality_or(rules, rule), value)
+}
+
+/// [`ordering_key`] under a given ordering rule, the value normalised by `normalize` (the
+/// attribute's equality rule, or the ordering rule itself when a client names one): the
+/// one key encoding that the `ord` index and server-side sorting (`sortkeys`) share.
+pub fn ordering_key_by(rule: Rule, normalize: Rule, value: &[u8]) -> Option<Vec<u8>> {
+    let norm = matching::normalize(normalize, value)?;
     if rule != Rule::Integer {
         return Some(norm);
     }

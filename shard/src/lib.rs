@@ -56,6 +56,7 @@ pub mod scan;
 pub mod search;
 pub mod segments;
 pub mod skeleton;
+pub mod sortkeys;
 pub mod stamp;
 pub mod stop;
 pub mod storage;

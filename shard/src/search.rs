@@ -69,6 +69,9 @@ pub struct AttrSelection {
     /// Set when the access rules depend on the entry: asked for each entry's own rights,
     /// which replace `hidden` and `unsearchable` there.
     pub per_entry: Option<Arc<dyn EntryRules>>,
+    /// Set when the search sorts (RFC 2891): a match is sent as its id and sort keys
+    /// (`sortkeys::encode_row`) instead of its PDU, for the router to sort.
+    pub sort: Option<Arc<crate::sortkeys::SortSpec>>,
 }
 
 impl AttrSelection {
@@ -361,6 +364,9 @@ pub(crate) fn encode_entry(
 ) -> Bytes {
     let sel = query.attrs;
     let record = &cached.record;
+    if let Some(sort) = &sel.sort {
+        return Bytes::from(crate::sortkeys::encode_row(id, &sort.keys_of(rules, &record.entry, hidden)));
+    }
     let dn = entry_dn(query.tree, id, record);
     let mut attributes = Vec::with_capacity(256);
     for segment in cached.segments(rules) {

@@ -19,6 +19,7 @@ mod passwords;
 mod persistence;
 mod raw;
 mod semantics;
+mod sort;
 mod systemd;
 mod tls;
 mod verify;

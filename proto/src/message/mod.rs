@@ -7,6 +7,7 @@
 //!   and the messageID by hand around `rasn`.
 //! - `ops.rs`: the request and response bodies.
 //! - `passwd_modify.rs`: the request and response values of RFC 3062's Password Modify.
+//! - `sort_vlv.rs`: the values of the sort, VLV and paged-results controls of a sorted search.
 //! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
@@ -31,6 +32,7 @@ mod codec;
 mod ops;
 mod passwd_modify;
 mod result;
+pub mod sort_vlv;
 
 pub use crate::filter::AttributeValueAssertion;
 pub use codec::{decode_message, encode_message, encode_message_into};

@@ -9,7 +9,8 @@ use ferrodir_proto::ResultCode;
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
 
 /// Controls this server honours; advertised in the rootDSE's supportedControl.
-pub const SUPPORTED: &[&str] = &[MANAGE_DSA_IT_OID];
+pub const SUPPORTED: &[&str] =
+    &[MANAGE_DSA_IT_OID, crate::op::sort::SORT_REQUEST_OID, crate::op::sort::VLV_REQUEST_OID];
 
 /// The refusal to send if `controls` holds a critical control we don't support.
 pub fn check(controls: Option<&[Control]>) -> Option<LdapResult> {

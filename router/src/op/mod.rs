@@ -12,6 +12,7 @@ pub mod passmod;
 pub mod rootdse;
 pub mod sasl;
 pub mod search;
+pub mod sort;
 pub mod stored_password;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};

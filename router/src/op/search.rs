@@ -32,11 +32,19 @@ use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
-    let result = match run(ctx, request).await {
+    // Server-side sort and VLV (op::sort) own the search's paging when the sort control is there.
+    let sorting = match crate::op::sort::Sorting::from_request(ctx) {
+        Ok(sorting) => sorting,
+        Err(refusal) => {
+            return ctx.respond_with(ProtocolOp::SearchResultDone(refusal.result), refusal.controls).await;
+        }
+    };
+    let result = match run(ctx, request, sorting.as_ref()).await {
         Ok(result) => result,
         Err(e) => e.to_result(),
     };
-    ctx.respond(ProtocolOp::SearchResultDone(result)).await;
+    let controls = sorting.as_ref().and_then(|s| s.response_controls(&result));
+    ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await;
 }
 
 /// The effective limit: the client's, capped by the server's for everyone but the rootDN.
@@ -49,7 +57,11 @@ fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
     }
 }
 
-async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult> {
+async fn run(
+    ctx: &OpContext,
+    request: SearchRequest,
+    sorting: Option<&crate::op::sort::Sorting>,
+) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
     let base = parse_dn(&request.base_object)?;
     let mut attrs =
@@ -98,6 +110,18 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
     let time_limit = limit(request.time_limit, class.search_time_max_s, &ctx.identity);
     let tree = ctx.worker.tree();
+    if let Some(sorting) = sorting {
+        let input = crate::op::sort::Input {
+            tree,
+            scope,
+            filter: request.filter,
+            attrs,
+            class,
+            size_limit,
+            time_limit,
+        };
+        return crate::op::sort::run(ctx, sorting, input).await;
+    }
     if let Scope::Base(id) = scope {
         let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = lookup(ctx, &query, id).await? {
@@ -108,24 +132,7 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         }
         return Ok(LdapResult::success());
     }
-    let planner =
-        Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
-    let plan = planner.plan(&request.filter);
-    if plan.is_none() {
-        crate::stats::bump(&ctx.worker.stats.unindexed_searches, 1);
-        ctx.note("A");
-    }
-    if plan.is_none() && class.unindexed_search == UnindexedPolicy::Refuse {
-        // 389-ds's require-index: refuse before any shard starts walking its scope.
-        return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
-    }
-    let shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
-        // Only the shards whose filter may hold the value (and so the matches).
-        Some(key) => (0..ctx.worker.shard_count())
-            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
-            .collect(),
-        None => (0..ctx.worker.shard_count()).collect(),
-    };
+    let (plan, shards) = plan_shards(ctx, class, &request.filter, &attrs)?;
     // Shards whose part is small enough are answered right here; the rest go to the pool.
     let mut sent: u64 = 0;
     let mut pooled = Vec::with_capacity(shards.len());
@@ -162,9 +169,39 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     outcome
 }
 
+/// The search's plan (None: unindexed, which the class may refuse) and the shards that may
+/// hold matches (a required equality value prunes by the shards' Bloom filters).
+pub(crate) fn plan_shards(
+    ctx: &OpContext,
+    class: &crate::limits::ClassLimits,
+    filter: &Filter,
+    attrs: &AttrSelection,
+) -> LdapResultOf<(Option<Plan>, Vec<usize>)> {
+    let config = &ctx.worker.config;
+    let planner =
+        Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
+    let plan = planner.plan(filter);
+    if plan.is_none() {
+        crate::stats::bump(&ctx.worker.stats.unindexed_searches, 1);
+        ctx.note("A");
+    }
+    if plan.is_none() && class.unindexed_search == UnindexedPolicy::Refuse {
+        // 389-ds's require-index: refuse before any shard starts walking its scope.
+        return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
+    }
+    let shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
+        // Only the shards whose filter may hold the value (and so the matches).
+        Some(key) => (0..ctx.worker.shard_count())
+            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
+            .collect(),
+        None => (0..ctx.worker.shard_count()).collect(),
+    };
+    Ok((plan, shards))
+}
+
 /// A base-scope search: the entry read on this thread when its shard is readable here,
 /// else fetched from its shard's actor.
-async fn lookup(
+pub(crate) async fn lookup(
     ctx: &OpContext,
     query: &Query<'_>,
     id: ferrodir_shard::EntryId,
