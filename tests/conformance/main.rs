@@ -9,6 +9,7 @@
 //! - `compare`, `allow`, `differential`: normalising answers, the allowlist, the report.
 //! - `acl`: access rules written both ways, compared over a few hundred operations.
 //! - `monitor`: cn=Monitor against slapd's back-monitor (DNs, types, the exporter's queries).
+//! - `sort`: server-side sort and VLV against slapd with its sssvlv overlay.
 //! - `ldif`, `scripts`: OpenLDAP's test003/004/005/026 replayed against their .out files.
 
 mod acl;
@@ -25,6 +26,7 @@ mod ops_read;
 mod ops_write;
 mod scripts;
 mod servers;
+mod sort;
 
 use scripts::Replay;
 use servers::Server;
