@@ -118,10 +118,9 @@ fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     if len < 0x80 {
         out.push(len as u8);
     } else {
-        let bytes = len.to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        out.push(0x80 | (bytes.len() - skip) as u8);
-        out.extend_from_slice(&bytes[skip..]);
+        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend_from_slice(&bytes);
     }
     out.extend_from_slice(content);
     out
@@ -129,17 +128,16 @@ fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
 
 /// The minimal two's-complement content of an INTEGER.
 fn int_content(value: i64) -> Vec<u8> {
-    let bytes = value.to_be_bytes();
-    let mut start = 0;
-    while start < 7 {
-        let (b, next) = (bytes[start], bytes[start + 1]);
-        if (b == 0 && next & 0x80 == 0) || (b == 0xff && next & 0x80 != 0) {
-            start += 1;
+    let mut bytes = value.to_be_bytes().to_vec();
+    // Drop a leading octet while the next one carries the same sign.
+    while let [first, next, ..] = bytes[..] {
+        if (first == 0 && next & 0x80 == 0) || (first == 0xff && next & 0x80 != 0) {
+            bytes.remove(0);
         } else {
             break;
         }
     }
-    bytes[start..].to_vec()
+    bytes
 }
 
 fn integer(value: i64) -> Vec<u8> {
