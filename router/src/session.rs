@@ -121,6 +121,8 @@ pub struct OpContext {
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
+    /// The request's controls (already checked: every critical one is supported).
+    pub controls: Option<Vec<Control>>,
 }
 
 impl OpContext {
@@ -131,6 +133,11 @@ impl OpContext {
     /// Sends one response PDU with this operation's messageID. An abandoned operation gets
     /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
     pub async fn respond(&self, op: ProtocolOp) {
+        self.respond_with(op, None).await;
+    }
+
+    /// [`Self::respond`] with response controls (e.g. a paged search's cookie).
+    pub async fn respond_with(&self, op: ProtocolOp, controls: Option<Vec<Control>>) {
         let code = final_code(&op);
         if matches!(op, ProtocolOp::SearchResultEntry(_)) {
             self.count_entries(1);
@@ -144,7 +151,7 @@ impl OpContext {
         if let Some(code) = code {
             self.record(code);
         }
-        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls: None };
+        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls };
         match encode_message(&message) {
             Ok(pdu) => {
                 let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
@@ -430,6 +437,7 @@ impl Session {
                 let mut ctx = self.context(message_id, cancel);
                 (ctx.kind, ctx.received, ctx.op_number) = (Some(kind), received, op_number);
                 let refusal = self.refusal(&op, controls.as_deref());
+                ctx.controls = controls;
                 let guard =
                     OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
                 // A panic in the operation is caught by tokio, which drops this future and
@@ -540,6 +548,7 @@ impl Session {
             notes: Cell::new(None),
             log_dn: None,
             cancel,
+            controls: None,
         }
     }
 
