@@ -91,6 +91,22 @@ pub struct DirectoryConfig {
     pub monitor_readers: Vec<Dn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
+    /// How paged-results cookies are sealed and how long they stay good (op/paged).
+    pub paged: PagedConfig,
+}
+
+/// Paged results (RFC 2696): the key that seals cookies (`paged-results.key` in the data
+/// directory) and `paged_cookie_idle_max_s`, after which a cookie is stale.
+#[derive(Debug, Clone)]
+pub struct PagedConfig {
+    pub key: crate::op::paged::cookie::CookieKey,
+    pub cookie_idle_max_s: u64,
+}
+
+impl Default for PagedConfig {
+    fn default() -> Self {
+        Self { key: crate::op::paged::cookie::CookieKey::random(), cookie_idle_max_s: 3600 }
+    }
 }
 
 impl DirectoryConfig {

@@ -358,7 +358,7 @@ impl Session {
     /// The refusal to send before running a request: an unsupported critical control, or a
     /// request shaped past the request limits.
     fn refusal(&self, op: &ProtocolOp, controls: Option<&[Control]>) -> Option<LdapResult> {
-        op::controls::check(controls)
+        op::controls::check(controls, matches!(op, ProtocolOp::SearchRequest(_)))
             .or_else(|| check_request(&self.worker.config.limits.request, op, controls))
     }
 
@@ -407,7 +407,7 @@ impl Session {
                 if self.worker.access_log.is_some() {
                     ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
                 }
-                let refusal = op::controls::check(controls.as_deref())
+                let refusal = op::controls::check(controls.as_deref(), false)
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {
                     ctx.respond(op::bind::response(refusal)).await;

@@ -136,6 +136,10 @@ pub struct Limits {
     /// `search_snapshot_age_ms`, whichever comes first (as back-mdb's rtxnsize).
     pub search_snapshot_entries_max: usize,
     pub search_snapshot_age_ms: u64,
+    /// A paged-results cookie not used for this long is stale (unwillingToPerform): the
+    /// server keeps nothing per paged search, so this only bounds how old a position a
+    /// client may come back with.
+    pub paged_cookie_idle_max_s: u64,
     pub entry_cache_entries_max: usize,
     /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
     pub storage_cache_bytes_per_shard: usize,
@@ -393,6 +397,7 @@ impl Default for Limits {
             search_slice_us: 1_000,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
+            paged_cookie_idle_max_s: 3600,
             entry_cache_entries_max: 100_000,
             storage_cache_bytes_per_shard: 1 << 30,
             outbound_pdus_queued_max: 256,

@@ -314,6 +314,72 @@ impl ScopeWalk {
     }
 }
 
+/// The most containers an [`OrderedWalk`] merges; a scope with more is walked through the
+/// entries table in id order instead (each batch reads up to a batch from every container).
+pub const ORDERED_CONTAINERS_MAX: usize = 64;
+
+/// A scope's entries on one shard in id order, for a page of a paged search: each batch
+/// takes up to `max` ids after the cursor from every container's one-level range (each is
+/// in id order), keeps the `max` smallest, and moves the cursor to the last of them. The
+/// smallest `max` ids of the union are among each range's smallest `max`, so nothing is
+/// skipped; the cursor is an id, so a reopened snapshot continues exactly after it.
+pub struct OrderedWalk {
+    base: Option<EntryId>,
+    containers: Vec<EntryId>,
+    cursor: Option<EntryId>,
+}
+
+impl OrderedWalk {
+    /// None when the scope has more than [`ORDERED_CONTAINERS_MAX`] containers.
+    pub fn new(tree: &Skeleton, scope: Scope, shard: usize, after: Option<EntryId>) -> Option<Self> {
+        let walk = ScopeWalk::new(tree, scope, shard);
+        if walk.containers.len() > ORDERED_CONTAINERS_MAX {
+            return None;
+        }
+        Some(Self { base: walk.base, containers: walk.containers, cursor: after })
+    }
+
+    /// Appends up to `max` more ids (in increasing order) to `out`; false once the walk is over.
+    pub fn next_batch(
+        &mut self,
+        snapshot: &dyn KvSnapshot,
+        max: usize,
+        out: &mut Vec<EntryId>,
+    ) -> ShardResult<bool> {
+        let max = max.max(1);
+        let admits = |id: EntryId, cursor: Option<EntryId>| cursor.is_none_or(|c| id > c);
+        let mut gathered: Vec<EntryId> = Vec::new();
+        if let Some(base) = self.base.filter(|b| admits(*b, self.cursor)) {
+            gathered.push(base);
+        }
+        for &parent in &self.containers {
+            let prefix = keys::children_prefix(parent);
+            let from = match self.cursor {
+                Some(last) => keys::child(parent, EntryId(last.0.saturating_add(1))),
+                None => prefix.clone(),
+            };
+            let mut taken = 0;
+            snapshot.scan_from(&prefix, &from, &mut |key, _| {
+                if let Some(id) = keys::trailing_id(key) {
+                    gathered.push(id);
+                    taken += 1;
+                }
+                taken < max
+            })?;
+        }
+        gathered.sort_unstable();
+        gathered.dedup();
+        // Fewer than `max` in all: no range was cut short, so nothing is left.
+        let more = gathered.len() >= max;
+        gathered.truncate(max);
+        if let Some(&last) = gathered.last() {
+            self.cursor = Some(last);
+        }
+        out.extend_from_slice(&gathered);
+        Ok(more)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

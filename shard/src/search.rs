@@ -146,8 +146,32 @@ impl AttrSelection {
 pub enum SearchChunk {
     /// Whole encoded SearchResultEntry PDUs, one `Bytes` per entry.
     Entries(Vec<Bytes>),
-    /// This shard is finished.
-    Done { shard: usize, result: ShardResult<()> },
+    /// This shard is finished; `end` says where a windowed part stopped.
+    Done { shard: usize, result: ShardResult<()>, end: Option<WindowEnd> },
+}
+
+/// One page's worth of a paged search (RFC 2696) on one shard: the matches whose ids come
+/// after `after`, in id order, at most `max` of them. Entry ids never change (not on rename,
+/// not on move), so the id is a total order that concurrent writes can't reshuffle: an
+/// entry present for the whole paged search is sent exactly once, any other at most once.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub after: Option<EntryId>,
+    pub max: usize,
+}
+
+impl Window {
+    pub fn admits(&self, id: EntryId) -> bool {
+        self.after.is_none_or(|after| id > after)
+    }
+}
+
+/// Where a windowed part stopped: the last id it sent, and whether a further match exists
+/// (looked for, after the `max`th, but not sent).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowEnd {
+    pub last: Option<EntryId>,
+    pub more: bool,
 }
 
 pub struct SearchTask {
@@ -164,6 +188,8 @@ pub struct SearchTask {
     pub stop: Arc<StopSignal>,
     /// The operation's own signal: Abandon, Unbind or the connection closing.
     pub op_stop: Arc<StopSignal>,
+    /// Set for a page of a paged search: matches in id order within the window.
+    pub window: Option<Window>,
 }
 
 impl SearchTask {
@@ -317,6 +343,36 @@ pub fn inline_search(
         }
     }
     Ok(Some(out))
+}
+
+/// [`inline_search`] for one page of a paged search: the plan's candidates are already in
+/// id order, so the window is a cut of them. None: too big (or unindexed) for this thread.
+pub fn inline_page(
+    core: &ShardCore,
+    query: &Query,
+    scope: Scope,
+    plan: Option<&Plan>,
+    window: Window,
+) -> ShardResult<Option<(Vec<Bytes>, WindowEnd)>> {
+    let Some(plan) = plan else { return Ok(None) };
+    let snapshot = core.snapshot();
+    let Some(ids) = read_plan(plan, snapshot.as_ref(), INLINE_CANDIDATES_MAX, &|| false)? else {
+        return Ok(None);
+    };
+    let rules = &core.info.rules;
+    let needs = filter_needs(rules, query.filter);
+    let (mut out, mut end) = (Vec::new(), WindowEnd::default());
+    for id in ids.into_iter().filter(|id| window.admits(*id)) {
+        let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
+        let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) else { continue };
+        if out.len() >= window.max {
+            end.more = true;
+            break;
+        }
+        out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
+        end.last = Some(id);
+    }
+    Ok(Some((out, end)))
 }
 
 pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {

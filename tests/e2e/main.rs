@@ -15,6 +15,7 @@ mod limits;
 mod metrics;
 mod monitor;
 mod ops;
+mod paging;
 mod passwords;
 mod persistence;
 mod raw;

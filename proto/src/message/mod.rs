@@ -29,6 +29,7 @@
 mod boolean;
 mod codec;
 mod ops;
+mod paged;
 mod passwd_modify;
 mod result;
 
@@ -39,6 +40,7 @@ pub use ops::{
     IntermediateResponse, ModifyDnRequest, ModifyOperation, ModifyRequest, PartialAttribute, SaslCredentials,
     SearchRequest, SearchResultEntry, SearchScope,
 };
+pub use paged::{PagedResults, PAGED_RESULTS_OID};
 pub use passwd_modify::{PasswdModifyRequest, PasswdModifyResponse};
 pub use rasn::types::OctetString;
 pub use result::{BindResponse, ExtendedResponse, LdapResult};

@@ -8,6 +8,7 @@ pub mod delete;
 pub mod extended;
 pub mod moddn;
 pub mod modify;
+pub mod paged;
 pub mod passmod;
 pub mod rootdse;
 pub mod sasl;

@@ -27,16 +27,23 @@ use crate::access::{self, Identity};
 use crate::acl::view::{Region, RegionKind};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
+use crate::op::paged::{self, PagedSearch, Paging};
 use crate::op::{parse_dn, rootdse};
 use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
-    let result = match run(ctx, request).await {
+    let mut paging = match Paging::from_request(ctx, &request) {
+        Ok(paging) => paging,
+        Err(e) => return ctx.respond(ProtocolOp::SearchResultDone(e.to_result())).await,
+    };
+    let result = match run(ctx, request, paging.as_mut()).await {
         Ok(result) => result,
         Err(e) => e.to_result(),
     };
-    ctx.respond(ProtocolOp::SearchResultDone(result)).await;
+    // RFC 2696 §3: the response control on every SearchResultDone of a paged search.
+    let controls = paging.as_ref().and_then(Paging::response_control).map(|control| vec![control]);
+    ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await;
 }
 
 /// The effective limit: the client's, capped by the server's for everyone but the rootDN.
@@ -49,7 +56,11 @@ fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
     }
 }
 
-async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult> {
+async fn run(
+    ctx: &OpContext,
+    request: SearchRequest,
+    mut paging: Option<&mut Paging>,
+) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
     let base = parse_dn(&request.base_object)?;
     let mut attrs =
@@ -61,6 +72,14 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
     if crate::monitor::is_monitor_dn(&base) {
         // Served from the counters, to the rootDN and `monitor_readers` only.
         return crate::monitor::search::search(ctx, &request, &base, &attrs).await;
+    }
+    let position = match paging.as_deref() {
+        Some(paging) => Some(paging.position(ctx)?),
+        None => None,
+    };
+    if paging.as_deref().is_some_and(|paging| paging.size == 0) {
+        // RFC 2696 §3: a page size of 0 ends the paged search; nothing is held to free.
+        return Ok(LdapResult::success());
     }
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
@@ -95,10 +114,23 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
         SearchScope::SubordinateSubtree => Scope::Children(target.id),
     };
     let class = config.limits_for(&ctx.identity);
-    let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
+    let size_limit = match paging.as_deref_mut() {
+        // slapd's size.pr and size.prtotal: the page is cut, the whole search is counted.
+        Some(paging) => {
+            if class.paged_page_entries_max != 0 {
+                paging.size = paging.size.min(class.paged_page_entries_max);
+            }
+            limit(request.size_limit, class.paged_total_entries_max, &ctx.identity)
+        }
+        None => limit(request.size_limit, class.search_entries_max, &ctx.identity),
+    };
     let time_limit = limit(request.time_limit, class.search_time_max_s, &ctx.identity);
     let tree = ctx.worker.tree();
     if let Scope::Base(id) = scope {
+        if position.is_some_and(|p| p.after.is_some()) {
+            // The one entry went out with the first page.
+            return Ok(LdapResult::success());
+        }
         let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = lookup(ctx, &query, id).await? {
             if !ctx.cancelled() && size_limit != Some(0) {
@@ -126,6 +158,19 @@ async fn run(ctx: &OpContext, request: SearchRequest) -> LdapResultOf<LdapResult
             .collect(),
         None => (0..ctx.worker.shard_count()).collect(),
     };
+    if let (Some(paging), Some(position)) = (paging, position) {
+        let search = PagedSearch {
+            tree,
+            scope,
+            plan: Arc::new(plan),
+            filter: Arc::new(request.filter),
+            attrs: Arc::new(attrs),
+            shards,
+            size_limit,
+            deadline: time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s))),
+        };
+        return paged::page(ctx, &search, position, paging).await;
+    }
     // Shards whose part is small enough are answered right here; the rest go to the pool.
     let mut sent: u64 = 0;
     let mut pooled = Vec::with_capacity(shards.len());
@@ -236,6 +281,7 @@ async fn scatter(
             sink: sink.clone(),
             stop: stop.clone(),
             op_stop: ctx.cancel.clone(),
+            window: None,
         };
         ctx.worker.start_scan(shard, task)?;
     }
