@@ -207,7 +207,7 @@ impl OpContext {
                 notes: self.notes.get(),
                 dn: self.log_dn.clone(),
             };
-            sink.emit(accesslog::result_line(self.conn_id, self.op_number, outcome));
+            sink.result(self.conn_id, self.op_number, &outcome);
         }
     }
 }
@@ -376,7 +376,7 @@ impl Session {
         let op_number = self.next_op.get();
         self.next_op.set(op_number + 1);
         if let Some(sink) = &self.worker.access_log {
-            sink.emit(accesslog::request_line(self.conn_id, op_number, &protocol_op));
+            sink.request(self.conn_id, op_number, &protocol_op);
         }
         if let ProtocolOp::SearchRequest(request) = &protocol_op {
             stats.search_scope(request.scope as usize);

@@ -193,7 +193,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     };
     let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
     let log_format = crate::accesslog::format(&config.access_log)?;
-    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?.map(Vec::into_iter);
+    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?
+        .map(|(buffers, lines_max)| buffers.into_iter().map(move |buffer| (buffer, lines_max)));
 
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
@@ -264,9 +265,13 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                 let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
                     .with_replicas(replicas)
                     .with_scan_pool(scans);
-                if let Some(queue) = log_queue {
-                    let sink =
-                        ferrodir_router::accesslog::LogSink::new(queue, log_format, worker.stats.clone());
+                if let Some((buffer, lines_max)) = log_queue {
+                    let sink = ferrodir_router::accesslog::LogSink::new(
+                        buffer,
+                        lines_max,
+                        log_format,
+                        worker.stats.clone(),
+                    );
                     worker = worker.with_access_log(sink);
                 }
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());

@@ -43,6 +43,14 @@ pub async fn search(ctx: &OpContext, request: SearchRequest) {
     };
     // RFC 2696 §3: the response control on every SearchResultDone of a paged search.
     let controls = paging.as_ref().and_then(Paging::response_control).map(|control| vec![control]);
+    if paging.is_some() {
+        // 389-ds's access-log note for a paged search, after any index note.
+        ctx.note(match ctx.notes.get() {
+            Some("A") => "A,P",
+            Some("U") => "U,P",
+            _ => "P",
+        });
+    }
     ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await;
 }
 
