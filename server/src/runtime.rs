@@ -290,6 +290,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         Some(settings) => Some(crate::tls::TlsContext::load(settings).context("[tls]")?),
         None => None,
     };
+    *metrics.tls.lock().unwrap_or_else(|p| p.into_inner()) = tls.clone();
     let listeners = Listeners::bind(&config, tls.is_some()).await?;
     if let Some(addr) = config.metrics_listen {
         let bound = crate::metrics::http::start(addr, metrics.clone())?;

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub caches: Mutex<Vec<(usize, Arc<CacheStats>)>>,
     /// Set once every shard is open and every listener bound.
     pub serving: AtomicBool,
+    /// The TLS configuration in force, when there is one (its certificate's expiry).
+    pub tls: Mutex<Option<Arc<crate::tls::TlsContext>>>,
     process: prometheus::Registry,
 }
 
@@ -91,6 +93,7 @@ impl Metrics {
             workers: Mutex::default(),
             caches: Mutex::default(),
             serving: AtomicBool::new(false),
+            tls: Mutex::default(),
             process,
         }
     }
@@ -187,7 +190,16 @@ impl Metrics {
             family.value(&[], value);
             family.done()
         };
+        let mut expiry = Family::gauge(
+            "ferrodir_tls_certificate_expiry_timestamp_seconds",
+            "notAfter of the TLS certificate in use, in Unix time (absent without [tls]).",
+        );
+        let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(not_after) = tls.and_then(|tls| tls.not_after_s()) {
+            expiry.value(&[], not_after as f64);
+        }
         vec![
+            expiry.done(),
             build.done(),
             start.done(),
             accepted.done(),
