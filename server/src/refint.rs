@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::store::Store;
 
 /// None when refint is off. Refuses an attribute the schema doesn't know or whose equality
-/// rule isn't distinguishedNameMatch (its values would not be DNs), and one whose equality
+/// rule is neither distinguishedNameMatch nor uniqueMemberMatch (its values would not be DNs), and one whose equality
 /// index isn't built yet (a data directory that predates the `[refint]` table): references
 /// found through a half-built index would be missed.
 pub fn resolve(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<RefintConfig>>> {
@@ -25,8 +25,8 @@ pub fn resolve(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<Refi
         let Some(rules) = store.rules.get(name) else {
             bail!("refint.attributes: {name} is not an attribute type of the schema");
         };
-        if rules.equality != Some(Rule::DistinguishedName) {
-            bail!("refint.attributes: {name} does not hold DNs (its equality rule is not distinguishedNameMatch)");
+        if !matches!(rules.equality, Some(Rule::DistinguishedName | Rule::UniqueMember)) {
+            bail!("refint.attributes: {name} does not hold DNs (its equality rule is neither distinguishedNameMatch nor uniqueMemberMatch)");
         }
         if !store.indexes.usable(&rules.canonical, IndexKind::Equality) {
             bail!(

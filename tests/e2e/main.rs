@@ -18,6 +18,7 @@ mod ops;
 mod passwords;
 mod persistence;
 mod raw;
+mod refint;
 mod semantics;
 mod systemd;
 mod tls;
