@@ -82,8 +82,8 @@ impl RefRewrite {
             }
             if touched {
                 changed = true;
-                // The placeholder goes only where a removal emptied the attribute, and
-                // leaves again with the next reference rewrite that finds it beside others.
+                // The placeholder goes only where a removal emptied the attribute (slapd's
+                // refint_nothing); a member added later sits beside it, as in slapd.
                 if kept.is_empty() {
                     if let Some(nothing) = &self.nothing {
                         kept.push(nothing.clone());
