@@ -4,7 +4,9 @@
 //! - promoting a leaf to a container when its first child arrives, and demoting a container
 //!   whose last child left;
 //! - deleting a container (which must have no children on any shard);
-//! - Modify DN of a leaf or a whole subtree (the name may move between shards).
+//! - Modify DN of a leaf or a whole subtree (the name may move between shards);
+//! - with `[refint]` on, every delete and Modify DN's referential integrity: the values
+//!   naming the entry rewritten on every shard before the answer (`refint`).
 //!
 //! Each change follows one order: write a durable intent when more than one shard's data
 //! changes, apply each shard's step (each step is a normal group-committed write), publish
