@@ -91,6 +91,9 @@ pub struct DirectoryConfig {
     pub monitor_readers: Vec<Dn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
+    /// `[refint]`: referential integrity after deletes and renames; None when off. Every
+    /// delete then goes through the coordinator.
+    pub refint: Option<Arc<crate::coordinator::RefintConfig>>,
     /// How paged-results cookies are sealed and how long they stay good (op/paged).
     pub paged: PagedConfig,
 }

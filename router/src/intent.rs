@@ -17,6 +17,25 @@ pub enum Intent {
     MoveLeaf { id: EntryId, old_parent: EntryId, old_rdn: String, new_parent: EntryId, new_rdn: String },
     /// An entry is deleted on its home shard and its DN→ID record on another shard.
     DeleteWithRemoteName { id: EntryId, parent: EntryId, rdn: String },
+    /// Referential integrity after a delete or rename of `id`, recorded before the change:
+    /// the values naming `old_dn` (and with `subtree` any DN below it) are removed, or
+    /// rewritten to `new_dn` once the entry is found at (`new_parent`, `new_rdn`). Recovery
+    /// decides from the entry's record whether the change happened; rewriting is idempotent.
+    Refint {
+        id: EntryId,
+        old_dn: String,
+        /// `None`: a delete.
+        new: Option<RenamedTo>,
+        subtree: bool,
+    },
+}
+
+/// Where a renamed entry is once the rename happened, and its DN there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenamedTo {
+    pub parent: EntryId,
+    pub rdn_norm: String,
+    pub dn: String,
 }
 
 impl Intent {
@@ -36,6 +55,14 @@ impl Intent {
             Intent::DeleteWithRemoteName { id, parent, rdn } => {
                 put(*id, "D");
                 put(*parent, rdn);
+            }
+            Intent::Refint { id, old_dn, new, subtree } => {
+                put(*id, "R");
+                put(EntryId(u64::from(*subtree)), old_dn);
+                if let Some(new) = new {
+                    put(new.parent, &new.rdn_norm);
+                    put(EntryId(0), &new.dn);
+                }
             }
         }
         out
@@ -60,6 +87,14 @@ impl Intent {
             "D" => {
                 let (parent, rdn) = take()?;
                 Some(Intent::DeleteWithRemoteName { id, parent, rdn })
+            }
+            "R" => {
+                let (subtree, old_dn) = take()?;
+                let new = match take() {
+                    None => None,
+                    Some((parent, rdn_norm)) => Some(RenamedTo { parent, rdn_norm, dn: take()?.1 }),
+                };
+                Some(Intent::Refint { id, old_dn, new, subtree: subtree.0 != 0 })
             }
             _ => None,
         }
@@ -139,9 +174,18 @@ mod tests {
             new_rdn: "uid=b".into(),
         };
         let b = Intent::DeleteWithRemoteName { id: EntryId(6), parent: EntryId(1), rdn: "cn=x".into() };
+        let c = Intent::Refint { id: EntryId(7), old_dn: "cn=y,dc=x".into(), new: None, subtree: false };
+        let d = Intent::Refint {
+            id: EntryId(8),
+            old_dn: "ou=t,dc=x".into(),
+            new: Some(RenamedTo { parent: EntryId(2), rdn_norm: "ou=u".into(), dn: "ou=u,dc=x".into() }),
+            subtree: true,
+        };
         let sa = log.record(&a).unwrap();
         let sb = log.record(&b).unwrap();
+        let sc = log.record(&c).unwrap();
+        let sd = log.record(&d).unwrap();
         log.clear(sa).unwrap();
-        assert_eq!(log.pending().unwrap(), vec![(sb, b)]);
+        assert_eq!(log.pending().unwrap(), vec![(sb, b), (sc, c), (sd, d)]);
     }
 }

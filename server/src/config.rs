@@ -92,6 +92,9 @@ pub struct Config {
     pub log: Log,
     /// `[access_log]`: a line per connection event and operation, 389-ds's format or JSON.
     pub access_log: AccessLog,
+    /// `[refint]`: referential integrity (slapd's refint overlay): a delete or rename
+    /// removes or rewrites the values that name the entry. Off by default.
+    pub refint: Refint,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -250,6 +253,33 @@ impl Limits {
     }
 }
 
+/// `[refint]`, see docs/OPERATIONS.md, "Referential integrity".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Refint {
+    pub enabled: bool,
+    /// DN-valued attribute types whose values name entries (slapd's `refint_attributes`).
+    /// Each is equality-indexed whenever refint is on (added to `index` if missing).
+    pub attributes: Vec<String>,
+    /// The DN put in an attribute whose last value a delete removed (slapd's
+    /// `refint_nothing`); "" removes the attribute, which a MUST attribute refuses.
+    pub nothing: String,
+    /// The identity refint writes as: stamped as modifiersName (slapd's
+    /// `refint_modifiersName`).
+    pub modifiers_name: String,
+}
+
+impl Default for Refint {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            attributes: ["member", "uniqueMember", "owner", "seeAlso", "manager"].map(String::from).to_vec(),
+            nothing: String::new(),
+            modifiers_name: "cn=Referential Integrity Overlay".into(),
+        }
+    }
+}
+
 /// Switches for the crash tests (tests/crash). Both default to off.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -376,6 +406,7 @@ impl Default for Config {
             limits: Limits::default(),
             log: Log::default(),
             access_log: AccessLog::default(),
+            refint: Refint::default(),
             testing: None,
         }
     }
@@ -457,6 +488,18 @@ impl Config {
             );
         }
         ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
+        if self.refint.enabled {
+            for (key, dn) in
+                [("nothing", &self.refint.nothing), ("modifiers_name", &self.refint.modifiers_name)]
+            {
+                Dn::parse(dn).map_err(|e| anyhow::anyhow!("refint.{key} {dn:?} is not a DN: {e}"))?;
+            }
+            if self.refint.attributes.is_empty() {
+                anyhow::bail!(
+                    "refint.attributes is empty: name the attributes, or set refint.enabled = false"
+                );
+            }
+        }
         let limits = &self.limits;
         let retired = [
             &limits.pdu_bytes_max,
@@ -479,6 +522,16 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The index directives in force: `index`, plus an equality index for every refint
+    /// attribute when refint is on (it finds references through them).
+    pub fn index_directives(&self) -> Vec<String> {
+        let mut out = self.index.clone();
+        if self.refint.enabled {
+            out.extend(self.refint.attributes.iter().map(|a| format!("{a} eq")));
+        }
+        out
     }
 
     /// Threads of the search pool.

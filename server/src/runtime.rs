@@ -114,6 +114,7 @@ pub fn directory_config(
             key: paged_key(&config.data_dir),
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
+        refint: crate::refint::resolve(config, store)?,
     })
 }
 
@@ -223,9 +224,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let coordinator_arbiter = Arbiter::new();
     let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
     let (tx, rx) = oneshot::channel();
-    let (coord_shards, coord_cell) = (shards.clone(), cell.clone());
+    let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
     coordinator_arbiter.spawn(async move {
-        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log).start());
+        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log, refint).start());
     });
     let coordinator = rx.await.context("coordinator thread died")?;
     let recovered = coordinator.send(Recover).await?.map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;

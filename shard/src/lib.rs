@@ -23,6 +23,7 @@
 //! - [`stop`]: the signals (Abandon, limits, a closed connection) that stop a search.
 //! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
 //! - [`modify`]: applying a Modify's changes to an entry.
+//! - [`refs`]: referential integrity: finding and rewriting the values that name a DN.
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
 
@@ -50,6 +51,7 @@ pub mod keys;
 pub mod modify;
 pub mod prefilter;
 pub mod record;
+pub mod refs;
 pub mod rights;
 pub mod rules;
 pub mod scan;

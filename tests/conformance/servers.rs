@@ -120,12 +120,28 @@ pub fn start_slapd_with_monitor() -> Server {
     start_slapd_sections(None, &[], &monitor)
 }
 
+/// Starts slapd with the overlay module `module` (from /usr/lib/ldap) loaded and
+/// `database_lines` (`overlay ...` and its directives) in its database section.
+pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
+    start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
+}
+
 fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> Server {
+    start_slapd_full(ldif, access, extra, "")
+}
+
+fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules: &str) -> Server {
     let (slapd, slapadd) = slapd_programs();
     let dir = tempfile::tempdir().expect("temporary directory");
     let conf = dir.path().join("slapd.conf");
     std::fs::create_dir(dir.path().join("db")).expect("mkdir db");
-    std::fs::write(&conf, slapd_config(dir.path(), access, extra)).expect("write slapd.conf");
+    let mut text = slapd_config(dir.path(), access, extra);
+    if !modules.is_empty() {
+        // Modules load before the database section that uses them.
+        let at = text.find("database mdb").unwrap_or(0);
+        text.insert_str(at, &format!("modulepath /usr/lib/ldap\n{modules}"));
+    }
+    std::fs::write(&conf, text).expect("write slapd.conf");
     if let Some(ldif) = ldif {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");

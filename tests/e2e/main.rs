@@ -19,6 +19,7 @@ mod paging;
 mod passwords;
 mod persistence;
 mod raw;
+mod refint;
 mod semantics;
 mod systemd;
 mod tls;
