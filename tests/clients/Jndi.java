@@ -257,7 +257,7 @@ public class Jndi {
             verdict(cns.equals(new TreeSet<>(Arrays.asList("developers", "employees"))),
                 "Jenkins: groups by (| (member={0}) (uniqueMember={0}) (memberUid={1}))", "got " + cns);
             List<SearchResult> group = search(ctx, GROUPS,
-                "(& (cn=staff) (| (objectclass=groupOfNames) (objectclass=groupOfUniqueNames) (objectclass=posixGroup)))",
+                "(& (cn=platform) (| (objectclass=groupOfNames) (objectclass=groupOfUniqueNames) (objectclass=posixGroup)))",
                 new String[] {"cn", "member"});
             Attribute members = group.isEmpty() ? null : group.get(0).getAttributes().get("member");
             verdict(group.size() == 1 && members != null && members.size() == 2,

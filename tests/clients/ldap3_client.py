@@ -6,9 +6,10 @@ paged ones do not):
 - Server(get_info=ALL) reads the root DSE and the schema;
 - the paged_search generator over all users returns each exactly once, and a first page
   really is a page (500 entries and a cookie);
-- server-side sort (RFC 2891, 1.2.840.113556.1.4.473): by sn, by uidNumber reversed
-  (integerOrderingMatch: 9999 before 10001), and sorted across pages; each with a
-  sortResult of success.
+- server-side sort (RFC 2891, 1.2.840.113556.1.4.473): by sn with the ordering rule named
+  in the request (sn has none of its own; without one, inappropriateMatching as slapd),
+  by uidNumber reversed (its integerOrderingMatch: 9999 before 10001), and sorted across
+  pages; each with a sortResult of success.
 Prints a PASS or FAIL line per check; exits 1 if any failed.
 """
 import os
@@ -22,6 +23,7 @@ CLIENT = "ldap3"
 PAGED = "1.2.840.113556.1.4.319"
 SORT = "1.2.840.113556.1.4.473"
 SORT_RESULT = "1.2.840.113556.1.4.474"
+CASE_IGNORE_ORDERING = "2.5.13.3"
 BASE_DN = os.environ["BASE_DN"]
 PEOPLE = f"ou=people,{BASE_DN}"
 USERS = int(os.environ["USERS"])
@@ -52,9 +54,15 @@ def tlv(tag, body):
 
 
 def sort_control(*keys, critical=False):
-    """The RFC 2891 request control: keys are (attribute, reverse) pairs."""
+    """The RFC 2891 request control: keys are (attribute, ordering rule or None, reverse)."""
     items = b"".join(
-        tlv(0x30, tlv(0x04, attr.encode()) + (tlv(0x81, b"\xff") if reverse else b"")) for attr, reverse in keys
+        tlv(
+            0x30,
+            tlv(0x04, attr.encode())
+            + (tlv(0x80, rule.encode()) if rule else b"")
+            + (tlv(0x81, b"\xff") if reverse else b""),
+        )
+        for attr, rule, reverse in keys
     )
     return (SORT, critical, tlv(0x30, items))
 
@@ -123,6 +131,8 @@ def check_paging(conn):
             "pageSize 0 with the cookie abandons the paged search",
             f"result {conn.result}, {len(conn.response or [])} entries",
         )
+    else:
+        verdict(False, "pageSize 0 with the cookie abandons the paged search", "no cookie came back to send")
 
     want = USERS + 2
     seen = {}
@@ -152,17 +162,26 @@ def expected(conn, key):
 def check_sort(conn):
     rows, by_sn = expected(conn, lambda r: r[1].lower())
     verdict(len(rows) == 101, "the sort subset has 101 users", f"{len(rows)}")
-    conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], controls=[sort_control(("sn", False))])
+    # sn has no ordering rule of its own (name has none): the request names one.
+    conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], controls=[sort_control(("sn", CASE_IGNORE_ORDERING, False))])
     got = [e["attributes"]["uid"][0] for e in conn.response]
     code = sort_result(conn.result)
     verdict(
         got == by_sn and code == 0,
-        "a search sorted by sn comes back in sn order, sortResult success",
-        f"sortResult {code}; first got {got[:5]}, want {by_sn[:5]}",
+        "sorted by sn with caseIgnoreOrderingMatch named in the request, sortResult success",
+        f"sortResult {code}; {conn.result.get('description')}; first got {got[:5]}, want {by_sn[:5]}",
+    )
+    # Without one, as slapd's sssvlv: inappropriateMatching (18) (slapd sends no sortResult).
+    conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], controls=[sort_control(("sn", None, False), critical=True)])
+    code = sort_result(conn.result)
+    verdict(
+        conn.result.get("result") == 18 and code in (None, 18) and not conn.response,
+        "a critical sort on sn with no ordering rule: inappropriateMatching (18), as slapd",
+        f"result {conn.result.get('result')} {conn.result.get('description')}, sortResult {code}, {len(conn.response or [])} entries",
     )
 
     by_number_desc = [r[0] for r in sorted(rows, key=lambda r: -r[2])]
-    conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], controls=[sort_control(("uidNumber", True))])
+    conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], controls=[sort_control(("uidNumber", None, True))])
     got = [e["attributes"]["uid"][0] for e in conn.response]
     code = sort_result(conn.result)
     verdict(
@@ -171,14 +190,23 @@ def check_sort(conn):
         f"sortResult {code}; last got {got[-4:]}, want {by_number_desc[-4:]}",
     )
 
-    pages = []
-    generator = conn.extend.standard.paged_search(
-        PEOPLE, SUBSET, SUBTREE, attributes=["uid"], paged_size=30, generator=True, controls=[sort_control(("sn", False))]
+    # Sorted and paged: the cookie loop by hand, since ldap3's paged_search generator yields
+    # each page's entries last first (it pops them off the page's list).
+    control = sort_control(("sn", CASE_IGNORE_ORDERING, False))
+    got, cookie, pages, codes = [], None, 0, set()
+    while pages < 20:
+        conn.search(PEOPLE, SUBSET, SUBTREE, attributes=["uid"], paged_size=30, paged_cookie=cookie, controls=[control])
+        got += [e["attributes"]["uid"][0] for e in conn.response]
+        codes.add(sort_result(conn.result))
+        pages += 1
+        cookie = ((conn.result.get("controls") or {}).get(PAGED) or {}).get("value", {}).get("cookie")
+        if not cookie:
+            break
+    verdict(
+        got == by_sn and pages == 4 and codes == {0},
+        "sorted by sn across 4 pages of 30, sortResult success on each",
+        f"{pages} pages, sortResult {codes}; {len(got)} entries; first got {got[:5]}, want {by_sn[:5]}",
     )
-    for item in generator:
-        if item.get("type") == "searchResEntry":
-            pages.append(item["attributes"]["uid"][0])
-    verdict(pages == by_sn, "sorted by sn across pages of 30", f"{len(pages)} entries; first got {pages[:5]}, want {by_sn[:5]}")
 
 
 def main():

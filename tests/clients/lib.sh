@@ -70,6 +70,25 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
+# remember_daemon PID: notes a daemon a client script started, so that run.sh stops it even
+# when the script itself was killed at its time limit (its own trap never ran).
+remember_daemon() {
+    echo "$1 $(cat "/proc/$1/comm" 2>/dev/null)" >>"$CLIENTS_WORK/daemons"
+}
+
+# stop_remembered_daemons: stops each remembered PID still running the same program.
+stop_remembered_daemons() {
+    local pid comm
+    [ -f "$CLIENTS_WORK/daemons" ] || return 0
+    while read -r pid comm; do
+        if [ -n "$comm" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ]; then
+            echo "stopping $comm (pid $pid), left running by its client script"
+            stop_pid "$pid"
+        fi
+    done <"$CLIENTS_WORK/daemons"
+    : >"$CLIENTS_WORK/daemons"
+}
+
 # log_tail NAME FILE [LINES]: prints the end of a daemon's log, for the CI log.
 log_tail() {
     local name=$1 file=$2 lines=${3:-40}

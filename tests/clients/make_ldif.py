@@ -12,7 +12,7 @@
 - ou=groups: posixGroup entries with rfc2307bis `member` DNs (extensibleObject allows
   member on posixGroup, which is structural in the nis schema ferrodir ships):
   employees (10000: alice, bob), developers (20001: alice, user00001),
-  staff (20002: bob and the group developers, nested), all-staff (20003: the group staff,
+  platform (20002: bob and the group developers, nested), allhands (20003: the group platform,
   a second level of nesting).
 - ou=services: cn=reader (userPassword READER_PASSWORD), the account the clients bind as.
 """
@@ -84,8 +84,8 @@ def main():
     groups = lambda cn: f"cn={cn},ou=groups,{BASE}"
     group(out, "employees", 10000, [people("alice"), people("bob")])
     group(out, "developers", 20001, [people("alice"), people("user00001")])
-    group(out, "staff", 20002, [people("bob"), groups("developers")])
-    group(out, "all-staff", 20003, [groups("staff")])
+    group(out, "platform", 20002, [people("bob"), groups("developers")])
+    group(out, "allhands", 20003, [groups("platform")])
     sys.stdout.write("\n".join(out) + "\n")
 
 

@@ -77,9 +77,9 @@ begin
   uids = (found || []).map { |e| Array(e[:uid]).first }.sort
   verdict(uids == %w[alice user00001], "(memberOf=cn=developers,...) finds its members",
           "got #{uids.inspect}; #{result(ldap)}")
-  found = ldap.search(base: PEOPLE, filter: Net::LDAP::Filter.construct("(memberOf=cn=staff,#{GROUPS})"), attributes: %w[uid])
+  found = ldap.search(base: PEOPLE, filter: Net::LDAP::Filter.construct("(memberOf=cn=platform,#{GROUPS})"), attributes: %w[uid])
   uids = (found || []).map { |e| Array(e[:uid]).first }.sort
-  verdict(uids == %w[bob], "(memberOf=cn=staff,...) holds direct members only (bob, not the nested developers)",
+  verdict(uids == %w[bob], "(memberOf=cn=platform,...) holds direct members only (bob, not the nested developers)",
           "got #{uids.inspect}; #{result(ldap)}")
   alice = ldap.search(base: "uid=alice,#{PEOPLE}", scope: Net::LDAP::SearchScope_BaseObject, attributes: %w[memberOf])
   groups = alice ? Array(alice.first[:memberof]).map(&:downcase).sort : []

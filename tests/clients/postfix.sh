@@ -4,7 +4,7 @@
 # config directory of its own (postmap -c); no postfix service runs. Run by run.sh.
 # - the address lookup a virtual mailbox map does: (mail=%s) -> uid;
 # - a group alias: the group by cn=%u, its member DNs followed (special_result_attribute,
-#   recursively: staff holds the group developers) to each member's mail.
+#   recursively: platform holds the group developers) to each member's mail.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/clients/lib.sh
@@ -54,7 +54,7 @@ verdict $? "postmap -q nobody@example.com: not found (exit 1), no error" "exit $
 got=$(q developers@example.com groups.cf | tr ',' '\n' | sort | paste -sd, -)
 [ "$got" = "alice@example.com,user00001@example.com" ]
 verdict $? "a group alias: developers' member DNs followed to their mail" "got '$got'" "$(err)"
-got=$(q staff@example.com groups.cf | tr ',' '\n' | sort | paste -sd, -)
+got=$(q platform@example.com groups.cf | tr ',' '\n' | sort | paste -sd, -)
 [ "$got" = "alice@example.com,bob@example.com,user00001@example.com" ]
-verdict $? "a nested group alias: staff's members and developers' members" "got '$got'" "$(err)"
+verdict $? "a nested group alias: platform's members and developers' members" "got '$got'" "$(err)"
 exit "$failed"

@@ -6,7 +6,8 @@
 #
 #   FERRODIR_BIN=target/debug/ferrodir bash tests/clients/run.sh [CLIENT...]
 #
-# CLIENT: sssd nslcd ldap3 jndi net-ldap postfix (default: all). Runs as root (the daemons
+# CLIENT: sssd nslcd ldap3 jndi net-ldap postfix (default: all). KEEP_WORK=1 keeps the
+# temporary directory (configs, logs, data) for a look afterwards. Runs as root (the daemons
 # run in mount namespaces of their own: unshare -m). Installs nothing: .ci/run installs the
 # clients from Debian's packages (sssd-ldap sssd-tools pamtester nslcd libnss-ldapd
 # python3-ldap3 default-jdk-headless ruby-net-ldap postfix postfix-ldap) and openssl.
@@ -37,7 +38,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 missing=()
-[ -x "$FERRODIR_BIN" ] || missing+=("the ferrodir binary at $FERRODIR_BIN (cargo build, or set FERRODIR_BIN)")
+[ -x "$FERRODIR_BIN" ] || [ "${CLIENTS_SERVER:-}" = slapd ] || missing+=("the ferrodir binary at $FERRODIR_BIN (cargo build, or set FERRODIR_BIN)")
 for tool in openssl unshare mount timeout; do
     command -v "$tool" >/dev/null || missing+=("$tool")
 done
@@ -59,8 +60,13 @@ chmod 755 "$CLIENTS_WORK"
 export CLIENTS_WORK
 server_pid=""
 cleanup() {
+    stop_remembered_daemons
     stop_pid "$server_pid"
-    rm -rf "$CLIENTS_WORK"
+    if [ -n "${KEEP_WORK:-}" ]; then
+        echo "kept $CLIENTS_WORK (KEEP_WORK)"
+    else
+        rm -rf "$CLIENTS_WORK"
+    fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -89,7 +95,7 @@ export CA_FILE=$pki/ca.pem
 LDAP_PORT=$(free_port)
 metrics_port=$(free_port)
 export LDAP_PORT LDAP_URI="ldap://127.0.0.1:$LDAP_PORT"
-export SERVER_LOG=$CLIENTS_WORK/ferrodir.log
+export SERVER_LOG=$CLIENTS_WORK/server.log
 cat >"$CLIENTS_WORK/ferrodir.toml" <<EOF
 listen = "127.0.0.1:$LDAP_PORT"
 metrics_listen = "127.0.0.1:$metrics_port"
@@ -131,21 +137,31 @@ cert_file = "$pki/server.pem"
 key_file = "$pki/server.key"
 EOF
 
-echo "tests/clients with $FERRODIR_BIN: ${clients[*]}"
+export SERVER_NAME=${CLIENTS_SERVER:-ferrodir}
+echo "tests/clients against $SERVER_NAME: ${clients[*]}"
 phase=$SECONDS
 /usr/bin/python3 "$here/make_ldif.py" "$USERS" "$USER_PW" "$READER_PW" >"$CLIENTS_WORK/data.ldif"
-if ! "$FERRODIR_BIN" import --config "$CLIENTS_WORK/ferrodir.toml" --data-dir "$CLIENTS_WORK/data" \
-    --progress never "$CLIENTS_WORK/data.ldif" >"$CLIENTS_WORK/import.log" 2>&1; then
-    log_tail "ferrodir import" "$CLIENTS_WORK/import.log"
-    echo "tests/clients: importing the test data failed" >&2
-    exit 1
-fi
-NO_COLOR=1 "$FERRODIR_BIN" serve --config "$CLIENTS_WORK/ferrodir.toml" >"$SERVER_LOG" 2>&1 &
-server_pid=$!
-if ! wait_for 60 "$FERRODIR_BIN" healthcheck --addr "127.0.0.1:$metrics_port"; then
-    log_tail ferrodir "$SERVER_LOG"
-    echo "tests/clients: the server did not become ready" >&2
-    exit 1
+if [ "$SERVER_NAME" = slapd ]; then
+    # The suite's own check: OpenLDAP's slapd with sssvlv and memberof, set up as ferrodir
+    # is, where every client check should pass (reference_slapd.sh).
+    # shellcheck source=tests/clients/reference_slapd.sh
+    source "$here/reference_slapd.sh"
+    start_reference_slapd || exit 1
+else
+    echo "ferrodir: $FERRODIR_BIN"
+    if ! "$FERRODIR_BIN" import --config "$CLIENTS_WORK/ferrodir.toml" --data-dir "$CLIENTS_WORK/data" \
+        --progress never "$CLIENTS_WORK/data.ldif" >"$CLIENTS_WORK/import.log" 2>&1; then
+        log_tail "ferrodir import" "$CLIENTS_WORK/import.log"
+        echo "tests/clients: importing the test data failed" >&2
+        exit 1
+    fi
+    NO_COLOR=1 "$FERRODIR_BIN" serve --config "$CLIENTS_WORK/ferrodir.toml" >"$SERVER_LOG" 2>&1 &
+    server_pid=$!
+    if ! wait_for 60 "$FERRODIR_BIN" healthcheck --addr "127.0.0.1:$metrics_port"; then
+        log_tail ferrodir "$SERVER_LOG"
+        echo "tests/clients: the server did not become ready" >&2
+        exit 1
+    fi
 fi
 echo "server ready on $LDAP_URI with $((USERS + 2)) users ($((SECONDS - phase)) s to generate, import and start)"
 
@@ -161,6 +177,7 @@ run_client() {
     echo "== $name"
     timeout -k 10 "${CLIENT_TIMEOUT_S:-300}" "$@" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
+    stop_remembered_daemons
     grep -E '^(PASS|FAIL) ' "$out" >>"$results"
     if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' "$out"; then
         echo "FAIL $name: the script exited $rc (124: past its time limit) without a verdict" | tee -a "$results"
@@ -169,7 +186,7 @@ run_client() {
         echo "FAIL $name: no check ran" | tee -a "$results"
     fi
     if grep -q "^FAIL $name" "$results"; then
-        log_tail ferrodir "$SERVER_LOG" 30
+        log_tail "$SERVER_NAME" "$SERVER_LOG" 30
     fi
     echo "   ($name: $((SECONDS - start)) s)"
 }
@@ -180,15 +197,17 @@ for client in "${clients[@]}"; do
         nslcd) run_client nslcd unshare -m --propagation private bash "$here/nslcd.sh" ;;
         ldap3) run_client ldap3 /usr/bin/python3 "$here/ldap3_client.py" ;;
         jndi) run_client jndi bash "$here/jndi.sh" ;;
-        net-ldap) run_client net-ldap bash -c 'command -v ruby >/dev/null || { echo "FAIL net-ldap: ruby is not installed (ruby-net-ldap)"; exit 1; }; exec ruby "$1"' _ "$here/net_ldap.rb" ;;
+        net-ldap)
+            # shellcheck disable=SC2016  # $1 is the inner shell's
+            run_client net-ldap bash -c 'command -v ruby >/dev/null || { echo "FAIL net-ldap: ruby is not installed (ruby-net-ldap)"; exit 1; }; exec ruby "$1"' _ "$here/net_ldap.rb" ;;
         postfix) run_client postfix bash "$here/postfix.sh" ;;
         *) echo "FAIL $client: no such client (${all_clients[*]})" | tee -a "$results" ;;
     esac
 done
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
-    echo "FAIL ferrodir: the server exited during the tests" | tee -a "$results"
-    log_tail ferrodir "$SERVER_LOG"
+    echo "FAIL $SERVER_NAME: the server exited during the tests" | tee -a "$results"
+    log_tail "$SERVER_NAME" "$SERVER_LOG"
 fi
 
 echo "== summary"
