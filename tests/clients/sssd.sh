@@ -57,6 +57,14 @@ ldap_tls_reqcert = demand
 ldap_tls_cacert = $CA_FILE
 # Enumeration is what pages: all users and groups, in pages of ldap_page_size.
 enumerate = true
+# SSSD delays its first enumeration by a random 0-30 s by default.
+ldap_enumeration_refresh_offset = 0
+# No host and network enumeration: started beside the user enumeration it would interleave
+# a second paged search on the same connection, which slapd (one paged search per
+# connection) answers with "paged results cookie is invalid"; ferrodir allows both.
+resolver_provider = none
+sudo_provider = none
+autofs_provider = none
 ldap_page_size = 100
 ldap_enumeration_search_timeout = 120
 ldap_group_nesting_level = 4
