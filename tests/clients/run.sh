@@ -175,7 +175,7 @@ run_client() {
     local name=$1 out=$CLIENTS_WORK/$1.out start=$SECONDS rc
     shift
     echo "== $name"
-    timeout -k 10 "${CLIENT_TIMEOUT_S:-300}" "$@" 2>&1 | tee "$out"
+    timeout -k 10 "${CLIENT_TIMEOUT_S:-180}" "$@" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
     stop_remembered_daemons
     grep -E '^(PASS|FAIL) ' "$out" >>"$results"
