@@ -4,9 +4,11 @@
 //! It lives in `coordinator.redb` beside the shards, whatever their engine.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ferrodir_shard::EntryId;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("intents");
 
@@ -111,6 +113,9 @@ fn err(e: impl std::fmt::Display) -> IntentLogError {
 
 pub struct IntentLog {
     db: Database,
+    /// Intents recorded and not yet cleared, for `ferrodir_intents_pending`: written only
+    /// by the log's owner (the coordinator), read by the metrics thread.
+    pending_count: Arc<AtomicU64>,
 }
 
 impl IntentLog {
@@ -119,7 +124,18 @@ impl IntentLog {
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(INTENTS).map_err(err)?;
         txn.commit().map_err(err)?;
-        Ok(Self { db })
+        let count = {
+            let txn = db.begin_read().map_err(err)?;
+            let table = txn.open_table(INTENTS).map_err(err)?;
+            table.len().map_err(err)?
+        };
+        Ok(Self { db, pending_count: Arc::new(AtomicU64::new(count)) })
+    }
+
+    /// How many intents wait to be cleared (a crash or a failed step leaves them for
+    /// recovery); shared with the metrics.
+    pub fn pending_count(&self) -> Arc<AtomicU64> {
+        self.pending_count.clone()
     }
 
     /// Durably records `intent` and returns its sequence number.
@@ -133,14 +149,19 @@ impl IntentLog {
             next
         };
         txn.commit().map_err(err)?;
+        self.pending_count.fetch_add(1, Ordering::Relaxed);
         Ok(seq)
     }
 
     pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
         txn.set_durability(redb::Durability::Immediate).map_err(err)?;
-        txn.open_table(INTENTS).map_err(err)?.remove(seq).map_err(err)?;
-        txn.commit().map_err(err)
+        let removed = txn.open_table(INTENTS).map_err(err)?.remove(seq).map_err(err)?.is_some();
+        txn.commit().map_err(err)?;
+        if removed {
+            self.pending_count.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Intents not yet cleared, oldest first. Undecodable ones are reported as errors.
@@ -186,6 +207,13 @@ mod tests {
         let sc = log.record(&c).unwrap();
         let sd = log.record(&d).unwrap();
         log.clear(sa).unwrap();
+        // Clearing twice counts once.
+        log.clear(sa).unwrap();
         assert_eq!(log.pending().unwrap(), vec![(sb, b), (sc, c), (sd, d)]);
+        assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
+        drop(log);
+        // Reopened, the count starts from what the file holds.
+        let log = IntentLog::open(&dir.path().join("c.redb")).unwrap();
+        assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
     }
 }

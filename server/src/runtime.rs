@@ -223,6 +223,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
 
     let coordinator_arbiter = Arbiter::new();
     let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
+    *metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
     coordinator_arbiter.spawn(async move {

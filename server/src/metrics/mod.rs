@@ -72,6 +72,8 @@ pub struct Metrics {
     pub serving: AtomicBool,
     /// The TLS configuration in force, when there is one (its certificate's expiry).
     pub tls: Mutex<Option<Arc<crate::tls::TlsContext>>>,
+    /// The coordinator's count of intents not yet cleared.
+    pub intents_pending: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
     process: prometheus::Registry,
 }
 
@@ -94,6 +96,7 @@ impl Metrics {
             caches: Mutex::default(),
             serving: AtomicBool::new(false),
             tls: Mutex::default(),
+            intents_pending: Mutex::default(),
             process,
         }
     }
@@ -343,6 +346,13 @@ impl Metrics {
             "Version of the published tree skeleton (moves on tree changes).",
         );
         skeleton.value(&[], self.skeleton.version() as f64);
+        let mut intents = Family::gauge(
+            "ferrodir_intents_pending",
+            "Cross-shard changes recorded in the intent log and not yet cleared (left to recovery).",
+        );
+        if let Some(count) = self.intents_pending.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            intents.value(&[], count.load(Ordering::Relaxed) as f64);
+        }
         vec![
             commits.done(),
             duration.done(),
@@ -352,6 +362,7 @@ impl Metrics {
             lookups.done(),
             hits.done(),
             skeleton.done(),
+            intents.done(),
         ]
     }
 }
