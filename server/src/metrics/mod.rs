@@ -127,6 +127,8 @@ impl Metrics {
         families.extend(self.server_families());
         families.extend(self.operation_families());
         families.extend(self.shard_families());
+        // A family with no series (the certificate's expiry without [tls]) can't be encoded.
+        families.retain(|family| !family.get_metric().is_empty());
         let mut out = Vec::new();
         if let Err(e) = prometheus::TextEncoder::new().encode(&families, &mut out) {
             tracing::error!(error = %e, "cannot encode metrics");
