@@ -91,6 +91,9 @@ pub struct DirectoryConfig {
     pub monitor_readers: Vec<Dn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
+    /// memberOf and the in-chain rule (`op::memberof`): every shard's data and the
+    /// options; None with `memberof = false`.
+    pub memberof: Option<Arc<ferrodir_shard::memberof::Groups>>,
 }
 
 impl DirectoryConfig {

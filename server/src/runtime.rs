@@ -109,7 +109,36 @@ pub fn directory_config(
             })
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
+        memberof: memberof_groups(config, store)?,
     })
+}
+
+/// memberOf's source (router::op::memberof): every shard's engine. Its values come from
+/// the equality postings of member and uniqueMember, so both must be `eq`-indexed; a
+/// config that drops either index with `memberof` on is refused here, by name.
+fn memberof_groups(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+    if !config.memberof {
+        return Ok(None);
+    }
+    let configured = store.indexes.configured();
+    for (name, canonical) in [("member", "member"), ("uniqueMember", "uniquemember")] {
+        if !configured.contains(&(canonical.to_string(), ferrodir_shard::index::IndexKind::Equality)) {
+            anyhow::bail!(
+                "memberof = true needs an equality index on {name} (its values are read from it): \
+                 add \"{name} eq\" to index, or set memberof = false"
+            );
+        }
+    }
+    let options = ferrodir_shard::memberof::MemberOfOptions {
+        transitive: config.memberof_transitive,
+        chain_depth_max: config.memberof_chain_depth_max,
+        chain_entries_max: config.memberof_chain_entries_max,
+    };
+    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    Ok(Some(Arc::new(groups)))
 }
 
 /// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set

@@ -253,7 +253,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     if !chunk.is_empty() {
         let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
     }
-    Ok(())
+    crate::memberof::check(task.attrs.memberof.as_ref())
 }
 
 /// The attribute names decoded before a candidate is judged: those the filter reads and
