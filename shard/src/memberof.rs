@@ -106,19 +106,33 @@ impl Groups {
     /// type's equality rule (distinguishedNameMatch, uniqueMemberMatch): read from the
     /// equality postings, with the key the index writes (`rules::equality_key`).
     pub fn naming(&self, dn: &str) -> ShardResult<Vec<EntryId>> {
-        let mut prefixes = Vec::with_capacity(MEMBER_TYPES.len());
+        // (prefix, whether it is the "value with an optional UID" form, RFC 4517 §3.3.21)
+        let mut prefixes = Vec::with_capacity(MEMBER_TYPES.len() + 1);
         for name in MEMBER_TYPES {
             let Some(attr) = self.rules.get(name) else { continue };
             let Some(key) = equality_key(attr, dn.as_bytes()) else { continue };
-            prefixes.push(keys::eq_prefix(&attr.canonical, &key));
+            let exact = keys::eq_prefix(&attr.canonical, &key);
+            if name == "uniquemember" {
+                // `DN#'0101'B` names the entry too, though uniqueMemberMatch keeps the UID.
+                let mut with_uid = exact.clone();
+                with_uid.pop();
+                with_uid.push(b'#');
+                prefixes.push((with_uid, true));
+            }
+            prefixes.push((exact, false));
         }
         let mut found = Vec::new();
         for engine in &self.engines {
             let snapshot = engine.snapshot()?;
-            for prefix in &prefixes {
+            for (prefix, with_uid) in &prefixes {
                 snapshot.scan_prefix(prefix, &mut |key, _| {
-                    if let Some(id) = keys::trailing_id(key) {
-                        found.push(id);
+                    // key: prefix ‖ ['0101'B ‖ 0 ‖] id (8)
+                    let uid_ok = !*with_uid
+                        || key.get(prefix.len()..key.len().saturating_sub(9)).is_some_and(is_bit_string_uid);
+                    if uid_ok {
+                        if let Some(id) = keys::trailing_id(key) {
+                            found.push(id);
+                        }
                     }
                     true
                 })?;
@@ -198,6 +212,14 @@ impl Groups {
         }
         Ok(out)
     }
+}
+
+/// `'0101'B`: the optional UID of a uniqueMember value.
+fn is_bit_string_uid(bytes: &[u8]) -> bool {
+    bytes.len() >= 3
+        && bytes.first() == Some(&b'\'')
+        && bytes.ends_with(b"'B")
+        && bytes.get(1..bytes.len() - 2).is_some_and(|bits| bits.iter().all(|b| matches!(b, b'0' | b'1')))
 }
 
 pub fn too_deep(max: usize) -> ShardError {
@@ -289,4 +311,26 @@ impl MemberOfQuery {
 /// [`MemberOfQuery::check`]): the inline paths and scans end with it.
 pub fn check(query: Option<&Arc<MemberOfQuery>>) -> ShardResult<()> {
     query.map_or(Ok(()), |q| q.check())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unique_member_uid_is_a_quoted_bit_string() {
+        assert!(is_bit_string_uid(b"'0101'B"));
+        assert!(is_bit_string_uid(b"''B"));
+        assert!(!is_bit_string_uid(b"'012'B"));
+        assert!(!is_bit_string_uid(b"y,dc=x"));
+        assert!(!is_bit_string_uid(b"'B"));
+    }
+
+    #[test]
+    fn caps_answer_admin_limit_exceeded() {
+        assert!(matches!(too_deep(16), ShardError::AdminLimitExceeded(m) if m.contains("memberof_chain_depth_max")));
+        assert!(matches!(too_many(5), ShardError::AdminLimitExceeded(m) if m.contains("(5)")));
+        let defaults = MemberOfOptions::default();
+        assert!(!defaults.transitive && defaults.chain_depth_max > 0 && defaults.chain_entries_max > 0);
+    }
 }
