@@ -43,14 +43,18 @@ pub fn id_set_filter(ids: &std::collections::BTreeSet<EntryId>) -> Filter {
 
 /// The ids of an id-set assertion, in order.
 pub fn id_set_ids(mra: &MatchingRuleAssertion) -> impl Iterator<Item = EntryId> + '_ {
-    mra.match_value.chunks_exact(8).filter_map(|chunk| chunk.try_into().ok()).map(|b| EntryId(u64::from_be_bytes(b)))
+    mra.match_value
+        .chunks_exact(8)
+        .filter_map(|chunk| chunk.try_into().ok())
+        .map(|b| EntryId(u64::from_be_bytes(b)))
 }
 
 fn id_set_contains(mra: &MatchingRuleAssertion, id: EntryId) -> bool {
     let (mut low, mut high) = (0, mra.match_value.len() / 8);
     while low < high {
         let mid = low + (high - low) / 2;
-        let Some(at) = mra.match_value.get(mid * 8..mid * 8 + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        let Some(at) = mra.match_value.get(mid * 8..mid * 8 + 8).and_then(|b| <[u8; 8]>::try_from(b).ok())
+        else {
             return false;
         };
         match u64::from_be_bytes(at).cmp(&id.0) {
@@ -175,9 +179,7 @@ impl Eval<'_> {
                 let target = self.target(&sub.r#type)?;
                 substrings(rules, entry, &target, sub, hidden)
             }
-            Filter::ExtensibleMatch(mra) if is_id_set(mra) => {
-                self.id.map(|id| id_set_contains(mra, id))
-            }
+            Filter::ExtensibleMatch(mra) if is_id_set(mra) => self.id.map(|id| id_set_contains(mra, id)),
             Filter::ExtensibleMatch(mra) => {
                 let typed = match &mra.r#type {
                     Some(desc) => Some(self.target(desc)?),

@@ -145,14 +145,21 @@ impl Groups {
 
     /// The group `id`'s DN if it exists and the requester may read it. Decodes only what
     /// the rules' own filters read (nothing at all without per-entry rules).
-    pub fn visible_dn(&self, tree: &Skeleton, access: &GroupAccess, id: EntryId) -> ShardResult<Option<String>> {
+    pub fn visible_dn(
+        &self,
+        tree: &Skeleton,
+        access: &GroupAccess,
+        id: EntryId,
+    ) -> ShardResult<Option<String>> {
         if matches!(access, GroupAccess::NoGroup) {
             return Ok(None);
         }
         let Some(engine) = self.engines.get(id.shard()) else { return Ok(None) };
         let Some(bytes) = engine.snapshot()?.get(&keys::entry(id))? else { return Ok(None) };
         let (names, whole): (&[String], bool) = match access {
-            GroupAccess::PerEntry(rules) => (rules.filter_names().unwrap_or(&[]), rules.filter_names().is_none()),
+            GroupAccess::PerEntry(rules) => {
+                (rules.filter_names().unwrap_or(&[]), rules.filter_names().is_none())
+            }
             _ => (&[], false),
         };
         let record = if whole {
@@ -227,7 +234,9 @@ pub fn too_deep(max: usize) -> ShardError {
 }
 
 pub fn too_many(max: usize) -> ShardError {
-    ShardError::AdminLimitExceeded(format!("more than memberof_chain_entries_max ({max}) entries in a group chain"))
+    ShardError::AdminLimitExceeded(format!(
+        "more than memberof_chain_entries_max ({max}) entries in a group chain"
+    ))
 }
 
 /// What one search needs to compute memberOf: the groups' source, which groups the
@@ -245,7 +254,10 @@ pub struct MemberOfQuery {
 
 impl fmt::Debug for MemberOfQuery {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemberOfQuery").field("groups", &self.groups).field("in_filter", &self.in_filter).finish()
+        f.debug_struct("MemberOfQuery")
+            .field("groups", &self.groups)
+            .field("in_filter", &self.in_filter)
+            .finish()
     }
 }
 
@@ -286,7 +298,9 @@ impl MemberOfQuery {
     pub fn add_to(&self, tree: &Skeleton, dn: &str, entry: &mut Entry) {
         let values = self.values(tree, dn);
         if !values.is_empty() {
-            entry.attrs.push(Attribute::new("memberOf", values.iter().map(|v| v.as_bytes().to_vec()).collect()));
+            entry
+                .attrs
+                .push(Attribute::new("memberOf", values.iter().map(|v| v.as_bytes().to_vec()).collect()));
         }
     }
 
@@ -328,7 +342,9 @@ mod tests {
 
     #[test]
     fn caps_answer_admin_limit_exceeded() {
-        assert!(matches!(too_deep(16), ShardError::AdminLimitExceeded(m) if m.contains("memberof_chain_depth_max")));
+        assert!(
+            matches!(too_deep(16), ShardError::AdminLimitExceeded(m) if m.contains("memberof_chain_depth_max"))
+        );
         assert!(matches!(too_many(5), ShardError::AdminLimitExceeded(m) if m.contains("(5)")));
         let defaults = MemberOfOptions::default();
         assert!(!defaults.transitive && defaults.chain_depth_max > 0 && defaults.chain_entries_max > 0);

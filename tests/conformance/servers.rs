@@ -106,7 +106,9 @@ fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
     }
     if member_of {
         conf.push_str("overlay memberof\n");
-        conf.push_str("overlay memberof\nmemberof-group-oc groupOfUniqueNames\nmemberof-member-ad uniqueMember\n");
+        conf.push_str(
+            "overlay memberof\nmemberof-group-oc groupOfUniqueNames\nmemberof-member-ad uniqueMember\n",
+        );
     }
     conf.push_str(extra);
     conf
@@ -185,10 +187,12 @@ fn member_of_ldif(ldif: &Path, dir: &Path) -> PathBuf {
             _ => return ldif.to_path_buf(),
         }
     }
-    let norm = |dn: &str| dn.split(',').map(|rdn| rdn.trim().to_ascii_lowercase()).collect::<Vec<_>>().join(",");
+    let norm =
+        |dn: &str| dn.split(',').map(|rdn| rdn.trim().to_ascii_lowercase()).collect::<Vec<_>>().join(",");
     let mut groups_of: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
     for (dn, attrs) in &entries {
-        let members = |name: &str| name.eq_ignore_ascii_case("member") || name.eq_ignore_ascii_case("uniqueMember");
+        let members =
+            |name: &str| name.eq_ignore_ascii_case("member") || name.eq_ignore_ascii_case("uniqueMember");
         for (_, values) in attrs.iter().filter(|(name, _)| members(name)) {
             for member in values {
                 // A uniqueMember value's optional UID (`#'0101'B`) is not part of the DN.

@@ -146,6 +146,7 @@ fn memberof_in_chain_and_bit_rules() {
     // uniqueMember, with and without the optional UID.
     assert_eq!(member_of(&mut root, &user(4), &["memberOf"]), Some(set(&[group("big"), group("uniq")])));
     assert_eq!(member_of(&mut root, &user(7), &["memberOf"]), Some(set(&[group("big"), group("uniq")])));
+    assert_eq!(dns(&mut alice, &format!("(memberOf={})", group("uniq"))), set(&[user(4), user(7)]));
     // Nested groups are memberships too (direct ones only, by default).
     assert_eq!(member_of(&mut root, &group("g2"), &["memberOf"]), Some(set(&[group("g1")])));
 
@@ -157,7 +158,11 @@ fn memberof_in_chain_and_bit_rules() {
     // (memberOf=G) on 1,000 members, for a user whose class refuses unindexed searches.
     let all_users: BTreeSet<String> = (0..USERS).map(|i| user(i).to_ascii_lowercase()).collect();
     assert_eq!(dns(&mut alice, &format!("(memberOf={})", group("big"))), all_users);
-    assert_eq!(dns(&mut alice, "(memberOf=CN=Big, OU=Groups,DC=Example,DC=Com)"), all_users, "distinguishedNameMatch");
+    assert_eq!(
+        dns(&mut alice, "(memberOf=CN=Big, OU=Groups,DC=Example,DC=Com)"),
+        all_users,
+        "distinguishedNameMatch"
+    );
     let (_, done) = search(&mut alice, BASE, "(description=x)", &["1.1"]);
     assert_eq!(done.rc, 53, "the class does refuse unindexed searches: {done:?}");
     // Combined with &, | and !.
@@ -172,7 +177,8 @@ fn memberof_in_chain_and_bit_rules() {
         dns(&mut alice, &format!("(&(memberOf={})(memberOf={}))", group("big"), group("g2"))),
         set(&[user(2)])
     );
-    let groups_not_in_g1 = dns(&mut root, &format!("(&(objectClass=groupOfNames)(!(memberOf={})))", group("g1")));
+    let groups_not_in_g1 =
+        dns(&mut root, &format!("(&(objectClass=groupOfNames)(!(memberOf={})))", group("g1")));
     assert!(!groups_not_in_g1.contains(&group("g2").to_ascii_lowercase()));
     assert!(groups_not_in_g1.contains(&group("g1").to_ascii_lowercase()));
     assert!(groups_not_in_g1.contains(&group("big").to_ascii_lowercase()));
@@ -217,32 +223,55 @@ fn memberof_in_chain_and_bit_rules() {
     assert_eq!(dns(&mut alice, &format!("(memberOf:{chain}:={})", group("d15"))).len(), CHAIN - 15);
 
     // The bit rules on an integer attribute.
-    let and: BTreeSet<String> = (0..USERS).filter(|i| i & 6 == 6).map(|i| user(i).to_ascii_lowercase()).collect();
-    let or: BTreeSet<String> = (0..USERS).filter(|i| i & 6 != 0).map(|i| user(i).to_ascii_lowercase()).collect();
+    let and: BTreeSet<String> =
+        (0..USERS).filter(|i| i & 6 == 6).map(|i| user(i).to_ascii_lowercase()).collect();
+    let or: BTreeSet<String> =
+        (0..USERS).filter(|i| i & 6 != 0).map(|i| user(i).to_ascii_lowercase()).collect();
     assert_eq!(dns(&mut root, "(uidNumber:1.2.840.113556.1.4.803:=6)"), and);
     assert_eq!(dns(&mut root, "(uidNumber:1.2.840.113556.1.4.804:=6)"), or);
     assert_eq!(dns(&mut root, "(&(uid=u7)(uidNumber:integerBitAndMatch:=5))"), set(&[user(7)]));
 
     // ldapsearch shows it too, and cn=Subschema lists the rules.
-    let (code, out, err) =
-        tool("ldapsearch", &["-x", "-LLL", "-H", &url, "-b", &user(3), "-s", "base", "(objectClass=*)", "+"], None);
+    let (code, out, err) = tool(
+        "ldapsearch",
+        &["-x", "-LLL", "-H", &url, "-b", &user(3), "-s", "base", "(objectClass=*)", "+"],
+        None,
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("memberOf: {}", group("g3"))), "{out}");
     let (code, out, _) = tool(
         "ldapsearch",
-        &["-x", "-LLL", "-o", "ldif-wrap=no", "-H", &url, "-b", "cn=Subschema", "-s", "base", "(objectClass=*)", "matchingRules", "attributeTypes"],
+        &[
+            "-x",
+            "-LLL",
+            "-o",
+            "ldif-wrap=no",
+            "-H",
+            &url,
+            "-b",
+            "cn=Subschema",
+            "-s",
+            "base",
+            "(objectClass=*)",
+            "matchingRules",
+            "attributeTypes",
+        ],
         None,
     );
     assert_eq!(code, 0);
     for oid in ["1.2.840.113556.1.4.1941", "1.2.840.113556.1.4.803", "1.2.840.113556.1.4.804"] {
         assert!(out.contains(&format!("matchingRules: ( {oid} ")), "{oid} not listed");
     }
-    assert!(out.contains("attributeTypes: ( 1.2.840.113556.1.2.102 NAME 'memberOf'"), "memberOf not published");
+    assert!(
+        out.contains("attributeTypes: ( 1.2.840.113556.1.2.102 NAME 'memberOf'"),
+        "memberOf not published"
+    );
 }
 
 #[test]
 fn transitive_memberof_lists_nested_groups() {
-    let config = CONFIG.replacen("password_hash_on_write", "memberof_transitive = true\npassword_hash_on_write", 1);
+    let config =
+        CONFIG.replacen("password_hash_on_write", "memberof_transitive = true\npassword_hash_on_write", 1);
     let server = Server::start_with_config(&config);
     let url = server.url();
     let text = format!(
@@ -266,7 +295,8 @@ fn transitive_memberof_lists_nested_groups() {
 fn memberof_without_the_member_index_refuses_to_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config_path = dir.path().join("ferrodir.toml");
-    let config = CONFIG.replacen("password_hash_on_write", "index = [\"objectClass eq\"]\npassword_hash_on_write", 1);
+    let config =
+        CONFIG.replacen("password_hash_on_write", "index = [\"objectClass eq\"]\npassword_hash_on_write", 1);
     std::fs::write(&config_path, config).expect("write config");
     let mut child = Command::new(binary())
         .arg("serve")
@@ -289,6 +319,7 @@ fn memberof_without_the_member_index_refuses_to_start() {
     }
     let output = child.wait_with_output().expect("output");
     assert!(!output.status.success());
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(text.contains("memberof = true needs an equality index on member"), "{text}");
 }

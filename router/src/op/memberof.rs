@@ -28,7 +28,9 @@ use ferrodir_proto::schema::matching::{self, Rule};
 use ferrodir_proto::Dn;
 use ferrodir_shard::candidates::Plan;
 use ferrodir_shard::eval::{id_set_filter, is_id_set};
-use ferrodir_shard::memberof::{too_deep, too_many, GroupAccess, Groups, MemberOfQuery, MEMBER_OF, MEMBER_TYPES};
+use ferrodir_shard::memberof::{
+    too_deep, too_many, GroupAccess, Groups, MemberOfQuery, MEMBER_OF, MEMBER_TYPES,
+};
 use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::search::AttrSelection;
 use ferrodir_shard::skeleton::Skeleton;
@@ -192,7 +194,9 @@ fn canonical<'a>(rules: &'a ferrodir_shard::rules::RuleTable, desc: &[u8]) -> Op
 /// requester may not search stays as it is (Undefined, as every such assertion).
 fn classify(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter, unsearchable: bool) -> Option<Ask> {
     match leaf {
-        Filter::EqualityMatch(ava) if !unsearchable && canonical(rules, &ava.attribute_desc) == Some(MEMBER_OF) => {
+        Filter::EqualityMatch(ava)
+            if !unsearchable && canonical(rules, &ava.attribute_desc) == Some(MEMBER_OF) =>
+        {
             Some(dn_of(&ava.assertion_value).map_or(Ask::Undefined, Ask::Members))
         }
         Filter::ExtensibleMatch(mra) if !mra.dn_attributes => {
@@ -227,11 +231,16 @@ fn mentions_member_of(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter) -
 /// as given.
 fn dn_of(value: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(value).ok()?;
-    if Dn::parse(text).is_ok() {
-        return Some(text.to_string());
-    }
-    let (dn, uid) = text.rsplit_once('#')?;
-    (uid.starts_with('\'') && uid.ends_with("'B") && Dn::parse(dn).is_ok()).then(|| dn.to_string())
+    // RFC 4517 §3.3.21: a trailing `#'bits'B` is the UID, as slapd reads it.
+    let dn = match text.rsplit_once("#'") {
+        Some((dn, uid))
+            if uid.strip_suffix("'B").is_some_and(|bits| bits.bytes().all(|b| matches!(b, b'0' | b'1'))) =>
+        {
+            dn
+        }
+        _ => text,
+    };
+    Dn::parse(dn).is_ok().then(|| dn.to_string())
 }
 
 /// The ids an assertion stands for; None when it is Undefined.
@@ -342,7 +351,10 @@ mod tests {
     fn memberof_and_in_chain_assertions_are_recognised() {
         let g = "cn=g,dc=example,dc=com".to_string();
         assert_eq!(asks("(memberOf=cn=g,dc=example,dc=com)"), vec![Some(Ask::Members(g.clone()))]);
-        assert_eq!(asks("(1.2.840.113556.1.2.102=cn=g,dc=example,dc=com)"), vec![Some(Ask::Members(g.clone()))]);
+        assert_eq!(
+            asks("(1.2.840.113556.1.2.102=cn=g,dc=example,dc=com)"),
+            vec![Some(Ask::Members(g.clone()))]
+        );
         assert_eq!(
             asks("(&(uid=x)(memberOf:1.2.840.113556.1.4.1941:=cn=g,dc=example,dc=com))"),
             vec![None, Some(Ask::Chain(g.clone()))]
