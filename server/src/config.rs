@@ -83,8 +83,8 @@ pub struct Config {
     pub search_threads_nice: i32,
     /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
-    /// memberOf, computed from member and uniqueMember's equality postings (both must be
-    /// `eq`-indexed), and the in-chain rule 1.2.840.113556.1.4.1941. Off: memberOf has no
+    /// memberOf, computed from member and uniqueMember's equality postings (kept
+    /// `eq`-indexed whatever `index` says), and the in-chain rule 1.2.840.113556.1.4.1941. Off: memberOf has no
     /// values and in-chain filters compare DNs only.
     pub memberof: bool,
     /// memberOf lists the groups reached through nested groups too (389-ds), not only the
@@ -427,6 +427,9 @@ impl Default for Limits {
     }
 }
 
+/// The index memberOf is read from (see [`Config::index_directives`]).
+pub const MEMBEROF_INDEX: &str = "member,uniqueMember eq";
+
 /// Keys of `[limits]` that were replaced, with what replaces them.
 const RETIRED_LIMITS: &[(&str, &str)] = &[
     ("pdu_bytes_max", "limits.anonymous.pdu_bytes_max and limits.authenticated.pdu_bytes_max"),
@@ -494,6 +497,17 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The index directives in force: `index`, plus an equality index of member and
+    /// uniqueMember with `memberof` on, whatever `index` says: memberOf is read from them
+    /// (shard::memberof), so without them it would silently have no values.
+    pub fn index_directives(&self) -> Vec<String> {
+        let mut directives = self.index.clone();
+        if self.memberof {
+            directives.push(MEMBEROF_INDEX.to_string());
+        }
+        directives
     }
 
     /// Threads of the search pool.

@@ -114,8 +114,9 @@ pub fn directory_config(
 }
 
 /// memberOf's source (router::op::memberof): every shard's engine. Its values come from
-/// the equality postings of member and uniqueMember, so both must be `eq`-indexed; a
-/// config that drops either index with `memberof` on is refused here, by name.
+/// the equality postings of member and uniqueMember, which `memberof` keeps configured
+/// (`Config::index_directives`); on a data directory that had neither, they stay
+/// incomplete until `ferrodir reindex` builds them, and the start says so.
 fn memberof_groups(
     config: &Config,
     store: &Store,
@@ -123,12 +124,11 @@ fn memberof_groups(
     if !config.memberof {
         return Ok(None);
     }
-    let configured = store.indexes.configured();
-    for (name, canonical) in [("member", "member"), ("uniqueMember", "uniquemember")] {
-        if !configured.contains(&(canonical.to_string(), ferrodir_shard::index::IndexKind::Equality)) {
-            anyhow::bail!(
-                "memberof = true needs an equality index on {name} (its values are read from it): \
-                 add \"{name} eq\" to index, or set memberof = false"
+    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+            tracing::warn!(
+                attr = canonical,
+                "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
             );
         }
     }
