@@ -94,6 +94,9 @@ pub struct DirectoryConfig {
     /// `[refint]`: referential integrity after deletes and renames; None when off. Every
     /// delete then goes through the coordinator.
     pub refint: Option<Arc<crate::coordinator::RefintConfig>>,
+    /// memberOf and the in-chain rule (`op::memberof`): every shard's data and the
+    /// options; None with `memberof = false`.
+    pub memberof: Option<Arc<ferrodir_shard::memberof::Groups>>,
     /// How paged-results cookies are sealed and how long they stay good (op/paged).
     pub paged: PagedConfig,
 }

@@ -83,6 +83,19 @@ pub struct Config {
     pub search_threads_nice: i32,
     /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
+    /// memberOf, computed from member and uniqueMember's equality postings (kept
+    /// `eq`-indexed whatever `index` says), and the in-chain rule 1.2.840.113556.1.4.1941. Off: memberOf has no
+    /// values and in-chain filters compare DNs only.
+    pub memberof: bool,
+    /// memberOf lists the groups reached through nested groups too (389-ds), not only the
+    /// groups that name the entry (slapd's memberof overlay, Active Directory).
+    pub memberof_transitive: bool,
+    /// The most levels of nested groups a walk follows (in-chain, transitive memberOf);
+    /// deeper answers adminLimitExceeded (11).
+    pub memberof_chain_depth_max: usize,
+    /// The most entries one walk of the group graph collects; more answers
+    /// adminLimitExceeded (11).
+    pub memberof_chain_entries_max: usize,
     /// Extra schema files in OpenLDAP's `.schema` format, loaded after the standard ones
     /// (core, cosine, inetOrgPerson, nis, openldap).
     pub schema_files: Vec<PathBuf>,
@@ -401,6 +414,10 @@ impl Default for Config {
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),
                 "uid pres".into(),
             ],
+            memberof: true,
+            memberof_transitive: false,
+            memberof_chain_depth_max: 16,
+            memberof_chain_entries_max: 100_000,
             schema_files: Vec::new(),
             example_data: true,
             limits: Limits::default(),
@@ -445,6 +462,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// The index memberOf is read from (see [`Config::index_directives`]).
+pub const MEMBEROF_INDEX: &str = "member,uniqueMember eq";
 
 /// Keys of `[limits]` that were replaced, with what replaces them.
 const RETIRED_LIMITS: &[(&str, &str)] = &[
@@ -513,6 +533,9 @@ impl Config {
                 anyhow::bail!("limits.{key} was replaced by {replacement}");
             }
         }
+        if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
+            anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
+        }
         let resolved = limits.resolve()?;
         let pdu_ceiling = resolved.pdu_bytes_ceiling();
         if limits.read_buffers_bytes_max < pdu_ceiling {
@@ -525,13 +548,18 @@ impl Config {
     }
 
     /// The index directives in force: `index`, plus an equality index for every refint
-    /// attribute when refint is on (it finds references through them).
+    /// attribute when refint is on (it finds references through them), and of member and
+    /// uniqueMember with `memberof` on, whatever `index` says: memberOf is read from them
+    /// (shard::memberof), so without them it would silently have no values.
     pub fn index_directives(&self) -> Vec<String> {
-        let mut out = self.index.clone();
+        let mut directives = self.index.clone();
         if self.refint.enabled {
-            out.extend(self.refint.attributes.iter().map(|a| format!("{a} eq")));
+            directives.extend(self.refint.attributes.iter().map(|a| format!("{a} eq")));
         }
-        out
+        if self.memberof {
+            directives.push(MEMBEROF_INDEX.to_string());
+        }
+        directives
     }
 
     /// Threads of the search pool.

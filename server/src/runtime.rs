@@ -115,6 +115,7 @@ pub fn directory_config(
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
         refint: crate::refint::resolve(config, store)?,
+        memberof: memberof_groups(config, store)?,
     })
 }
 
@@ -153,6 +154,34 @@ fn write_key(path: &std::path::Path, key: &CookieKey) -> std::io::Result<()> {
     let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
     file.write_all(key.bytes())?;
     file.sync_all()
+}
+
+/// memberOf's source (router::op::memberof): every shard's engine. Its values come from
+/// the equality postings of member and uniqueMember, which `memberof` keeps configured
+/// (`Config::index_directives`); on a data directory that had neither, they stay
+/// incomplete until `ferrodir reindex` builds them, and the start says so.
+fn memberof_groups(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+    if !config.memberof {
+        return Ok(None);
+    }
+    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+            tracing::warn!(
+                attr = canonical,
+                "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
+            );
+        }
+    }
+    let options = ferrodir_shard::memberof::MemberOfOptions {
+        transitive: config.memberof_transitive,
+        chain_depth_max: config.memberof_chain_depth_max,
+        chain_entries_max: config.memberof_chain_entries_max,
+    };
+    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    Ok(Some(Arc::new(groups)))
 }
 
 /// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set

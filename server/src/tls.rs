@@ -151,7 +151,8 @@ fn build(settings: &config::Tls) -> anyhow::Result<(ServerConfig, i64)> {
         }
         other => bail!("[tls] client_certs {other:?}: use \"never\", \"try\" or \"demand\""),
     };
-    let config = builder.with_single_cert(certs, key).context("the certificate and key do not fit together")?;
+    let config =
+        builder.with_single_cert(certs, key).context("the certificate and key do not fit together")?;
     Ok((config, not_after_s))
 }
 

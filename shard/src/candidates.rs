@@ -41,6 +41,10 @@ pub enum Plan {
     And(Vec<Plan>),
     /// The union of the parts (every part indexed).
     Or(Vec<Plan>),
+    /// Exactly these entries (sorted), named by an internal id-set assertion: the members
+    /// of a group the router resolved for `(memberOf=G)` or the in-chain rule
+    /// (`eval::ID_SET_RULE`). Ids of other shards are simply absent from this one.
+    Ids(std::sync::Arc<[EntryId]>),
 }
 
 /// What a plan needs to know of the directory.
@@ -102,6 +106,9 @@ impl<'a> Planner<'a> {
                 let greater = matches!(filter, Filter::GreaterOrEqual(_));
                 Some(Plan::Range { prefix: keys::ord_attr_prefix(&attr.canonical), bound, greater })
             }
+            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => {
+                Some(Plan::Ids(crate::eval::id_set_ids(mra).collect()))
+            }
             Filter::And(parts) => {
                 let plans: Vec<Plan> = parts.iter().filter_map(|p| self.plan(p)).collect();
                 (!plans.is_empty()).then_some(Plan::And(plans))
@@ -147,6 +154,7 @@ pub fn read_plan(
 ) -> ShardResult<Option<BTreeSet<EntryId>>> {
     match plan {
         Plan::Empty => Ok(Some(BTreeSet::new())),
+        Plan::Ids(ids) => Ok((ids.len() <= cap).then(|| ids.iter().copied().collect())),
         Plan::Equality(prefix) | Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
         Plan::Grams { canonical, grams } => {
             // Common grams ("use" of "user 123") match nearly everything: reading their

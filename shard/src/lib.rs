@@ -17,6 +17,8 @@
 //! - [`fatal`]: a panic in the write path (staging, commit, publish) aborts the process.
 //! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
 //!   filter evaluation (assertions on types the requester may not search are Undefined).
+//! - [`memberof`]: the memberOf virtual attribute, from member/uniqueMember's equality
+//!   postings on every shard, and the walks of the group graph.
 //! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
 //! - [`prefilter`]: skipping entries that lack every type a filter needs, undecoded.
 //! - [`scan`]: long searches on the search pool, never on a shard actor's thread.
@@ -48,6 +50,7 @@ pub mod fatal;
 pub mod id;
 pub mod index;
 pub mod keys;
+pub mod memberof;
 pub mod modify;
 pub mod prefilter;
 pub mod record;

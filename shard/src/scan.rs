@@ -301,6 +301,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
     if !chunk.is_empty() {
         let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
     }
+    crate::memberof::check(task.attrs.memberof.as_ref())?;
     Ok(end)
 }
 

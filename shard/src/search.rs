@@ -69,6 +69,9 @@ pub struct AttrSelection {
     /// Set when the access rules depend on the entry: asked for each entry's own rights,
     /// which replace `hidden` and `unsearchable` there.
     pub per_entry: Option<Arc<dyn EntryRules>>,
+    /// Set by the router when the request selects memberOf or its filter needs its values:
+    /// how to compute them (`memberof`). None: memberOf costs nothing.
+    pub memberof: Option<Arc<crate::memberof::MemberOfQuery>>,
 }
 
 impl AttrSelection {
@@ -286,18 +289,21 @@ pub(crate) fn entry_matches(
 ) -> bool {
     let (needs_computed, needs_dn) = needs;
     if !needs_computed && !needs_dn {
-        return eval::matches_visible(rules, query.filter, &record.entry, None, hidden);
+        return eval::matches_entry(rules, query.filter, &record.entry, None, hidden, id);
     }
     let dn_text = entry_dn(query.tree, id, record);
     let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
     if !needs_computed {
-        return eval::matches_visible(rules, query.filter, &record.entry, dn.as_ref(), hidden);
+        return eval::matches_entry(rules, query.filter, &record.entry, dn.as_ref(), hidden, id);
     }
     let mut entry = record.entry.clone();
     for (name, value) in computed_attributes(query.tree, id, &dn_text) {
         entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
     }
-    eval::matches_visible(rules, query.filter, &entry, dn.as_ref(), hidden)
+    if let Some(memberof) = query.attrs.memberof.as_ref().filter(|m| m.in_filter) {
+        memberof.add_to(query.tree, &dn_text, &mut entry);
+    }
+    eval::matches_entry(rules, query.filter, &entry, dn.as_ref(), hidden, id)
 }
 
 /// A base-scope search of an entry of this shard, answered inline by the caller on the
@@ -307,8 +313,13 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     let Some(cached) = core.cached(snapshot.as_ref(), id)? else { return Ok(None) };
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
-    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else { return Ok(None) };
-    Ok(Some(encode_entry(rules, query, id, &cached, seen.hidden())))
+    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else {
+        crate::memberof::check(query.attrs.memberof.as_ref())?;
+        return Ok(None);
+    };
+    let pdu = encode_entry(rules, query, id, &cached, seen.hidden());
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
+    Ok(Some(pdu))
 }
 
 /// Base-scope search of an entry read elsewhere (from another shard's actor, by message).
@@ -342,6 +353,7 @@ pub fn inline_search(
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
     Ok(Some(out))
 }
 
@@ -372,6 +384,7 @@ pub fn inline_page(
         out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         end.last = Some(id);
     }
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
     Ok(Some((out, end)))
 }
 
@@ -384,8 +397,9 @@ pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &Entr
     }
 }
 
-/// The attributes computed at send time (lowercased names), not stored.
-pub const COMPUTED: [&str; 3] = ["entrydn", "hassubordinates", "subschemasubentry"];
+/// The attributes computed at send time (lowercased names), not stored. memberOf is one
+/// (`memberof`), computed only when the search carries an `AttrSelection::memberof`.
+pub const COMPUTED: [&str; 4] = ["entrydn", "hassubordinates", "subschemasubentry", "memberof"];
 
 /// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
 /// its descendants', so that a subtree Modify DN is seen whole or not at all.
@@ -442,6 +456,16 @@ pub(crate) fn encode_entry(
         if sel.wants_operational(&canonical) && !hidden.contains(&canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
+        }
+    }
+    if let Some(memberof) = &sel.memberof {
+        if sel.wants_operational(crate::memberof::MEMBER_OF) && !hidden.contains(crate::memberof::MEMBER_OF) {
+            let values = memberof.values(query.tree, &dn);
+            if !values.is_empty() {
+                let values: Vec<&[u8]> =
+                    if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
+                attributes.extend(segments::partial_attribute(b"memberOf", &values));
+            }
         }
     }
     Bytes::from(segments::search_result_entry(query.message_id, dn.as_bytes(), &attributes))

@@ -12,6 +12,7 @@ mod hostile;
 mod import;
 mod isolation;
 mod limits;
+mod memberof;
 mod metrics;
 mod monitor;
 mod ops;

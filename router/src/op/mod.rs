@@ -6,6 +6,7 @@ pub mod compare;
 pub mod controls;
 pub mod delete;
 pub mod extended;
+pub mod memberof;
 pub mod moddn;
 pub mod modify;
 pub mod paged;

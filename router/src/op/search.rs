@@ -66,7 +66,7 @@ fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
 
 async fn run(
     ctx: &OpContext,
-    request: SearchRequest,
+    mut request: SearchRequest,
     mut paging: Option<&mut Paging>,
 ) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
@@ -115,6 +115,7 @@ async fn run(
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
     }
+    crate::op::memberof::prepare(ctx, &subject, &mut request.filter, &mut attrs).await?;
     let scope = match request.scope {
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
@@ -159,13 +160,14 @@ async fn run(
         // 389-ds's require-index: refuse before any shard starts walking its scope.
         return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
     }
-    let shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
+    let mut shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => (0..ctx.worker.shard_count())
             .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
             .collect(),
         None => (0..ctx.worker.shard_count()).collect(),
     };
+    crate::op::memberof::prune_shards(plan.as_ref(), &mut shards);
     if let (Some(paging), Some(position)) = (paging, position) {
         let search = PagedSearch {
             tree,
@@ -226,7 +228,9 @@ async fn lookup(
         return Ok(base_entry(view, query, id)?);
     }
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
-    Ok(base_record(&ctx.worker.config.rules, query, id, record))
+    let pdu = base_record(&ctx.worker.config.rules, query, id, record);
+    ferrodir_shard::memberof::check(query.attrs.memberof.as_ref())?;
+    Ok(pdu)
 }
 
 /// Sends entries within the size limit; Some(result) when the search is over.
