@@ -642,12 +642,17 @@ fn write_substrings(f: &mut fmt::Formatter<'_>, filter: &SubstringFilter) -> fmt
 /// other filter (`o=x` as a name would print `(o=x=*)`, an equality match), and control
 /// characters never reach a log raw.
 fn write_name(f: &mut fmt::Formatter<'_>, name: &[u8]) -> fmt::Result {
-    for &byte in name {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';') {
-            write!(f, "{}", char::from(byte))?;
-        } else {
-            write!(f, "\\{byte:02x}")?;
-        }
+    // Runs of plain bytes go out in one write (the access log prints every filter).
+    let plain = |byte: &u8| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';');
+    let mut rest = name;
+    while !rest.is_empty() {
+        let run = rest.iter().take_while(|b| plain(b)).count();
+        let (head, tail) = rest.split_at(run);
+        // ASCII by construction.
+        f.write_str(std::str::from_utf8(head).unwrap_or_default())?;
+        let Some((&byte, tail)) = tail.split_first() else { break };
+        write!(f, "\\{byte:02x}")?;
+        rest = tail;
     }
     Ok(())
 }
@@ -656,16 +661,19 @@ fn write_name(f: &mut fmt::Formatter<'_>, name: &[u8]) -> fmt::Result {
 /// control characters and bytes that are not UTF-8 so the result is printable.
 fn write_value(f: &mut fmt::Formatter<'_>, value: &[u8]) -> fmt::Result {
     for chunk in value.utf8_chunks() {
-        for ch in chunk.valid().chars() {
+        let valid = chunk.valid();
+        let mut run_start = 0;
+        for (at, ch) in valid.char_indices() {
             if matches!(ch, '*' | '(' | ')' | '\\') || ch.is_control() {
+                f.write_str(valid.get(run_start..at).unwrap_or_default())?;
                 let mut buf = [0u8; 4];
                 for byte in ch.encode_utf8(&mut buf).bytes() {
                     write!(f, "\\{byte:02x}")?;
                 }
-            } else {
-                write!(f, "{ch}")?;
+                run_start = at + ch.len_utf8();
             }
         }
+        f.write_str(valid.get(run_start..).unwrap_or_default())?;
         for byte in chunk.invalid() {
             write!(f, "\\{byte:02x}")?;
         }

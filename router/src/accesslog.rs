@@ -1,20 +1,25 @@
 //! The access log: a line per connection event and per operation, in 389-ds's access-log
 //! format (so `logconv` reads it) or as JSON, written off the hot path.
 //!
-//! Each worker formats its own lines and hands them to the log thread (server's
-//! accesslog.rs) through a bounded channel of its own, so no queue is shared by the cores.
-//! A full channel drops the line and counts it (`ferrodir_access_log_dropped_lines_total`):
-//! a slow disk never stalls a request. What is logged never includes a password: binds
-//! log the DN and the method, Password Modify only its OID, and an assertion value on
-//! userPassword (or authPassword) in a filter prints as `***`.
+//! Each worker formats its lines straight into a buffer of its own ([`LogBuffer`]: one
+//! uncontended lock per line, no allocation per line once the buffer has grown), which the
+//! log thread (server's accesslog.rs) swaps for an empty one every 20 ms: no queue is
+//! shared by the cores, no line is a separate allocation, no sender ever wakes the writer.
+//! A full buffer drops the line and counts it (`ferrodir_access_log_dropped_lines_total`):
+//! a slow disk never stalls a request. Timestamps reuse the formatted second; durations
+//! are written with integer arithmetic (BENCHMARKS.md, "The access log's cost").
+//!
+//! What is logged never includes a password: binds log the DN and the method, Password
+//! Modify only its OID, and an assertion value on userPassword (or authPassword) in a
+//! filter prints as `***`.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{AuthenticationChoice, ProtocolOp};
-use std::sync::mpsc::SyncSender;
 
 use crate::stats::{bump, WorkerStats};
 
@@ -37,7 +42,8 @@ pub enum Value {
     Bare(String),
 }
 
-/// One line: `conn=N [op=M] WORD k=v ...`.
+/// One line of a connection event: `conn=N [op=M] WORD k=v ...`. Operations' lines are
+/// written without this (see [`LogSink::request`], [`LogSink::result`]).
 pub struct Line<'a> {
     pub conn: u64,
     /// 389-ds writes op=-1 for connection-level events after the connection's start.
@@ -46,48 +52,287 @@ pub struct Line<'a> {
     pub fields: Vec<(&'a str, Value)>,
 }
 
+/// One worker's lines waiting for the log thread.
+#[derive(Debug, Default)]
+pub struct LogBuffer {
+    pending: Mutex<Pending>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    text: String,
+    lines: usize,
+}
+
+impl LogBuffer {
+    /// Moves the waiting lines into `out` (which must be empty; its capacity is kept for
+    /// the next lines) and returns how many there were.
+    pub fn take(&self, out: &mut String) -> usize {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::swap(&mut pending.text, out);
+        std::mem::take(&mut pending.lines)
+    }
+}
+
 /// One worker's way into the access log.
 pub struct LogSink {
-    tx: SyncSender<String>,
+    buffer: Arc<LogBuffer>,
+    lines_max: usize,
     format: LogFormat,
     stats: Arc<WorkerStats>,
 }
 
 impl LogSink {
-    pub fn new(tx: SyncSender<String>, format: LogFormat, stats: Arc<WorkerStats>) -> Self {
-        Self { tx, format, stats }
+    /// A sink writing into `buffer`, which holds at most `lines_max` lines between two
+    /// collections by the log thread.
+    pub fn new(buffer: Arc<LogBuffer>, lines_max: usize, format: LogFormat, stats: Arc<WorkerStats>) -> Self {
+        Self { buffer, lines_max: lines_max.max(1), format, stats }
     }
 
-    /// Formats and queues `line`; a full queue drops it and counts the drop. The writer
-    /// polls the queues rather than being woken: a wake per line cost a system call per
-    /// line, more than all the rest of the log (BENCHMARKS.md, "The access log's cost").
+    /// A connection event's line.
     pub fn emit(&self, line: Line<'_>) {
-        let text = match self.format {
-            LogFormat::Text => text_line(&line, SystemTime::now()),
-            LogFormat::Json => json_line(&line, SystemTime::now()),
-        };
-        if self.tx.try_send(text).is_err() {
+        self.write(line.conn, line.op, line.word, |w| {
+            for (key, value) in &line.fields {
+                match value {
+                    Value::Str(s) => w.quoted(key, s.as_bytes()),
+                    Value::Raw(s) => w.raw(key, s),
+                    Value::Bare(s) => w.bare(s),
+                }
+            }
+        });
+    }
+
+    /// The line that logs a request as it arrives.
+    pub fn request(&self, conn: u64, op: i64, request: &ProtocolOp) {
+        self.write(conn, Some(op), request_word(request), |w| request_fields(w, request));
+    }
+
+    /// The RESULT line of an operation.
+    pub fn result(&self, conn: u64, op: i64, outcome: &Outcome) {
+        self.write(conn, Some(op), "RESULT", |w| result_fields(w, outcome));
+    }
+
+    fn write(&self, conn: u64, op: Option<i64>, word: &str, fields: impl FnOnce(&mut LineWriter<'_>)) {
+        let at = SystemTime::now();
+        let mut pending = self.buffer.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.lines >= self.lines_max {
+            drop(pending);
             bump(&self.stats.access_log_dropped, 1);
+            return;
+        }
+        pending.lines += 1;
+        let mut writer = LineWriter::start(&mut pending.text, self.format, at, conn, op, word);
+        fields(&mut writer);
+        writer.finish();
+    }
+}
+
+/// Writes one line into a buffer, field by field, in either format.
+pub struct LineWriter<'a> {
+    out: &'a mut String,
+    format: LogFormat,
+}
+
+impl<'a> LineWriter<'a> {
+    fn start(
+        out: &'a mut String,
+        format: LogFormat,
+        at: SystemTime,
+        conn: u64,
+        op: Option<i64>,
+        word: &str,
+    ) -> Self {
+        match format {
+            LogFormat::Text => {
+                push_timestamp(out, at);
+                let _ = write!(out, " conn={conn}");
+                if let Some(op) = op {
+                    let _ = write!(out, " op={op}");
+                }
+                if !word.is_empty() {
+                    out.push(' ');
+                    out.push_str(word);
+                }
+            }
+            LogFormat::Json => {
+                out.push_str("{\"time\":\"");
+                push_timestamp(out, at);
+                let _ = write!(out, "\",\"conn\":{conn}");
+                if let Some(op) = op {
+                    let _ = write!(out, ",\"op\":{op}");
+                }
+                out.push_str(",\"event\":");
+                json_string(out, word);
+            }
+        }
+        Self { out, format }
+    }
+
+    fn key(&mut self, key: &str) {
+        match self.format {
+            LogFormat::Text => {
+                self.out.push(' ');
+                self.out.push_str(key);
+                self.out.push('=');
+            }
+            LogFormat::Json => {
+                self.out.push(',');
+                json_string(self.out, if key.is_empty() { "text" } else { key });
+                self.out.push(':');
+            }
+        }
+    }
+
+    /// `key="value"` (text), a JSON string; invalid UTF-8 shows as U+FFFD.
+    pub fn quoted(&mut self, key: &str, value: &[u8]) {
+        self.key(key);
+        let value = String::from_utf8_lossy(value);
+        match self.format {
+            LogFormat::Text => {
+                self.out.push('"');
+                escape_text(self.out, &value);
+                self.out.push('"');
+            }
+            LogFormat::Json => json_string(self.out, &value),
+        }
+    }
+
+    /// `key=value` (text); in JSON a number when it looks like one, else a string.
+    pub fn raw(&mut self, key: &str, value: &str) {
+        self.key(key);
+        match self.format {
+            LogFormat::Text => escape_text(self.out, value),
+            LogFormat::Json if looks_numeric(value) => self.out.push_str(value),
+            LogFormat::Json => json_string(self.out, value),
+        }
+    }
+
+    pub fn number(&mut self, key: &str, value: u64) {
+        self.key(key);
+        let _ = write!(self.out, "{value}");
+    }
+
+    /// Seconds with nanoseconds, as 389-ds writes wtime/optime/etime: `0.000023456`.
+    pub fn seconds(&mut self, key: &str, value: Duration) {
+        self.key(key);
+        let _ = write!(self.out, "{}.", value.as_secs());
+        push_nanos(self.out, value.subsec_nanos());
+    }
+
+    /// Text without a key (389-ds's `connection from A to B`); `text` in JSON.
+    pub fn bare(&mut self, value: &str) {
+        match self.format {
+            LogFormat::Text => {
+                self.out.push(' ');
+                escape_text(self.out, value);
+            }
+            LogFormat::Json => {
+                self.out.push_str(",\"text\":");
+                json_string(self.out, value);
+            }
+        }
+    }
+
+    /// The filter as logged (RFC 4515, secrets masked), escaped as it is written.
+    fn filter(&mut self, key: &str, filter: &Filter) {
+        self.key(key);
+        let masked = filter.display_masked(&is_secret_attribute);
+        match self.format {
+            LogFormat::Text => {
+                self.out.push('"');
+                let _ = write!(Escaping { out: self.out, json: false }, "{masked}");
+                self.out.push('"');
+            }
+            LogFormat::Json => {
+                self.out.push('"');
+                let _ = write!(Escaping { out: self.out, json: true }, "{masked}");
+                self.out.push('"');
+            }
+        }
+    }
+
+    fn finish(self) {
+        match self.format {
+            LogFormat::Text => self.out.push('\n'),
+            LogFormat::Json => self.out.push_str("}\n"),
         }
     }
 }
 
-/// `[01/Dec/2026:10:00:00.123456789 +0000]`: 389-ds's timestamp, in UTC.
-pub fn timestamp(at: SystemTime) -> String {
+/// A `fmt::Write` that escapes what passes through it, as [`escape_text`] or
+/// [`json_string`] would (without the quotes).
+struct Escaping<'a> {
+    out: &'a mut String,
+    json: bool,
+}
+
+impl std::fmt::Write for Escaping<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.json {
+            json_escape(self.out, s);
+        } else {
+            escape_text(self.out, s);
+        }
+        Ok(())
+    }
+}
+
+fn looks_numeric(value: &str) -> bool {
+    !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+}
+
+/// Nine digits, zero-padded.
+fn push_nanos(out: &mut String, nanos: u32) {
+    let mut digits = [b'0'; 9];
+    let mut rest = nanos;
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    out.extend(digits.iter().map(|&d| char::from(d)));
+}
+
+thread_local! {
+    /// The last second formatted on this thread: `[01/Dec/2026:10:00:00.`.
+    static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+/// `[01/Dec/2026:10:00:00.123456789 +0000]`: 389-ds's timestamp, in UTC. The part up to
+/// the second is formatted once per second per thread.
+fn push_timestamp(out: &mut String, at: SystemTime) {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = since.as_secs();
+    SECOND.with(|cached| {
+        let mut cached = cached.borrow_mut();
+        if cached.0 != secs {
+            cached.1 = second_prefix(secs);
+            cached.0 = secs;
+        }
+        out.push_str(&cached.1);
+    });
+    push_nanos(out, since.subsec_nanos());
+    out.push_str(" +0000]");
+}
+
+fn second_prefix(secs: u64) -> String {
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let of_day = secs % 86_400;
     const MONTHS: [&str; 12] =
         ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let month_name = MONTHS.get(month.saturating_sub(1) as usize).copied().unwrap_or("Jan");
     format!(
-        "[{day:02}/{month_name}/{year:04}:{:02}:{:02}:{:02}.{:09} +0000]",
+        "[{day:02}/{month_name}/{year:04}:{:02}:{:02}:{:02}.",
         of_day / 3600,
         of_day % 3600 / 60,
-        of_day % 60,
-        since.subsec_nanos()
+        of_day % 60
     )
+}
+
+/// The whole timestamp as a string (tests, and whoever needs one).
+pub fn timestamp(at: SystemTime) -> String {
+    let mut out = String::new();
+    push_timestamp(&mut out, at);
+    out
 }
 
 /// Days since 1970-01-01 to (year, month 1-12, day 1-31), proleptic Gregorian (Howard
@@ -105,80 +350,32 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-fn text_line(line: &Line<'_>, at: SystemTime) -> String {
-    let mut out = timestamp(at);
-    let _ = write!(out, " conn={}", line.conn);
-    if let Some(op) = line.op {
-        let _ = write!(out, " op={op}");
-    }
-    if !line.word.is_empty() {
-        out.push(' ');
-        out.push_str(line.word);
-    }
-    for (key, value) in &line.fields {
-        out.push(' ');
-        match value {
-            Value::Str(s) => {
-                let _ = write!(out, "{key}=\"");
-                escape_text(&mut out, s);
-                out.push('"');
-            }
-            Value::Raw(s) => {
-                let _ = write!(out, "{key}=");
-                escape_text(&mut out, s);
-            }
-            Value::Bare(s) => escape_text(&mut out, s),
-        }
-    }
-    out.push('\n');
-    out
-}
-
 /// Quotes and backslashes escaped, control characters as `\xx`: a value can't end its
 /// field early or start a forged line.
 fn escape_text(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '"' | '\\' => {
+    let mut run_start = 0;
+    for (at, c) in value.char_indices() {
+        if c == '"' || c == '\\' || c.is_control() {
+            out.push_str(value.get(run_start..at).unwrap_or_default());
+            if c.is_control() {
+                let _ = write!(out, "\\{:02x}", u32::from(c));
+            } else {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => {
-                let _ = write!(out, "\\{:02x}", u32::from(c));
-            }
-            c => out.push(c),
+            run_start = at + c.len_utf8();
         }
     }
-}
-
-fn json_line(line: &Line<'_>, at: SystemTime) -> String {
-    let mut out = String::from("{\"time\":");
-    json_string(&mut out, &timestamp(at));
-    let _ = write!(out, ",\"conn\":{}", line.conn);
-    if let Some(op) = line.op {
-        let _ = write!(out, ",\"op\":{op}");
-    }
-    out.push_str(",\"event\":");
-    json_string(&mut out, line.word);
-    for (key, value) in &line.fields {
-        out.push(',');
-        json_string(&mut out, if key.is_empty() { "text" } else { key });
-        out.push(':');
-        match value {
-            Value::Raw(s)
-                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-') =>
-            {
-                out.push_str(s)
-            }
-            Value::Str(s) | Value::Raw(s) | Value::Bare(s) => json_string(&mut out, s),
-        }
-    }
-    out.push_str("}\n");
-    out
+    out.push_str(value.get(run_start..).unwrap_or_default());
 }
 
 fn json_string(out: &mut String, value: &str) {
     out.push('"');
+    json_escape(out, value);
+    out.push('"');
+}
+
+fn json_escape(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -189,7 +386,6 @@ fn json_string(out: &mut String, value: &str) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// Whether values of attribute description `name` are secrets no log may show.
@@ -205,68 +401,73 @@ pub fn masked_filter(filter: &Filter) -> String {
     filter.display_masked(&is_secret_attribute).to_string()
 }
 
-fn text_of(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// 389-ds's word for a request: BIND, SRCH, ADD, MOD, DEL, MODRDN, CMP, EXT, ABANDON, UNBIND.
+fn request_word(request: &ProtocolOp) -> &'static str {
+    match request {
+        ProtocolOp::BindRequest(_) => "BIND",
+        ProtocolOp::SearchRequest(_) => "SRCH",
+        ProtocolOp::AddRequest(_) => "ADD",
+        ProtocolOp::DelRequest(_) => "DEL",
+        ProtocolOp::ModifyRequest(_) => "MOD",
+        ProtocolOp::ModifyDnRequest(_) => "MODRDN",
+        ProtocolOp::CompareRequest(_) => "CMP",
+        ProtocolOp::ExtendedRequest(_) => "EXT",
+        ProtocolOp::AbandonRequest(_) => "ABANDON",
+        ProtocolOp::UnbindRequest => "UNBIND",
+        _ => "UNKNOWN",
+    }
 }
 
-/// The line that logs a request as it arrives (389-ds's words: BIND, SRCH, ADD, MOD, DEL,
-/// MODRDN, CMP, EXT, ABANDON, UNBIND). Never a credential: a Bind logs its DN and method.
-pub fn request_line(conn: u64, op: i64, request: &ProtocolOp) -> Line<'static> {
-    let dn = |bytes: &[u8]| ("dn", Value::Str(text_of(bytes)));
-    let (word, fields) = match request {
+/// A request's fields. Never a credential: a Bind logs its DN and method.
+fn request_fields(w: &mut LineWriter<'_>, request: &ProtocolOp) {
+    match request {
         ProtocolOp::BindRequest(bind) => {
-            let mut fields = vec![dn(&bind.name)];
+            w.quoted("dn", &bind.name);
             match &bind.authentication {
-                AuthenticationChoice::Simple(_) => fields.push(("method", Value::Raw("128".into()))),
-                AuthenticationChoice::Sasl(_) => fields.push(("method", Value::Raw("sasl".into()))),
+                AuthenticationChoice::Simple(_) => w.raw("method", "128"),
+                AuthenticationChoice::Sasl(_) => w.raw("method", "sasl"),
             }
-            fields.push(("version", Value::Raw(bind.version.to_string())));
+            w.number("version", u64::from(bind.version));
             if let AuthenticationChoice::Sasl(sasl) = &bind.authentication {
-                fields.push(("mech", Value::Raw(text_of(&sasl.mechanism))));
+                w.raw("mech", &String::from_utf8_lossy(&sasl.mechanism));
             }
-            ("BIND", fields)
         }
         ProtocolOp::SearchRequest(search) => {
-            let attrs = if search.attributes.is_empty() {
-                Value::Raw("ALL".into())
+            w.quoted("base", &search.base_object);
+            w.number("scope", search.scope as u64);
+            w.filter("filter", &search.filter);
+            if search.attributes.is_empty() {
+                w.raw("attrs", "ALL");
             } else {
-                Value::Str(search.attributes.iter().map(|a| text_of(a)).collect::<Vec<_>>().join(" "))
-            };
-            (
-                "SRCH",
-                vec![
-                    ("base", Value::Str(text_of(&search.base_object))),
-                    ("scope", Value::Raw((search.scope as u8).to_string())),
-                    ("filter", Value::Str(masked_filter(&search.filter))),
-                    ("attrs", attrs),
-                ],
-            )
-        }
-        ProtocolOp::AddRequest(add) => ("ADD", vec![dn(&add.entry)]),
-        ProtocolOp::DelRequest(target) => ("DEL", vec![dn(target)]),
-        ProtocolOp::ModifyRequest(modify) => ("MOD", vec![dn(&modify.object)]),
-        ProtocolOp::ModifyDnRequest(moddn) => {
-            let mut fields = vec![
-                dn(&moddn.entry),
-                ("newrdn", Value::Str(text_of(&moddn.newrdn))),
-                ("deleteoldrdn", Value::Raw(u8::from(moddn.deleteoldrdn).to_string())),
-            ];
-            if let Some(superior) = &moddn.new_superior {
-                fields.push(("newsuperior", Value::Str(text_of(superior))));
+                let mut joined = Vec::with_capacity(64);
+                for (i, attr) in search.attributes.iter().enumerate() {
+                    if i > 0 {
+                        joined.push(b' ');
+                    }
+                    joined.extend_from_slice(attr);
+                }
+                w.quoted("attrs", &joined);
             }
-            ("MODRDN", fields)
+        }
+        ProtocolOp::AddRequest(add) => w.quoted("dn", &add.entry),
+        ProtocolOp::DelRequest(target) => w.quoted("dn", target),
+        ProtocolOp::ModifyRequest(modify) => w.quoted("dn", &modify.object),
+        ProtocolOp::ModifyDnRequest(moddn) => {
+            w.quoted("dn", &moddn.entry);
+            w.quoted("newrdn", &moddn.newrdn);
+            w.number("deleteoldrdn", u64::from(moddn.deleteoldrdn));
+            if let Some(superior) = &moddn.new_superior {
+                w.quoted("newsuperior", superior);
+            }
         }
         ProtocolOp::CompareRequest(compare) => {
-            ("CMP", vec![dn(&compare.entry), ("attr", Value::Str(text_of(&compare.ava.attribute_desc)))])
+            w.quoted("dn", &compare.entry);
+            w.quoted("attr", &compare.ava.attribute_desc);
         }
-        ProtocolOp::ExtendedRequest(extended) => {
-            ("EXT", vec![("oid", Value::Str(text_of(&extended.request_name)))])
-        }
-        ProtocolOp::AbandonRequest(target) => ("ABANDON", vec![("msgid", Value::Raw(target.to_string()))]),
-        ProtocolOp::UnbindRequest => ("UNBIND", Vec::new()),
-        _ => ("UNKNOWN", Vec::new()),
-    };
-    Line { conn, op: Some(op), word, fields }
+        ProtocolOp::ExtendedRequest(extended) => w.quoted("oid", &extended.request_name),
+        ProtocolOp::AbandonRequest(target) => w.number("msgid", u64::from(*target)),
+        _ => {}
+    }
 }
 
 /// What the RESULT line of an operation says.
@@ -277,33 +478,58 @@ pub struct Outcome {
     pub entries: u64,
     pub queue_wait: Duration,
     pub execution: Duration,
-    /// 389-ds's notes: "A" for a search no index narrowed.
+    /// 389-ds's notes: "A" for a search no index narrowed, "P" for a paged search.
     pub notes: Option<&'static str>,
     /// A Bind's DN, as 389-ds logs it on the result.
     pub dn: Option<String>,
 }
 
-pub fn result_line(conn: u64, op: i64, outcome: Outcome) -> Line<'static> {
-    let mut fields = vec![
-        ("err", Value::Raw(outcome.code.to_string())),
-        ("tag", Value::Raw(outcome.tag.to_string())),
-        ("nentries", Value::Raw(outcome.entries.to_string())),
-        ("wtime", Value::Raw(seconds(outcome.queue_wait))),
-        ("optime", Value::Raw(seconds(outcome.execution))),
-        ("etime", Value::Raw(seconds(outcome.queue_wait + outcome.execution))),
-    ];
+fn result_fields(w: &mut LineWriter<'_>, outcome: &Outcome) {
+    w.number("err", u64::from(outcome.code));
+    w.number("tag", u64::from(outcome.tag));
+    w.number("nentries", outcome.entries);
+    w.seconds("wtime", outcome.queue_wait);
+    w.seconds("optime", outcome.execution);
+    w.seconds("etime", outcome.queue_wait + outcome.execution);
     if let Some(notes) = outcome.notes {
-        fields.push(("notes", Value::Raw(notes.into())));
+        w.raw("notes", notes);
     }
-    if let Some(dn) = outcome.dn {
-        fields.push(("dn", Value::Str(dn)));
+    if let Some(dn) = &outcome.dn {
+        w.quoted("dn", dn.as_bytes());
     }
-    Line { conn, op: Some(op), word: "RESULT", fields }
 }
 
-/// Seconds with microseconds, as 389-ds writes wtime/optime/etime.
-pub fn seconds(duration: Duration) -> String {
-    format!("{:.9}", duration.as_secs_f64())
+/// One formatted line, for the tests and tools: `fields` as [`LogSink`] would write them.
+pub fn format_line(format: LogFormat, at: SystemTime, line: &Line<'_>) -> String {
+    let mut out = String::new();
+    let mut w = LineWriter::start(&mut out, format, at, line.conn, line.op, line.word);
+    for (key, value) in &line.fields {
+        match value {
+            Value::Str(s) => w.quoted(key, s.as_bytes()),
+            Value::Raw(s) => w.raw(key, s),
+            Value::Bare(s) => w.bare(s),
+        }
+    }
+    w.finish();
+    out
+}
+
+/// A request's line as [`LogSink::request`] writes it.
+pub fn format_request(format: LogFormat, at: SystemTime, conn: u64, op: i64, request: &ProtocolOp) -> String {
+    let mut out = String::new();
+    let mut w = LineWriter::start(&mut out, format, at, conn, Some(op), request_word(request));
+    request_fields(&mut w, request);
+    w.finish();
+    out
+}
+
+/// A RESULT line as [`LogSink::result`] writes it.
+pub fn format_result(format: LogFormat, at: SystemTime, conn: u64, op: i64, outcome: &Outcome) -> String {
+    let mut out = String::new();
+    let mut w = LineWriter::start(&mut out, format, at, conn, Some(op), "RESULT");
+    result_fields(&mut w, outcome);
+    w.finish();
+    out
 }
 
 #[cfg(test)]
@@ -326,9 +552,9 @@ mod tests {
             word: "SRCH",
             fields: vec![("base", Value::Str("o=\"x\"\n[forged]".into())), ("scope", Value::Raw("2".into()))],
         };
-        let text = text_line(&line, UNIX_EPOCH);
+        let text = format_line(LogFormat::Text, UNIX_EPOCH, &line);
         assert!(text.ends_with(" conn=3 op=1 SRCH base=\"o=\\\"x\\\"\\0a[forged]\" scope=2\n"), "{text}");
-        let json = json_line(&line, UNIX_EPOCH);
+        let json = format_line(LogFormat::Json, UNIX_EPOCH, &line);
         assert!(json.contains("\"base\":\"o=\\\"x\\\"\\u000a[forged]\",\"scope\":2}"), "{json}");
     }
 
@@ -341,5 +567,72 @@ mod tests {
         let logged = masked_filter(&filter);
         assert!(!logged.contains("secret") && !logged.contains("a*b"), "{logged}");
         assert!(logged.contains("(uid=alice)") && logged.contains("(userPassword=***)"), "{logged}");
+    }
+
+    fn search(filter: &str, attributes: &[&str]) -> ProtocolOp {
+        use ferrodir_proto::message::{DerefAliases, OctetString, SearchRequest, SearchScope};
+        ProtocolOp::SearchRequest(SearchRequest {
+            base_object: OctetString::from_static(b"ou=\"q\",dc=example,dc=com"),
+            scope: SearchScope::WholeSubtree,
+            deref_aliases: DerefAliases::NeverDerefAliases,
+            size_limit: 0,
+            time_limit: 0,
+            types_only: false,
+            filter: ferrodir_proto::filter::parse_filter(filter).unwrap(),
+            attributes: attributes.iter().map(|a| OctetString::from(a.as_bytes().to_vec())).collect(),
+        })
+    }
+
+    #[test]
+    fn requests_and_results_in_both_formats() {
+        let at = UNIX_EPOCH + Duration::new(1_796_119_081, 123_456_789);
+        let request = search("(&(uid=a\\22b)(userPassword=x))", &["cn", "mail"]);
+        assert_eq!(
+            format_request(LogFormat::Text, at, 4, 2, &request),
+            "[01/Dec/2026:09:58:01.123456789 +0000] conn=4 op=2 SRCH base=\"ou=\\\"q\\\",dc=example,dc=com\" \
+             scope=2 filter=\"(&(uid=a\\\"b)(userPassword=***))\" attrs=\"cn mail\"\n"
+        );
+        assert_eq!(
+            format_request(LogFormat::Json, at, 4, 2, &search("(cn=*)", &[])),
+            "{\"time\":\"[01/Dec/2026:09:58:01.123456789 +0000]\",\"conn\":4,\"op\":2,\"event\":\"SRCH\",\
+             \"base\":\"ou=\\\"q\\\",dc=example,dc=com\",\"scope\":2,\"filter\":\"(cn=*)\",\"attrs\":\"ALL\"}\n"
+        );
+        let outcome = Outcome {
+            code: 0,
+            tag: 101,
+            entries: 7,
+            queue_wait: Duration::from_nanos(1_500),
+            execution: Duration::new(2, 5),
+            notes: Some("A"),
+            dn: None,
+        };
+        assert_eq!(
+            format_result(LogFormat::Text, at, 4, 2, &outcome),
+            "[01/Dec/2026:09:58:01.123456789 +0000] conn=4 op=2 RESULT err=0 tag=101 nentries=7 \
+             wtime=0.000001500 optime=2.000000005 etime=2.000001505 notes=A\n"
+        );
+        assert!(format_result(LogFormat::Json, at, 4, 2, &outcome).ends_with(
+            ",\"event\":\"RESULT\",\"err\":0,\"tag\":101,\"nentries\":7,\"wtime\":0.000001500,\
+                        \"optime\":2.000000005,\"etime\":2.000001505,\"notes\":\"A\"}\n"
+        ));
+    }
+
+    #[test]
+    fn a_full_buffer_drops_and_counts() {
+        let buffer = Arc::new(LogBuffer::default());
+        let stats = Arc::new(WorkerStats::default());
+        let sink = LogSink::new(buffer.clone(), 2, LogFormat::Text, stats.clone());
+        for op in 0..5 {
+            sink.request(1, op, &ProtocolOp::UnbindRequest);
+        }
+        let mut out = String::new();
+        assert_eq!(buffer.take(&mut out), 2);
+        assert_eq!(out.lines().count(), 2);
+        assert_eq!(stats.access_log_dropped.load(std::sync::atomic::Ordering::Relaxed), 3);
+        // Taken: room again.
+        sink.request(1, 9, &ProtocolOp::UnbindRequest);
+        let mut next = String::new();
+        assert_eq!(buffer.take(&mut next), 1);
+        assert!(next.ends_with(" conn=1 op=9 UNBIND\n"), "{next}");
     }
 }

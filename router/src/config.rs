@@ -93,6 +93,28 @@ pub struct DirectoryConfig {
     pub monitor_readers: Vec<Dn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
+    /// `[refint]`: referential integrity after deletes and renames; None when off. Every
+    /// delete then goes through the coordinator.
+    pub refint: Option<Arc<crate::coordinator::RefintConfig>>,
+    /// memberOf and the in-chain rule (`op::memberof`): every shard's data and the
+    /// options; None with `memberof = false`.
+    pub memberof: Option<Arc<ferrodir_shard::memberof::Groups>>,
+    /// How paged-results cookies are sealed and how long they stay good (op/paged).
+    pub paged: PagedConfig,
+}
+
+/// Paged results (RFC 2696): the key that seals cookies (`paged-results.key` in the data
+/// directory) and `paged_cookie_idle_max_s`, after which a cookie is stale.
+#[derive(Debug, Clone)]
+pub struct PagedConfig {
+    pub key: crate::op::paged::cookie::CookieKey,
+    pub cookie_idle_max_s: u64,
+}
+
+impl Default for PagedConfig {
+    fn default() -> Self {
+        Self { key: crate::op::paged::cookie::CookieKey::random(), cookie_idle_max_s: 3600 }
+    }
 }
 
 impl DirectoryConfig {

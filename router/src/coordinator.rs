@@ -4,7 +4,9 @@
 //! - promoting a leaf to a container when its first child arrives, and demoting a container
 //!   whose last child left;
 //! - deleting a container (which must have no children on any shard);
-//! - Modify DN of a leaf or a whole subtree (the name may move between shards).
+//! - Modify DN of a leaf or a whole subtree (the name may move between shards);
+//! - with `[refint]` on, every delete and Modify DN's referential integrity: the values
+//!   naming the entry rewritten on every shard before the answer (`refint`).
 //!
 //! Each change follows one order: write a durable intent when more than one shard's data
 //! changes, apply each shard's step (each step is a normal group-committed write), publish
@@ -35,6 +37,9 @@ use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
 use crate::resolve::Located;
 
+mod refint;
+pub use refint::{Origin, RefintConfig};
+
 pub struct Coordinator {
     inner: Rc<Inner>,
 }
@@ -44,12 +49,19 @@ struct Inner {
     cell: Arc<SkeletonCell>,
     tree: RefCell<Skeleton>,
     log: IntentLog,
+    /// Referential integrity after deletes and renames; None when off.
+    refint: Option<Arc<RefintConfig>>,
 }
 
 impl Coordinator {
-    pub fn new(shards: Vec<Addr<ShardActor>>, cell: Arc<SkeletonCell>, log: IntentLog) -> Self {
+    pub fn new(
+        shards: Vec<Addr<ShardActor>>,
+        cell: Arc<SkeletonCell>,
+        log: IntentLog,
+        refint: Option<Arc<RefintConfig>>,
+    ) -> Self {
         let tree = (*cell.load()).clone();
-        Self { inner: Rc::new(Inner { shards, cell, tree: RefCell::new(tree), log }) }
+        Self { inner: Rc::new(Inner { shards, cell, tree: RefCell::new(tree), log, refint }) }
     }
 }
 
@@ -229,7 +241,8 @@ impl Inner {
     /// republished in one step after the entry moved. A search pinned to the old skeleton
     /// sees the whole subtree at its old place, one pinned to the new one sees it all moved.
     async fn move_entry(&self, req: MoveEntry) -> LdapResultOf<()> {
-        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author } = req;
+        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author, .. } =
+            req;
         let id = target.id;
         let container = self.tree.borrow().contains(id);
         if container && (new_parent == id || self.tree.borrow().parent_within(new_parent, id)) {
@@ -330,6 +343,7 @@ impl Inner {
                     let record = self.fetch(id).await?;
                     self.settle_name(parent, rdn, id, record.as_deref()).await?;
                 }
+                refint @ Intent::Refint { .. } => self.settle_refint(&refint).await?,
             }
             self.log.clear(*seq).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
             tracing::info!(?intent, "recovered an interrupted cross-shard change");
@@ -402,19 +416,27 @@ serial_handler!(AddUnder, LdapResultOf<WriteOutcome>, |inner, msg| {
     Ok(inner.write(msg.shard, msg.op).await?)
 });
 
-/// Delete an entry the router could not delete on one shard: a container, or a leaf whose
-/// name lives on another shard.
+/// Delete an entry the router could not delete on one shard: a container, a leaf whose
+/// name lives on another shard, or any entry when referential integrity is on.
 #[derive(Message)]
 #[rtype(result = "LdapResultOf<()>")]
-pub struct DeleteEntry(pub Located);
+pub struct DeleteEntry {
+    pub target: Located,
+    /// Its DN, as the client named it (what referential integrity looks for).
+    pub dn: ferrodir_proto::Dn,
+    pub origin: Origin,
+}
 
 serial_handler!(DeleteEntry, LdapResultOf<()>, |inner, msg| {
-    let target = msg.0;
-    if inner.tree.borrow().contains(target.id) {
+    let DeleteEntry { target, dn, origin } = msg;
+    let refint = inner.refint_begin(origin, refint::delete_intent(target.id, &dn))?;
+    let result = if inner.tree.borrow().contains(target.id) {
         inner.delete_container(target).await
     } else {
         inner.delete_leaf(target).await
-    }
+    };
+    inner.refint_end(refint).await;
+    result
 });
 
 /// After a leaf under `parent` was deleted: demote `parent` if it has no children left.
@@ -435,9 +457,28 @@ pub struct MoveEntry {
     pub drop_values: Vec<(String, Vec<u8>)>,
     pub add_values: Vec<(String, Vec<u8>)>,
     pub author: String,
+    /// The entry's DN before and after, as the client named them (referential integrity).
+    pub old_dn: ferrodir_proto::Dn,
+    pub new_dn: ferrodir_proto::Dn,
+    pub origin: Origin,
 }
 
-serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| inner.move_entry(msg).await);
+serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| {
+    let intent = Intent::Refint {
+        id: msg.target.id,
+        old_dn: msg.old_dn.to_string(),
+        new: Some(crate::intent::RenamedTo {
+            parent: msg.new_parent,
+            rdn_norm: msg.new_rdn_norm.clone(),
+            dn: msg.new_dn.to_string(),
+        }),
+        subtree: inner.tree.borrow().contains(msg.target.id),
+    };
+    let refint = inner.refint_begin(msg.origin, intent)?;
+    let result = inner.move_entry(msg).await;
+    inner.refint_end(refint).await;
+    result
+});
 
 /// Finish or roll back interrupted changes; sent once at start, before serving.
 #[derive(Message)]

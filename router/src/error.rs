@@ -59,6 +59,7 @@ impl From<ShardError> for LdapError {
             ShardError::Storage(_) | ShardError::Unavailable(_) => ResultCode::UNAVAILABLE,
             ShardError::Corrupt(_) => ResultCode::OTHER,
             ShardError::Schema(violation) => violation.code,
+            ShardError::AdminLimitExceeded(_) => ResultCode::ADMIN_LIMIT_EXCEEDED,
             _ => ResultCode::OTHER,
         };
         let message = match &error {

@@ -4,9 +4,11 @@
 //! It lives in `coordinator.redb` beside the shards, whatever their engine.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ferrodir_shard::EntryId;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("intents");
 
@@ -17,6 +19,25 @@ pub enum Intent {
     MoveLeaf { id: EntryId, old_parent: EntryId, old_rdn: String, new_parent: EntryId, new_rdn: String },
     /// An entry is deleted on its home shard and its DN→ID record on another shard.
     DeleteWithRemoteName { id: EntryId, parent: EntryId, rdn: String },
+    /// Referential integrity after a delete or rename of `id`, recorded before the change:
+    /// the values naming `old_dn` (and with `subtree` any DN below it) are removed, or
+    /// rewritten to `new_dn` once the entry is found at (`new_parent`, `new_rdn`). Recovery
+    /// decides from the entry's record whether the change happened; rewriting is idempotent.
+    Refint {
+        id: EntryId,
+        old_dn: String,
+        /// `None`: a delete.
+        new: Option<RenamedTo>,
+        subtree: bool,
+    },
+}
+
+/// Where a renamed entry is once the rename happened, and its DN there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenamedTo {
+    pub parent: EntryId,
+    pub rdn_norm: String,
+    pub dn: String,
 }
 
 impl Intent {
@@ -36,6 +57,14 @@ impl Intent {
             Intent::DeleteWithRemoteName { id, parent, rdn } => {
                 put(*id, "D");
                 put(*parent, rdn);
+            }
+            Intent::Refint { id, old_dn, new, subtree } => {
+                put(*id, "R");
+                put(EntryId(u64::from(*subtree)), old_dn);
+                if let Some(new) = new {
+                    put(new.parent, &new.rdn_norm);
+                    put(EntryId(0), &new.dn);
+                }
             }
         }
         out
@@ -61,6 +90,14 @@ impl Intent {
                 let (parent, rdn) = take()?;
                 Some(Intent::DeleteWithRemoteName { id, parent, rdn })
             }
+            "R" => {
+                let (subtree, old_dn) = take()?;
+                let new = match take() {
+                    None => None,
+                    Some((parent, rdn_norm)) => Some(RenamedTo { parent, rdn_norm, dn: take()?.1 }),
+                };
+                Some(Intent::Refint { id, old_dn, new, subtree: subtree.0 != 0 })
+            }
             _ => None,
         }
     }
@@ -76,6 +113,9 @@ fn err(e: impl std::fmt::Display) -> IntentLogError {
 
 pub struct IntentLog {
     db: Database,
+    /// Intents recorded and not yet cleared, for `ferrodir_intents_pending`: written only
+    /// by the log's owner (the coordinator), read by the metrics thread.
+    pending_count: Arc<AtomicU64>,
 }
 
 impl IntentLog {
@@ -84,7 +124,18 @@ impl IntentLog {
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(INTENTS).map_err(err)?;
         txn.commit().map_err(err)?;
-        Ok(Self { db })
+        let count = {
+            let txn = db.begin_read().map_err(err)?;
+            let table = txn.open_table(INTENTS).map_err(err)?;
+            table.len().map_err(err)?
+        };
+        Ok(Self { db, pending_count: Arc::new(AtomicU64::new(count)) })
+    }
+
+    /// How many intents wait to be cleared (a crash or a failed step leaves them for
+    /// recovery); shared with the metrics.
+    pub fn pending_count(&self) -> Arc<AtomicU64> {
+        self.pending_count.clone()
     }
 
     /// Durably records `intent` and returns its sequence number.
@@ -98,14 +149,19 @@ impl IntentLog {
             next
         };
         txn.commit().map_err(err)?;
+        self.pending_count.fetch_add(1, Ordering::Relaxed);
         Ok(seq)
     }
 
     pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
         txn.set_durability(redb::Durability::Immediate).map_err(err)?;
-        txn.open_table(INTENTS).map_err(err)?.remove(seq).map_err(err)?;
-        txn.commit().map_err(err)
+        let removed = txn.open_table(INTENTS).map_err(err)?.remove(seq).map_err(err)?.is_some();
+        txn.commit().map_err(err)?;
+        if removed {
+            self.pending_count.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Intents not yet cleared, oldest first. Undecodable ones are reported as errors.
@@ -139,9 +195,25 @@ mod tests {
             new_rdn: "uid=b".into(),
         };
         let b = Intent::DeleteWithRemoteName { id: EntryId(6), parent: EntryId(1), rdn: "cn=x".into() };
+        let c = Intent::Refint { id: EntryId(7), old_dn: "cn=y,dc=x".into(), new: None, subtree: false };
+        let d = Intent::Refint {
+            id: EntryId(8),
+            old_dn: "ou=t,dc=x".into(),
+            new: Some(RenamedTo { parent: EntryId(2), rdn_norm: "ou=u".into(), dn: "ou=u,dc=x".into() }),
+            subtree: true,
+        };
         let sa = log.record(&a).unwrap();
         let sb = log.record(&b).unwrap();
+        let sc = log.record(&c).unwrap();
+        let sd = log.record(&d).unwrap();
         log.clear(sa).unwrap();
-        assert_eq!(log.pending().unwrap(), vec![(sb, b)]);
+        // Clearing twice counts once.
+        log.clear(sa).unwrap();
+        assert_eq!(log.pending().unwrap(), vec![(sb, b), (sc, c), (sd, d)]);
+        assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
+        drop(log);
+        // Reopened, the count starts from what the file holds.
+        let log = IntentLog::open(&dir.path().join("c.redb")).unwrap();
+        assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
     }
 }

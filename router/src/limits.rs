@@ -44,10 +44,10 @@ pub struct ClassLimits {
     /// Searches no index can answer: allowed (bounded by the time limit) or refused.
     pub unindexed_search: UnindexedPolicy,
     /// Entries in one page of a paged search (RFC 2696; slapd's `size.pr`); 0 = unlimited.
-    /// Applies once the paged-results control is implemented.
+    /// A larger requested page is cut to this (the cookie carries the search on).
     pub paged_page_entries_max: u32,
     /// Entries over all pages of one paged search (slapd's `size.prtotal`); 0 = unlimited.
-    /// Applies once the paged-results control is implemented.
+    /// The page that reaches it ends the search with sizeLimitExceeded.
     pub paged_total_entries_max: u32,
     /// The largest request PDU, header included (slapd's `sockbuf_max_incoming` and
     /// `_auth`). A larger one gets a Notice of Disconnection and the connection closes.

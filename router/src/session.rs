@@ -121,8 +121,8 @@ pub struct OpContext {
     /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
     /// checks it between entries.
     pub cancel: Arc<StopSignal>,
-    /// The request's controls (those the session accepted; see op::controls).
-    pub controls: Vec<Control>,
+    /// The request's controls (already checked: every critical one is supported).
+    pub controls: Option<Vec<Control>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::Sessions>,
 }
@@ -138,7 +138,7 @@ impl OpContext {
         self.respond_with(op, None).await;
     }
 
-    /// [`Self::respond`] with response controls.
+    /// [`Self::respond`] with response controls (e.g. a paged search's cookie).
     pub async fn respond_with(&self, op: ProtocolOp, controls: Option<Vec<Control>>) {
         let code = final_code(&op);
         if matches!(op, ProtocolOp::SearchResultEntry(_)) {
@@ -209,7 +209,7 @@ impl OpContext {
                 notes: self.notes.get(),
                 dn: self.log_dn.clone(),
             };
-            sink.emit(accesslog::result_line(self.conn_id, self.op_number, outcome));
+            sink.result(self.conn_id, self.op_number, &outcome);
         }
     }
 }
@@ -369,7 +369,7 @@ impl Session {
     /// The refusal to send before running a request: an unsupported critical control, or a
     /// request shaped past the request limits.
     fn refusal(&self, op: &ProtocolOp, controls: Option<&[Control]>) -> Option<LdapResult> {
-        op::controls::check(controls)
+        op::controls::check(controls, matches!(op, ProtocolOp::SearchRequest(_)))
             .or_else(|| check_request(&self.worker.config.limits.request, op, controls))
     }
 
@@ -387,7 +387,7 @@ impl Session {
         let op_number = self.next_op.get();
         self.next_op.set(op_number + 1);
         if let Some(sink) = &self.worker.access_log {
-            sink.emit(accesslog::request_line(self.conn_id, op_number, &protocol_op));
+            sink.request(self.conn_id, op_number, &protocol_op);
         }
         if let ProtocolOp::SearchRequest(request) = &protocol_op {
             stats.search_scope(request.scope as usize);
@@ -418,7 +418,7 @@ impl Session {
                 if self.worker.access_log.is_some() {
                     ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
                 }
-                let refusal = op::controls::check(controls.as_deref())
+                let refusal = op::controls::check(controls.as_deref(), false)
                     .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
                 if let Some(refusal) = refusal {
                     ctx.respond(op::bind::response(refusal)).await;
@@ -448,7 +448,7 @@ impl Session {
                 let mut ctx = self.context(message_id, cancel);
                 (ctx.kind, ctx.received, ctx.op_number) = (Some(kind), received, op_number);
                 let refusal = self.refusal(&op, controls.as_deref());
-                ctx.controls = controls.unwrap_or_default();
+                ctx.controls = controls;
                 let guard =
                     OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
                 // A panic in the operation is caught by tokio, which drops this future and
@@ -559,7 +559,7 @@ impl Session {
             notes: Cell::new(None),
             log_dn: None,
             cancel,
-            controls: Vec::new(),
+            controls: None,
             sorts: self.sorts.clone(),
         }
     }

@@ -1,23 +1,23 @@
-//! The access log's writer: a thread of its own that drains every worker's bounded queue
+//! The access log's writer: a thread of its own that drains every worker's bounded buffer
 //! (router::accesslog formats the lines there) into standard output or a file.
 //!
-//! The workers never wait for it: a full queue drops the line and counts it. The file is
+//! The workers never wait for it: a full buffer drops the line and counts it. The file is
 //! appended to and reopened on SIGUSR1, so logrotate can move it away and signal
 //! (`postrotate kill -USR1 <pid>`); the writer collects the queues every 20 ms
-//! (senders never wake it: that cost a system call per line) and flushes every 200 ms.
+//! (workers never wake it: that cost a system call per line) and flushes every 200 ms.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_router::accesslog::LogFormat;
+use ferrodir_router::accesslog::{LogBuffer, LogFormat};
 
 use crate::config::AccessLog as Settings;
 
-/// Lines taken from one queue per poll (20 ms): 200,000 lines a second per worker.
-const LINES_PER_POLL_MAX: usize = 4096;
+/// The most capacity the writer keeps in its spare buffer between polls.
+const SPARE_BYTES_MAX: usize = 1 << 20;
 
 /// How often the writer collects the workers' queues.
 const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20);
@@ -79,16 +79,17 @@ pub fn format(settings: &Settings) -> anyhow::Result<LogFormat> {
     }
 }
 
-/// Opens the output and starts the writer thread; returns one sender per worker. None
-/// when the log is off.
-pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<Vec<SyncSender<String>>>> {
+/// Opens the output and starts the writer thread; returns one buffer per worker and the
+/// most lines each may hold between two collections. None when the log is off.
+pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize)>> {
     if !settings.enabled {
         return Ok(None);
     }
     format(settings)?;
     let output = Output::open(&settings.path)?;
     let per_worker = (settings.queue_lines_max / workers.max(1)).max(1);
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..workers).map(|_| sync_channel(per_worker)).unzip();
+    let buffers: Vec<Arc<LogBuffer>> = (0..workers).map(|_| Arc::new(LogBuffer::default())).collect();
+    let theirs = buffers.clone();
     std::thread::Builder::new().name("access-log".into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(runtime) => runtime,
@@ -97,17 +98,20 @@ pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<Vec<S
                 return;
             }
         };
-        runtime.block_on(write_all(output, receivers));
+        runtime.block_on(write_all(output, theirs));
     })?;
-    Ok(Some(senders))
+    Ok(Some((buffers, per_worker)))
 }
 
-/// Every [`POLL_INTERVAL`], moves what the queues hold into the buffer; flushes every
-/// [`FLUSH_INTERVAL`] (and whenever the buffer fills). Never woken by a sender.
-async fn write_all(mut output: Output, receivers: Vec<Receiver<String>>) {
+/// Every [`POLL_INTERVAL`], takes what the workers' buffers hold (swapping in an empty
+/// one, so neither side allocates per line) and writes it; flushes every
+/// [`FLUSH_INTERVAL`] (and whenever the output's buffer fills). Never woken by a worker.
+/// Ends once every worker has dropped its sink and the buffers are empty.
+async fn write_all(mut output: Output, buffers: Vec<Arc<LogBuffer>>) {
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()).ok();
     let mut polls = tokio::time::interval(POLL_INTERVAL);
     let mut last_flush = std::time::Instant::now();
+    let mut spare = String::new();
     loop {
         tokio::select! {
             _ = polls.tick() => {}
@@ -116,23 +120,17 @@ async fn write_all(mut output: Output, receivers: Vec<Receiver<String>>) {
             }
         }
         let mut open = false;
-        for queue in &receivers {
-            // Bounded, so that one busy worker can't keep the others' lines waiting.
-            // A queue whose worker is gone is disconnected once empty; any other keeps us on.
-            let mut gone = false;
-            for _ in 0..LINES_PER_POLL_MAX {
-                match queue.try_recv() {
-                    Ok(line) => {
-                        let _ = output.writer().write_all(line.as_bytes());
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        gone = true;
-                        break;
-                    }
-                }
+        for buffer in &buffers {
+            // Checked before taking: a worker that let go of its sink wrote its last line.
+            open |= Arc::strong_count(buffer) > 1;
+            spare.clear();
+            if buffer.take(&mut spare) > 0 {
+                let _ = output.writer().write_all(spare.as_bytes());
             }
-            open |= !gone;
+            // Keep a buffer's worth of capacity, not the largest burst ever seen.
+            if spare.capacity() > SPARE_BYTES_MAX {
+                spare = String::new();
+            }
         }
         if last_flush.elapsed() >= FLUSH_INTERVAL || !open {
             let _ = output.writer().flush();

@@ -83,6 +83,19 @@ pub struct Config {
     pub search_threads_nice: i32,
     /// slapd-style index directives: "attr[,attr] eq[,pres][,sub][,ord]".
     pub index: Vec<String>,
+    /// memberOf, computed from member and uniqueMember's equality postings (kept
+    /// `eq`-indexed whatever `index` says), and the in-chain rule 1.2.840.113556.1.4.1941. Off: memberOf has no
+    /// values and in-chain filters compare DNs only.
+    pub memberof: bool,
+    /// memberOf lists the groups reached through nested groups too (389-ds), not only the
+    /// groups that name the entry (slapd's memberof overlay, Active Directory).
+    pub memberof_transitive: bool,
+    /// The most levels of nested groups a walk follows (in-chain, transitive memberOf);
+    /// deeper answers adminLimitExceeded (11).
+    pub memberof_chain_depth_max: usize,
+    /// The most entries one walk of the group graph collects; more answers
+    /// adminLimitExceeded (11).
+    pub memberof_chain_entries_max: usize,
     /// Extra schema files in OpenLDAP's `.schema` format, loaded after the standard ones
     /// (core, cosine, inetOrgPerson, nis, openldap).
     pub schema_files: Vec<PathBuf>,
@@ -92,6 +105,9 @@ pub struct Config {
     pub log: Log,
     /// `[access_log]`: a line per connection event and operation, 389-ds's format or JSON.
     pub access_log: AccessLog,
+    /// `[refint]`: referential integrity (slapd's refint overlay): a delete or rename
+    /// removes or rewrites the values that name the entry. Off by default.
+    pub refint: Refint,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -146,6 +162,10 @@ pub struct Limits {
     /// `search_snapshot_age_ms`, whichever comes first (as back-mdb's rtxnsize).
     pub search_snapshot_entries_max: usize,
     pub search_snapshot_age_ms: u64,
+    /// A paged-results cookie not used for this long is stale (unwillingToPerform): the
+    /// server keeps nothing per paged search, so this only bounds how old a position a
+    /// client may come back with.
+    pub paged_cookie_idle_max_s: u64,
     pub entry_cache_entries_max: usize,
     /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
     pub storage_cache_bytes_per_shard: usize,
@@ -253,6 +273,33 @@ impl Limits {
                 attributes_per_request_max: self.attributes_per_request_max,
             },
         })
+    }
+}
+
+/// `[refint]`, see docs/OPERATIONS.md, "Referential integrity".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Refint {
+    pub enabled: bool,
+    /// DN-valued attribute types whose values name entries (slapd's `refint_attributes`).
+    /// Each is equality-indexed whenever refint is on (added to `index` if missing).
+    pub attributes: Vec<String>,
+    /// The DN put in an attribute whose last value a delete removed (slapd's
+    /// `refint_nothing`); "" removes the attribute, which a MUST attribute refuses.
+    pub nothing: String,
+    /// The identity refint writes as: stamped as modifiersName (slapd's
+    /// `refint_modifiersName`).
+    pub modifiers_name: String,
+}
+
+impl Default for Refint {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            attributes: ["member", "uniqueMember", "owner", "seeAlso", "manager"].map(String::from).to_vec(),
+            nothing: String::new(),
+            modifiers_name: "cn=Referential Integrity Overlay".into(),
+        }
     }
 }
 
@@ -377,11 +424,16 @@ impl Default for Config {
                 "uid,mail,cn,sn,member,uniqueMember,memberUid eq".into(),
                 "uid pres".into(),
             ],
+            memberof: true,
+            memberof_transitive: false,
+            memberof_chain_depth_max: 16,
+            memberof_chain_entries_max: 100_000,
             schema_files: Vec::new(),
             example_data: true,
             limits: Limits::default(),
             log: Log::default(),
             access_log: AccessLog::default(),
+            refint: Refint::default(),
             testing: None,
         }
     }
@@ -407,6 +459,7 @@ impl Default for Limits {
             search_slice_us: 1_000,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
+            paged_cookie_idle_max_s: 3600,
             entry_cache_entries_max: 100_000,
             storage_cache_bytes_per_shard: 1 << 30,
             outbound_pdus_queued_max: 256,
@@ -423,6 +476,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// The index memberOf is read from (see [`Config::index_directives`]).
+pub const MEMBEROF_INDEX: &str = "member,uniqueMember eq";
 
 /// Keys of `[limits]` that were replaced, with what replaces them.
 const RETIRED_LIMITS: &[(&str, &str)] = &[
@@ -466,6 +522,18 @@ impl Config {
             );
         }
         ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
+        if self.refint.enabled {
+            for (key, dn) in
+                [("nothing", &self.refint.nothing), ("modifiers_name", &self.refint.modifiers_name)]
+            {
+                Dn::parse(dn).map_err(|e| anyhow::anyhow!("refint.{key} {dn:?} is not a DN: {e}"))?;
+            }
+            if self.refint.attributes.is_empty() {
+                anyhow::bail!(
+                    "refint.attributes is empty: name the attributes, or set refint.enabled = false"
+                );
+            }
+        }
         let limits = &self.limits;
         let retired = [
             &limits.pdu_bytes_max,
@@ -489,6 +557,9 @@ impl Config {
                 anyhow::bail!("limits.{key} must be at least 1");
             }
         }
+        if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
+            anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
+        }
         let resolved = limits.resolve()?;
         let pdu_ceiling = resolved.pdu_bytes_ceiling();
         if limits.read_buffers_bytes_max < pdu_ceiling {
@@ -498,6 +569,21 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The index directives in force: `index`, plus an equality index for every refint
+    /// attribute when refint is on (it finds references through them), and of member and
+    /// uniqueMember with `memberof` on, whatever `index` says: memberOf is read from them
+    /// (shard::memberof), so without them it would silently have no values.
+    pub fn index_directives(&self) -> Vec<String> {
+        let mut directives = self.index.clone();
+        if self.refint.enabled {
+            directives.extend(self.refint.attributes.iter().map(|a| format!("{a} eq")));
+        }
+        if self.memberof {
+            directives.push(MEMBEROF_INDEX.to_string());
+        }
+        directives
     }
 
     /// Threads of the search pool.

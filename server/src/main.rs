@@ -24,6 +24,7 @@ mod manifest;
 mod metrics;
 mod monitor;
 mod priority;
+mod refint;
 mod reindex;
 mod runtime;
 mod search_pool;

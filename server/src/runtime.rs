@@ -17,6 +17,7 @@ use ferrodir_router::acl::{self, RuleText};
 use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::intent::IntentLog;
+use ferrodir_router::op::paged::cookie::CookieKey;
 use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
 use ferrodir_router::Worker;
 use ferrodir_shard::actor::ShardActor;
@@ -115,7 +116,78 @@ pub fn directory_config(
             })
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
+        paged: ferrodir_router::config::PagedConfig {
+            key: paged_key(&config.data_dir),
+            cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
+        },
+        refint: crate::refint::resolve(config, store)?,
+        memberof: memberof_groups(config, store)?,
     })
+}
+
+/// The key that seals paged-results cookies: `paged-results.key` in the data directory
+/// (32 random bytes, mode 0600, made at the first start), so cookies outlive a restart.
+/// Without it (a read-only directory, a damaged file) a fresh key for this run only.
+fn paged_key(data_dir: &std::path::Path) -> CookieKey {
+    let path = data_dir.join("paged-results.key");
+    match std::fs::read(&path) {
+        Ok(bytes) => match <[u8; 32]>::try_from(bytes.as_slice()) {
+            Ok(key) => return CookieKey::new(key),
+            Err(_) => {
+                tracing::warn!(path = %path.display(), "paged results key is not 32 bytes: using a key for this run only")
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = CookieKey::random();
+            match write_key(&path, &key) {
+                Ok(()) => return key,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot keep the paged results key: cookies will not outlive this run")
+                }
+            }
+            return key;
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the paged results key: using a key for this run only")
+        }
+    }
+    CookieKey::random()
+}
+
+fn write_key(path: &std::path::Path, key: &CookieKey) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(key.bytes())?;
+    file.sync_all()
+}
+
+/// memberOf's source (router::op::memberof): every shard's engine. Its values come from
+/// the equality postings of member and uniqueMember, which `memberof` keeps configured
+/// (`Config::index_directives`); on a data directory that had neither, they stay
+/// incomplete until `ferrodir reindex` builds them, and the start says so.
+fn memberof_groups(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+    if !config.memberof {
+        return Ok(None);
+    }
+    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+            tracing::warn!(
+                attr = canonical,
+                "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
+            );
+        }
+    }
+    let options = ferrodir_shard::memberof::MemberOfOptions {
+        transitive: config.memberof_transitive,
+        chain_depth_max: config.memberof_chain_depth_max,
+        chain_entries_max: config.memberof_chain_entries_max,
+    };
+    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    Ok(Some(Arc::new(groups)))
 }
 
 /// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set
@@ -157,7 +229,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     };
     let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
     let log_format = crate::accesslog::format(&config.access_log)?;
-    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?.map(Vec::into_iter);
+    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?
+        .map(|(buffers, lines_max)| buffers.into_iter().map(move |buffer| (buffer, lines_max)));
 
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
@@ -185,10 +258,11 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
 
     let coordinator_arbiter = Arbiter::new();
     let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
+    *metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
-    let (coord_shards, coord_cell) = (shards.clone(), cell.clone());
+    let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
     coordinator_arbiter.spawn(async move {
-        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log).start());
+        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log, refint).start());
     });
     let coordinator = rx.await.context("coordinator thread died")?;
     let recovered = coordinator.send(Recover).await?.map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;
@@ -228,9 +302,13 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                 let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
                     .with_replicas(replicas)
                     .with_scan_pool(scans);
-                if let Some(queue) = log_queue {
-                    let sink =
-                        ferrodir_router::accesslog::LogSink::new(queue, log_format, worker.stats.clone());
+                if let Some((buffer, lines_max)) = log_queue {
+                    let sink = ferrodir_router::accesslog::LogSink::new(
+                        buffer,
+                        lines_max,
+                        log_format,
+                        worker.stats.clone(),
+                    );
                     worker = worker.with_access_log(sink);
                 }
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
@@ -249,6 +327,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         Some(settings) => Some(crate::tls::TlsContext::load(settings).context("[tls]")?),
         None => None,
     };
+    *metrics.tls.lock().unwrap_or_else(|p| p.into_inner()) = tls.clone();
     let listeners = Listeners::bind(&config, tls.is_some()).await?;
     if let Some(addr) = config.metrics_listen {
         let bound = crate::metrics::http::start(addr, metrics.clone())?;

@@ -103,7 +103,7 @@ impl Store {
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
         install_dn_rules(rules.clone());
-        let mut indexes = IndexConfig::from_directives(&config.index, &rules)?;
+        let mut indexes = IndexConfig::from_directives(&config.index_directives(), &rules)?;
         if created {
             mark_all_ready(&engines, &indexes)?;
         }

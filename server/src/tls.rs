@@ -10,6 +10,7 @@
 //! PEM files are read with rustls-pki-types' own PEM parser (rustls-pemfile is archived).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -30,18 +31,27 @@ pub struct TlsContext {
     current: ArcSwap<ServerConfig>,
     /// The files' modification times when `current` was built.
     loaded: Mutex<Vec<Option<SystemTime>>>,
+    /// The served certificate's notAfter (Unix seconds; 0 if unreadable), for the
+    /// `ferrodir_tls_certificate_expiry_timestamp_seconds` gauge and its alert.
+    not_after_s: AtomicI64,
 }
 
 impl TlsContext {
     /// Reads the certificate, key and client CAs; any problem stops the server at start.
     pub fn load(settings: &config::Tls) -> anyhow::Result<Arc<Self>> {
         let stamps = stamps(settings);
-        let built = build(settings)?;
+        let (built, not_after_s) = build(settings)?;
         Ok(Arc::new(Self {
             settings: settings.clone(),
             current: ArcSwap::from_pointee(built),
             loaded: Mutex::new(stamps),
+            not_after_s: AtomicI64::new(not_after_s),
         }))
+    }
+
+    /// When the certificate in use expires (Unix seconds); None if it could not be read.
+    pub fn not_after_s(&self) -> Option<i64> {
+        Some(self.not_after_s.load(Ordering::Relaxed)).filter(|&s| s != 0)
     }
 
     /// An acceptor over the configuration in force now.
@@ -57,8 +67,9 @@ impl TlsContext {
     pub fn reload(&self, why: &str) {
         let stamps = stamps(&self.settings);
         match build(&self.settings) {
-            Ok(built) => {
+            Ok((built, not_after_s)) => {
                 self.current.store(Arc::new(built));
+                self.not_after_s.store(not_after_s, Ordering::Relaxed);
                 *self.loaded.lock().unwrap_or_else(|p| p.into_inner()) = stamps;
                 tracing::info!(why, cert = %self.settings.cert_file.display(), "TLS certificate and key reloaded");
             }
@@ -109,8 +120,10 @@ fn stamps(settings: &config::Tls) -> Vec<Option<SystemTime>> {
     files(settings).into_iter().map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok()).collect()
 }
 
-fn build(settings: &config::Tls) -> anyhow::Result<ServerConfig> {
+/// The rustls configuration, and the leaf certificate's notAfter (0 if unreadable).
+fn build(settings: &config::Tls) -> anyhow::Result<(ServerConfig, i64)> {
     let certs = read_certs(&settings.cert_file)?;
+    let not_after_s = certs.first().and_then(not_after).unwrap_or(0);
     let key = PrivateKeyDer::from_pem_file(&settings.key_file)
         .with_context(|| format!("reading the private key {}", settings.key_file.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -138,7 +151,15 @@ fn build(settings: &config::Tls) -> anyhow::Result<ServerConfig> {
         }
         other => bail!("[tls] client_certs {other:?}: use \"never\", \"try\" or \"demand\""),
     };
-    builder.with_single_cert(certs, key).context("the certificate and key do not fit together")
+    let config =
+        builder.with_single_cert(certs, key).context("the certificate and key do not fit together")?;
+    Ok((config, not_after_s))
+}
+
+/// A certificate's notAfter, in Unix seconds.
+fn not_after(cert: &CertificateDer<'_>) -> Option<i64> {
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    Some(parsed.validity().not_after.timestamp())
 }
 
 fn read_certs(path: &PathBuf) -> anyhow::Result<Vec<CertificateDer<'static>>> {

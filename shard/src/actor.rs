@@ -241,6 +241,25 @@ impl Handler<Fetch> for ShardActor {
     }
 }
 
+/// The ids of this shard's entries whose `attrs` (canonical names) name `base_norm`, or with
+/// `subtree` any DN below it, in the last committed snapshot: the candidates of a
+/// referential-integrity rewrite (`crate::refs::find`; its cost is there).
+#[derive(Message)]
+#[rtype(result = "ShardResult<Vec<EntryId>>")]
+pub struct FindRefs {
+    pub attrs: Vec<String>,
+    pub base_norm: String,
+    pub subtree: bool,
+}
+
+impl Handler<FindRefs> for ShardActor {
+    type Result = ShardResult<Vec<EntryId>>;
+
+    fn handle(&mut self, msg: FindRefs, _: &mut Context<Self>) -> Self::Result {
+        crate::refs::find(self.core.snapshot().as_ref(), &msg.attrs, &msg.base_norm, msg.subtree)
+    }
+}
+
 /// Close `parent` to new children, wait until every write staged before now is durable, and
 /// say whether it has children on this shard (1) or not (0). Part of the coordinator's delete/demote protocol.
 #[derive(Message)]

@@ -76,6 +76,15 @@ pub enum WriteOp {
         add_values: Vec<(String, Vec<u8>)>,
         author: String,
     },
+    /// Referential integrity (the server's own change, no access rules): rewrite or remove
+    /// the entry's values that name a deleted or renamed DN. Done without a write when none
+    /// does, or when the entry is gone, so that recovery can send it again.
+    RewriteRefs {
+        id: EntryId,
+        rewrite: Arc<crate::refs::RefRewrite>,
+        /// Stamped as modifiersName (slapd: "cn=Referential Integrity Overlay").
+        author: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -248,6 +257,18 @@ impl Stager {
                 let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
                 check_schema(core, &mut next)?;
                 stamp_modified(&mut next.entry, &Stamp::now(&author));
+                let next = Arc::new(next);
+                fx.records.push((id, Some(old), Some(next.clone())));
+                Ok(WriteOutcome::Record(next))
+            }
+            WriteOp::RewriteRefs { id, rewrite, author } => {
+                let Some(old) = self.record(core, id)? else { return Ok(WriteOutcome::Done) };
+                let mut next = (*old).clone();
+                if !rewrite.apply(&core.info.rules, &mut next.entry) {
+                    return Ok(WriteOutcome::Done);
+                }
+                stamp_modified(&mut next.entry, &Stamp::now(&author));
+                check_schema(core, &mut next)?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))

@@ -41,6 +41,10 @@ pub enum Plan {
     And(Vec<Plan>),
     /// The union of the parts (every part indexed).
     Or(Vec<Plan>),
+    /// Exactly these entries (sorted), named by an internal id-set assertion: the members
+    /// of a group the router resolved for `(memberOf=G)` or the in-chain rule
+    /// (`eval::ID_SET_RULE`). Ids of other shards are simply absent from this one.
+    Ids(std::sync::Arc<[EntryId]>),
 }
 
 /// What a plan needs to know of the directory.
@@ -102,6 +106,9 @@ impl<'a> Planner<'a> {
                 let greater = matches!(filter, Filter::GreaterOrEqual(_));
                 Some(Plan::Range { prefix: keys::ord_attr_prefix(&attr.canonical), bound, greater })
             }
+            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => {
+                Some(Plan::Ids(crate::eval::id_set_ids(mra).collect()))
+            }
             Filter::And(parts) => {
                 let plans: Vec<Plan> = parts.iter().filter_map(|p| self.plan(p)).collect();
                 (!plans.is_empty()).then_some(Plan::And(plans))
@@ -147,6 +154,7 @@ pub fn read_plan(
 ) -> ShardResult<Option<BTreeSet<EntryId>>> {
     match plan {
         Plan::Empty => Ok(Some(BTreeSet::new())),
+        Plan::Ids(ids) => Ok((ids.len() <= cap).then(|| ids.iter().copied().collect())),
         Plan::Equality(prefix) | Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
         Plan::Grams { canonical, grams } => {
             // Common grams ("use" of "user 123") match nearly everything: reading their
@@ -311,6 +319,72 @@ impl ScopeWalk {
             }
         }
         Ok(true)
+    }
+}
+
+/// The most containers an [`OrderedWalk`] merges; a scope with more is walked through the
+/// entries table in id order instead (each batch reads up to a batch from every container).
+pub const ORDERED_CONTAINERS_MAX: usize = 64;
+
+/// A scope's entries on one shard in id order, for a page of a paged search: each batch
+/// takes up to `max` ids after the cursor from every container's one-level range (each is
+/// in id order), keeps the `max` smallest, and moves the cursor to the last of them. The
+/// smallest `max` ids of the union are among each range's smallest `max`, so nothing is
+/// skipped; the cursor is an id, so a reopened snapshot continues exactly after it.
+pub struct OrderedWalk {
+    base: Option<EntryId>,
+    containers: Vec<EntryId>,
+    cursor: Option<EntryId>,
+}
+
+impl OrderedWalk {
+    /// None when the scope has more than [`ORDERED_CONTAINERS_MAX`] containers.
+    pub fn new(tree: &Skeleton, scope: Scope, shard: usize, after: Option<EntryId>) -> Option<Self> {
+        let walk = ScopeWalk::new(tree, scope, shard);
+        if walk.containers.len() > ORDERED_CONTAINERS_MAX {
+            return None;
+        }
+        Some(Self { base: walk.base, containers: walk.containers, cursor: after })
+    }
+
+    /// Appends up to `max` more ids (in increasing order) to `out`; false once the walk is over.
+    pub fn next_batch(
+        &mut self,
+        snapshot: &dyn KvSnapshot,
+        max: usize,
+        out: &mut Vec<EntryId>,
+    ) -> ShardResult<bool> {
+        let max = max.max(1);
+        let admits = |id: EntryId, cursor: Option<EntryId>| cursor.is_none_or(|c| id > c);
+        let mut gathered: Vec<EntryId> = Vec::new();
+        if let Some(base) = self.base.filter(|b| admits(*b, self.cursor)) {
+            gathered.push(base);
+        }
+        for &parent in &self.containers {
+            let prefix = keys::children_prefix(parent);
+            let from = match self.cursor {
+                Some(last) => keys::child(parent, EntryId(last.0.saturating_add(1))),
+                None => prefix.clone(),
+            };
+            let mut taken = 0;
+            snapshot.scan_from(&prefix, &from, &mut |key, _| {
+                if let Some(id) = keys::trailing_id(key) {
+                    gathered.push(id);
+                    taken += 1;
+                }
+                taken < max
+            })?;
+        }
+        gathered.sort_unstable();
+        gathered.dedup();
+        // Fewer than `max` in all: no range was cut short, so nothing is left.
+        let more = gathered.len() >= max;
+        gathered.truncate(max);
+        if let Some(&last) = gathered.last() {
+            self.cursor = Some(last);
+        }
+        out.extend_from_slice(&gathered);
+        Ok(more)
     }
 }
 

@@ -31,6 +31,10 @@ pub enum ShardError {
     Storage(#[from] StorageError),
     #[error("{0}")]
     Corrupt(#[from] CorruptRecord),
+    /// A configured bound on the work a request may cause was reached (memberOf's chain
+    /// caps: `memberof_chain_depth_max`, `memberof_chain_entries_max`).
+    #[error("{0}")]
+    AdminLimitExceeded(String),
     /// The shard could not take the work (stopped, or a commit failed).
     #[error("shard unavailable: {0}")]
     Unavailable(String),
@@ -55,6 +59,7 @@ impl ShardError {
             | ShardError::ConstraintViolation(_)
             | ShardError::Schema(_)
             | ShardError::ParentClosed
+            | ShardError::AdminLimitExceeded(_)
             | ShardError::Corrupt(_) => false,
         }
     }

@@ -10,8 +10,61 @@ use ferrodir_proto::filter::{Filter, MatchingRuleAssertion, Substring, Substring
 use ferrodir_proto::schema::matching::{self, Kind};
 use ferrodir_proto::Dn;
 
+use crate::id::EntryId;
 use crate::rights::TypeSet;
 use crate::rules::{AttrRules, RuleTable};
+
+/// The matching rule of an internal assertion "the entry's id is one of these": what the
+/// router turns `(memberOf=G)` and the in-chain rule into (`router::op::memberof`), so that
+/// the planner answers it from a list of ids ([`crate::candidates::Plan::Ids`]) and
+/// evaluation is one binary search. Its value is the ids as sorted big-endian u64s. Not an
+/// OID, and the router neutralises it in clients' filters; only [`matches_entry`], which
+/// knows the entry's id, evaluates it (elsewhere it is Undefined).
+pub const ID_SET_RULE: &str = "ferrodir-entry-id-set";
+
+/// Whether `mra` is an internal id-set assertion (see [`ID_SET_RULE`]).
+pub fn is_id_set(mra: &MatchingRuleAssertion) -> bool {
+    mra.r#type.is_none() && mra.matching_rule.as_deref() == Some(ID_SET_RULE.as_bytes())
+}
+
+/// The id-set assertion for `ids`.
+pub fn id_set_filter(ids: &std::collections::BTreeSet<EntryId>) -> Filter {
+    let mut value = Vec::with_capacity(ids.len() * 8);
+    for id in ids {
+        value.extend_from_slice(&id.0.to_be_bytes());
+    }
+    Filter::ExtensibleMatch(MatchingRuleAssertion {
+        matching_rule: Some(ID_SET_RULE.as_bytes().to_vec().into()),
+        r#type: None,
+        match_value: value.into(),
+        dn_attributes: false,
+    })
+}
+
+/// The ids of an id-set assertion, in order.
+pub fn id_set_ids(mra: &MatchingRuleAssertion) -> impl Iterator<Item = EntryId> + '_ {
+    mra.match_value
+        .chunks_exact(8)
+        .filter_map(|chunk| chunk.try_into().ok())
+        .map(|b| EntryId(u64::from_be_bytes(b)))
+}
+
+fn id_set_contains(mra: &MatchingRuleAssertion, id: EntryId) -> bool {
+    let (mut low, mut high) = (0, mra.match_value.len() / 8);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        let Some(at) = mra.match_value.get(mid * 8..mid * 8 + 8).and_then(|b| <[u8; 8]>::try_from(b).ok())
+        else {
+            return false;
+        };
+        match u64::from_be_bytes(at).cmp(&id.0) {
+            std::cmp::Ordering::Equal => return true,
+            std::cmp::Ordering::Less => low = mid + 1,
+            std::cmp::Ordering::Greater => high = mid,
+        }
+    }
+    false
+}
 
 /// For evaluations with full access (access rules' own filters, the rootDN).
 static NOTHING_HIDDEN: TypeSet = TypeSet::none();
@@ -30,12 +83,25 @@ pub fn matches_visible(
     dn: Option<&Dn>,
     hidden: &TypeSet,
 ) -> bool {
-    Eval { rules, hidden }.evaluate(filter, entry, dn) == Some(true)
+    Eval { rules, hidden, id: None }.evaluate(filter, entry, dn) == Some(true)
+}
+
+/// [`matches_visible`] for the stored entry `id`, which internal id-set assertions
+/// ([`ID_SET_RULE`]) are evaluated against.
+pub fn matches_entry(
+    rules: &RuleTable,
+    filter: &Filter,
+    entry: &Entry,
+    dn: Option<&Dn>,
+    hidden: &TypeSet,
+    id: EntryId,
+) -> bool {
+    Eval { rules, hidden, id: Some(id) }.evaluate(filter, entry, dn) == Some(true)
 }
 
 /// Three-valued evaluation. Nesting depth was bounded by the frame check before decoding.
 pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn>) -> Option<bool> {
-    Eval { rules, hidden: &NOTHING_HIDDEN }.evaluate(filter, entry, dn)
+    Eval { rules, hidden: &NOTHING_HIDDEN, id: None }.evaluate(filter, entry, dn)
 }
 
 /// One evaluation's context: the rules, and the types the requester may not search. As in
@@ -45,6 +111,8 @@ pub fn evaluate(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&D
 struct Eval<'a> {
     rules: &'a RuleTable,
     hidden: &'a TypeSet,
+    /// The entry's id, when known: id-set assertions are Undefined without it.
+    id: Option<EntryId>,
 }
 
 impl Eval<'_> {
@@ -111,6 +179,7 @@ impl Eval<'_> {
                 let target = self.target(&sub.r#type)?;
                 substrings(rules, entry, &target, sub, hidden)
             }
+            Filter::ExtensibleMatch(mra) if is_id_set(mra) => self.id.map(|id| id_set_contains(mra, id)),
             Filter::ExtensibleMatch(mra) => {
                 let typed = match &mra.r#type {
                     Some(desc) => Some(self.target(desc)?),
@@ -320,8 +389,10 @@ fn extensible(
         Some(name) => matching::lookup(std::str::from_utf8(name).ok()?)?,
         None => (typed.as_ref()?.rules.equality?, Kind::Equality),
     };
+    let bits = matches!(rule, matching::Rule::IntegerBitAnd | matching::Rule::IntegerBitOr);
     let hit = |value: &[u8]| -> bool {
         match kind {
+            Kind::Equality if bits => matching::bit_match(rule, value, &mra.match_value) == Some(true),
             Kind::Equality => {
                 let wanted = matching::normalize(rule, &mra.match_value);
                 wanted.is_some() && matching::normalize(rule, value) == wanted
@@ -364,6 +435,8 @@ pub fn mentions(filter: &Filter, wanted: &dyn Fn(&[u8], bool) -> bool) -> bool {
         | Filter::LessOrEqual(a) => wanted(&a.attribute_desc, false),
         Filter::Present(desc) => wanted(desc, false),
         Filter::Substrings(sub) => wanted(&sub.r#type, false),
+        // An id set was answered from the ids it lists, not from any attribute.
+        Filter::ExtensibleMatch(mra) if is_id_set(mra) => false,
         Filter::ExtensibleMatch(mra) => wanted(mra.r#type.as_deref().unwrap_or_default(), mra.dn_attributes),
     }
 }
@@ -423,7 +496,7 @@ mod tests {
         let hidden = TypeSet::of(vec!["userpassword".to_string()]);
         let open = TypeSet::none();
         let check = |filter: &str, hidden: &TypeSet| {
-            Eval { rules: &rules, hidden }.evaluate(&parse_filter(filter).unwrap(), &entry, None)
+            Eval { rules: &rules, hidden, id: None }.evaluate(&parse_filter(filter).unwrap(), &entry, None)
         };
         for filter in [
             "(userPassword=secret)",
@@ -444,6 +517,43 @@ mod tests {
         let only_sn = TypeSet::all_but(vec!["sn".to_string()]);
         assert_eq!(check("(cn=babs jensen)", &only_sn), None);
         assert_eq!(check("(sn=jensen)", &only_sn), Some(true));
+    }
+
+    #[test]
+    fn bit_rules_on_integers() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let entry = Entry::new(vec![
+            Attribute::new("objectClass", vec![b"posixAccount".to_vec()]),
+            Attribute::new("uidNumber", vec![b"7".to_vec()]),
+        ]);
+        let check = |f: &str| evaluate(&rules, &parse_filter(f).unwrap(), &entry, None);
+        assert_eq!(check("(uidNumber:1.2.840.113556.1.4.803:=6)"), Some(true));
+        assert_eq!(check("(uidNumber:1.2.840.113556.1.4.803:=8)"), Some(false));
+        assert_eq!(check("(uidNumber:1.2.840.113556.1.4.804:=12)"), Some(true));
+        assert_eq!(check("(uidNumber:1.2.840.113556.1.4.804:=8)"), Some(false));
+        assert_eq!(check("(uidNumber:integerBitAndMatch:=3)"), Some(true));
+        assert_eq!(check("(uidNumber:1.2.840.113556.1.4.803:=x)"), None, "not an integer");
+        assert_eq!(check("(!(uidNumber:1.2.840.113556.1.4.803:=8))"), Some(true));
+    }
+
+    #[test]
+    fn id_sets_match_by_entry_id_only() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let ids: std::collections::BTreeSet<EntryId> =
+            [EntryId::new(0, 3), EntryId::new(1, 9), EntryId::new(2, 1)].into_iter().collect();
+        let filter = id_set_filter(&ids);
+        let Filter::ExtensibleMatch(mra) = &filter else { panic!() };
+        assert_eq!(id_set_ids(mra).collect::<std::collections::BTreeSet<_>>(), ids);
+        let hidden = TypeSet::none();
+        for id in &ids {
+            assert!(matches_entry(&rules, &filter, &babs(), None, &hidden, *id));
+        }
+        assert!(!matches_entry(&rules, &filter, &babs(), None, &hidden, EntryId::new(1, 8)));
+        let negated = Filter::Not(Box::new(filter.clone()));
+        assert!(matches_entry(&rules, &negated, &babs(), None, &hidden, EntryId::new(1, 8)));
+        // Without the id (any other caller): Undefined, so neither it nor its negation matches.
+        assert_eq!(evaluate(&rules, &filter, &babs(), None), None);
+        assert!(!mentions(&filter, &|_, _| true));
     }
 
     /// RFC 4511 §4.5.1.7.2 substrings that only the wire can carry (a final before an any,

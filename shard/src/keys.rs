@@ -47,6 +47,15 @@ pub fn eq_prefix(attr_lower: &str, value_norm: &[u8]) -> Vec<u8> {
     key
 }
 
+/// The prefix of every equality posting of `attr_lower` (a referential-integrity walk).
+pub fn eq_attr_prefix(attr_lower: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + attr_lower.len());
+    key.push(Table::Eq as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key
+}
+
 pub fn eq(attr_lower: &str, value_norm: &[u8], id: EntryId) -> Vec<u8> {
     let mut key = eq_prefix(attr_lower, value_norm);
     key.extend_from_slice(&id.to_be_bytes());

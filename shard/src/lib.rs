@@ -17,12 +17,15 @@
 //! - [`fatal`]: a panic in the write path (staging, commit, publish) aborts the process.
 //! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
 //!   filter evaluation (assertions on types the requester may not search are Undefined).
+//! - [`memberof`]: the memberOf virtual attribute, from member/uniqueMember's equality
+//!   postings on every shard, and the walks of the group graph.
 //! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
 //! - [`prefilter`]: skipping entries that lack every type a filter needs, undecoded.
 //! - [`scan`]: long searches on the search pool, never on a shard actor's thread.
 //! - [`stop`]: the signals (Abandon, limits, a closed connection) that stop a search.
 //! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
 //! - [`modify`]: applying a Modify's changes to an entry.
+//! - [`refs`]: referential integrity: finding and rewriting the values that name a DN.
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
 
@@ -47,9 +50,11 @@ pub mod fatal;
 pub mod id;
 pub mod index;
 pub mod keys;
+pub mod memberof;
 pub mod modify;
 pub mod prefilter;
 pub mod record;
+pub mod refs;
 pub mod rights;
 pub mod rules;
 pub mod scan;

@@ -93,6 +93,8 @@ pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String
             | Filter::LessOrEqual(ava) => add(&ava.attribute_desc),
             Filter::Present(desc) => add(desc),
             Filter::Substrings(sub) => add(&sub.r#type),
+            // An id set reads no attribute (eval::ID_SET_RULE).
+            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => Some(()),
             Filter::ExtensibleMatch(mra) => add(mra.r#type.as_deref()?),
             Filter::Not(inner) => collect(rules, inner, out),
             Filter::And(parts) | Filter::Or(parts) => {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::candidates::{read_plan, ScopeWalk};
+use crate::candidates::{read_plan, OrderedWalk, ScopeWalk};
 use crate::core::ShardInfo;
 use crate::error::ShardResult;
 use crate::id::EntryId;
@@ -33,7 +33,8 @@ use crate::rights::TypeSet;
 use crate::rules::RuleTable;
 use crate::search::Scope;
 use crate::search::{
-    encode_entry, filter_needs, judge, Query, SearchChunk, SearchTask, CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
+    encode_entry, filter_needs, judge, Query, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_BYTES_MAX,
+    CHUNK_ENTRIES_MAX,
 };
 use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
@@ -91,7 +92,10 @@ impl ScanPool {
 /// Runs one shard's part of a search to its end or its stop, then sends `Done`.
 pub async fn run_scan(source: Arc<ScanSource>, task: SearchTask) {
     let shard = source.info.index;
-    let result = scan(&source, &task).await;
+    let (result, end) = match scan(&source, &task).await {
+        Ok(end) => (Ok(()), end),
+        Err(e) => (Err(e), None),
+    };
     if let Some(reason) = task.stopped() {
         tracing::debug!(
             target: "ferrodir::search_stop",
@@ -101,30 +105,46 @@ pub async fn run_scan(source: Arc<ScanSource>, task: SearchTask) {
             "search part stopped"
         );
     }
-    let _ = task.sink.send(SearchChunk::Done { shard, result }).await;
+    let _ = task.sink.send(SearchChunk::Done { shard, result, end }).await;
 }
 
 /// The candidates of one scan: an index's ids, the scope's one-level index, or (for a
 /// subtree search from a naming context, which covers nearly the whole shard) the entries
 /// table itself, read in id order with no lookup per entry.
+///
+/// A windowed scan (a page of a paged search) needs its candidates in id order: index ids
+/// and the table already are; a scope walk is merged in id order ([`OrderedWalk`]), or,
+/// over too many containers, replaced by the table from the window's start.
 enum Source {
     Ids(std::collections::btree_set::IntoIter<EntryId>),
     Walk(ScopeWalk),
+    Ordered(OrderedWalk),
     Table { after: Option<EntryId> },
 }
 
 impl Source {
-    fn for_scope(tree: &crate::skeleton::Skeleton, scope: Scope, shard: usize) -> Self {
+    fn for_scope(
+        tree: &crate::skeleton::Skeleton,
+        scope: Scope,
+        shard: usize,
+        window: Option<Window>,
+    ) -> Self {
         let covers_context = match scope {
             Scope::Subtree(base) | Scope::Children(base) => {
                 base == EntryId::ROOT || tree.get(base).is_some_and(|node| node.parent == EntryId::ROOT)
             }
             _ => false,
         };
+        let after = window.and_then(|w| w.after);
         if covers_context {
-            Source::Table { after: None }
-        } else {
-            Source::Walk(ScopeWalk::new(tree, scope, shard))
+            return Source::Table { after };
+        }
+        match window {
+            None => Source::Walk(ScopeWalk::new(tree, scope, shard)),
+            Some(_) => match OrderedWalk::new(tree, scope, shard, after) {
+                Some(walk) => Source::Ordered(walk),
+                None => Source::Table { after },
+            },
         }
     }
 }
@@ -160,7 +180,8 @@ impl Reader<'_> {
     }
 }
 
-async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
+/// Scans to the end, a stop, or (windowed) the window's end: Some(where) for a window.
+async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<WindowEnd>> {
     let rules = &source.info.rules;
     let mut reader = Reader {
         engine: source.engine.as_ref(),
@@ -170,17 +191,25 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
         entries: 0,
     };
     let stop = || task.stopped().is_some();
-    let scope_source = || Source::for_scope(&task.tree, task.scope, source.info.index);
+    let window = task.window;
+    let scope_source = || Source::for_scope(&task.tree, task.scope, source.info.index, window);
     let mut candidates = match task.plan.as_ref() {
         Some(plan) => {
             let snapshot = reader.snapshot()?;
             match read_plan(plan, snapshot.as_ref(), INDEXED_CANDIDATES_MAX, &stop)? {
-                Some(ids) => Source::Ids(ids.into_iter()),
+                Some(mut ids) => {
+                    if let Some(after) = window.and_then(|w| w.after) {
+                        ids = ids.split_off(&EntryId(after.0.saturating_add(1)));
+                    }
+                    Source::Ids(ids.into_iter())
+                }
                 None => scope_source(),
             }
         }
         None => scope_source(),
     };
+    let mut end = window.map(|_| WindowEnd::default());
+    let mut window_sent = 0;
     let judge = Judge {
         rules,
         query: Query {
@@ -202,7 +231,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     let mut chunk: Vec<Bytes> = Vec::new();
     let mut chunk_bytes = 0;
     let mut batch: Vec<EntryId> = Vec::with_capacity(WALK_BATCH);
-    let mut matches: Vec<Bytes> = Vec::new();
+    let mut matches: Vec<(EntryId, Bytes)> = Vec::new();
     let mut slice_start = Instant::now();
     loop {
         // One batch: up to WALK_BATCH candidates examined without awaiting.
@@ -226,23 +255,42 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
                 judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
                 more
             }
+            Source::Ordered(walk) => {
+                batch.clear();
+                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?;
+                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
+                more
+            }
         };
         if stop() {
-            return Ok(());
+            return Ok(end);
         }
-        for pdu in matches.drain(..) {
+        if let (Some(window), Some(end)) = (window, end.as_mut()) {
+            // Keep the window's share; a match beyond it only says that more exist.
+            let room = window.max.saturating_sub(window_sent);
+            if matches.len() > room {
+                matches.truncate(room);
+                end.more = true;
+            }
+            window_sent += matches.len();
+            if let Some((id, _)) = matches.last() {
+                end.last = Some(*id);
+            }
+        }
+        let window_full = end.is_some_and(|e| e.more);
+        for (_, pdu) in matches.drain(..) {
             chunk_bytes += pdu.len();
             chunk.push(pdu);
             if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
                 // Hold no snapshot while the client takes its time.
                 reader.release();
                 if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
-                    return Ok(()); // the search is over on the router's side
+                    return Ok(end); // the search is over on the router's side
                 }
                 chunk_bytes = 0;
             }
         }
-        if !more {
+        if !more || window_full {
             break;
         }
         if slice_start.elapsed() >= Duration::from_micros(source.limits.slice_us) {
@@ -253,7 +301,8 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<()> {
     if !chunk.is_empty() {
         let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
     }
-    Ok(())
+    crate::memberof::check(task.attrs.memberof.as_ref())?;
+    Ok(end)
 }
 
 /// The attribute names decoded before a candidate is judged: those the filter reads and
@@ -290,7 +339,7 @@ impl Judge<'_> {
         reader: &mut Reader,
         ids: &[EntryId],
         stop: &dyn Fn() -> bool,
-        matches: &mut Vec<Bytes>,
+        matches: &mut Vec<(EntryId, Bytes)>,
     ) -> ShardResult<()> {
         for &id in ids {
             if stop() {
@@ -300,7 +349,7 @@ impl Judge<'_> {
             reader.entries += 1;
             let Some(bytes) = snapshot.get(&keys::entry(id))? else { continue };
             if let Some(pdu) = self.examine(id, &bytes)? {
-                matches.push(pdu);
+                matches.push((id, pdu));
             }
         }
         Ok(())
@@ -313,7 +362,7 @@ impl Judge<'_> {
         snapshot: &dyn KvSnapshot,
         after: Option<EntryId>,
         stop: &dyn Fn() -> bool,
-        matches: &mut Vec<Bytes>,
+        matches: &mut Vec<(EntryId, Bytes)>,
     ) -> ShardResult<(usize, Option<EntryId>)> {
         let prefix = keys::entries_prefix();
         let from = match after {
@@ -329,7 +378,7 @@ impl Judge<'_> {
             seen += 1;
             last = Some(id);
             match self.examine(id, value) {
-                Ok(Some(pdu)) => matches.push(pdu),
+                Ok(Some(pdu)) => matches.push((id, pdu)),
                 Ok(None) => {}
                 Err(e) => {
                     failure = Some(e);
@@ -443,6 +492,7 @@ mod tests {
                 sink,
                 stop,
                 op_stop,
+                window: None,
             };
             let source = Arc::new(ScanSource { info: info(), engine, limits: ScanLimits::default() });
             actix::spawn(run_scan(source, task));

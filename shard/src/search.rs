@@ -72,6 +72,9 @@ pub struct AttrSelection {
     /// Set when the search sorts (RFC 2891): a match is sent as its id and sort keys
     /// (`sortkeys::encode_row`) instead of its PDU, for the router to sort.
     pub sort: Option<Arc<crate::sortkeys::SortSpec>>,
+    /// Set by the router when the request selects memberOf or its filter needs its values:
+    /// how to compute them (`memberof`). None: memberOf costs nothing.
+    pub memberof: Option<Arc<crate::memberof::MemberOfQuery>>,
 }
 
 impl AttrSelection {
@@ -149,8 +152,32 @@ impl AttrSelection {
 pub enum SearchChunk {
     /// Whole encoded SearchResultEntry PDUs, one `Bytes` per entry.
     Entries(Vec<Bytes>),
-    /// This shard is finished.
-    Done { shard: usize, result: ShardResult<()> },
+    /// This shard is finished; `end` says where a windowed part stopped.
+    Done { shard: usize, result: ShardResult<()>, end: Option<WindowEnd> },
+}
+
+/// One page's worth of a paged search (RFC 2696) on one shard: the matches whose ids come
+/// after `after`, in id order, at most `max` of them. Entry ids never change (not on rename,
+/// not on move), so the id is a total order that concurrent writes can't reshuffle: an
+/// entry present for the whole paged search is sent exactly once, any other at most once.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub after: Option<EntryId>,
+    pub max: usize,
+}
+
+impl Window {
+    pub fn admits(&self, id: EntryId) -> bool {
+        self.after.is_none_or(|after| id > after)
+    }
+}
+
+/// Where a windowed part stopped: the last id it sent, and whether a further match exists
+/// (looked for, after the `max`th, but not sent).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowEnd {
+    pub last: Option<EntryId>,
+    pub more: bool,
 }
 
 pub struct SearchTask {
@@ -167,6 +194,8 @@ pub struct SearchTask {
     pub stop: Arc<StopSignal>,
     /// The operation's own signal: Abandon, Unbind or the connection closing.
     pub op_stop: Arc<StopSignal>,
+    /// Set for a page of a paged search: matches in id order within the window.
+    pub window: Option<Window>,
 }
 
 impl SearchTask {
@@ -263,18 +292,21 @@ pub(crate) fn entry_matches(
 ) -> bool {
     let (needs_computed, needs_dn) = needs;
     if !needs_computed && !needs_dn {
-        return eval::matches_visible(rules, query.filter, &record.entry, None, hidden);
+        return eval::matches_entry(rules, query.filter, &record.entry, None, hidden, id);
     }
     let dn_text = entry_dn(query.tree, id, record);
     let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
     if !needs_computed {
-        return eval::matches_visible(rules, query.filter, &record.entry, dn.as_ref(), hidden);
+        return eval::matches_entry(rules, query.filter, &record.entry, dn.as_ref(), hidden, id);
     }
     let mut entry = record.entry.clone();
     for (name, value) in computed_attributes(query.tree, id, &dn_text) {
         entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
     }
-    eval::matches_visible(rules, query.filter, &entry, dn.as_ref(), hidden)
+    if let Some(memberof) = query.attrs.memberof.as_ref().filter(|m| m.in_filter) {
+        memberof.add_to(query.tree, &dn_text, &mut entry);
+    }
+    eval::matches_entry(rules, query.filter, &entry, dn.as_ref(), hidden, id)
 }
 
 /// A base-scope search of an entry of this shard, answered inline by the caller on the
@@ -284,8 +316,13 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     let Some(cached) = core.cached(snapshot.as_ref(), id)? else { return Ok(None) };
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
-    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else { return Ok(None) };
-    Ok(Some(encode_entry(rules, query, id, &cached, seen.hidden())))
+    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else {
+        crate::memberof::check(query.attrs.memberof.as_ref())?;
+        return Ok(None);
+    };
+    let pdu = encode_entry(rules, query, id, &cached, seen.hidden());
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
+    Ok(Some(pdu))
 }
 
 /// Base-scope search of an entry read elsewhere (from another shard's actor, by message).
@@ -319,7 +356,39 @@ pub fn inline_search(
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
     Ok(Some(out))
+}
+
+/// [`inline_search`] for one page of a paged search: the plan's candidates are already in
+/// id order, so the window is a cut of them. None: too big (or unindexed) for this thread.
+pub fn inline_page(
+    core: &ShardCore,
+    query: &Query,
+    scope: Scope,
+    plan: Option<&Plan>,
+    window: Window,
+) -> ShardResult<Option<(Vec<Bytes>, WindowEnd)>> {
+    let Some(plan) = plan else { return Ok(None) };
+    let snapshot = core.snapshot();
+    let Some(ids) = read_plan(plan, snapshot.as_ref(), INLINE_CANDIDATES_MAX, &|| false)? else {
+        return Ok(None);
+    };
+    let rules = &core.info.rules;
+    let needs = filter_needs(rules, query.filter);
+    let (mut out, mut end) = (Vec::new(), WindowEnd::default());
+    for id in ids.into_iter().filter(|id| window.admits(*id)) {
+        let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
+        let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) else { continue };
+        if out.len() >= window.max {
+            end.more = true;
+            break;
+        }
+        out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
+        end.last = Some(id);
+    }
+    crate::memberof::check(query.attrs.memberof.as_ref())?;
+    Ok(Some((out, end)))
 }
 
 pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {
@@ -331,8 +400,9 @@ pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &Entr
     }
 }
 
-/// The attributes computed at send time (lowercased names), not stored.
-pub const COMPUTED: [&str; 3] = ["entrydn", "hassubordinates", "subschemasubentry"];
+/// The attributes computed at send time (lowercased names), not stored. memberOf is one
+/// (`memberof`), computed only when the search carries an `AttrSelection::memberof`.
+pub const COMPUTED: [&str; 4] = ["entrydn", "hassubordinates", "subschemasubentry", "memberof"];
 
 /// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
 /// its descendants', so that a subtree Modify DN is seen whole or not at all.
@@ -392,6 +462,16 @@ pub(crate) fn encode_entry(
         if sel.wants_operational(&canonical) && !hidden.contains(&canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
+        }
+    }
+    if let Some(memberof) = &sel.memberof {
+        if sel.wants_operational(crate::memberof::MEMBER_OF) && !hidden.contains(crate::memberof::MEMBER_OF) {
+            let values = memberof.values(query.tree, &dn);
+            if !values.is_empty() {
+                let values: Vec<&[u8]> =
+                    if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
+                attributes.extend(segments::partial_attribute(b"memberOf", &values));
+            }
         }
     }
     Bytes::from(segments::search_result_entry(query.message_id, dn.as_bytes(), &attributes))

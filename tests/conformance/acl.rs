@@ -73,11 +73,15 @@ const RULES: &[(&str, &[&str])] = &[
 ];
 
 fn slapd_lines() -> Vec<String> {
-    RULES
-        .iter()
-        .map(|(to, by)| {
+    // ferrodir leaves a group the requester may not read out of memberOf (issue #11);
+    // slapd's memberof overlay doesn't, so slapd is told so for the one hidden group, with
+    // the same who-clauses as the group's own rule.
+    let hidden_group = "access to attrs=memberOf val.exact=\"cn=ITD Staff,ou=Groups,dc=example,dc=com\" \
+                        by users read by * none";
+    std::iter::once(hidden_group.to_string())
+        .chain(RULES.iter().map(|(to, by)| {
             format!("access to {to} {}", by.iter().map(|b| format!("by {b}")).collect::<Vec<_>>().join(" "))
-        })
+        }))
         .collect()
 }
 

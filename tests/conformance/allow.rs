@@ -55,8 +55,9 @@ pub const ALLOWED: &[Allowed] = &[
         op: "dse-022",
         known: Known::Differs,
         reason: "RFC 4512 §4.2: matchingRules lists the rules the server implements; ferrodir does not \
-                 implement integerBitAndMatch, integerBitOrMatch (RFC 4517 has neither), \
-                 certificateExactMatch or certificateListExactMatch (RFC 4523), so it doesn't list them",
+                 implement certificateExactMatch or certificateListExactMatch (RFC 4523), so it doesn't \
+                 list them, and lists Active Directory's in-chain rule 1.2.840.113556.1.4.1941, which slapd \
+                 does not have",
     },
     Allowed {
         op: "dse-024",

@@ -24,6 +24,7 @@ mod ldif;
 mod monitor;
 mod ops_read;
 mod ops_write;
+mod refint;
 mod scripts;
 mod servers;
 mod sort;

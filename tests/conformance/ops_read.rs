@@ -280,6 +280,23 @@ fn filters(c: &mut Catalogue) {
         c.search("filter", PEOPLE, Scope::One, filter, &["1.1"]);
         c.search("filter", BJENSEN, Scope::Base, filter, &["1.1"]);
     }
+    // memberOf (slapd with its memberof overlay) and the bit rules.
+    let member_of = [
+        "(memberOf=cn=All Staff,ou=Groups,dc=example,dc=com)",
+        "(memberOf=CN=ALL STAFF, OU=Groups,DC=example,DC=com)",
+        "(&(objectClass=person)(memberOf=cn=ITD Staff,ou=Groups,dc=example,dc=com))",
+        "(|(memberOf=cn=Alumni Assoc Staff,ou=Groups,dc=example,dc=com)(cn=Barbara Jensen))",
+        "(!(memberOf=cn=All Staff,ou=Groups,dc=example,dc=com))",
+        "(memberOf=*)",
+        "(memberOf=cn=nobody,dc=example,dc=com)",
+        "(uidNumber:1.2.840.113556.1.4.803:=2)",
+        "(uidNumber:1.2.840.113556.1.4.804:=3)",
+        "(uidNumber:integerBitAndMatch:=0)",
+    ];
+    for filter in member_of {
+        c.search("filter", SUFFIX, Scope::Sub, filter, &["1.1"]);
+    }
+    c.search("filter", SUFFIX, Scope::Sub, "(objectClass=person)", &["memberOf"]);
 }
 
 /// Attribute selection (RFC 4511 §4.5.1.8; RFC 3673 `+`; RFC 4529 `@class`).

@@ -76,6 +76,8 @@ fn slapd_programs() -> (PathBuf, PathBuf) {
 /// don't reach the root DSE and cn=Subschema, which stay readable by all). `extra` (more
 /// database sections) goes last.
 fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
+    // Not with back-monitor: the overlay adds entries to cn=Monitor.
+    let member_of = extra.is_empty() && Path::new("/usr/lib/ldap/memberof.la").exists();
     let mut conf = String::new();
     for schema in SCHEMAS {
         conf.push_str(&format!("include /etc/ldap/schema/{schema}.schema\n"));
@@ -85,6 +87,11 @@ fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
     // Debian builds the backends as modules; other builds link back-mdb in.
     if Path::new("/usr/lib/ldap/back_mdb.la").exists() {
         conf.push_str("modulepath /usr/lib/ldap\nmoduleload back_mdb\n");
+    }
+    // memberOf as ferrodir computes it (direct memberships through member and
+    // uniqueMember): the overlay, once for each.
+    if member_of {
+        conf.push_str("moduleload memberof\n");
     }
     // Without `access` lines: slapd's default policy, "access to * by * read"
     // (slapd.access(5)), which is what ferrodir's `access = "open-read"` reproduces.
@@ -96,6 +103,12 @@ fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
     for line in access {
         conf.push_str(line);
         conf.push('\n');
+    }
+    if member_of {
+        conf.push_str("overlay memberof\n");
+        conf.push_str(
+            "overlay memberof\nmemberof-group-oc groupOfUniqueNames\nmemberof-member-ad uniqueMember\n",
+        );
     }
     conf.push_str(extra);
     conf
@@ -120,13 +133,30 @@ pub fn start_slapd_with_monitor() -> Server {
     start_slapd_sections(None, &[], &monitor)
 }
 
+/// Starts slapd with the overlay module `module` (from /usr/lib/ldap) loaded and
+/// `database_lines` (`overlay ...` and its directives) in its database section.
+pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
+    start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
+}
+
 fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> Server {
+    start_slapd_full(ldif, access, extra, "")
+}
+
+fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules: &str) -> Server {
     let (slapd, slapadd) = slapd_programs();
     let dir = tempfile::tempdir().expect("temporary directory");
     let conf = dir.path().join("slapd.conf");
     std::fs::create_dir(dir.path().join("db")).expect("mkdir db");
-    std::fs::write(&conf, slapd_config(dir.path(), access, extra)).expect("write slapd.conf");
-    if let Some(ldif) = ldif {
+    let mut text = slapd_config(dir.path(), access, extra);
+    if !modules.is_empty() {
+        // Modules load before the database section that uses them.
+        let at = text.find("database mdb").unwrap_or(0);
+        text.insert_str(at, &format!("modulepath /usr/lib/ldap\n{modules}"));
+    }
+    std::fs::write(&conf, text).expect("write slapd.conf");
+    let with_member_of = ldif.map(|ldif| member_of_ldif(ldif, dir.path()));
+    if let Some(ldif) = with_member_of.as_deref() {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");
         assert!(output.status.success(), "slapadd failed: {}", String::from_utf8_lossy(&output.stderr));
@@ -158,6 +188,54 @@ fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> 
     }
     let log = std::fs::read_to_string(dir.path().join("slapd.log")).unwrap_or_default();
     panic!("slapd did not start listening on 127.0.0.1; its log:\n{log}");
+}
+
+/// `ldif` with the memberOf values slapd's memberof overlay stores in each member of a
+/// group (the overlay maintains them on LDAP writes, not in slapadd), written to a file in
+/// `dir`; the file itself when it holds anything but plain entries.
+fn member_of_ldif(ldif: &Path, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(ldif).expect("read LDIF");
+    let Ok(records) = crate::ldif::parse(&text) else { return ldif.to_path_buf() };
+    let mut entries = Vec::new();
+    for record in records {
+        match record.kind {
+            crate::ldif::RecordKind::Content(attrs) => entries.push((record.dn, attrs)),
+            _ => return ldif.to_path_buf(),
+        }
+    }
+    let norm =
+        |dn: &str| dn.split(',').map(|rdn| rdn.trim().to_ascii_lowercase()).collect::<Vec<_>>().join(",");
+    let mut groups_of: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for (dn, attrs) in &entries {
+        let members =
+            |name: &str| name.eq_ignore_ascii_case("member") || name.eq_ignore_ascii_case("uniqueMember");
+        for (_, values) in attrs.iter().filter(|(name, _)| members(name)) {
+            for member in values {
+                // A uniqueMember value's optional UID (`#'0101'B`) is not part of the DN.
+                let member = match member.rsplit_once("#'") {
+                    Some((dn, uid)) if uid.ends_with("'B") => dn,
+                    _ => member.as_str(),
+                };
+                groups_of.entry(norm(member)).or_default().push(dn.clone());
+            }
+        }
+    }
+    let mut out = String::new();
+    for (dn, attrs) in &entries {
+        crate::ldif::put_value(&mut out, "dn", dn.as_bytes());
+        for (name, values) in attrs {
+            for value in values {
+                crate::ldif::put_value(&mut out, name, value.as_bytes());
+            }
+        }
+        for group in groups_of.get(&norm(dn)).into_iter().flatten() {
+            crate::ldif::put_value(&mut out, "memberOf", group.as_bytes());
+        }
+        out.push('\n');
+    }
+    let path = dir.join("with-memberof.ldif");
+    std::fs::write(&path, out).expect("write LDIF");
+    path
 }
 
 fn free_port() -> u16 {

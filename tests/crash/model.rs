@@ -81,6 +81,12 @@ impl Model {
         format!("cn=s{i},{}", self.subtree_dn(name))
     }
 
+    /// The writer's group: its members are the subtree's, so every subtree rename rewrites
+    /// them (referential integrity).
+    pub fn group_dn(&self) -> String {
+        format!("cn=g,{}", self.root())
+    }
+
     /// The model after `op` succeeded.
     pub fn apply(&mut self, op: &Op) {
         match *op {
@@ -112,6 +118,7 @@ impl Model {
             out.insert(self.container(which), (None, None));
         }
         out.insert(self.subtree_dn(self.subtree), (None, None));
+        out.insert(self.group_dn(), (None, None));
         for i in 0..SUBTREE_MEMBERS {
             out.insert(self.member_dn(self.subtree, i), (None, None));
         }

@@ -281,9 +281,16 @@ def scrape(binary):
     ldap_port, metrics_port = free_port(), free_port()
     with tempfile.TemporaryDirectory() as work:
         config = Path(work) / "ferrodir.toml"
+        # With [tls], so that the certificate's expiry (an alert's metric) is exported too.
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", f"{work}/key.pem", "-out", f"{work}/cert.pem", "-days", "30", "-subj", "/CN=localhost"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+        )
         config.write_text(
             f'listen = "127.0.0.1:{ldap_port}"\nmetrics_listen = "127.0.0.1:{metrics_port}"\n'
             f'data_dir = "{work}/data"\nshards = 2\nexample_data = true\n'
+            f'[tls]\ncert_file = "{work}/cert.pem"\nkey_file = "{work}/key.pem"\n'
         )
         log = open(Path(work) / "server.log", "wb")
         server = subprocess.Popen([binary, "serve", "--config", str(config)], stdout=log, stderr=log)

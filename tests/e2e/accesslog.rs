@@ -50,6 +50,13 @@ fn run_load(server: &Server) {
         let (code, _, err) = tool("ldapsearch", &["-x", "-H", &url, "-b", BASE, filter, "cn"], None);
         assert_eq!(code, 0, "{filter}: {err}");
     }
+    // A paged search of two entries in pages of one: two SearchResultDone, notes=P each.
+    let (code, _, err) = tool(
+        "ldapsearch",
+        &["-x", "-H", &url, "-b", BASE, "-E", "pr=1/noprompt", "(|(uid=alice)(uid=bob))", "cn"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
     // A failed bind with the secret as its password, and a Password Modify carrying it.
     let (code, _, _) = tool("ldapwhoami", &["-x", "-H", &url, "-D", ADMIN_DN, "-w", SECRET], None);
     assert_eq!(code, 49);
@@ -65,8 +72,8 @@ fn logconv_reads_the_text_log_and_counts_what_was_sent() {
     let server = start(dir.path(), "text");
     run_load(&server);
     let path = dir.path().join("access");
-    // 3 + 4 + 1 + 1 connections, each closed.
-    let text = wait_for_lines(&path, " closed - ", 9);
+    // 3 + 4 + 1 + 1 + 1 connections, each closed.
+    let text = wait_for_lines(&path, " closed - ", 10);
     assert!(!text.contains(SECRET), "a password reached the access log:\n{text}");
     assert!(text.contains("userPassword=***"), "{text}");
     assert!(text.contains(" RESULT err=49 tag=97 "), "{text}");
@@ -83,10 +90,11 @@ fn logconv_reads_the_text_log_and_counts_what_was_sent() {
             .unwrap_or_else(|| panic!("no {label:?} in logconv's report:\n{report}"))
     };
     // ldapsearch binds anonymously first; ldappasswd binds as the admin.
-    assert_eq!(count("Binds:"), 3 + 4 + 1 + 1, "{report}");
-    assert_eq!(count("Searches:"), 4, "{report}");
+    assert_eq!(count("Binds:"), 3 + 4 + 1 + 1 + 1, "{report}");
+    assert_eq!(count("Searches:"), 4 + 2, "{report}");
     assert_eq!(count("Unindexed Searches:"), 2, "{report}");
-    assert_eq!(count("Total Connections:"), 9, "{report}");
+    assert_eq!(count("Paged Searches:"), 2, "{report}");
+    assert_eq!(count("Total Connections:"), 10, "{report}");
 }
 
 #[test]

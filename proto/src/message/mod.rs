@@ -7,7 +7,7 @@
 //!   and the messageID by hand around `rasn`.
 //! - `ops.rs`: the request and response bodies.
 //! - `passwd_modify.rs`: the request and response values of RFC 3062's Password Modify.
-//! - `sort_vlv.rs`: the values of the sort, VLV and paged-results controls of a sorted search.
+//! - `sort_vlv.rs`: the values of the sort and VLV controls.
 //! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
@@ -30,6 +30,7 @@
 mod boolean;
 mod codec;
 mod ops;
+mod paged;
 mod passwd_modify;
 mod result;
 pub mod sort_vlv;
@@ -41,6 +42,7 @@ pub use ops::{
     IntermediateResponse, ModifyDnRequest, ModifyOperation, ModifyRequest, PartialAttribute, SaslCredentials,
     SearchRequest, SearchResultEntry, SearchScope,
 };
+pub use paged::{PagedResults, PAGED_RESULTS_OID};
 pub use passwd_modify::{PasswdModifyRequest, PasswdModifyResponse};
 pub use rasn::types::OctetString;
 pub use result::{BindResponse, ExtendedResponse, LdapResult};

@@ -1,7 +1,6 @@
-//! The values of the server-side sort controls (RFC 2891), the Virtual List View controls
-//! (draft-ietf-ldapext-ldapv3-vlv-09) and the paged-results control (RFC 2696) as a sorted
-//! search reads and answers it. Decoded with the same rules as the LDAPMessage around them
-//! (`codec.rs`): primitive OCTET STRINGs only, definite lengths, nothing after the value.
+//! The values of the server-side sort controls (RFC 2891) and the Virtual List View
+//! controls (draft-ietf-ldapext-ldapv3-vlv-09). Decoded with the same rules as the
+//! LDAPMessage around them (`codec.rs`): primitive OCTET STRINGs only, definite lengths, nothing after the value.
 //! Both modules have IMPLICIT TAGS.
 
 use rasn::{AsnType, Decode, Decoder, Encode, Encoder};
@@ -48,14 +47,6 @@ pub struct VlvRequest {
     pub context_id: Option<OctetString>,
 }
 
-/// RFC 2696 `realSearchControlValue ::= SEQUENCE { size INTEGER (0..maxInt), cookie OCTET
-/// STRING }`, both in the request and in the response.
-#[derive(AsnType, Encode, Decode, Debug, Clone, PartialEq, Eq)]
-pub struct PagedValue {
-    pub size: i64,
-    pub cookie: OctetString,
-}
-
 fn decode_whole<T: Decode>(bytes: &[u8]) -> Result<T, String> {
     let mut decoder = rasn::ber::de::Decoder::new(bytes, super::codec::LDAP_DECODER);
     let value = T::decode(&mut decoder).map_err(|e| e.to_string())?;
@@ -73,18 +64,6 @@ pub fn decode_sort_keys(bytes: &[u8]) -> Result<Vec<SortKeyItem>, String> {
 impl VlvRequest {
     pub fn decode_value(bytes: &[u8]) -> Result<Self, String> {
         decode_whole(bytes)
-    }
-}
-
-impl PagedValue {
-    pub fn decode_value(bytes: &[u8]) -> Result<Self, String> {
-        decode_whole(bytes)
-    }
-
-    pub fn encode_value(&self) -> Vec<u8> {
-        let mut body = integer(self.size);
-        body.extend(tlv(0x04, &self.cookie));
-        tlv(0x30, &body)
     }
 }
 
@@ -187,8 +166,5 @@ mod tests {
                 b'b'
             ]
         );
-        let paged = PagedValue { size: 5, cookie: OctetString::from_static(b"") };
-        assert_eq!(paged.encode_value(), [0x30, 0x05, 0x02, 0x01, 5, 0x04, 0x00]);
-        assert_eq!(PagedValue::decode_value(&paged.encode_value()).unwrap(), paged);
     }
 }

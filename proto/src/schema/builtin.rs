@@ -32,6 +32,11 @@ pub const HIDDEN: &str = include_str!("../../schema/hidden.schema");
 /// loaded after [`STANDARD`] because managedInfo's supertype is `name`.
 pub const MONITOR: &str = include_str!("../../schema/monitor.schema");
 
+/// memberOf (1.2.840.113556.1.2.102), defined as slapd's memberof overlay defines it:
+/// published, operational (dSAOperation), NO-USER-MODIFICATION. Its values are computed
+/// (`shard::memberof`), never stored.
+pub const MEMBEROF: &str = include_str!("../../schema/memberof.schema");
+
 /// Loads the built-in files into an empty schema.
 fn load_builtin() -> Result<Schema, SchemaError> {
     let mut schema = Schema::empty();
@@ -39,6 +44,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("hidden.schema", HIDDEN, Visibility::Hidden),
         ("standard.schema", STANDARD, Visibility::Published),
         ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("memberof.schema", MEMBEROF, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
@@ -95,7 +101,7 @@ mod tests {
         let schema = Schema::standard();
         let published = schema.subschema_values();
         for (keyword, values) in [("attributetype", &published[0].1), ("objectclass", &published[1].1)] {
-            for text in [STANDARD, OPENLDAP] {
+            for text in [STANDARD, OPENLDAP, MEMBEROF] {
                 for definition in definitions(text, keyword) {
                     assert!(values.iter().any(|v| v == definition), "not republished verbatim: {definition}");
                 }
@@ -113,14 +119,17 @@ mod tests {
         let excluded = ["1.3.6.1.4.1.4203.1.12.2.", "1.3.6.1.4.1.4203.1.12.1."];
         let schema = Schema::standard();
         let published = schema.subschema_values();
-        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded));
+        // memberOf is published only by a slapd with the memberof overlay, as ours is.
+        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded) + 1);
         assert_eq!(published[1].1.len(), count("objectClasses: ", &excluded));
-        assert_eq!(published[0].1.len(), 169);
+        assert_eq!(published[0].1.len(), 170);
         assert_eq!(published[1].1.len(), 66);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
         // The hidden files add four types and back-monitor's 32 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 169 + 4 + 32);
+        assert_eq!(schema.attribute_types().count(), 170 + 4 + 32);
+        let member_of = schema.attribute("memberOf").unwrap();
+        assert!(member_of.no_user_modification);
         assert!(schema.attribute("monitorOpCompleted").is_some());
         assert!(schema.object_class("monitoredObject").is_some());
     }

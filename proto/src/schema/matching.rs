@@ -57,6 +57,15 @@ pub enum Rule {
     /// OpenLDAP CSNSIDMatch (1.3.6.1.4.1.4203.666.11.2.5): a CSN's server ID against a
     /// three-hex-digit SID.
     CsnSid,
+    /// integerBitAndMatch (1.2.840.113556.1.4.803): TRUE when every bit of the assertion is
+    /// set in the value (slapd 2.5's schema_init.c, from Active Directory).
+    IntegerBitAnd,
+    /// integerBitOrMatch (1.2.840.113556.1.4.804): TRUE when any bit of the assertion is set.
+    IntegerBitOr,
+    /// LDAP_MATCHING_RULE_IN_CHAIN (1.2.840.113556.1.4.1941), Active Directory's transitive
+    /// membership over member and memberOf. The router answers it from the group graph
+    /// (`router::op::memberof`); as a plain rule it compares DNs like distinguishedNameMatch.
+    InChain,
 }
 
 /// The role a rule plays in an attribute type (RFC 4512 §4.1.2 EQUALITY, ORDERING, SUBSTR).
@@ -134,6 +143,11 @@ const PUBLISHED: &[Def] = &[
     def("1.2.36.79672281.1.13.3", "rdnMatch", "1.2.36.79672281.1.5.0", Rule::Rdn, EQ),
     def("1.3.6.1.1.16.2", "UUIDMatch", UUID, Rule::UuidMatch, EQ),
     def("1.3.6.1.1.16.3", "UUIDOrderingMatch", UUID, Rule::UuidMatch, ORD),
+    def("1.2.840.113556.1.4.803", "integerBitAndMatch", INTEGER, Rule::IntegerBitAnd, EQ),
+    def("1.2.840.113556.1.4.804", "integerBitOrMatch", INTEGER, Rule::IntegerBitOr, EQ),
+    // Not in slapd (which has no such rule); AD gives it no NAME, RFC 4512 requires none, but
+    // cn=Subschema prints one for every rule here.
+    def("1.2.840.113556.1.4.1941", "inChainMatch", "1.3.6.1.4.1.1466.115.121.1.12", Rule::InChain, EQ),
 ];
 
 /// Rules slapd marks SLAP_MR_HIDE: known by name and OID, left out of cn=Subschema.
@@ -218,6 +232,8 @@ pub fn normalize(rule: Rule, value: &[u8]) -> Option<Vec<u8>> {
         Rule::UuidMatch => return is_uuid(text(value)?).then(|| value.to_ascii_lowercase()),
         Rule::CsnMatch => csn(text(value)?)?,
         Rule::CsnSid => csn_sid(text(value)?)?,
+        Rule::IntegerBitAnd | Rule::IntegerBitOr => integer(text(value)?)?.to_owned(),
+        Rule::InChain => Dn::parse(text(value)?).ok()?.normalized(),
     };
     Some(normalized.into_bytes())
 }
@@ -239,6 +255,21 @@ pub fn compare(rule: Rule, a: &[u8], b: &[u8]) -> Option<Ordering> {
         | Rule::OctetString
         | Rule::UuidMatch
         | Rule::CsnMatch => Some(normalize(rule, a)?.cmp(&normalize(rule, b)?)),
+        _ => None,
+    }
+}
+
+/// integerBitAndMatch and integerBitOrMatch as slapd 2.5 has them (schema_init.c,
+/// `integerBitAndMatch`/`integerBitOrMatch`): both value and assertion read as a signed
+/// 64-bit integer (slapd's `long`), two's complement for negatives; AND is TRUE when
+/// `value & assertion == assertion`, OR when `value & assertion != 0`. `None` (Undefined)
+/// for another rule, a value that is no integer, or one out of range.
+pub fn bit_match(rule: Rule, value: &[u8], assertion: &[u8]) -> Option<bool> {
+    let read = |bytes: &[u8]| -> Option<i64> { integer(text(bytes)?)?.parse().ok() };
+    let (value, assertion) = (read(value)?, read(assertion)?);
+    match rule {
+        Rule::IntegerBitAnd => Some(value & assertion == assertion),
+        Rule::IntegerBitOr => Some(value & assertion != 0),
         _ => None,
     }
 }
@@ -601,10 +632,10 @@ mod tests {
     #[test]
     fn published_rules_match_slapd() {
         // slapd also publishes these; we do not implement them yet.
-        let unimplemented =
-            ["integerBitAndMatch", "integerBitOrMatch", "certificateExactMatch", "certificateListExactMatch"];
+        let unimplemented = ["certificateExactMatch", "certificateListExactMatch"];
         let published = slapd_subschema("matchingRules");
-        assert_eq!(published.len(), all().len() + unimplemented.len());
+        // inChainMatch is ours only (slapd has no in-chain rule).
+        assert_eq!(published.len(), all().len() - 1 + unimplemented.len());
         for definition in &published {
             let words: Vec<&str> = definition.split_whitespace().collect();
             let (oid, name, syntax) = (words[1], words[3].trim_matches('\''), words[5]);
@@ -616,6 +647,24 @@ mod tests {
             assert_eq!(describe(rule, kind), Some((oid, name, syntax)));
             assert!(all().contains(&(rule, kind)), "{name} is published");
         }
+    }
+
+    #[test]
+    fn bit_rules_test_all_or_any_bits() {
+        let and = |v: &str, a: &str| bit_match(Rule::IntegerBitAnd, v.as_bytes(), a.as_bytes());
+        let or = |v: &str, a: &str| bit_match(Rule::IntegerBitOr, v.as_bytes(), a.as_bytes());
+        assert_eq!(and("7", "6"), Some(true));
+        assert_eq!(and("5", "6"), Some(false), "bit 2 is missing");
+        assert_eq!(or("5", "6"), Some(true));
+        assert_eq!(or("8", "6"), Some(false));
+        assert_eq!(and("514", "2"), Some(true), "userAccountControl ACCOUNTDISABLE");
+        assert_eq!(and("-1", "4096"), Some(true), "two's complement");
+        assert_eq!(and("x", "2"), None);
+        assert_eq!(and("99999999999999999999", "2"), None, "out of range");
+        assert_eq!(bit_match(Rule::Integer, b"1", b"1"), None);
+        assert_eq!(lookup("1.2.840.113556.1.4.803"), Some((Rule::IntegerBitAnd, Kind::Equality)));
+        assert_eq!(lookup("integerBitOrMatch"), Some((Rule::IntegerBitOr, Kind::Equality)));
+        assert_eq!(lookup("1.2.840.113556.1.4.1941"), Some((Rule::InChain, Kind::Equality)));
     }
 
     #[test]

@@ -18,7 +18,9 @@ use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
 use ferrodir_shard::EntryId;
 
-use super::{AddUnder, Coordinator, DeleteEntry, MoveEntry, Recover};
+use ferrodir_proto::Dn;
+
+use super::{AddUnder, Coordinator, DeleteEntry, MoveEntry, Origin, Recover, RefintConfig};
 use crate::intent::IntentLog;
 use crate::resolve::Located;
 
@@ -53,7 +55,7 @@ impl KvEngine for Flaky {
 fn info(index: usize) -> ShardInfo {
     let schema = Arc::new(Schema::standard());
     let rules = Arc::new(RuleTable::from_schema(&schema));
-    let indexes = Arc::new(IndexConfig::from_directives(&[] as &[&str], &rules).unwrap());
+    let indexes = Arc::new(IndexConfig::from_directives(&["member,seeAlso eq"], &rules).unwrap());
     ShardInfo {
         index,
         count: SHARDS,
@@ -97,6 +99,11 @@ struct Setup {
 
 /// Two shards, a container `o=p` and a leaf `cn=l` under it.
 async fn setup(dir: &std::path::Path) -> Setup {
+    setup_with(dir, None).await
+}
+
+/// As [`setup`], with referential integrity configured.
+async fn setup_with(dir: &std::path::Path, refint: Option<Arc<RefintConfig>>) -> Setup {
     let mut cores = Vec::new();
     let mut engines = Vec::new();
     let mut shards = Vec::new();
@@ -110,7 +117,7 @@ async fn setup(dir: &std::path::Path) -> Setup {
     }
     let cell = Arc::new(SkeletonCell::new(Skeleton::default()));
     let log = IntentLog::open(&dir.join("coordinator.redb")).unwrap();
-    let coordinator = Coordinator::new(shards.clone(), cell.clone(), log).start();
+    let coordinator = Coordinator::new(shards.clone(), cell.clone(), log, refint).start();
     let home = shard_for_child(EntryId::ROOT, "o=p", SHARDS);
     let added = shards[home].send(Write(add(EntryId::ROOT, "o", "p", "organization"))).await.unwrap();
     let Ok(WriteOutcome::Added(parent)) = added else { panic!("add o=p: {added:?}") };
@@ -127,6 +134,11 @@ fn name_elsewhere(parent: EntryId) -> String {
         .map(|i| format!("m{i}"))
         .find(|name| shard_for_child(parent, &format!("cn={name}"), SHARDS) != old_shard)
         .unwrap()
+}
+
+fn delete(target: Located) -> DeleteEntry {
+    let dn = Dn::parse(&format!("{},o=p", target.rdn_norm)).unwrap();
+    DeleteEntry { target, dn, origin: Origin::Client }
 }
 
 fn lookup(s: &Setup, rdn_norm: &str) -> Option<EntryId> {
@@ -155,6 +167,9 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
             drop_values: vec![("cn".into(), b"l".to_vec())],
             add_values: vec![("cn".into(), name.as_bytes().to_vec())],
             author: "cn=test".into(),
+            old_dn: Dn::parse("cn=l,o=p").unwrap(),
+            new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
+            origin: Origin::Client,
         });
         moved.await.unwrap().expect("the move is decided once the entry moved");
         assert_eq!(lookup(&s, "cn=l"), Some(leaf), "the old name is still stored");
@@ -166,7 +181,7 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
         assert_ne!(name_shard, leaf.shard());
         s.engines[name_shard].refuse(Some(keys::dn(parent, &new_rdn)));
         let target = Located { id: leaf, parent, rdn_norm: new_rdn.clone(), container: false };
-        s.coordinator.send(DeleteEntry(target)).await.unwrap().expect("the delete is decided");
+        s.coordinator.send(delete(target)).await.unwrap().expect("the delete is decided");
         assert!(s.cores[leaf.shard()].record(leaf).unwrap().is_none());
         assert!(s.cell.load().is_withdrawn(parent, &new_rdn, leaf));
 
@@ -190,6 +205,9 @@ fn move_leaf_to(s: &Setup, new_rdn: &str, name: &str) -> MoveEntry {
         drop_values: vec![("cn".into(), b"l".to_vec())],
         add_values: vec![("cn".into(), name.as_bytes().to_vec())],
         author: "cn=test".into(),
+        old_dn: Dn::parse("cn=l,o=p").unwrap(),
+        new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
+        origin: Origin::Client,
     }
 }
 
@@ -234,5 +252,145 @@ fn a_move_whose_outcome_is_unknown_is_left_to_recovery() {
         // The entry did not move: recovery keeps the old name and drops the new one.
         assert_eq!(lookup(&s, "cn=l"), Some(s.leaf));
         assert_eq!(lookup(&s, &new_rdn), None);
+    });
+}
+
+fn refint_config(nothing: Option<&str>) -> Option<Arc<RefintConfig>> {
+    Some(Arc::new(RefintConfig {
+        attrs: vec!["member".into(), "seealso".into()],
+        nothing: nothing.map(String::from),
+        modifiers_name: "cn=Referential Integrity Overlay".into(),
+    }))
+}
+
+/// Adds `cn=<name>` under the root, on another shard than the leaf's entry, a groupOfNames
+/// whose member and seeAlso hold `members`.
+async fn add_group(s: &Setup, members: &[&str]) -> EntryId {
+    let name = (0..100)
+        .map(|i| format!("g{i}"))
+        .find(|n| shard_for_child(EntryId::ROOT, &format!("cn={n}"), SHARDS) != s.leaf.shard())
+        .unwrap();
+    let values: Vec<Vec<u8>> = members.iter().map(|m| m.as_bytes().to_vec()).collect();
+    let entry = Entry::new(vec![
+        Attribute::new("objectClass", vec![b"groupOfNames".to_vec()]),
+        Attribute::new("cn", vec![name.as_bytes().to_vec()]),
+        Attribute::new("member", values.clone()),
+        Attribute::new("seeAlso", values),
+    ]);
+    let rdn = format!("cn={name}");
+    let op = WriteOp::Add {
+        parent: EntryId::ROOT,
+        rdn: rdn.clone(),
+        rdn_norm: rdn,
+        entry,
+        author: "cn=test".into(),
+    };
+    let shard = shard_for_child(EntryId::ROOT, &format!("cn={name}"), SHARDS);
+    let added = s.coordinator.send(AddUnder { parent: EntryId::ROOT, shard, op }).await.unwrap();
+    let Ok(WriteOutcome::Added(id)) = added else { panic!("add group: {added:?}") };
+    id
+}
+
+fn values_of(s: &Setup, id: EntryId, name: &str) -> Vec<String> {
+    let record = s.cores[id.shard()].record(id).unwrap().unwrap();
+    record
+        .entry
+        .get(name)
+        .map(|a| a.values.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect())
+        .unwrap_or_default()
+}
+
+fn leaf_target(s: &Setup) -> Located {
+    Located { id: s.leaf, parent: s.parent, rdn_norm: "cn=l".into(), container: false }
+}
+
+#[test]
+fn refint_removes_a_deleted_entrys_references_on_other_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(None)).await;
+        let group = add_group(&s, &["CN=L, O=P", "cn=other,o=p"]).await;
+        s.coordinator.send(delete(leaf_target(&s))).await.unwrap().unwrap();
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=other,o=p"]);
+        assert_eq!(values_of(&s, group, "seeAlso"), vec!["cn=other,o=p"]);
+        assert_eq!(values_of(&s, group, "modifiersName"), vec!["cn=Referential Integrity Overlay"]);
+    });
+}
+
+#[test]
+fn refint_puts_the_placeholder_in_place_of_the_last_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(Some("cn=nobody"))).await;
+        let group = add_group(&s, &["cn=l,o=p"]).await;
+        s.coordinator.send(delete(leaf_target(&s))).await.unwrap().unwrap();
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=nobody"]);
+    });
+}
+
+#[test]
+fn refint_rewrites_a_renamed_entrys_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(None)).await;
+        let group = add_group(&s, &["cn=l,o=p"]).await;
+        s.coordinator.send(move_leaf_to(&s, "cn=renamed", "renamed")).await.unwrap().unwrap();
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=renamed,o=p"]);
+    });
+}
+
+/// The hook a replication consumer will use: a replicated change brings the supplier's own
+/// reference rewrites, so refint leaves it alone.
+#[test]
+fn refint_skips_replicated_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(None)).await;
+        let group = add_group(&s, &["cn=l,o=p"]).await;
+        let mut request = delete(leaf_target(&s));
+        request.origin = Origin::Replication;
+        s.coordinator.send(request).await.unwrap().unwrap();
+        assert!(s.cores[s.leaf.shard()].record(s.leaf).unwrap().is_none(), "deleted");
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=l,o=p"], "a replicated delete was rewritten");
+    });
+}
+
+/// The delete is done, the group's shard fails the rewrite (its outcome unknown): the
+/// intent stays, and recovery at the next start removes the reference.
+#[test]
+fn refint_left_unfinished_is_finished_by_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(None)).await;
+        let group = add_group(&s, &["cn=l,o=p", "cn=other,o=p"]).await;
+        s.engines[group.shard()].refuse(Some(keys::entry(group)));
+        s.coordinator.send(delete(leaf_target(&s))).await.unwrap().expect("the delete is done");
+        s.engines[group.shard()].refuse(None);
+        assert!(s.cores[s.leaf.shard()].record(s.leaf).unwrap().is_none());
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=l,o=p", "cn=other,o=p"]);
+        let recovered = s.coordinator.send(Recover).await.unwrap().unwrap();
+        assert_eq!(recovered, 1, "the refint intent was not left for recovery");
+        assert_eq!(values_of(&s, group, "member"), vec!["cn=other,o=p"]);
+    });
+}
+
+/// A delete refused (here: the entry has children) rewrites nothing and leaves no intent.
+#[test]
+fn refint_does_nothing_for_a_refused_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = actix::System::new();
+    system.block_on(async {
+        let s = setup_with(dir.path(), refint_config(None)).await;
+        let group = add_group(&s, &["o=p"]).await;
+        let target = Located { id: s.parent, parent: EntryId::ROOT, rdn_norm: "o=p".into(), container: true };
+        let request = DeleteEntry { target, dn: Dn::parse("o=p").unwrap(), origin: Origin::Client };
+        assert!(s.coordinator.send(request).await.unwrap().is_err());
+        assert_eq!(values_of(&s, group, "member"), vec!["o=p"]);
+        assert_eq!(s.coordinator.send(Recover).await.unwrap().unwrap(), 0);
     });
 }

@@ -28,7 +28,15 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     }
     let config = &ctx.worker.config;
     let subject = access::subject(ctx).await;
-    let (entry, special) = target_entry(ctx, &subject, &dn).await?;
+    let (mut entry, special) = target_entry(ctx, &subject, &dn).await?;
+    if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::memberof::MEMBER_OF)
+    {
+        let shown = entry.first_str("entryDN").unwrap_or_default().to_string();
+        let values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
+        if !values.is_empty() {
+            entry.attrs.push(Attribute::new("memberOf", values));
+        }
+    }
     let rules = config.rules.get(desc).ok_or_else(|| {
         LdapError::new(ResultCode::UNDEFINED_ATTRIBUTE_TYPE, format!("{desc}: attribute type undefined"))
     })?;

@@ -1,7 +1,7 @@
 //! Request controls (RFC 4511 §4.1.11). A critical control we don't support is refused with
 //! unavailableCriticalExtension; a non-critical one is ignored.
 
-use ferrodir_proto::message::{Control, LdapResult};
+use ferrodir_proto::message::{Control, LdapResult, PAGED_RESULTS_OID};
 use ferrodir_proto::ResultCode;
 
 /// ManageDsaIT (RFC 3296): treat referral objects as ordinary entries. This server holds
@@ -9,14 +9,25 @@ use ferrodir_proto::ResultCode;
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
 
 /// Controls this server honours; advertised in the rootDSE's supportedControl.
-pub const SUPPORTED: &[&str] =
-    &[MANAGE_DSA_IT_OID, crate::op::sort::SORT_REQUEST_OID, crate::op::sort::VLV_REQUEST_OID];
+pub const SUPPORTED: &[&str] = &[
+    MANAGE_DSA_IT_OID,
+    PAGED_RESULTS_OID,
+    crate::op::sort::SORT_REQUEST_OID,
+    crate::op::sort::VLV_REQUEST_OID,
+];
 
-/// The refusal to send if `controls` holds a critical control we don't support.
-pub fn check(controls: Option<&[Control]>) -> Option<LdapResult> {
+/// Of those, the ones that only mean something on a search: critical on another operation,
+/// they are refused like an unknown control (as slapd refuses them).
+const SEARCH_ONLY: &[&str] =
+    &[PAGED_RESULTS_OID, crate::op::sort::SORT_REQUEST_OID, crate::op::sort::VLV_REQUEST_OID];
+
+/// The refusal to send if `controls` holds a critical control we don't support on this
+/// operation (`search`: whether it is a SearchRequest).
+pub fn check(controls: Option<&[Control]>, search: bool) -> Option<LdapResult> {
+    let named = |list: &[&str], c: &Control| list.iter().any(|oid| c.control_type.as_ref() == oid.as_bytes());
     let unsupported = controls?
         .iter()
-        .find(|c| c.criticality && !SUPPORTED.iter().any(|oid| c.control_type.as_ref() == oid.as_bytes()))?;
+        .find(|c| c.criticality && (!named(SUPPORTED, c) || (!search && named(SEARCH_ONLY, c))))?;
     Some(LdapResult::new(
         ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
         String::new(),
@@ -39,10 +50,13 @@ mod tests {
 
     #[test]
     fn only_unsupported_critical_controls_are_refused() {
-        assert!(check(None).is_none());
-        assert!(check(Some(&[control("1.2.3", false)])).is_none());
-        assert!(check(Some(&[control(MANAGE_DSA_IT_OID, true)])).is_none());
-        let refusal = check(Some(&[control("1.2.3", true)])).unwrap();
+        assert!(check(None, true).is_none());
+        assert!(check(Some(&[control("1.2.3", false)]), true).is_none());
+        assert!(check(Some(&[control(MANAGE_DSA_IT_OID, true)]), false).is_none());
+        assert!(check(Some(&[control(PAGED_RESULTS_OID, true)]), true).is_none());
+        assert!(check(Some(&[control(PAGED_RESULTS_OID, false)]), false).is_none());
+        assert!(check(Some(&[control(PAGED_RESULTS_OID, true)]), false).is_some());
+        let refusal = check(Some(&[control("1.2.3", true)]), true).unwrap();
         assert_eq!(refusal.result_code, ferrodir_proto::ResultCode::UNAVAILABLE_CRITICAL_EXTENSION);
     }
 }

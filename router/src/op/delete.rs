@@ -7,7 +7,7 @@ use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous};
 use crate::acl::rule::Attr;
-use crate::coordinator::{DeleteEntry, MaybeDemote};
+use crate::coordinator::{DeleteEntry, MaybeDemote, Origin};
 use crate::error::LdapResultOf;
 use crate::op::{check_writable, parse_dn};
 use crate::session::OpContext;
@@ -29,8 +29,8 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
         access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, "no write access to entry")?;
     }
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
-    if target.container || name_shard != target.id.shard() {
-        return ctx.worker.coordinator.send(DeleteEntry(target)).await?;
+    if target.container || name_shard != target.id.shard() || ctx.worker.config.refint.is_some() {
+        return ctx.worker.coordinator.send(DeleteEntry { target, dn, origin: Origin::Client }).await?;
     }
     let outcome = ctx.worker.write(target.id.shard(), WriteOp::Delete { id: target.id }).await?;
     let maybe_last_child = match outcome {

@@ -8,7 +8,7 @@ use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
-use crate::coordinator::MoveEntry;
+use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
@@ -84,6 +84,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
             access::may_write_attr(config, &subject, &dn, entry.as_ref(), attr)?;
         }
     }
+    let new_dn = new_superior.clone().or_else(|| dn.parent()).unwrap_or_default().child(new_rdn.clone());
     let request = MoveEntry {
         target,
         new_parent,
@@ -92,6 +93,9 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         drop_values,
         add_values,
         author: ctx.identity.author(),
+        old_dn: dn,
+        new_dn,
+        origin: Origin::Client,
     };
     ctx.worker.coordinator.send(request).await?
 }

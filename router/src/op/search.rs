@@ -27,23 +27,44 @@ use crate::access::{self, Identity};
 use crate::acl::view::{Region, RegionKind};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
+use crate::op::paged::{self, PagedSearch, Paging};
 use crate::op::{parse_dn, rootdse};
 use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
-    // Server-side sort and VLV (op::sort) own the search's paging when the sort control is there.
+    // Server-side sort and VLV (op::sort) own the paged-results control when the sort
+    // control is there, as slapd's sssvlv does.
     let sorting = match crate::op::sort::Sorting::from_request(ctx) {
         Ok(sorting) => sorting,
         Err(refusal) => {
             return ctx.respond_with(ProtocolOp::SearchResultDone(refusal.result), refusal.controls).await;
         }
     };
-    let result = match run(ctx, request, sorting.as_ref()).await {
+    let mut paging = match sorting {
+        Some(_) => None,
+        None => match Paging::from_request(ctx, &request) {
+            Ok(paging) => paging,
+            Err(e) => return ctx.respond(ProtocolOp::SearchResultDone(e.to_result())).await,
+        },
+    };
+    let result = match run(ctx, request, paging.as_mut(), sorting.as_ref()).await {
         Ok(result) => result,
         Err(e) => e.to_result(),
     };
-    let controls = sorting.as_ref().and_then(|s| s.response_controls(&result));
+    // RFC 2696 §3: the response control on every SearchResultDone of a paged search.
+    let controls = match &sorting {
+        Some(sorting) => sorting.response_controls(&result),
+        None => paging.as_ref().and_then(Paging::response_control).map(|control| vec![control]),
+    };
+    if paging.is_some() {
+        // 389-ds's access-log note for a paged search, after any index note.
+        ctx.note(match ctx.notes.get() {
+            Some("A") => "A,P",
+            Some("U") => "U,P",
+            _ => "P",
+        });
+    }
     ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await;
 }
 
@@ -59,7 +80,8 @@ fn limit(client: u32, server: u32, identity: &Identity) -> Option<u32> {
 
 async fn run(
     ctx: &OpContext,
-    request: SearchRequest,
+    mut request: SearchRequest,
+    mut paging: Option<&mut Paging>,
     sorting: Option<&crate::op::sort::Sorting>,
 ) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
@@ -73,6 +95,14 @@ async fn run(
     if crate::monitor::is_monitor_dn(&base) {
         // Served from the counters, to the rootDN and `monitor_readers` only.
         return crate::monitor::search::search(ctx, &request, &base, &attrs).await;
+    }
+    let position = match paging.as_deref() {
+        Some(paging) => Some(paging.position(ctx)?),
+        None => None,
+    };
+    if paging.as_deref().is_some_and(|paging| paging.size == 0) {
+        // RFC 2696 §3: a page size of 0 ends the paged search; nothing is held to free.
+        return Ok(LdapResult::success());
     }
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
@@ -100,6 +130,7 @@ async fn run(
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
     }
+    crate::op::memberof::prepare(ctx, &subject, &mut request.filter, &mut attrs).await?;
     let scope = match request.scope {
         SearchScope::BaseObject => Scope::Base(target.id),
         SearchScope::SingleLevel => Scope::OneLevel(target.id),
@@ -107,7 +138,16 @@ async fn run(
         SearchScope::SubordinateSubtree => Scope::Children(target.id),
     };
     let class = config.limits_for(&ctx.identity);
-    let size_limit = limit(request.size_limit, class.search_entries_max, &ctx.identity);
+    let size_limit = match paging.as_deref_mut() {
+        // slapd's size.pr and size.prtotal: the page is cut, the whole search is counted.
+        Some(paging) => {
+            if class.paged_page_entries_max != 0 {
+                paging.size = paging.size.min(class.paged_page_entries_max);
+            }
+            limit(request.size_limit, class.paged_total_entries_max, &ctx.identity)
+        }
+        None => limit(request.size_limit, class.search_entries_max, &ctx.identity),
+    };
     let time_limit = limit(request.time_limit, class.search_time_max_s, &ctx.identity);
     let tree = ctx.worker.tree();
     if let Some(sorting) = sorting {
@@ -123,6 +163,10 @@ async fn run(
         return crate::op::sort::run(ctx, sorting, input).await;
     }
     if let Scope::Base(id) = scope {
+        if position.is_some_and(|p| p.after.is_some()) {
+            // The one entry went out with the first page.
+            return Ok(LdapResult::success());
+        }
         let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = lookup(ctx, &query, id).await? {
             if !ctx.cancelled() && size_limit != Some(0) {
@@ -133,6 +177,19 @@ async fn run(
         return Ok(LdapResult::success());
     }
     let (plan, shards) = plan_shards(ctx, class, &request.filter, &attrs)?;
+    if let (Some(paging), Some(position)) = (paging, position) {
+        let search = PagedSearch {
+            tree,
+            scope,
+            plan: Arc::new(plan),
+            filter: Arc::new(request.filter),
+            attrs: Arc::new(attrs),
+            shards,
+            size_limit,
+            deadline: time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s))),
+        };
+        return paged::page(ctx, &search, position, paging).await;
+    }
     // Shards whose part is small enough are answered right here; the rest go to the pool.
     let mut sent: u64 = 0;
     let mut pooled = Vec::with_capacity(shards.len());
@@ -189,13 +246,14 @@ pub(crate) fn plan_shards(
         // 389-ds's require-index: refuse before any shard starts walking its scope.
         return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "Search is not indexed"));
     }
-    let shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
+    let mut shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => (0..ctx.worker.shard_count())
             .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
             .collect(),
         None => (0..ctx.worker.shard_count()).collect(),
     };
+    crate::op::memberof::prune_shards(plan.as_ref(), &mut shards);
     Ok((plan, shards))
 }
 
@@ -210,7 +268,9 @@ pub(crate) async fn lookup(
         return Ok(base_entry(view, query, id)?);
     }
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
-    Ok(base_record(&ctx.worker.config.rules, query, id, record))
+    let pdu = base_record(&ctx.worker.config.rules, query, id, record);
+    ferrodir_shard::memberof::check(query.attrs.memberof.as_ref())?;
+    Ok(pdu)
 }
 
 /// Sends entries within the size limit; Some(result) when the search is over.
@@ -273,6 +333,7 @@ async fn scatter(
             sink: sink.clone(),
             stop: stop.clone(),
             op_stop: ctx.cancel.clone(),
+            window: None,
         };
         ctx.worker.start_scan(shard, task)?;
     }

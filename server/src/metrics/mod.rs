@@ -70,6 +70,10 @@ pub struct Metrics {
     pub caches: Mutex<Vec<(usize, Arc<CacheStats>)>>,
     /// Set once every shard is open and every listener bound.
     pub serving: AtomicBool,
+    /// The TLS configuration in force, when there is one (its certificate's expiry).
+    pub tls: Mutex<Option<Arc<crate::tls::TlsContext>>>,
+    /// The coordinator's count of intents not yet cleared.
+    pub intents_pending: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
     process: prometheus::Registry,
 }
 
@@ -91,6 +95,8 @@ impl Metrics {
             workers: Mutex::default(),
             caches: Mutex::default(),
             serving: AtomicBool::new(false),
+            tls: Mutex::default(),
+            intents_pending: Mutex::default(),
             process,
         }
     }
@@ -121,6 +127,8 @@ impl Metrics {
         families.extend(self.server_families());
         families.extend(self.operation_families());
         families.extend(self.shard_families());
+        // A family with no series (the certificate's expiry without [tls]) can't be encoded.
+        families.retain(|family| !family.get_metric().is_empty());
         let mut out = Vec::new();
         if let Err(e) = prometheus::TextEncoder::new().encode(&families, &mut out) {
             tracing::error!(error = %e, "cannot encode metrics");
@@ -187,7 +195,16 @@ impl Metrics {
             family.value(&[], value);
             family.done()
         };
+        let mut expiry = Family::gauge(
+            "ferrodir_tls_certificate_expiry_timestamp_seconds",
+            "notAfter of the TLS certificate in use, in Unix time (absent without [tls]).",
+        );
+        let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(not_after) = tls.and_then(|tls| tls.not_after_s()) {
+            expiry.value(&[], not_after as f64);
+        }
         vec![
+            expiry.done(),
             build.done(),
             start.done(),
             accepted.done(),
@@ -331,6 +348,13 @@ impl Metrics {
             "Version of the published tree skeleton (moves on tree changes).",
         );
         skeleton.value(&[], self.skeleton.version() as f64);
+        let mut intents = Family::gauge(
+            "ferrodir_intents_pending",
+            "Cross-shard changes recorded in the intent log and not yet cleared (left to recovery).",
+        );
+        if let Some(count) = self.intents_pending.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            intents.value(&[], count.load(Ordering::Relaxed) as f64);
+        }
         vec![
             commits.done(),
             duration.done(),
@@ -340,6 +364,7 @@ impl Metrics {
             lookups.done(),
             hits.done(),
             skeleton.done(),
+            intents.done(),
         ]
     }
 }

@@ -108,6 +108,7 @@ async fn scatter(
             sink: sink.clone(),
             stop: stop.clone(),
             op_stop: ctx.cancel.clone(),
+            window: None,
         };
         ctx.worker.start_scan(shard, task)?;
     }

@@ -36,9 +36,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::sort_vlv::{
-    decode_sort_keys, encode_sort_result, encode_vlv_response, PagedValue, VlvRequest, VlvTarget,
+    decode_sort_keys, encode_sort_result, encode_vlv_response, VlvRequest, VlvTarget,
 };
-use ferrodir_proto::message::{Control, LdapResult, OctetString};
+use ferrodir_proto::message::{Control, LdapResult, OctetString, PagedResults};
 use ferrodir_proto::schema::matching::{self, Kind as RuleKind};
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::search::{AttrSelection, Query, Scope};
@@ -57,7 +57,7 @@ pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
 pub const VLV_REQUEST_OID: &str = "2.16.840.1.113730.3.4.9";
 pub const VLV_RESPONSE_OID: &str = "2.16.840.1.113730.3.4.10";
-pub const PAGED_RESULTS_OID: &str = "1.2.840.113556.1.4.319";
+pub use ferrodir_proto::message::PAGED_RESULTS_OID;
 
 /// The draft's virtualListViewError result code, and its VLV results.
 const VLV_ERROR: ResultCode = ResultCode(76);
@@ -205,7 +205,7 @@ impl Sorting {
     /// its session slot taken. Err: the answer to send instead (nothing runs).
     pub fn from_request(ctx: &OpContext) -> Result<Option<Self>, Refusal> {
         let (mut sort, mut vlv, mut paged) = (None, None, None);
-        for control in &ctx.controls {
+        for control in ctx.controls.iter().flatten() {
             let seen = if oid_is(control, SORT_REQUEST_OID) {
                 sort.replace(control).is_some()
             } else if oid_is(control, VLV_REQUEST_OID) {
@@ -238,10 +238,9 @@ impl Sorting {
         let paged = match paged {
             Some(control) => {
                 let value = control.control_value.as_deref().unwrap_or_default();
-                let value = PagedValue::decode_value(value)
+                let value = PagedResults::decode_value(value)
                     .map_err(|_| protocol_error("paged results control value is invalid"))?;
-                let size = usize::try_from(value.size)
-                    .map_err(|_| protocol_error("paged results size is invalid"))?;
+                let size = usize::try_from(value.size).unwrap_or(usize::MAX);
                 Some((size, value.cookie.to_vec()))
             }
             None => None,
@@ -304,11 +303,9 @@ impl Sorting {
             controls.push(response_control(SORT_RESPONSE_OID, encode_sort_result(result.result_code.0)));
             if let Mode::Paged { .. } = self.mode {
                 let (left, cookie) = outcome.paged.clone().unwrap_or_default();
-                let value = PagedValue {
-                    size: i64::try_from(left).unwrap_or(i64::MAX),
-                    cookie: OctetString::from(cookie),
-                };
-                controls.push(response_control(PAGED_RESULTS_OID, value.encode_value()));
+                let value = PagedResults { size: clamp(left), cookie: OctetString::from(cookie) };
+                let value = value.encode_value().unwrap_or_default();
+                controls.push(response_control(PAGED_RESULTS_OID, value));
             }
         }
         if let Mode::Vlv { .. } = self.mode {

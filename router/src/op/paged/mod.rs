@@ -1,0 +1,277 @@
+//! Simple Paged Results (RFC 2696) across shards, with nothing kept between pages.
+//!
+//! The order is the entry id: immutable (not changed by rename or move) and shard-major
+//! (its top bits name the home shard, `shard::id`), so a page walks the shards in turn,
+//! starting at the shard of the last id sent, asking each for the matches after that id in
+//! id order (`shard::search::Window`), inline on this thread when its indices narrow it to
+//! a handful, else as a scan on the search pool. Each part sends what fits in the page and
+//! looks for one match more, so the last page knows it is the last and its cookie is empty.
+//! A page holds at most one page of entries in memory, and one part runs at a time.
+//!
+//! The position travels in the cookie (`cookie`), sealed under the data directory's key:
+//! the client may run several paged searches on one connection, continue one on another
+//! connection, or drop it without telling us. slapd allows one per connection and keeps
+//! its state on the server.
+//!
+//! Under concurrent writes, an entry that exists unchanged for the whole paged search is
+//! sent exactly once (its id is either before or after every cursor); an entry added,
+//! deleted or moved in or out of scope meanwhile is sent at most once.
+//!
+//! Size limits count across pages, as slapd counts them (its `size.prtotal` defaults to
+//! the hard limit): the page that would pass the limit stops at it with sizeLimitExceeded.
+
+pub mod cookie;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrodir_proto::filter::Filter;
+use ferrodir_proto::message::{
+    Control, LdapResult, OctetString, PagedResults, SearchRequest, PAGED_RESULTS_OID,
+};
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::candidates::Plan;
+use ferrodir_shard::search::{
+    inline_page, AttrSelection, Query, Scope, SearchChunk, SearchTask, Window, WindowEnd,
+};
+use ferrodir_shard::skeleton::Skeleton;
+use ferrodir_shard::stop::{StopReason, StopSignal};
+use tokio::sync::mpsc;
+
+use self::cookie::{CookieError, Position, SearchDigest};
+use crate::access::Identity;
+use crate::error::{LdapError, LdapResultOf};
+use crate::session::{OpContext, Outbound};
+
+/// A search's paged-results control, decoded, and the cookie its response will carry.
+#[derive(Debug)]
+pub struct Paging {
+    pub size: u32,
+    cookie: Vec<u8>,
+    digest: SearchDigest,
+    /// The response's cookie: empty unless another page follows.
+    pub next: Vec<u8>,
+}
+
+impl Paging {
+    /// The request's paged-results control, if it has one. Two of them, or a value that is
+    /// not a `realSearchControlValue`, is a protocolError (slapd's answer too).
+    pub fn from_request(ctx: &OpContext, request: &SearchRequest) -> LdapResultOf<Option<Self>> {
+        let mut found =
+            ctx.controls.iter().flatten().filter(|c| c.control_type.as_ref() == PAGED_RESULTS_OID.as_bytes());
+        let Some(control) = found.next() else { return Ok(None) };
+        if found.next().is_some() {
+            return Err(LdapError::new(
+                ResultCode::PROTOCOL_ERROR,
+                "paged results control specified multiple times",
+            ));
+        }
+        let value = control.control_value.as_deref().unwrap_or_default();
+        let value = PagedResults::decode_value(value).map_err(|_| {
+            LdapError::new(ResultCode::PROTOCOL_ERROR, "paged results control value is malformed")
+        })?;
+        Ok(Some(Self {
+            size: value.size,
+            cookie: value.cookie.to_vec(),
+            digest: SearchDigest::of(request, &identity_key(&ctx.identity)),
+            next: Vec::new(),
+        }))
+    }
+
+    /// Where the search stands: the start, or what the cookie says.
+    pub fn position(&self, ctx: &OpContext) -> LdapResultOf<Position> {
+        if self.cookie.is_empty() {
+            return Ok(Position::default());
+        }
+        let paged = &ctx.worker.config.paged;
+        cookie::open(&paged.key, &self.digest, &self.cookie, now_s(), paged.cookie_idle_max_s).map_err(|e| {
+            match e {
+                CookieError::Invalid => {
+                    LdapError::new(ResultCode::PROTOCOL_ERROR, "paged results cookie is invalid")
+                }
+                CookieError::Stale => {
+                    LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "paged results cookie is stale")
+                }
+            }
+        })
+    }
+
+    /// The control for the SearchResultDone: size 0 (no estimate), and the cookie.
+    pub fn response_control(&self) -> Option<Control> {
+        let value =
+            PagedResults { size: 0, cookie: OctetString::from(self.next.clone()) }.encode_value().ok()?;
+        Some(Control {
+            control_type: OctetString::from_static(PAGED_RESULTS_OID.as_bytes()),
+            criticality: false,
+            control_value: Some(OctetString::from(value)),
+        })
+    }
+}
+
+/// The identity as the cookie is bound to it (the rootDN and an entry of the same DN are
+/// different identities).
+fn identity_key(identity: &Identity) -> String {
+    match identity {
+        Identity::Anonymous => String::new(),
+        Identity::Root(dn) => format!("root:{}", dn.normalized()),
+        Identity::User(dn) => format!("user:{}", dn.normalized()),
+    }
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// One search, resolved and planned, as each page's parts need it.
+pub struct PagedSearch {
+    pub tree: Arc<Skeleton>,
+    pub scope: Scope,
+    pub plan: Arc<Option<Plan>>,
+    pub filter: Arc<Filter>,
+    pub attrs: Arc<AttrSelection>,
+    /// The shards that may hold matches, in increasing order.
+    pub shards: Vec<usize>,
+    /// The effective size limit of the whole paged search.
+    pub size_limit: Option<u32>,
+    pub deadline: Option<tokio::time::Instant>,
+}
+
+/// Sends one page and sets `paging.next` when another follows.
+pub async fn page(
+    ctx: &OpContext,
+    search: &PagedSearch,
+    position: Position,
+    paging: &mut Paging,
+) -> LdapResultOf<LdapResult> {
+    let remaining = search.size_limit.map(|limit| limit.saturating_sub(position.sent) as usize);
+    if remaining == Some(0) {
+        return Ok(size_limit_exceeded());
+    }
+    let want = remaining.map_or(paging.size as usize, |r| r.min(paging.size as usize));
+    let start = position.after.map_or(0, |id| id.shard());
+    let (mut got, mut last, mut more) = (0usize, position.after, false);
+    for &shard in search.shards.iter().filter(|s| **s >= start) {
+        let window = Window { after: position.after.filter(|id| id.shard() == shard), max: want - got };
+        let end = match part(ctx, search, shard, window).await? {
+            Part::Sent(sent, end) => {
+                got += sent;
+                end
+            }
+            Part::Over(result) => return Ok(result),
+        };
+        last = end.last.or(last);
+        if end.more {
+            more = true;
+            break;
+        }
+        if ctx.cancelled() {
+            return Ok(LdapResult::success());
+        }
+    }
+    if more {
+        if remaining.is_some_and(|r| got >= r) {
+            return Ok(size_limit_exceeded());
+        }
+        let next = Position { after: last, sent: position.sent.saturating_add(got as u32) };
+        let paged = &ctx.worker.config.paged;
+        paging.next = cookie::mint(&paged.key, &paging.digest, next, now_s());
+    }
+    Ok(LdapResult::success())
+}
+
+fn size_limit_exceeded() -> LdapResult {
+    LdapResult::new(ResultCode::SIZE_LIMIT_EXCEEDED, String::new(), String::new())
+}
+
+enum Part {
+    /// This many entries went out; where the part stopped.
+    Sent(usize, WindowEnd),
+    /// The page is over with this result (a time limit, the connection gone).
+    Over(LdapResult),
+}
+
+/// One shard's share of a page: inline if its plan names a handful of candidates, else a
+/// scan on the search pool whose chunks are forwarded as they come.
+async fn part(ctx: &OpContext, search: &PagedSearch, shard: usize, window: Window) -> LdapResultOf<Part> {
+    if let Some(view) = ctx.worker.readable(shard)? {
+        let query = Query {
+            message_id: ctx.message_id,
+            tree: &search.tree,
+            filter: &search.filter,
+            attrs: &search.attrs,
+        };
+        if let Some((pdus, end)) =
+            inline_page(view, &query, search.scope, search.plan.as_ref().as_ref(), window)?
+        {
+            let sent = pdus.len();
+            if !send(ctx, pdus).await {
+                return Ok(Part::Over(LdapResult::success()));
+            }
+            return Ok(Part::Sent(sent, end));
+        }
+    }
+    let stop = Arc::new(StopSignal::new());
+    let (sink, mut chunks) = mpsc::channel(ctx.worker.config.search_chunks_in_flight.max(1));
+    let task = SearchTask {
+        message_id: ctx.message_id,
+        tree: search.tree.clone(),
+        scope: search.scope,
+        filter: search.filter.clone(),
+        attrs: search.attrs.clone(),
+        plan: search.plan.clone(),
+        sink,
+        stop: stop.clone(),
+        op_stop: ctx.cancel.clone(),
+        window: Some(window),
+    };
+    ctx.worker.start_scan(shard, task)?;
+    let outcome = collect(ctx, search, &stop, &mut chunks).await;
+    stop.raise(StopReason::Finished);
+    outcome
+}
+
+async fn collect(
+    ctx: &OpContext,
+    search: &PagedSearch,
+    stop: &StopSignal,
+    chunks: &mut mpsc::Receiver<SearchChunk>,
+) -> LdapResultOf<Part> {
+    let mut sent = 0;
+    loop {
+        let next = match search.deadline {
+            Some(at) => match tokio::time::timeout_at(at, chunks.recv()).await {
+                Ok(chunk) => chunk,
+                Err(_) => {
+                    stop.raise(StopReason::TimeLimit);
+                    let result =
+                        LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new());
+                    return Ok(Part::Over(result));
+                }
+            },
+            None => chunks.recv().await,
+        };
+        match next {
+            Some(SearchChunk::Entries(pdus)) => {
+                sent += pdus.len();
+                if !send(ctx, pdus).await {
+                    return Ok(Part::Over(LdapResult::success()));
+                }
+            }
+            Some(SearchChunk::Done { result, end, .. }) => {
+                result?;
+                return Ok(Part::Sent(sent, end.unwrap_or_default()));
+            }
+            // The scan ended without its marker (it can't): the page ends here.
+            None => return Ok(Part::Sent(sent, WindowEnd::default())),
+        }
+    }
+}
+
+/// Forwards entries to the connection; false when it is gone or the search abandoned.
+async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> bool {
+    if ctx.cancelled() {
+        return false;
+    }
+    ctx.count_entries(pdus.len());
+    pdus.is_empty() || ctx.out.send(Outbound::Pdus(pdus)).await.is_ok()
+}
