@@ -285,6 +285,39 @@ fn a_sorted_paged_search_walks_the_kept_list_page_by_page() {
     }
     assert_eq!(pages, 6);
     assert_eq!(seen, expected_by_sn(false));
+    // OpenLDAP's ldapsearch, with the paged control critical, walks the same list.
+    let (rc, out, err) = tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-H",
+            &server.url(),
+            "-D",
+            ADMIN_DN,
+            "-w",
+            ADMIN_PW,
+            "-b",
+            OU,
+            "-s",
+            "one",
+            "-LLL",
+            "-E",
+            "sss=sn:2.5.13.3",
+            "-E",
+            "!pr=7/noprompt",
+            "(objectClass=person)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let dns: Vec<String> = out
+        .lines()
+        .filter_map(|line| line.strip_prefix("dn: cn="))
+        .map(|rest| rest.split(',').next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(dns, expected_by_sn(false));
+    assert_eq!(out.matches("# sortResult: (0) Success").count(), 6, "{out}");
     // A cookie already used, or made up, names no session: protocolError.
     let stale = search(
         &mut admin,
