@@ -334,8 +334,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         println!("ferrodir metrics on http://{bound}/metrics");
     }
     directory.monitor.set_server(Arc::new(crate::monitor::Facts::new(metrics.clone(), listeners.describe())));
-    announce(&config, &listeners, shard_count);
+    // Ready before the listening line: whoever waits for that line may ask /readyz at once.
     metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
+    announce(&config, &listeners, shard_count);
     crate::systemd::ready();
     actix::spawn(crate::systemd::watchdog(coordinator.clone(), shards.clone()));
     if let Some(tls) = &tls {
