@@ -98,8 +98,8 @@ class Query:
                             self.grouping.append(tokens[j][1])
                         j += 1
                     i = j
-            elif kind == "name" and following[1] == "(":
-                pass  # a function or an aggregation
+            elif kind == "name" and (following[1] or "").startswith("("):
+                pass  # a function or an aggregation (`time()` comes as one token "()")
             elif kind == "name" and (value.lower() in KEYWORDS or value in AGGREGATIONS):
                 pass
             elif kind == "name":
