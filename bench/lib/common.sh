@@ -6,6 +6,10 @@
 # SCHEMA_DIR SLAPD_MODULE_DIR TOOLS_DIR (empty when the bench tools are not built).
 # TLS_DIR (empty: no TLS): a folder with server.pem and server.key (see make_tls_pki);
 # then ferrodir listens for LDAPS on FD_LDAPS_PORT and slapd on SL_LDAPS_PORT as well.
+# ISSUE11=1: the paged, sorted and memberof scenarios (issue #11) run: both servers index
+# departmentNumber (the sorted scenario's filter), and slapd loads sssvlv and memberof
+# with `index memberOf eq` (ferrodir has paging, sort and memberOf built in). Off by
+# default, so that the other scenarios measure the same servers as before.
 
 : "${FERRODIR:=target/release/ferrodir}"
 : "${SLAPD:=/usr/sbin/slapd}"
@@ -16,6 +20,7 @@
 : "${SLAPD_MODULE_DIR:=/usr/lib/ldap}"
 : "${TOOLS_DIR:=}"
 : "${TLS_DIR:=}"
+: "${ISSUE11:=0}"
 SUFFIX="dc=example,dc=com"
 ROOT_DN="cn=admin,dc=example,dc=com"
 ROOT_PW="secret"
@@ -56,7 +61,7 @@ durability = "power-loss"
 access = "${FD_ACCESS:-default}"
 # Same indices as slapd below; description is unindexed on both (the isolation scenario's
 # scans rely on that).
-index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]
+index = ["objectClass eq", "uid,mail eq", "cn eq,sub"$([ "$ISSUE11" = 1 ] && echo ', "departmentNumber eq"')]
 ${FD_EXTRA_CONFIG:-}
 [limits]
 # Per shard; sized to hold the whole data set plus the entries the write scenarios add.
@@ -94,6 +99,14 @@ write_slapd_config() {  # file db_dir pid_file
 TLSCertificateFile $TLS_DIR/server.pem
 TLSCertificateKeyFile $TLS_DIR/server.key
 TLSVerifyClient never"
+  local modules="" overlays=""
+  [ "$ISSUE11" = 1 ] && modules="moduleload sssvlv
+moduleload memberof" && overlays="# Issue #11: server-side sort (RFC 2891) and memberOf, with its equality index.
+# slapadd bypasses overlays: the memberOf values are in the LDIF (gen-data.py --memberof).
+overlay sssvlv
+overlay memberof
+index memberOf eq
+index departmentNumber eq"
   cat > "$1" <<CONF
 include $SCHEMA_DIR/core.schema
 include $SCHEMA_DIR/cosine.schema
@@ -102,6 +115,7 @@ include $SCHEMA_DIR/nis.schema
 pidfile $3
 modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
+$modules
 threads 16
 $tls
 # As ferrodir's search_entries_max and search_time_max_s (slapd's defaults; the rootDN is
@@ -119,6 +133,7 @@ index uid eq
 index mail eq
 index cn eq,sub
 # No index on description: the isolation scenario's scans must stay unindexed.
+$overlays
 CONF
 }
 
