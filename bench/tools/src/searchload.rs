@@ -438,6 +438,9 @@ pub struct CheckReport {
     pub order_digest: u64,
     pub set_digest: u64,
     pub first_dns: Vec<String>,
+    /// How long each page (or the one search) took, from the request to its
+    /// SearchResultDone, in ms: whether later pages cost more than earlier ones.
+    pub page_ms: Vec<f64>,
 }
 
 impl CheckReport {
@@ -445,7 +448,8 @@ impl CheckReport {
         let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
         format!(
             "{{\"entries\":{},\"pages\":{},\"result_code\":{},\"diagnostic\":{},\"sort_result\":{},\
-             \"in_order\":{},\"order_digest\":\"{:016x}\",\"set_digest\":\"{:016x}\",\"first_dns\":[{}]}}",
+             \"in_order\":{},\"order_digest\":\"{:016x}\",\"set_digest\":\"{:016x}\",\"first_dns\":[{}],\
+             \"page_ms\":[{}]}}",
             self.entries,
             self.pages,
             self.result_code,
@@ -454,7 +458,8 @@ impl CheckReport {
             opt(self.in_order.map(|b| b.to_string())),
             self.order_digest,
             self.set_digest,
-            self.first_dns.iter().map(|d| json_string(d)).collect::<Vec<_>>().join(",")
+            self.first_dns.iter().map(|d| json_string(d)).collect::<Vec<_>>().join(","),
+            self.page_ms.iter().map(|ms| format!("{ms:.2}")).collect::<Vec<_>>().join(",")
         )
     }
 }
@@ -494,6 +499,7 @@ pub async fn check(config: &Config) -> Result<CheckReport, Error> {
             .fold(0xcbf2_9ce4_8422_2325, |d, &h| (d ^ h).wrapping_mul(0x100_0000_01b3)),
         set_digest: hashes.iter().fold(0u64, |d, &h| d.wrapping_add(h)),
         first_dns: outcome.decoded.iter().take(3).map(|(dn, _)| dn.clone()).collect(),
+        page_ms: outcome.page_nanos.iter().map(|&nanos| nanos as f64 / 1e6).collect(),
     })
 }
 

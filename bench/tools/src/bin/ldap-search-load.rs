@@ -19,7 +19,7 @@ use ferrodir_proto::message::SearchScope;
                   \"page_p99_us\":..,\"errors\":..[,\"result_code\":..][,\"first_error\":..],\"client_cpu_s\":..}; \
                   with --check one operation, every entry decoded: {\"entries\":..,\"pages\":..,\
                   \"result_code\":..,\"diagnostic\":..,\"sort_result\":..,\"in_order\":..,\
-                  \"order_digest\":..,\"set_digest\":..,\"first_dns\":[..]}"
+                  \"order_digest\":..,\"set_digest\":..,\"first_dns\":[..],\"page_ms\":[..]}"
 )]
 struct Cli {
     /// ldap://host:port of the server (plain LDAP only).
