@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
     --matrix-threads) MATRIX_THREADS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-install) INSTALL=0 ;;
-    -h|--help) sed -n '2,20p' bench/run.sh; exit 0 ;;
+    -h|--help) sed -n '2,37p' bench/run.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
