@@ -153,6 +153,9 @@ struct Done {
     sort_result: Option<u32>,
 }
 
+/// One entry as check mode keeps it: its DN and its values of the sort key.
+type Decoded = (String, Vec<String>);
+
 /// One operation (a pass, or one search): what came back.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -163,7 +166,7 @@ struct Outcome {
     diagnostic: String,
     sort_result: Option<u32>,
     /// Check mode only: every entry decoded.
-    decoded: Vec<(String, Vec<String>)>,
+    decoded: Vec<Decoded>,
     page_nanos: Vec<u64>,
 }
 
@@ -233,7 +236,7 @@ impl Connection {
         &mut self,
         request: &SearchRequest,
         controls: Vec<Control>,
-        mut decoded: Option<(&mut Vec<(String, Vec<String>)>, Option<&str>)>,
+        mut decoded: Option<(&mut Vec<Decoded>, Option<&str>)>,
     ) -> Result<(u64, Done), Error> {
         let message_id = self.send(ProtocolOp::SearchRequest(request.clone()), Some(controls)).await?;
         let mut entries = 0;
@@ -362,7 +365,7 @@ fn done_of(pdu: &[u8]) -> Result<Done, Error> {
 }
 
 /// An entry's DN and the values of `key` (none asked: none returned).
-fn entry_of(pdu: &[u8], key: Option<&str>) -> Result<(String, Vec<String>), Error> {
+fn entry_of(pdu: &[u8], key: Option<&str>) -> Result<Decoded, Error> {
     let message = decode_message(pdu).map_err(|e| Error::Unexpected(format!("SearchResultEntry: {e}")))?;
     let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else {
         return Err(Error::Unexpected("not a SearchResultEntry".into()));
