@@ -1,32 +1,88 @@
 #!/usr/bin/env python3
 """Deterministic inetOrgPerson test data: N users under ou=people and N/100 groups of
-ten members under ou=groups, all below dc=example,dc=com. Usage: gen-data.py N > data.ldif"""
+ten members under ou=groups, all below dc=example,dc=com.
+
+Usage: gen-data.py N [--issue11] [--memberof] > data.ldif
+
+--issue11 adds what the paged, sorted and memberof scenarios of bench/run.sh need (issue
+#11), and nothing else changes, so the other scenarios' data stays the same without it:
+  - departmentNumber: D on every user, D = i mod max(1, N/1000): N/1000 departments of
+    1,000 users each when N is a multiple of 1,000 (the sorted scenario's filter); a
+    department's users are spread over the whole id range, so sorting them by cn is not
+    the order they were added in;
+  - cn=big1000,ou=groups: a groupOfNames of exactly min(N, 1,000) users (every
+    max(1, N/1000)-th user from user 3 on, not a department: the memberOf scenario);
+  - nesting: cn=nest-outer holds cn=big1000, cn=group00000 and users 0..9;
+    cn=nest-top holds cn=nest-outer. cn=big1000 itself holds only users, so its direct
+    and its transitive members are the same 1,000 entries.
+--memberof (with --issue11) also writes memberOf on every entry that is a member of a
+  group (users and groups alike, direct memberships only), as slapd's memberof overlay
+  would have maintained them: slapadd bypasses overlays, so slapd's copy of the data must
+  carry them. Ferrodir computes memberOf itself and refuses it from users
+  (NO-USER-MODIFICATION): its copy is made without this flag."""
 import sys
+from collections import defaultdict
+
+BASE = "dc=example,dc=com"
+
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = {a for a in sys.argv[1:] if a.startswith("--")}
+    unknown = flags - {"--issue11", "--memberof"}
+    if unknown or ("--memberof" in flags and "--issue11" not in flags):
+        sys.exit(f"usage: gen-data.py N [--issue11 [--memberof]] (unknown: {sorted(unknown)})")
+    n = int(args[0]) if args else 10000
+    issue11, with_memberof = "--issue11" in flags, "--memberof" in flags
+    uid_of = (lambda i: f"user{i:05d}") if n <= 100000 else (lambda i: f"user{i:07d}")
+    user_dn = lambda i: f"uid={uid_of(i)},ou=people,{BASE}"
+    group_dn = lambda name: f"cn={name},ou=groups,{BASE}"
+
+    # Every group as (name, member DNs), in the order written.
+    groups = []
+    for g in range(max(1, n // 100)):
+        groups.append((f"group{g:05d}", [user_dn((g * 10 + m) % n) for m in range(10)]))
+    departments = max(1, n // 1000)
+    if issue11:
+        big = sorted({(3 + k * departments) % n for k in range(min(n, 1000))})
+        groups.append(("big1000", [user_dn(i) for i in big]))
+        groups.append(("nest-outer", [group_dn("big1000"), group_dn("group00000")]
+                       + [user_dn(i % n) for i in range(10)]))
+        groups.append(("nest-top", [group_dn("nest-outer")]))
+    member_of = defaultdict(list)  # member DN -> the groups naming it, in group order
+    if with_memberof:
+        for name, members in groups:
+            for dn in dict.fromkeys(members):
+                member_of[dn].append(group_dn(name))
+
     out = sys.stdout
-    out.write("dn: dc=example,dc=com\nobjectClass: top\nobjectClass: dcObject\n"
+    out.write(f"dn: {BASE}\nobjectClass: top\nobjectClass: dcObject\n"
               "objectClass: organization\ndc: example\no: Example\n\n")
     for ou in ("people", "groups"):
-        out.write(f"dn: ou={ou},dc=example,dc=com\nobjectClass: top\n"
+        out.write(f"dn: ou={ou},{BASE}\nobjectClass: top\n"
                   f"objectClass: organizationalUnit\nou: {ou}\n\n")
     for i in range(n):
-        uid = f"user{i:05d}" if n <= 100000 else f"user{i:07d}"
+        uid = uid_of(i)
         out.write(
-            f"dn: uid={uid},ou=people,dc=example,dc=com\n"
+            f"dn: {user_dn(i)}\n"
             "objectClass: top\nobjectClass: person\nobjectClass: organizationalPerson\n"
             "objectClass: inetOrgPerson\n"
             f"uid: {uid}\ncn: user {i}\nsn: {i}\ngivenName: User\n"
             f"mail: {uid}@example.com\ntelephoneNumber: +1 555 {i % 10000:04d}\n"
-            f"userPassword: password{i}\n\n")
-    for g in range(max(1, n // 100)):
-        out.write(f"dn: cn=group{g:05d},ou=groups,dc=example,dc=com\nobjectClass: top\n"
-                  f"objectClass: groupOfNames\ncn: group{g:05d}\n")
-        for m in range(10):
-            i = (g * 10 + m) % n
-            uid = f"user{i:05d}" if n <= 100000 else f"user{i:07d}"
-            out.write(f"member: uid={uid},ou=people,dc=example,dc=com\n")
+            f"userPassword: password{i}\n")
+        if issue11:
+            out.write(f"departmentNumber: {i % departments}\n")
+        for group in member_of.get(user_dn(i), ()):
+            out.write(f"memberOf: {group}\n")
         out.write("\n")
+    for name, members in groups:
+        out.write(f"dn: {group_dn(name)}\nobjectClass: top\n"
+                  f"objectClass: groupOfNames\ncn: {name}\n")
+        for dn in members:
+            out.write(f"member: {dn}\n")
+        for group in member_of.get(group_dn(name), ()):
+            out.write(f"memberOf: {group}\n")
+        out.write("\n")
+
 
 main()

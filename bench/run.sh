@@ -14,6 +14,10 @@
 #                                           # issue #10: lookups over established LDAPS
 #                                           # connections and a bind on a new LDAPS
 #                                           # connection, RSA and ECDSA certificates
+#   bash bench/run.sh --scenarios paged,sorted,memberof --sizes 100000 --reps 3
+#                                           # issue #11: the whole ou=people subtree in
+#                                           # pages of 1,000, a sorted search of 1,000
+#                                           # entries, (memberOf=<a 1,000-member group>)
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
@@ -23,6 +27,9 @@
 # tls (not in the default list): TLS_KEYS="rsa ecdsa" (certificate key types, one after the
 # other), TLS_MEASURES="lookup bind plain-lookup plain-bind" (add starttls-bind for StartTLS),
 # TLS_DURATION=10 (s per run), TLS_CONNECTIONS=8; section 8.
+# paged, sorted, memberof (issue #11, not in the default list): I11_DURATION=10 (s per run),
+# I11_PAGE_SIZE=1000, I11_CONNECTIONS=8 (sorted and memberof; paged uses one connection),
+# I11_MEASURES="load latency" (latency: the same search on one connection); section 9.
 #
 # The server under test runs on CPU 0 and ldclt on CPU 1 (taskset); runs are interleaved
 # (ferrodir, slapd, responder, ferrodir, ...) so that drift on a shared machine hits all
@@ -48,19 +55,24 @@ while [ $# -gt 0 ]; do
     --matrix-threads) MATRIX_THREADS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-install) INSTALL=0 ;;
-    -h|--help) sed -n '2,20p' bench/run.sh; exit 0 ;;
+    -h|--help) sed -n '2,37p' bench/run.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 # isolation (issue #9) is not in the default list: it takes 3 phases x 2 servers x
 # ISO_DURATION s per repetition plus a stop run (section 6). Nor is tls (issue #10,
-# section 8): TLS_KEYS x TLS_MEASURES x 2 servers x TLS_DURATION s per repetition.
+# section 8): TLS_KEYS x TLS_MEASURES x 2 servers x TLS_DURATION s per repetition. Nor
+# are paged, sorted and memberof (issue #11, section 9): 5 runs x 2 servers x I11_DURATION
+# s per repetition, 100 s with the defaults.
 ALL_SCENARIOS="base,same,rootdse,uid-eq,sub10,bind,modify,add,delete,mixed"
 if [ $SMOKE = 1 ]; then SIZES=2000; REPS=1; SAMPLES=1; SCENARIOS=smoke
 elif [ $QUICK = 1 ]; then REPS=1; SAMPLES=1; SCENARIOS=${SCENARIOS:-base,uid-eq,modify}
 fi
 SCENARIOS=${SCENARIOS:-$ALL_SCENARIOS}
+# Issue #11's scenarios need the extra data and slapd's sssvlv and memberof overlays
+# (bench/lib/common.sh); the other scenarios run on the same servers as before without them.
+case ",$SCENARIOS," in *,paged,*|*,sorted,*|*,memberof,*) ISSUE11=1 ;; *) ISSUE11=0 ;; esac
 CLIENT_THREADS=8
 SERVER_CPU=0; CLIENT_CPU=1
 FD_PORT=${FD_PORT:-13489}; SL_PORT=${SL_PORT:-13490}; NULL_PORT=${NULL_PORT:-13491}
@@ -98,7 +110,7 @@ build() {  # the server code may be changing under us: retry a failed build a fe
   TOOLS_DIR=""
   if [ -f bench/tools/Cargo.toml ] && cargo build --release -p ferrodir-bench >"$OUT/build-tools.log" 2>&1 \
      && [ -x "$RELEASE_DIR/ldap-null-responder" ] && [ -x "$RELEASE_DIR/ldap-latency" ] \
-     && [ -x "$RELEASE_DIR/ldap-isolation" ]; then
+     && [ -x "$RELEASE_DIR/ldap-isolation" ] && [ -x "$RELEASE_DIR/ldap-search-load" ]; then
     TOOLS_DIR=$RELEASE_DIR
   else
     log "bench tools not built: responder, latency and isolation columns will read n/a (tools not built)"
@@ -248,12 +260,22 @@ bench_size() {
   local n=$1 d="$OUT/n$1"
   mkdir -p "$d/ldclt"
   log "N=$n: generating data"
-  python3 bench/gen-data.py "$n" > "$d/data.ldif"
+  # Issue #11: the same entries for both servers, but slapd's copy carries the memberOf
+  # values its overlay would have written (slapadd bypasses overlays); ferrodir computes
+  # memberOf itself and refuses it in the data (NO-USER-MODIFICATION).
+  local slapd_ldif=$d/data.ldif
+  if [ "$ISSUE11" = 1 ]; then
+    slapd_ldif=$d/data-slapd.ldif
+    python3 bench/gen-data.py "$n" --issue11 --memberof > "$slapd_ldif"
+    grep -v '^memberOf: ' "$slapd_ldif" > "$d/data.ldif"
+  else
+    python3 bench/gen-data.py "$n" > "$d/data.ldif"
+  fi
   tls_setup "$n"   # before the configs are written: they name the certificate
   local entries; entries=$(grep -c '^dn: ' "$d/data.ldif")
   read -r secs bytes < <(load_ferrodir "$d/ferrodir" "$d/data.ldif" "$n" "$SHARDS")
   record type=load size=$n server=ferrodir entries=$entries seconds=$secs bytes=$bytes shards=$SHARDS
-  read -r secs bytes < <(load_slapd "$d/slapd" "$d/data.ldif")
+  read -r secs bytes < <(load_slapd "$d/slapd" "$slapd_ldif")
   record type=load size=$n server=slapd entries=$entries seconds=$secs bytes=$bytes
   log "N=$n: loaded; starting servers on CPU $SERVER_CPU"
   start_ferrodir "$d/ferrodir" $FD_PORT $SERVER_CPU
@@ -263,13 +285,15 @@ bench_size() {
   record type=rss size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID)
   record type=rss size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID)
   check_sub10 "$n"
-  ADD_NEXT[ferrodir]=0; ADD_NEXT[slapd]=0; DEL_NEXT[ferrodir]=0; DEL_NEXT[slapd]=0
+  ADD_NEXT[ferrodir]=0; ADD_NEXT[slapd]=0; DEL_NEXT[ferrodir]=0; DEL_NEXT[slapd]=0; WRITES_DONE=0
 
   if [ "$SCENARIOS" = smoke ]; then smoke "$n"; return; fi
   local sc rep server
   for sc in ${SCENARIOS//,/ }; do
     if [ "$sc" = isolation ]; then isolation "$n"; continue; fi
     if [ "$sc" = tls ]; then tls_scenario "$n"; continue; fi
+    case $sc in paged|sorted|memberof) issue11_scenario "$n" "$sc"; continue ;; esac
+    case $sc in add|delete) WRITES_DONE=1 ;; esac
     scenario_def "$sc" "$n"
     log "N=$n scenario $sc"
     for rep in $(seq "$REPS"); do
@@ -279,11 +303,15 @@ bench_size() {
       done
     done
   done
-  # The latency runs belong to the throughput scenarios; a run of isolation or tls alone
-  # skips them (tls measures plain lookups with the same client itself).
-  case ",$SCENARIOS," in ,isolation,|,tls,|,isolation,tls,|,tls,isolation,) ;;
-    *) for server in ferrodir slapd null; do latency "$n" "$server"; done ;;
-  esac
+  # The latency runs belong to the ldclt throughput scenarios; a run of isolation, tls or
+  # issue #11's scenarios alone skips them (those measure latency with their own client).
+  local ldclt_scenarios=0
+  for sc in ${SCENARIOS//,/ }; do
+    case $sc in isolation|tls|paged|sorted|memberof) ;; *) ldclt_scenarios=1 ;; esac
+  done
+  if [ $ldclt_scenarios = 1 ]; then
+    for server in ferrodir slapd null; do latency "$n" "$server"; done
+  fi
   for sc in modify add delete; do
     case ",$SCENARIOS," in *",$sc,"*) ;; *) continue ;; esac
     for server in ferrodir slapd; do count_syncs "$n" "$sc" "$server"; done
@@ -291,7 +319,7 @@ bench_size() {
   [ $MATRIX = 1 ] && matrix "$n"
   stop_all
   # The databases are large (150 MB at 10k); the measurements do not need them.
-  [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$d/ferrodir/data" "$d/slapd/db" "$d/data.ldif"
+  [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$d/ferrodir/data" "$d/slapd/db" "$d/data.ldif" "$d/data-slapd.ldif"
 }
 
 # The 10-entry scenario is only honest if both servers return the same ~10 entries.
@@ -492,6 +520,146 @@ tls_one() {  # N KEY MEASURE SERVER REP
   local result; result=$($UTIL latency "$file")
   echo "{\"type\":\"tls\",\"size\":$n,\"key\":\"$key\",\"measure\":\"$measure\",\"server\":\"$server\",\"rep\":$rep,$($UTIL json $(cpu_delta "$before" "$after") | sed 's/^{//; s/}$//'),\"result\":$result}" >> "$RAW"
   log "  n=$n tls $key $measure $server rep $rep: $(python3 -c 'import json, sys; g = json.loads(sys.argv[1]).get; print(g("ops_per_s"), "ops/s, p50", g("p50_us"), "p99", g("p99_us"), "us, errors", g("errors"), "|", g("tls"))' "$result")"
+}
+
+# --- 9. issue #11: paged results, server-side sort, memberOf ----------------------------
+# ldap-search-load (bench/tools; ldclt sends neither control) against both servers, bound
+# as the rootDN (no size limit on either), every control critical, all user attributes
+# returned; per repetition and measure, ferrodir then slapd, I11_DURATION s each, the
+# client on CPU 1, the server's CPU time read before and after:
+#   paged     the whole ou=people subtree, (objectClass=*), pages of I11_PAGE_SIZE, one
+#             connection; an operation is one full pass (N users + ou=people)
+#   sorted    (departmentNumber=7): 1,000 users spread over the id range (gen-data.py
+#             --issue11), sorted by cn:caseIgnoreOrderingMatch (cn has no ORDERING rule
+#             of its own: sssvlv refuses a key without one, inappropriateMatching)
+#   memberof  (memberOf=cn=big1000,ou=groups,...): a group of exactly 1,000 users, itself
+#             nested in cn=nest-outer (in cn=nest-top), so direct and transitive agree
+# Measures: load (I11_CONNECTIONS connections, one search in flight on each; paged: one)
+# and latency (one connection). Before timing, one checked operation per server (every
+# entry decoded): the count, the set of DNs (and for sorted their order) must be slapd's
+# and right; a server that refuses the control or answers wrongly gets `na` with the reason
+# instead of a number, and the run goes on.
+I11_DURATION=${I11_DURATION:-10}
+I11_PAGE_SIZE=${I11_PAGE_SIZE:-1000}
+I11_CONNECTIONS=${I11_CONNECTIONS:-8}
+I11_MEASURES=${I11_MEASURES:-"load latency"}
+I11_SORT_KEY=${I11_SORT_KEY:-cn:caseIgnoreOrderingMatch}
+I11_DEPARTMENT=7
+declare -A I11_NA I11_EXPECT
+
+# issue11_args N SCENARIO -> I11_ARGS (ldap-search-load's search arguments), I11_WANT
+# (the entries a right answer has), I11_ORDER (1: the order is part of the answer)
+issue11_args() {
+  local n=$1 departments=$(( $1 / 1000 > 0 ? $1 / 1000 : 1 )) dept
+  I11_ORDER=0
+  case $2 in
+    paged) I11_ARGS=(--base "ou=people,$SUFFIX" --filter "(objectClass=*)" --page-size "$I11_PAGE_SIZE")
+           I11_WANT=$((n + 1)) ;;
+    sorted) dept=$((I11_DEPARTMENT % departments))
+            I11_ARGS=(--base "ou=people,$SUFFIX" --filter "(departmentNumber=$dept)" --sort "$I11_SORT_KEY")
+            I11_WANT=$(( (n - dept + departments - 1) / departments )); I11_ORDER=1 ;;
+    memberof) I11_ARGS=(--base "$SUFFIX" --filter "(memberOf=cn=big1000,ou=groups,$SUFFIX)")
+              I11_WANT=$(( n < 1000 ? n : 1000 )) ;;
+  esac
+}
+
+issue11_scenario() {  # N SCENARIO
+  local n=$1 sc=$2 d="$OUT/n$1/issue11" rep measure server
+  mkdir -p "$d"
+  if [ -z "$TOOLS_DIR" ]; then record type=issue11 size=$n scenario=$sc na="tools not built"; return; fi
+  issue11_args "$n" "$sc"
+  log "N=$n scenario $sc: ${I11_ARGS[*]}"
+  issue11_check "$n" "$sc"
+  for rep in $(seq "$REPS"); do
+    for measure in $I11_MEASURES; do
+      [ "$sc" = paged ] && [ "$measure" = latency ] && continue  # paged has one connection anyway
+      for server in ferrodir slapd; do issue11_one "$n" "$sc" "$measure" "$server" "$rep"; done
+    done
+  done
+}
+
+# One checked operation per server; sets I11_NA[server] when there is nothing right to time.
+issue11_check() {  # N SCENARIO
+  local n=$1 sc=$2 d="$OUT/n$1/issue11" server want=$I11_WANT
+  # Writes earlier in this run changed ou=people: slapd's count is the reference then.
+  for server in slapd ferrodir; do
+    taskset -c $CLIENT_CPU timeout 300 "$TOOLS_DIR/ldap-search-load" --check \
+      --url "ldap://127.0.0.1:$(port_of "$server")" --bind-dn "$ROOT_DN" --password "$ROOT_PW" \
+      "${I11_ARGS[@]}" > "$d/check-$sc-$server.json" 2> "$d/check-$sc-$server.stderr" || true
+  done
+  [ "$sc" = paged ] && [ "${WRITES_DONE:-0}" = 1 ] && want=""
+  local verdicts
+  verdicts=$(python3 - "$d/check-$sc-slapd.json" "$d/check-$sc-ferrodir.json" "$want" "$I11_ORDER" <<'PY'
+import json, sys
+def load(path):
+    try:
+        return json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        return None
+slapd, ferrodir = load(sys.argv[1]), load(sys.argv[2])
+want = int(sys.argv[3]) if sys.argv[3] else (slapd or {}).get("entries")
+order = sys.argv[4] == "1"
+def verdict(mine, ref):
+    if mine is None:
+        return "no answer (see the check's stderr)"
+    code = mine["result_code"]
+    if code == 12:
+        return "control refused (unavailableCriticalExtension, 12)"
+    if code:
+        return f"resultCode {code}: {mine['diagnostic']}"[:120]
+    if mine.get("sort_result"):
+        return f"sortResult {mine['sort_result']}"
+    if mine["entries"] != want:
+        return f"wrong answer: {mine['entries']} entries, expected {want}"
+    if order and mine.get("in_order") is not True:
+        return "wrong answer: entries not in sort order"
+    if ref is not None and ref is not mine:
+        key = "order_digest" if order else "set_digest"
+        if mine[key] != ref[key]:
+            return "wrong answer: not slapd's entries" + (" in slapd's order" if order else "")
+    return "ok"
+s = verdict(slapd, None)
+f = verdict(ferrodir, slapd if s == "ok" else None)
+print(f"slapd={s.replace(' ', '_')}")
+print(f"ferrodir={f.replace(' ', '_')}")
+print(f"counts={(slapd or {}).get('entries')}/{(ferrodir or {}).get('entries')}/{want}")
+PY
+)
+  local line counts
+  I11_NA[slapd]=""; I11_NA[ferrodir]=""
+  for line in $verdicts; do
+    case $line in
+      counts=*) counts=${line#counts=} ;;
+      *=ok) I11_EXPECT[${line%%=*}]=${want:-$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["entries"])' "$d/check-$sc-slapd.json")} ;;
+      *) I11_NA[${line%%=*}]="na: $(echo "${line#*=}" | tr _ ' ')" ;;
+    esac
+  done
+  local slapd_count ferrodir_count
+  IFS=/ read -r slapd_count ferrodir_count _ <<< "$counts"
+  record type=check size=$n what="$sc: ${I11_ARGS[*]}" ferrodir="$ferrodir_count" slapd="$slapd_count" \
+    expected="${want:-slapd}" ferrodir_verdict="${I11_NA[ferrodir]:-ok}" slapd_verdict="${I11_NA[slapd]:-ok}"
+  log "  check $sc: slapd ${I11_NA[slapd]:-ok}, ferrodir ${I11_NA[ferrodir]:-ok} (entries slapd/ferrodir/expected $counts)"
+}
+
+issue11_one() {  # N SCENARIO MEASURE SERVER REP
+  local n=$1 sc=$2 measure=$3 server=$4 rep=$5 pid before after connections=1
+  local file="$OUT/n$n/issue11/$sc-$measure-$server-r$rep.json"
+  if [ -n "${I11_NA[$server]}" ]; then
+    record type=issue11 size=$n scenario=$sc measure=$measure server=$server rep=$rep na="${I11_NA[$server]}"
+    return
+  fi
+  [ "$measure" = load ] && [ "$sc" != paged ] && connections=$I11_CONNECTIONS
+  pid=$(pid_of "$server")
+  before=$($UTIL cpu "$pid")
+  taskset -c $CLIENT_CPU timeout -k 5 $((I11_DURATION + 120)) "$TOOLS_DIR/ldap-search-load" \
+    --url "ldap://127.0.0.1:$(port_of "$server")" --bind-dn "$ROOT_DN" --password "$ROOT_PW" \
+    "${I11_ARGS[@]}" --expect-entries "${I11_EXPECT[$server]}" --connections "$connections" \
+    --duration-s "$I11_DURATION" > "$file" 2>"$file.stderr" &
+  local lpid=$!; track $lpid; wait $lpid || log "  ldap-search-load failed: $(tail -1 "$file.stderr")"
+  after=$($UTIL cpu "$pid")
+  local result; result=$($UTIL latency "$file")
+  echo "{\"type\":\"issue11\",\"size\":$n,\"scenario\":\"$sc\",\"measure\":\"$measure\",\"server\":\"$server\",\"rep\":$rep,\"connections\":$connections,$($UTIL json $(cpu_delta "$before" "$after") | sed 's/^{//; s/}$//'),\"result\":$result}" >> "$RAW"
+  log "  n=$n $sc $measure $server rep $rep: $(python3 -c 'import json, sys; g = json.loads(sys.argv[1]).get; print(g("ops_per_s"), "ops/s,", g("entries_per_s"), "entries/s, p50", g("p50_us"), "p99", g("p99_us"), "us, errors", g("errors"), g("first_error") or "")' "$result")"
 }
 
 # --- 7. smoke: both servers at once (it checks answers, not speed) ----------------------

@@ -6,6 +6,10 @@
 # SCHEMA_DIR SLAPD_MODULE_DIR TOOLS_DIR (empty when the bench tools are not built).
 # TLS_DIR (empty: no TLS): a folder with server.pem and server.key (see make_tls_pki);
 # then ferrodir listens for LDAPS on FD_LDAPS_PORT and slapd on SL_LDAPS_PORT as well.
+# ISSUE11=1: the paged, sorted and memberof scenarios (issue #11) run: both servers index
+# departmentNumber (the sorted scenario's filter), and slapd loads sssvlv and memberof
+# with `index memberOf eq` (ferrodir has paging, sort and memberOf built in). Off by
+# default, so that the other scenarios measure the same servers as before.
 
 : "${FERRODIR:=target/release/ferrodir}"
 : "${SLAPD:=/usr/sbin/slapd}"
@@ -16,6 +20,7 @@
 : "${SLAPD_MODULE_DIR:=/usr/lib/ldap}"
 : "${TOOLS_DIR:=}"
 : "${TLS_DIR:=}"
+: "${ISSUE11:=0}"
 SUFFIX="dc=example,dc=com"
 ROOT_DN="cn=admin,dc=example,dc=com"
 ROOT_PW="secret"
@@ -56,7 +61,7 @@ durability = "power-loss"
 access = "${FD_ACCESS:-default}"
 # Same indices as slapd below; description is unindexed on both (the isolation scenario's
 # scans rely on that).
-index = ["objectClass eq", "uid,mail eq", "cn eq,sub"]
+index = ["objectClass eq", "uid,mail eq", "cn eq,sub"$([ "$ISSUE11" = 1 ] && echo ', "departmentNumber eq"')]
 ${FD_EXTRA_CONFIG:-}
 [limits]
 # Per shard; sized to hold the whole data set plus the entries the write scenarios add.
@@ -94,6 +99,17 @@ write_slapd_config() {  # file db_dir pid_file
 TLSCertificateFile $TLS_DIR/server.pem
 TLSCertificateKeyFile $TLS_DIR/server.key
 TLSVerifyClient never"
+  local modules="" overlays=""
+  [ "$ISSUE11" = 1 ] && modules="moduleload sssvlv
+moduleload memberof" && overlays="# Issue #11: server-side sort (RFC 2891) and memberOf, with its equality index.
+# slapadd bypasses overlays: the memberOf values are in the LDIF (gen-data.py --memberof).
+overlay sssvlv
+# sssvlv allows half the threads (8) sorts at once over all connections by default, and
+# answers busy (51) beyond: the sorted scenario's 8 connections would hit that now and then.
+sssvlv-max 32
+overlay memberof
+index memberOf eq
+index departmentNumber eq"
   cat > "$1" <<CONF
 include $SCHEMA_DIR/core.schema
 include $SCHEMA_DIR/cosine.schema
@@ -102,6 +118,7 @@ include $SCHEMA_DIR/nis.schema
 pidfile $3
 modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
+$modules
 threads 16
 $tls
 # As ferrodir's search_entries_max and search_time_max_s (slapd's defaults; the rootDN is
@@ -119,6 +136,7 @@ index uid eq
 index mail eq
 index cn eq,sub
 # No index on description: the isolation scenario's scans must stay unindexed.
+$overlays
 CONF
 }
 
@@ -157,28 +175,47 @@ wait_ldap() {  # port: the root DSE answers within 30 s
   log "nothing answers on port $1"; return 1
 }
 
+# Another benchmark on this machine may hold our ports: then wait_ldap would see its server
+# answer and we would measure that one (ours fails to bind and exits). Refuse to start.
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ensure_port_free() {  # port name
+  if port_taken "$1"; then
+    log "port $1 already answers (another server running?): not starting $2 (set FD_PORT, SL_PORT, NULL_PORT)"
+    return 1
+  fi
+}
+ensure_running() {  # pid name: it answered, but is it ours?
+  kill -0 "$1" 2>/dev/null || { log "$2 exited right after starting (see its serve.log)"; return 1; }
+}
+
 start_ferrodir() {  # dir port cpus -> sets FERRODIR_PID
+  ensure_port_free "$2" ferrodir
   taskset -c "$3" "$FERRODIR" serve --config "$1/ferrodir.toml" --data-dir "$1/data" \
     --listen "127.0.0.1:$2" > "$1/serve.log" 2>&1 &
   FERRODIR_PID=$!; track $FERRODIR_PID
   wait_ldap "$2"
+  ensure_running "$FERRODIR_PID" ferrodir
 }
 
 start_slapd() {  # dir port cpus -> sets SLAPD_PID (-d 0 keeps it in the foreground)
   local urls="ldap://127.0.0.1:$2/"
   [ -z "$TLS_DIR" ] || urls+=" ldaps://127.0.0.1:$SL_LDAPS_PORT/"
+  ensure_port_free "$2" slapd
   taskset -c "$3" "$SLAPD" -f "$1/slapd.conf" -h "$urls" -d 0 > "$1/serve.log" 2>&1 &
   SLAPD_PID=$!; track $SLAPD_PID
   wait_ldap "$2"
+  ensure_running "$SLAPD_PID" slapd
 }
 
 start_null() {  # dir port cpus threads -> sets NULL_PID; empty when the tools are missing
   NULL_PID=""
   [ -n "$TOOLS_DIR" ] || return 0
+  ensure_port_free "$2" "the null responder"
   taskset -c "$3" "$TOOLS_DIR/ldap-null-responder" --listen "127.0.0.1:$2" --threads "$4" \
     > "$1/null.log" 2>&1 &
   NULL_PID=$!; track $NULL_PID
   wait_ldap "$2"
+  ensure_running "$NULL_PID" "the null responder"
 }
 
 # --- TLS: a CA and a server certificate for 127.0.0.1 -----------------------------------

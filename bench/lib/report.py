@@ -45,7 +45,7 @@ def collect(records):
     sizes = defaultdict(lambda: {"scenarios": defaultdict(lambda: defaultdict(list)),
                                  "matrix": defaultdict(list), "load": {}, "rss": {},
                                  "fsync": defaultdict(dict), "latency": {}, "checks": [],
-                                 "isolation": [], "isolation_stop": [], "tls": []})
+                                 "isolation": [], "isolation_stop": [], "tls": [], "issue11": []})
     meta = {}
     for r in records:
         kind = r.get("type")
@@ -76,6 +76,8 @@ def collect(records):
             size["isolation_stop"].append(r)
         elif kind == "tls":
             size["tls"].append(r)
+        elif kind == "issue11":
+            size["issue11"].append(r)
     return meta, sizes
 
 
@@ -110,6 +112,8 @@ def ratio(a, b, key="ops_per_s"):
 
 
 def scenario_table(size, lines):
+    if not size["scenarios"]:
+        return {}
     lines += ["| scenario | ferrodir ops/s | slapd ops/s | ferrodir/slapd | null responder ops/s "
               "| ferrodir CPU µs/op (usr + sys) | slapd CPU µs/op (usr + sys) "
               "| ferrodir syncs/write | slapd syncs/write |",
@@ -383,6 +387,88 @@ def tls_table(size, lines):
     return out
 
 
+# --- paged results, sort, memberOf (issue #11) ---------------------------------------------
+ISSUE11_TARGET = 1.5   # ferrodir/slapd, same run
+ISSUE11_NAMES = {
+    "paged": "paged: ou=people subtree, pages of 1,000, 1 connection",
+    "sorted": "sorted: 1,000 entries by cn",
+    "memberof": "memberof: (memberOf=<1,000-member group>)",
+}
+
+
+def issue11_summary(runs):
+    if any("na" in r for r in runs):
+        return {"na": next(r["na"] for r in runs if "na" in r)}
+    results = [r.get("result") or {} for r in runs]
+    ops = lambda r: (r.get("result") or {}).get("ops") or 0
+    per_op_ms = lambda r, f: f(r) / ops(r) * 1e3 if ops(r) else None
+    server_cpu = lambda r: (r.get("cpu_user_s") or 0) + (r.get("cpu_sys_s") or 0)
+    client_cpu = lambda r: (r.get("result") or {}).get("client_cpu_s") or 0
+    return {"repetitions": len(runs), "connections": runs[0].get("connections"),
+            "ops_per_s": median([x.get("ops_per_s") for x in results]),
+            "entries_per_s": median([x.get("entries_per_s") for x in results]),
+            "p50_ms": median([x["p50_us"] / 1000 if x.get("p50_us") else None for x in results]),
+            "p99_ms": median([x["p99_us"] / 1000 if x.get("p99_us") else None for x in results]),
+            "page_p50_ms": median([x["page_p50_us"] / 1000 if x.get("page_p50_us") else None for x in results]),
+            "server_cpu_ms_per_op": median([per_op_ms(r, server_cpu) for r in runs]),
+            "client_cpu_ms_per_op": median([per_op_ms(r, client_cpu) for r in runs]),
+            "errors": sum(x.get("errors", 0) for x in results) + sum(1 for x in results if not x),
+            "first_error": next((x["first_error"] for x in results if x.get("first_error")), None),
+            "runs": runs}
+
+
+def issue11_table(size, lines):
+    runs = size["issue11"]
+    if not runs:
+        return {}
+    lines += ["", "Issue #11: `ldap-search-load` (bench/tools, one tokio thread on CPU 1) against both "
+              "servers, bound as the rootDN, controls critical, all user attributes returned; "
+              "medians over repetitions. paged: entries/s and seconds per full pass; sorted and "
+              "memberof: searches/s. Target: ferrodir ≥ 1.5× slapd.", ""]
+    if any(r.get("na") == "tools not built" for r in runs):
+        lines.append(f"Issue #11: {NA_TOOLS}")
+        return {"na": NA_TOOLS}
+    by = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        by[(r["scenario"], r["measure"])][r["server"]].append(r)
+    lines += ["| scenario | measure | ferrodir | slapd | ferrodir/slapd | ferrodir p50 / p99 ms "
+              "| slapd p50 / p99 ms | ferrodir CPU ms/op | slapd CPU ms/op | client CPU ms/op (vs ferrodir / slapd) | target |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = {}
+    order = [(sc, m) for sc in ISSUE11_NAMES for m in ("load", "latency")]
+    for key in sorted(by, key=lambda k: order.index(k) if k in order else 99):
+        scenario, measure = key
+        s = {server: issue11_summary(rs) for server, rs in by[key].items()}
+        out[f"{scenario}/{measure}"] = s
+        f, l = s.get("ferrodir"), s.get("slapd")
+        ok = lambda x: x and "na" not in x and not x["errors"] and x["ops_per_s"]
+        metric = "entries_per_s" if scenario == "paged" else "ops_per_s"
+
+        def cell(x):
+            if not x:
+                return "–"
+            if "na" in x:
+                return x["na"]
+            if x["errors"]:
+                return f"BROKEN ({x['errors']} errors: {x['first_error']})"
+            if scenario == "paged":
+                return f"{fmt(x['entries_per_s'])} entries/s ({fmt(1 / x['ops_per_s'], 2)} s/pass)"
+            return f"{fmt(x['ops_per_s'], 1)} searches/s"
+        lat = lambda x: "–" if not ok(x) else f"{fmt(x['p50_ms'], 2)} / {fmt(x['p99_ms'], 2)}"
+        cpu = lambda x: "–" if not ok(x) else fmt(x["server_cpu_ms_per_op"], 2)
+        value = f[metric] / l[metric] if ok(f) and ok(l) else None
+        target = "–" if value is None else ("met" if value >= ISSUE11_TARGET else
+                                            f"**missed** ({value:.2f} < {ISSUE11_TARGET})")
+        s["ratio"], s["target"] = value, target
+        conns = (f or l or {}).get("connections") or (l or {}).get("connections")
+        client = f"{fmt((f or {}).get('client_cpu_ms_per_op'), 2)} / {fmt((l or {}).get('client_cpu_ms_per_op'), 2)}"
+        lines.append(f"| {ISSUE11_NAMES.get(scenario, scenario)} | {measure}"
+                     f"{f' ({conns} conn.)' if conns else ''} | {cell(f)} | {cell(l)} | "
+                     f"{fmt(value, 2) if value is not None else '–'} | {lat(f)} | {lat(l)} | "
+                     f"{cpu(f)} | {cpu(l)} | {client} | {target} |")
+    return out
+
+
 def main():
     raw, json_path, md_path = sys.argv[1:4]
     records = [json.loads(line) for line in open(raw) if line.strip()]
@@ -401,13 +487,16 @@ def main():
         matrix = matrix_table(size, lines)
         isolation = isolation_table(size, lines)
         tls = tls_table(size, lines)
+        issue11 = issue11_table(size, lines)
         for check in size["checks"]:
-            lines.append(f"\nCheck: {check['what']}: ferrodir {check['ferrodir']}, slapd {check['slapd']} entries.")
+            verdicts = (f" (expected {check['expected']}; ferrodir: {check['ferrodir_verdict']}, "
+                        f"slapd: {check['slapd_verdict']})" if "ferrodir_verdict" in check else "")
+            lines.append(f"\nCheck: {check['what']}: ferrodir {check['ferrodir']}, slapd {check['slapd']} entries{verdicts}.")
         lines.append("")
         result["sizes"][str(n)] = {"scenarios": scenarios, "load": size["load"], "vmrss_kb": size["rss"],
                                    "fsync": size["fsync"], "latency": size["latency"],
                                    "checks": size["checks"], "matrix": matrix, "isolation": isolation,
-                                   "tls": tls}
+                                   "tls": tls, "issue11": issue11}
     json.dump(result, open(json_path, "w"), indent=1, default=str)
     open(md_path, "w").write("\n".join(lines) + "\n")
 

@@ -15,6 +15,8 @@
 //!   connections (rustls, ring; full handshakes, the server verified against a CA file).
 //! - [`isolation`]: `ldap-isolation`, unindexed scans beside a lookup-and-modify probe, and
 //!   scans stopped early by Abandon, a close or a limit (issue #9).
+//! - [`searchload`]: `ldap-search-load`, one search in a closed loop with the paged-results
+//!   and sort controls (issue #11), and a check mode that decodes the answer.
 //! - [`error`]: the crate's one error type.
 //! - `bin/`: the command lines; they only parse arguments and call the library.
 
@@ -22,6 +24,7 @@ pub mod error;
 pub mod isolation;
 pub mod latency;
 pub mod responder;
+pub mod searchload;
 pub mod template;
 pub mod tls;
 pub mod wire;
