@@ -116,8 +116,9 @@ pub fn directory_config(
             })
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
+        // The offline tools never page: a key for this run; `serve` reads the kept one.
         paged: ferrodir_router::config::PagedConfig {
-            key: paged_key(&config.data_dir),
+            key: CookieKey::random(),
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
         refint: crate::refint::resolve(config, store)?,
@@ -213,7 +214,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let gates = crate::cut::install_gates(&mut store.engines);
     // Then the meters, around the gates: a commit held at a gate isn't timed as a slow sync.
     let shard_stats = crate::metrics::engine::install(&mut store.engines);
-    let directory = Arc::new(directory_config(&config, &store, start_hash_pool(&config)?)?);
+    let mut directory = directory_config(&config, &store, start_hash_pool(&config)?)?;
+    directory.paged.key = paged_key(&config.data_dir);
+    let directory = Arc::new(directory);
     store.fill_blooms()?;
     let settled = store.settle_containers(&config)?;
     if settled > 0 {

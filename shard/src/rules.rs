@@ -35,7 +35,7 @@ pub struct AttrRules {
 /// class with its superclasses.
 #[derive(Debug, Default)]
 pub struct RuleTable {
-    by_name: HashMap<String, Arc<AttrRules>>,
+    by_name: HashMap<String, Arc<AttrRules>, NameHash>,
     /// Lowercased class name or OID → lowercased primary names of the class and all its
     /// superclasses: `(objectClass=person)` matches an inetOrgPerson (RFC 4512 §2.4.1).
     classes: HashMap<String, Arc<Vec<String>>>,
@@ -57,9 +57,36 @@ fn rule(name: Option<&String>, kind: Kind) -> Option<Rule> {
     (found == kind).then_some(rule)
 }
 
+/// FNV-1a for the attribute-name table: probed once or more per attribute of every entry a
+/// search looks at, where SipHash showed in profiles. The keys are the schema's names,
+/// fixed at start; a client's name only chooses which fixed chain it walks, so flooding
+/// (what SipHash guards against) can't be forced.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NameHash;
+
+impl std::hash::BuildHasher for NameHash {
+    type Hasher = Fnv1a;
+    fn build_hasher(&self) -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+pub struct Fnv1a(u64);
+
+impl std::hash::Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
 impl RuleTable {
     pub fn from_schema(schema: &Schema) -> Self {
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::with_hasher(NameHash::default());
         for attr in schema.attribute_types() {
             let canonical = attr.name().to_ascii_lowercase();
             let subtypes = schema.subtypes(attr).iter().map(|t| t.name().to_ascii_lowercase()).collect();

@@ -412,7 +412,7 @@ impl Judge<'_> {
         let Some(seen) = judge(rules, query, self.scope, self.needs, id, &record) else { return Ok(None) };
         // A match is sent whole.
         let record = if self.selected.is_some() { EntryRecord::decode(bytes)? } else { record };
-        Ok(Some(encode_entry(rules, query, id, &Cached::new(Arc::new(record)), seen.hidden())))
+        Ok(Some(encode_entry(rules, query, id, &Cached::transient(Arc::new(record)), seen.hidden())))
     }
 }
 

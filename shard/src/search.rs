@@ -142,6 +142,19 @@ impl AttrSelection {
         })
     }
 
+    /// Whether a stored attribute goes out: not hidden, and asked for (as a user or an
+    /// operational attribute). One rule for segments and direct encoding alike.
+    fn selects(&self, hidden: &TypeSet, canonical: &str, description: &str, operational: bool) -> bool {
+        if hidden.contains(canonical) {
+            return false;
+        }
+        if operational {
+            self.wants_operational(canonical) || self.wants_with_options(canonical, description)
+        } else {
+            self.wants_user(canonical, description)
+        }
+    }
+
     fn wants_operational(&self, canonical: &str) -> bool {
         self.all_operational || self.names.contains(canonical)
     }
@@ -329,7 +342,7 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
 pub fn base_record(rules: &RuleTable, query: &Query, id: EntryId, record: Arc<EntryRecord>) -> Option<Bytes> {
     let needs = filter_needs(rules, query.filter);
     let hidden = judge(rules, query, Scope::Base(id), needs, id, &record)?.hidden().clone();
-    Some(encode_entry(rules, query, id, &Cached::new(record), &hidden))
+    Some(encode_entry(rules, query, id, &Cached::transient(record), &hidden))
 }
 
 /// A one-level, subtree or children search of this shard answered right here, when its
@@ -439,22 +452,30 @@ pub(crate) fn encode_entry(
     }
     let dn = entry_dn(query.tree, id, record);
     let mut attributes = Vec::with_capacity(256);
-    for segment in cached.segments(rules) {
-        if hidden.contains(&segment.canonical) {
-            continue;
+    if cached.is_kept() {
+        for segment in cached.segments(rules) {
+            if sel.selects(hidden, &segment.canonical, &segment.description, segment.operational) {
+                attributes.extend_from_slice(if sel.types_only {
+                    &segment.types_only
+                } else {
+                    &segment.with_values
+                });
+            }
         }
-        let wanted = if segment.operational {
-            sel.wants_operational(&segment.canonical)
-                || sel.wants_with_options(&segment.canonical, &segment.description)
-        } else {
-            sel.wants_user(&segment.canonical, &segment.description)
-        };
-        if wanted {
-            attributes.extend_from_slice(if sel.types_only {
-                &segment.types_only
-            } else {
-                &segment.with_values
-            });
+    } else {
+        for attr in &record.entry.attrs {
+            let owned;
+            let (canonical, operational) = match rules.get(&attr.name) {
+                Some(r) => (r.canonical.as_str(), r.operational),
+                None => {
+                    owned = ferrodir_proto::entry::base_name_lower(&attr.name);
+                    (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                }
+            };
+            if sel.selects(hidden, canonical, &attr.name, operational) {
+                let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
+                segments::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
+            }
         }
     }
     for (name, value) in computed_attributes(query.tree, id, &dn) {

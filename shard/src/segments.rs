@@ -34,11 +34,24 @@ pub struct Cached {
     pub record: Arc<EntryRecord>,
     // OnceLock, not OnceCell: a cached entry is shared through an `Arc`, so it is `Sync`.
     segments: OnceLock<Vec<Segment>>,
+    /// Whether the record outlives this send (it sits in the entry cache). A transient
+    /// one (a scan's, a remote fetch's) is encoded straight from its attributes: building
+    /// every segment to send some and drop them all cost a scan ~40% of its time.
+    kept: bool,
 }
 
 impl Cached {
     pub fn new(record: Arc<EntryRecord>) -> Self {
-        Self { record, segments: OnceLock::new() }
+        Self { record, segments: OnceLock::new(), kept: true }
+    }
+
+    /// A record sent once and dropped: no segments are built for it.
+    pub fn transient(record: Arc<EntryRecord>) -> Self {
+        Self { record, segments: OnceLock::new(), kept: false }
+    }
+
+    pub fn is_kept(&self) -> bool {
+        self.kept
     }
 
     /// The entry's segments, encoded once per cached version of the entry.
@@ -98,6 +111,28 @@ pub fn put_tlv(out: &mut Vec<u8>, tag: u8, content: &[u8]) {
     out.push(tag);
     put_length(out, content.len());
     out.extend_from_slice(content);
+}
+
+/// [`partial_attribute`] appended to `out`, with no buffer of its own: the lengths are
+/// worked out first.
+pub fn put_partial_attribute<V: AsRef<[u8]>>(out: &mut Vec<u8>, description: &[u8], values: &[V]) {
+    let vals_len: usize =
+        values.iter().map(|v| 1 + length_of_length(v.as_ref().len()) + v.as_ref().len()).sum();
+    let content_len = 1
+        + length_of_length(description.len())
+        + description.len()
+        + 1
+        + length_of_length(vals_len)
+        + vals_len;
+    out.reserve(1 + length_of_length(content_len) + content_len);
+    out.push(0x30);
+    put_length(out, content_len);
+    put_tlv(out, 0x04, description);
+    out.push(0x31);
+    put_length(out, vals_len);
+    for value in values {
+        put_tlv(out, 0x04, value.as_ref());
+    }
 }
 
 /// `PartialAttribute ::= SEQUENCE { type AttributeDescription, vals SET OF value }`, values
@@ -175,6 +210,28 @@ mod tests {
             encoded.extend(partial_attribute(name.as_bytes(), &values));
         }
         search_result_entry(message_id, dn.as_bytes(), &encoded)
+    }
+
+    #[test]
+    fn the_direct_encoder_writes_what_the_segment_encoder_writes() {
+        let long = "y".repeat(70_000);
+        let cases: [(&str, Vec<&str>); 4] = [
+            ("cn", vec![]),
+            ("cn", vec!["a", "b"]),
+            ("description", vec![long.as_str()]),
+            ("x", vec![""; 300]),
+        ];
+        for (name, values) in cases {
+            let bytes: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+            let mut direct = vec![0xAA];
+            put_partial_attribute(&mut direct, name.as_bytes(), &bytes);
+            assert_eq!(
+                direct[1..],
+                partial_attribute(name.as_bytes(), &bytes)[..],
+                "{name}: {}",
+                values.len()
+            );
+        }
     }
 
     #[test]
