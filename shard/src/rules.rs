@@ -86,7 +86,7 @@ impl std::hash::Hasher for Fnv1a {
 
 impl RuleTable {
     pub fn from_schema(schema: &Schema) -> Self {
-        let mut by_name = HashMap::with_hasher(NameHash::default());
+        let mut by_name = HashMap::with_hasher(NameHash);
         for attr in schema.attribute_types() {
             let canonical = attr.name().to_ascii_lowercase();
             let subtypes = schema.subtypes(attr).iter().map(|t| t.name().to_ascii_lowercase()).collect();

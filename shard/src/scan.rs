@@ -201,6 +201,10 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
                     if let Some(after) = window.and_then(|w| w.after) {
                         ids = ids.split_off(&EntryId(after.0.saturating_add(1)));
                     }
+                    // An id names its home shard: the others' ids (an id-set plan, such as
+                    // memberOf's, carries every shard's) would only be lookups that miss.
+                    let shard = source.info.index;
+                    ids.retain(|id| id.shard() == shard);
                     Source::Ids(ids.into_iter())
                 }
                 None => scope_source(),

@@ -363,7 +363,7 @@ pub fn inline_search(
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
     let mut out = Vec::new();
-    for id in ids {
+    for id in ids.into_iter().filter(|id| id.shard() == core.info.index) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
         if let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) {
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
@@ -390,7 +390,7 @@ pub fn inline_page(
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
     let (mut out, mut end) = (Vec::new(), WindowEnd::default());
-    for id in ids.into_iter().filter(|id| window.admits(*id)) {
+    for id in ids.into_iter().filter(|id| id.shard() == core.info.index && window.admits(*id)) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
         let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) else { continue };
         if out.len() >= window.max {
