@@ -31,13 +31,19 @@ impl ServerFacts for Facts {
     }
 
     fn shards(&self) -> Vec<ShardFacts> {
+        let cores = self.metrics.caches.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = |index: usize| {
+            cores.iter().find(|(i, _)| *i == index).map_or(0, |(_, c)| c.entries.load(Ordering::Relaxed))
+        };
         self.metrics
             .shards
             .iter()
-            .map(|s| ShardFacts {
+            .enumerate()
+            .map(|(index, s)| ShardFacts {
                 writable: !s.failed.load(Ordering::Relaxed),
                 commits: s.commits_ok.load(Ordering::Relaxed),
                 failed_commits: s.commits_failed.load(Ordering::Relaxed),
+                entries: entries(index),
             })
             .collect()
     }

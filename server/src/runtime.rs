@@ -222,7 +222,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     if settled > 0 {
         tracing::info!(settled, "cleared the container flag of entries left without children");
     }
-    let cell = Arc::new(SkeletonCell::new(store.skeleton(&config)?));
+    let (skeleton, entry_counts) = store.skeleton(&config)?;
+    let cell = Arc::new(SkeletonCell::new(skeleton));
     let shard_count = store.manifest.shards;
     let shard_files = match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
         Some(kind) => {
@@ -241,9 +242,11 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let arbiter = Arbiter::new();
         let info = store.shard_info(index, &config);
         let engine = store.engines[index].clone();
+        let entries = entry_counts.get(index).copied().unwrap_or(0);
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
             let started = ShardCore::new(info, engine).and_then(|core| {
+                core.counters().entries.store(entries, std::sync::atomic::Ordering::Relaxed);
                 let core = Rc::new(core);
                 let actor = ShardActor::new(core.clone())?;
                 LOCAL_SHARD.with(|slot| *slot.borrow_mut() = Some(core));
@@ -301,7 +304,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                         source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
                     })
                     .collect();
-                metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.cache_stats()));
+                metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.stats()));
                 let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
                     .with_replicas(replicas)
                     .with_scan_pool(scans);

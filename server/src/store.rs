@@ -177,12 +177,16 @@ impl Store {
         Ok(())
     }
 
-    /// Reads every shard's container records and builds the skeleton.
-    pub fn skeleton(&self, config: &Config) -> anyhow::Result<Skeleton> {
+    /// Reads every shard's container records and builds the skeleton; counts each shard's
+    /// entries on the way (the metrics' starting point).
+    pub fn skeleton(&self, config: &Config) -> anyhow::Result<(Skeleton, Vec<u64>)> {
         let mut records = Vec::new();
+        let mut counts = Vec::with_capacity(self.engines.len());
         for (index, engine) in self.engines.iter().enumerate() {
             let core = Rc::new(ShardCore::new(self.shard_info(index, config), engine.clone())?);
-            for (id, record) in core.container_records().with_context(|| format!("shard {index}"))? {
+            let (containers, entries) = core.scan_containers().with_context(|| format!("shard {index}"))?;
+            counts.push(entries);
+            for (id, record) in containers {
                 records.push((id, record.parent, record.rdn, record.rdn_norm));
             }
         }
@@ -193,7 +197,7 @@ impl Store {
                 "containers whose parent chain is broken; run ferrodir verify"
             );
         }
-        Ok(skeleton)
+        Ok((skeleton, counts))
     }
 }
 

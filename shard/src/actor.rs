@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -103,6 +104,7 @@ impl ShardActor {
         }
         self.wake_drain_waiters();
         self.start_commit(ctx);
+        self.count_waiting();
     }
 
     /// After a failed commit: nothing of the failed batches is visible, and reads go on.
@@ -131,7 +133,14 @@ impl ShardActor {
             }
         }
         let snapshot = self.core.snapshot();
+        let stats = self.core.counters();
+        let (mut added, mut deleted) = (0u64, 0u64);
         for (reply, mut result) in batch.replies {
+            match &result {
+                Ok(WriteOutcome::Added(_)) => added += 1,
+                Ok(WriteOutcome::Deleted { .. }) => deleted += 1,
+                _ => {}
+            }
             if let Ok(WriteOutcome::Deleted { record, parent_has_children_here }) = &mut result {
                 // Judged on the state just made durable, so that of two deletes of the last
                 // two children, whichever batch commits last sees none left.
@@ -140,6 +149,16 @@ impl ShardActor {
             }
             let _ = reply.send(result);
         }
+        // One writer (this actor): a load and a store, no read-modify-write across cores.
+        let entries = stats.entries.load(Ordering::Relaxed);
+        stats.entries.store((entries + added).saturating_sub(deleted), Ordering::Relaxed);
+    }
+
+    /// Publishes the write queue's depth for the metrics endpoint.
+    fn count_waiting(&self) {
+        let committing = self.stager.committing.as_ref().map_or(0, |b| b.replies.len());
+        let waiting = (self.stager.pending.replies.len() + committing) as u64;
+        self.core.counters().writes_waiting.store(waiting, Ordering::Relaxed);
     }
 
     fn wake_drain_waiters(&mut self) {
@@ -193,6 +212,7 @@ impl Handler<Write> for ShardActor {
             let closed = &self.closed;
             self.stager.stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
             self.start_commit(ctx);
+            self.count_waiting();
         });
         Box::pin(async move {
             answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))

@@ -39,14 +39,22 @@ pub struct ShardCore {
     snapshot: RefCell<Arc<dyn KvSnapshot>>,
     cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
     /// Written by this core's thread only; read by the metrics endpoint.
-    cache_stats: Arc<CacheStats>,
+    stats: Arc<CoreStats>,
 }
 
-/// Entry cache lookups and hits, for the metrics endpoint.
+/// A shard's counters for the metrics endpoint and cn=Monitor. Each has one writer, the
+/// thread of the core that holds them: lookups and hits by the reads of that core, entries
+/// and writes waiting by the shard's actor (the owning core only).
 #[derive(Default, Debug)]
-pub struct CacheStats {
+pub struct CoreStats {
     pub lookups: AtomicU64,
     pub hits: AtomicU64,
+    /// Entries on the shard: counted once at startup (while the skeleton is built, in the
+    /// same scan), then moved by each committed add and delete.
+    pub entries: AtomicU64,
+    /// Writes the shard has taken and not yet answered: staged for the next batch, or in the
+    /// batch being committed. Its write queue's depth (actix does not tell its mailbox's).
+    pub writes_waiting: AtomicU64,
 }
 
 impl ShardCore {
@@ -57,13 +65,17 @@ impl ShardCore {
             engine,
             snapshot: RefCell::new(snapshot),
             cache: RefCell::new(HashMap::new()),
-            cache_stats: Arc::default(),
+            stats: Arc::default(),
         })
     }
 
-    /// This core's entry cache counters.
-    pub fn cache_stats(&self) -> Arc<CacheStats> {
-        self.cache_stats.clone()
+    /// This core's counters, to hand to the metrics endpoint.
+    pub fn stats(&self) -> Arc<CoreStats> {
+        self.stats.clone()
+    }
+
+    pub fn counters(&self) -> &CoreStats {
+        &self.stats
     }
 
     pub fn engine(&self) -> Arc<dyn KvEngine> {
@@ -99,11 +111,11 @@ impl ShardCore {
     pub fn cached(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<Cached>>> {
         let counting = self.info.entry_cache_entries_max > 0;
         if counting {
-            self.cache_stats.lookups.fetch_add(1, Ordering::Relaxed);
+            self.stats.lookups.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(hit) = self.cache.borrow().get(&id) {
             if counting {
-                self.cache_stats.hits.fetch_add(1, Ordering::Relaxed);
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
             }
             return Ok(Some(hit.clone()));
         }
@@ -184,14 +196,21 @@ impl ShardCore {
 
     /// Every container record on this shard: the shard's part of the skeleton at startup.
     pub fn container_records(&self) -> ShardResult<Vec<(EntryId, EntryRecord)>> {
+        Ok(self.scan_containers()?.0)
+    }
+
+    /// Every container record on this shard, and how many entries it holds, in one scan.
+    pub fn scan_containers(&self) -> ShardResult<(Vec<(EntryId, EntryRecord)>, u64)> {
         let snapshot = self.snapshot();
         let mut out = Vec::new();
+        let mut entries = 0u64;
         let mut failure = None;
         snapshot.scan_prefix(&keys::entries_prefix(), &mut |k, v| match (
             keys::trailing_id(k),
             EntryRecord::decode(v),
         ) {
             (Some(id), Ok(record)) => {
+                entries += 1;
                 if record.is_container() {
                     out.push((id, record));
                 }
@@ -205,7 +224,7 @@ impl ShardCore {
         })?;
         match failure {
             Some(e) => Err(e.into()),
-            None => Ok(out),
+            None => Ok((out, entries)),
         }
     }
 

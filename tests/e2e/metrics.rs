@@ -8,7 +8,11 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{binary, tool, Server, BASE, TEST_CONFIG};
+use std::collections::HashSet;
+
+use ldap3::{Scope, SearchEntry};
+
+use crate::harness::{binary, bound, tool, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
 
 fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
@@ -76,6 +80,64 @@ fn counters_follow_what_clients_did() {
     assert!(after.contains("process_resident_memory_bytes"));
     // Bounded cardinality: no DN, filter or address ever becomes a label.
     assert!(!after.contains("alice") && !after.contains("127.0.0.1"), "{after}");
+}
+
+/// The sum over shards of a per-shard series, and how many shards showed it.
+fn per_shard_sum(text: &str, name: &str) -> (f64, usize) {
+    let prefix = format!("{name}{{shard=\"");
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
+        .filter_map(|line| line.rsplit(' ').next().and_then(|v| v.parse().ok()))
+        .collect();
+    (values.iter().sum(), values.len())
+}
+
+#[test]
+fn shard_entry_counts_follow_adds_deletes_and_restarts() {
+    let (mut server, metrics) = start();
+    let mut root = bound(&server, ADMIN_DN, ADMIN_PW);
+    let count_entries = |root: &mut crate::harness::Client| {
+        let (entries, result) =
+            root.search(BASE, Scope::Subtree, "(objectClass=*)", vec!["1.1"]).unwrap().success().unwrap();
+        assert_eq!(result.rc, 0);
+        entries.len() as f64
+    };
+    let present = count_entries(&mut root);
+    let (_, text) = get(metrics, "/metrics");
+    assert_eq!(per_shard_sum(&text, "ferrodir_shard_entries"), (present, 4), "{text}");
+    let (waiting, shards) = per_shard_sum(&text, "ferrodir_shard_writes_waiting");
+    assert_eq!((waiting, shards), (0.0, 4));
+
+    for i in 0..6 {
+        let dn = format!("cn=counted{i},{BASE}");
+        let attrs = vec![("objectClass", HashSet::from(["person"])), ("sn", HashSet::from(["x"]))];
+        assert_eq!(root.add(&dn, attrs).unwrap().rc, 0);
+    }
+    assert_eq!(root.delete(&format!("cn=counted0,{BASE}")).unwrap().rc, 0);
+    let (_, text) = get(metrics, "/metrics");
+    assert_eq!(per_shard_sum(&text, "ferrodir_shard_entries").0, present + 5.0, "{text}");
+    // cn=Monitor's shard entries carry the same counts.
+    let (shards, _) = root
+        .search("cn=Shards,cn=Monitor", Scope::Subtree, "(cn=Entries)", vec!["monitorCounter"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let monitored: f64 = shards
+        .into_iter()
+        .map(SearchEntry::construct)
+        .map(|e| e.attrs["monitorCounter"][0].parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(monitored, present + 5.0);
+    drop(root);
+
+    // Counted again from the files at startup.
+    server.stop();
+    server.restart();
+    let mut root = bound(&server, ADMIN_DN, ADMIN_PW);
+    assert_eq!(count_entries(&mut root), present + 5.0);
+    let (_, text) = get(metrics, "/metrics");
+    assert_eq!(per_shard_sum(&text, "ferrodir_shard_entries").0, present + 5.0, "{text}");
 }
 
 #[test]

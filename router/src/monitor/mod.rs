@@ -48,6 +48,8 @@ pub struct ShardFacts {
     pub writable: bool,
     pub commits: u64,
     pub failed_commits: u64,
+    /// Entries held by the shard.
+    pub entries: u64,
 }
 
 /// What the server (sockets, the accept loop, the shards' engines) knows and the router

@@ -352,6 +352,7 @@ fn shards(b: &mut Builder, shards: Vec<super::ShardFacts>) {
         );
         b.counter("Commits", &dn, shard.commits);
         b.counter("Failed Commits", &dn, shard.failed_commits);
+        b.counter("Entries", &dn, shard.entries);
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferrodir_router::stats::{
     BindMethod, CloseReason, Listener, OpKind, ResultClass, WorkerStats, LATENCY_BUCKETS_S,
 };
-use ferrodir_shard::core::CacheStats;
+use ferrodir_shard::core::CoreStats;
 use ferrodir_shard::skeleton::SkeletonCell;
 use prometheus::Encoder as _;
 
@@ -67,7 +67,8 @@ pub struct Metrics {
     pub skeleton: Arc<SkeletonCell>,
     /// Filled as each worker starts.
     pub workers: Mutex<Vec<Arc<WorkerStats>>>,
-    pub caches: Mutex<Vec<(usize, Arc<CacheStats>)>>,
+    /// Per shard, from its owning core: cache counters, entries, writes waiting.
+    pub caches: Mutex<Vec<(usize, Arc<CoreStats>)>>,
     /// Set once every shard is open and every listener bound.
     pub serving: AtomicBool,
     /// The TLS configuration in force, when there is one (its certificate's expiry).
@@ -338,10 +339,17 @@ impl Metrics {
         }
         let mut lookups = Family::counter("ferrodir_shard_cache_lookups_total", "Entry cache lookups.");
         let mut hits = Family::counter("ferrodir_shard_cache_hits_total", "Entry cache hits.");
-        for (index, cache) in self.caches.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        let mut entries = Family::gauge("ferrodir_shard_entries", "Entries held by the shard.");
+        let mut waiting = Family::gauge(
+            "ferrodir_shard_writes_waiting",
+            "Writes the shard has taken and not yet answered: staged or being committed (its queue's depth).",
+        );
+        for (index, core) in self.caches.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let shard = index.to_string();
-            lookups.value(&[("shard", &shard)], cache.lookups.load(Ordering::Relaxed) as f64);
-            hits.value(&[("shard", &shard)], cache.hits.load(Ordering::Relaxed) as f64);
+            lookups.value(&[("shard", &shard)], core.lookups.load(Ordering::Relaxed) as f64);
+            hits.value(&[("shard", &shard)], core.hits.load(Ordering::Relaxed) as f64);
+            entries.value(&[("shard", &shard)], core.entries.load(Ordering::Relaxed) as f64);
+            waiting.value(&[("shard", &shard)], core.writes_waiting.load(Ordering::Relaxed) as f64);
         }
         let mut skeleton = Family::gauge(
             "ferrodir_skeleton_version",
@@ -363,6 +371,8 @@ impl Metrics {
             file.done(),
             lookups.done(),
             hits.done(),
+            entries.done(),
+            waiting.done(),
             skeleton.done(),
             intents.done(),
         ]
