@@ -19,11 +19,22 @@ pub struct Suffix {
     pub display: String,
     /// The normalised form: the suffix entry's name under the virtual root.
     pub norm: String,
+    /// Each RDN's normalised form, leftmost first: a DN is matched against these without
+    /// normalising the suffix again.
+    rdn_norms: Vec<String>,
 }
 
 impl Suffix {
     pub fn new(dn: Dn) -> Self {
-        Self { display: dn.to_string(), norm: dn.normalized(), dn }
+        let rdn_norms = dn.rdns.iter().map(|r| r.normalized()).collect();
+        Self { display: dn.to_string(), norm: dn.normalized(), rdn_norms, dn }
+    }
+
+    /// Whether a DN whose RDNs normalise to `rdn_norms` (leftmost first) is this suffix or
+    /// lies below it.
+    fn holds(&self, rdn_norms: &[String]) -> bool {
+        rdn_norms.len() >= self.rdn_norms.len()
+            && rdn_norms.iter().rev().zip(self.rdn_norms.iter().rev()).all(|(a, b)| a == b)
     }
 }
 
@@ -120,7 +131,13 @@ impl Default for PagedConfig {
 impl DirectoryConfig {
     /// The suffix under which `dn` falls (the longest match).
     pub fn suffix_of(&self, dn: &Dn) -> Option<&Suffix> {
-        self.suffixes.iter().filter(|s| dn.is_descendant_or_self_of(&s.dn)).max_by_key(|s| s.dn.len())
+        let rdn_norms: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
+        self.suffix_of_normalized(&rdn_norms)
+    }
+
+    /// [`Self::suffix_of`] for a DN already normalised RDN by RDN (leftmost first).
+    pub fn suffix_of_normalized(&self, rdn_norms: &[String]) -> Option<&Suffix> {
+        self.suffixes.iter().filter(|s| s.holds(rdn_norms)).max_by_key(|s| s.dn.len())
     }
 
     /// The limits `identity` runs under: its class's, a listed DN's own, or none of the
@@ -131,5 +148,45 @@ impl DirectoryConfig {
 
     pub fn is_root_dn(&self, dn: &Dn) -> bool {
         self.root_dn.as_ref().is_some_and(|root| root.normalized() == dn.normalized())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dn(s: &str) -> Dn {
+        Dn::parse(s).unwrap()
+    }
+
+    fn norms(d: &Dn) -> Vec<String> {
+        d.rdns.iter().map(|r| r.normalized()).collect()
+    }
+
+    #[test]
+    fn the_longest_suffix_holding_a_dn_wins_whatever_its_case_and_spacing() {
+        let suffixes = [
+            Suffix::new(dn("dc=example,dc=com")),
+            Suffix::new(dn("ou=Sub, dc=Example,dc=COM")),
+            Suffix::new(dn("o=other")),
+        ];
+        let pick = |s: &str| {
+            let d = dn(s);
+            let found = suffixes.iter().filter(|x| x.holds(&norms(&d))).max_by_key(|x| x.dn.len());
+            found.map(|x| x.display.clone())
+        };
+        assert_eq!(pick("uid=a,ou=people,DC=example, dc=com").as_deref(), Some("dc=example,dc=com"));
+        assert_eq!(pick("uid=a,OU=sub,dc=example,dc=com").as_deref(), Some("ou=Sub,dc=Example,dc=COM"));
+        assert_eq!(pick("ou=sub,dc=example,dc=com").as_deref(), Some("ou=Sub,dc=Example,dc=COM"));
+        assert_eq!(pick("dc=com"), None);
+        assert_eq!(pick("dc=example,dc=org"), None);
+        assert_eq!(pick("cn=x,o=Other").as_deref(), Some("o=other"));
+        // The same answers as the RDN-by-RDN comparison of Dn::is_descendant_or_self_of.
+        for s in ["uid=a,ou=people,dc=example,dc=com", "ou=sub,dc=example,dc=com", "dc=com", "o=other"] {
+            let d = dn(s);
+            for x in &suffixes {
+                assert_eq!(x.holds(&norms(&d)), d.is_descendant_or_self_of(&x.dn), "{s} under {}", x.display);
+            }
+        }
     }
 }

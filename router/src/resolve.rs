@@ -19,16 +19,18 @@ pub struct Located {
     pub container: bool,
 }
 
-/// The normalised names from the top: the suffix first, then each RDN below it.
+/// The normalised names from the top: the suffix first, then each RDN below it. Each RDN
+/// of `dn` is normalised once, for the suffix match and the names alike (a memberOf search
+/// resolves a thousand member DNs this way).
 pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
-    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
+    let mut rdn_norms: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
+    let suffix =
+        worker.config.suffix_of_normalized(&rdn_norms).ok_or_else(|| LdapError::no_such_object(""))?;
     let below = dn.len() - suffix.dn.len();
-    let mut names = Vec::with_capacity(below + 1);
-    names.push(suffix.norm.clone());
-    for rdn in dn.rdns.iter().take(below).rev() {
-        names.push(rdn.normalized());
-    }
-    Ok(names)
+    rdn_norms.truncate(below);
+    rdn_norms.push(suffix.norm.clone());
+    rdn_norms.reverse();
+    Ok(rdn_norms)
 }
 
 /// Finds the entry named `dn`, or noSuchObject with the deepest existing ancestor as
