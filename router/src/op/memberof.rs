@@ -230,17 +230,26 @@ fn mentions_member_of(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter) -
 /// The DN a value names (a uniqueMember value may end in `#'0101'B`, RFC 4517 §3.3.21),
 /// as given.
 fn dn_of(value: &[u8]) -> Option<String> {
+    let text = dn_text(value)?;
+    Dn::parse(text).is_ok().then(|| text.to_string())
+}
+
+/// The DN a member value names, parsed (once: it is resolved from this).
+fn parsed_dn_of(value: &[u8]) -> Option<Dn> {
+    Dn::parse(dn_text(value)?).ok()
+}
+
+/// A value's DN part: RFC 4517 §3.3.21, a trailing `#'bits'B` is the UID, as slapd reads it.
+fn dn_text(value: &[u8]) -> Option<&str> {
     let text = std::str::from_utf8(value).ok()?;
-    // RFC 4517 §3.3.21: a trailing `#'bits'B` is the UID, as slapd reads it.
-    let dn = match text.rsplit_once("#'") {
+    Some(match text.rsplit_once("#'") {
         Some((dn, uid))
             if uid.strip_suffix("'B").is_some_and(|bits| bits.bytes().all(|b| matches!(b, b'0' | b'1'))) =>
         {
             dn
         }
         _ => text,
-    };
-    Dn::parse(dn).is_ok().then(|| dn.to_string())
+    })
 }
 
 /// The ids an assertion stands for; None when it is Undefined.
@@ -279,7 +288,8 @@ async fn members_down(
     options: &ferrodir_shard::memberof::MemberOfOptions,
 ) -> LdapResultOf<BTreeSet<EntryId>> {
     let mut found = BTreeSet::new();
-    let Some(start) = resolve(ctx, group).await? else { return Ok(found) };
+    let Ok(group) = Dn::parse(group) else { return Ok(found) };
+    let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
     let mut frontier = vec![start];
     let mut depth = 0;
@@ -311,7 +321,7 @@ async fn members_down(
 }
 
 /// The DNs a group's member and uniqueMember values name.
-fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<String> {
+fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<Dn> {
     let rules = &ctx.worker.config.rules;
     record
         .entry
@@ -319,14 +329,13 @@ fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<String> {
         .iter()
         .filter(|a| rules.get(&a.name).is_some_and(|r| MEMBER_TYPES.contains(&r.canonical.as_str())))
         .flat_map(|a| a.values.iter())
-        .filter_map(|v| dn_of(v))
+        .filter_map(|v| parsed_dn_of(v))
         .collect()
 }
 
 /// The id of the entry `dn` names; None if there is none (a dangling member value).
-async fn resolve(ctx: &OpContext, dn: &str) -> LdapResultOf<Option<EntryId>> {
-    let Ok(parsed) = Dn::parse(dn) else { return Ok(None) };
-    match crate::resolve::locate(&ctx.worker, &parsed).await {
+async fn resolve(ctx: &OpContext, dn: &Dn) -> LdapResultOf<Option<EntryId>> {
+    match crate::resolve::locate(&ctx.worker, dn).await {
         Ok(found) => Ok(Some(found.id)),
         Err(e) if e.code == ferrodir_proto::ResultCode::NO_SUCH_OBJECT => Ok(None),
         Err(e) => Err(e),
@@ -384,5 +393,7 @@ mod tests {
         assert_eq!(dn_of(b"cn=a,dc=x").as_deref(), Some("cn=a,dc=x"));
         assert_eq!(dn_of(b"cn=a,dc=x#'0101'B").as_deref(), Some("cn=a,dc=x"));
         assert_eq!(dn_of(b"not a dn"), None);
+        assert_eq!(parsed_dn_of(b"cn=a,dc=x#'0101'B"), Dn::parse("cn=a,dc=x").ok());
+        assert_eq!(parsed_dn_of(b"cn=a,dc=x#'01'B,dc=y").map(|d| d.len()), Some(3));
     }
 }
