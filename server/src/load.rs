@@ -35,16 +35,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use anyhow::Context as _;
-use ferrodir_proto::entry::{Attribute, Entry};
+use ferrodir_proto::entry::Entry;
 use ferrodir_proto::ldif::{LdifReader, LdifRecord};
 use ferrodir_proto::schema::check::check_entry;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::id::shard_for_child;
 use ferrodir_shard::keys;
+use ferrodir_shard::layout;
 use ferrodir_shard::record::{EntryRecord, FLAG_CONTAINER};
-use ferrodir_shard::stamp::{stamp_imported, Stamp};
-use ferrodir_shard::storage::{BulkSink, StorageError};
+use ferrodir_shard::stamp::{set_structural_class, stamp_imported, Stamp};
+use ferrodir_shard::storage::{BulkSink, Mutation, StorageError};
 use ferrodir_shard::EntryId;
 
 use crate::store::Store;
@@ -388,15 +389,38 @@ fn parse_entry(
     let mut entry = Entry::new(attrs);
     let checked = check_entry(&store.schema, &entry, dn.rdn())
         .map_err(|v| format!("{dn_text}: {} ({})", v.message, v.code))?;
-    if entry.get("structuralObjectClass").is_none() {
-        let class = Attribute::new("structuralObjectClass", vec![checked.structural_class.into_bytes()]);
-        entry.attrs.insert(0, class);
-    }
+    check_structural_given(&store.rules, &entry, &checked.structural_class).map_err(|given| {
+        format!(
+            "{dn_text}: structural object class modification from '{given}' to '{}' not allowed ({})",
+            checked.structural_class,
+            ferrodir_proto::ResultCode::OBJECT_CLASS_MODS_PROHIBITED
+        )
+    })?;
+    // As an Add stores it: the class the check found, in the schema's spelling.
+    set_structural_class(&mut entry, checked.structural_class);
     let rdn = match dn.rdn() {
         Some(rdn) if !is_suffix => rdn.to_string(),
         _ => suffixes.display(suffix).to_string(),
     };
     Ok(ParsedEntry { line, dn_text, rdn, rdns_norm, suffix, entry })
+}
+
+/// slapadd's rule for a structuralObjectClass the LDIF carries (an export of another
+/// server): it must name the class the schema check found (any spelling, alias or OID);
+/// Err with the value given otherwise.
+fn check_structural_given(
+    rules: &ferrodir_shard::rules::RuleTable,
+    entry: &Entry,
+    found: &str,
+) -> Result<(), String> {
+    let Some(given) = entry.get("structuralObjectClass").and_then(|a| a.values.first()) else {
+        return Ok(());
+    };
+    let named = rules.class_lineage(given).and_then(|lineage| lineage.first());
+    match named {
+        Some(class) if class.eq_ignore_ascii_case(found) => Ok(()),
+        _ => Err(String::from_utf8_lossy(given).into_owned()),
+    }
 }
 
 // --- placement --------------------------------------------------------------------------
@@ -586,7 +610,7 @@ fn write_shard(
                     for mark in crate::reindex::ready_marks(store) {
                         sink.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
-                    sink.put(&keys::meta("next_seq"), &next_seq.to_be_bytes())?;
+                    put(sink, layout::next_seq(next_seq))?;
                     commit_started = Some(std::time::Instant::now());
                     return Ok(());
                 }
@@ -616,13 +640,12 @@ fn write_one(
     match item {
         ShardWork::Entry { id, parent, rdn, rdn_norm, mut entry } => {
             stamp_imported(&mut entry, &Stamp::now(author));
-            for key in store.indexes.keys_for(&store.rules, id, &entry) {
-                sink.put(&key, &[])?;
-            }
-            sink.put(&keys::child(parent, id), &[])?;
-            sink.put(&keys::dn(parent, &rdn_norm), &id.to_be_bytes())?;
             let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-            sink.put(&keys::entry(id), &record.encode())
+            // The layout an Add stages (`layout::new_entry`), so both store an entry alike.
+            for mutation in layout::new_entry(&store.indexes, &store.rules, id, &record) {
+                put(sink, mutation)?;
+            }
+            Ok(())
         }
         ShardWork::Container(id) => {
             let key = keys::entry(id);
@@ -634,9 +657,157 @@ fn write_one(
     }
 }
 
+/// Writes one of a new entry's mutations, all puts (a bulk load deletes nothing).
+fn put(sink: &mut dyn BulkSink, mutation: Mutation) -> Result<(), StorageError> {
+    match mutation.value {
+        Some(value) => sink.put(&mutation.key, &value),
+        None => Err(StorageError("an import writes no deletes".into())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use ferrodir_shard::batch::{Stager, WriteOp, WriteOutcome};
+    use ferrodir_shard::core::ShardCore;
+    use std::collections::BTreeMap;
+
+    /// Stored operational values that differ between any two writes (time, identity).
+    const STAMPED: [&str; 4] = ["entryUUID", "entryCSN", "createTimestamp", "modifyTimestamp"];
+
+    const LDIF: &str = "\
+dn: dc=example,dc=com
+objectClass: domain
+dc: example
+
+dn: ou=People,dc=example,dc=com
+objectClass: organizationalUnit
+ou: People
+structuralObjectClass: ORGANIZATIONALUNIT
+
+dn: uid=bjensen,ou=People,dc=example,dc=com
+objectClass: top
+objectClass: inetOrgPerson
+uid: bjensen
+cn: Babs  Jensen
+cn: BJ
+cn;lang-de:: QsOkcmJlbA==
+sn: Jensen
+mail: Babs@Example.COM
+telephoneNumber: +1 555-1234
+
+dn: cn=staff,dc=example,dc=com
+objectClass: groupOfNames
+cn: staff
+member: UID=bjensen, OU=people, DC=example, DC=com
+";
+
+    fn config() -> Config {
+        let mut config = Config::default();
+        config.shards = 1;
+        config.suffixes = vec!["dc=example,dc=com".into()];
+        config.root_dn = "cn=admin,dc=example,dc=com".into();
+        config.index.extend(["cn,sn sub".into(), "telephoneNumber,entryUUID eq".into(), "cn pres".into()]);
+        config
+    }
+
+    /// Every key of the shard and its value, entries decoded, less what differs by write.
+    fn contents(store: &Store) -> BTreeMap<Vec<u8>, String> {
+        let mut out = BTreeMap::new();
+        let stamped: Vec<String> = STAMPED.iter().map(|n| n.to_ascii_lowercase()).collect();
+        store.engines[0]
+            .snapshot()
+            .unwrap()
+            .scan_prefix(&[], &mut |key, value| {
+                let index_attr = key.get(1..).and_then(|k| k.split(|&b| b == 0).next());
+                let is_index = matches!(key.first(), Some(b'Q' | b'P' | b'S' | b'O'));
+                if is_index && index_attr.is_some_and(|a| stamped.iter().any(|s| s.as_bytes() == a)) {
+                    return true;
+                }
+                let shown = if key.first() == Some(&b'E') {
+                    let mut record = EntryRecord::decode(value).unwrap();
+                    record.entry.attrs.retain(|a| !STAMPED.iter().any(|s| a.name.eq_ignore_ascii_case(s)));
+                    format!("{record:?}")
+                } else {
+                    format!("{value:?}")
+                };
+                out.insert(key.to_vec(), shown);
+                true
+            })
+            .unwrap();
+        out
+    }
+
+    /// The Add path as the router and coordinator drive it, staged and committed on one shard.
+    fn add_all(store: &Store, config: &Config, directory: &DirectoryConfig) {
+        let core = ShardCore::new(store.shard_info(0, config), store.engines[0].clone()).unwrap();
+        let mut stager = Stager { next_seq: core.stored_next_seq().unwrap(), ..Default::default() };
+        let mut ids: HashMap<String, EntryId> = HashMap::new();
+        let mut containers = std::collections::HashSet::new();
+        let author = directory.root_dn.as_ref().unwrap().to_string();
+        for item in LdifReader::new(LDIF.as_bytes()) {
+            let LdifRecord::Content { dn, attrs } = item.unwrap().1 else { panic!("content records only") };
+            let dn = Dn::parse(&dn).unwrap();
+            let suffix = &directory.suffixes[0];
+            let (parent, rdn, rdn_norm) = if dn.normalized() == suffix.norm {
+                (EntryId::ROOT, suffix.display.clone(), suffix.norm.clone())
+            } else {
+                let parent = ids[&dn.parent().unwrap().normalized()];
+                let rdn = dn.rdn().unwrap();
+                (parent, rdn.to_string(), rdn.normalized())
+            };
+            if parent != EntryId::ROOT && containers.insert(parent) {
+                let (reply, _) = tokio::sync::oneshot::channel();
+                stager.stage(&core, WriteOp::SetContainer { id: parent, container: true }, &|_| false, reply);
+            }
+            let op = WriteOp::Add { parent, rdn, rdn_norm, entry: Entry::new(attrs), author: author.clone() };
+            let (reply, _) = tokio::sync::oneshot::channel();
+            stager.stage(&core, op, &|_| false, reply);
+            match &stager.pending.replies.last().unwrap().1 {
+                Ok(WriteOutcome::Added(id)) => ids.insert(dn.normalized(), *id),
+                other => panic!("{dn}: {other:?}"),
+            };
+        }
+        store.engines[0].commit(&stager.pending.mutations).unwrap();
+    }
+
+    #[test]
+    fn an_imported_entry_is_stored_as_an_added_one() {
+        let config = config();
+        let (imported_dir, added_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let imported = Store::open(&config, imported_dir.path()).unwrap();
+        let directory =
+            crate::runtime::directory_config(&config, &imported, crate::runtime::offline_hash_pool())
+                .unwrap();
+        let report = load_ldif(&imported, &directory, LDIF.as_bytes(), false).unwrap();
+        assert_eq!(report.entries, 4);
+        let added = Store::open(&config, added_dir.path()).unwrap();
+        add_all(&added, &config, &directory);
+        let (imported, added) = (contents(&imported), contents(&added));
+        let only_imported: Vec<_> = imported.iter().filter(|(k, v)| added.get(*k) != Some(v)).collect();
+        let only_added: Vec<_> = added.iter().filter(|(k, v)| imported.get(*k) != Some(v)).collect();
+        assert!(
+            only_imported.is_empty() && only_added.is_empty(),
+            "imported only: {only_imported:#?}\nadded only: {only_added:#?}"
+        );
+        // The test can fail: the entries and their index keys are there.
+        assert!(imported.len() > 40, "{}", imported.len());
+        let records = imported.values().filter(|v| v.contains("structuralObjectClass")).count();
+        assert_eq!(records, 4, "{imported:#?}");
+    }
+
+    #[test]
+    fn a_structural_class_other_than_the_schemas_is_refused() {
+        let config = config();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&config, dir.path()).unwrap();
+        let directory =
+            crate::runtime::directory_config(&config, &store, crate::runtime::offline_hash_pool()).unwrap();
+        let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\nstructuralObjectClass: person\n";
+        let error = load_ldif(&store, &directory, ldif.as_bytes(), false).unwrap_err().to_string();
+        assert!(error.contains("structural object class modification from 'person' to 'domain'"), "{error}");
+    }
 
     fn chunks_of(text: &str, chunk_bytes: usize) -> Vec<(usize, String)> {
         let mut out = Vec::new();

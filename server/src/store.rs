@@ -168,8 +168,9 @@ impl Store {
     pub fn fill_blooms(&self) -> anyhow::Result<()> {
         for (engine, bloom) in self.engines.iter().zip(&self.blooms) {
             engine.snapshot()?.scan_prefix(&keys::table_prefix(Table::Eq), &mut |key, _| {
-                if key.len() > 8 {
-                    bloom.insert(&key[..key.len() - 8]);
+                // The same key staging records (`eqkey::bloom_key`).
+                if let Some(prefix) = ferrodir_shard::eqkey::bloom_key(key) {
+                    bloom.insert(prefix);
                 }
                 true
             })?;

@@ -16,14 +16,15 @@ use ferrodir_proto::{Dn, Rdn};
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
+use crate::eqkey;
 use crate::error::{ShardError, ShardResult};
 use crate::id::{shard_for_child, EntryId};
-use crate::keys;
+use crate::layout;
 use crate::modify::{apply_changes, find_attr, value_key};
 use crate::record::{EntryRecord, FLAG_CONTAINER};
 use crate::rules::RuleTable;
-use crate::stamp::{stamp_created, stamp_modified, Stamp};
-use crate::storage::{Mutation, Table};
+use crate::stamp::{set_structural_class, stamp_created, stamp_modified, Stamp};
+use crate::storage::Mutation;
 
 /// One write a shard can apply by itself.
 #[derive(Debug, Clone)]
@@ -182,12 +183,10 @@ impl Stager {
                 let id = EntryId::new(core.info.index, self.next_seq);
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
-                fx.dns.push((parent, rdn_norm.clone(), Some(id)));
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
                 check_schema(core, &mut record)?;
                 stamp_created(&mut record.entry, &Stamp::now(&author));
-                let record = Arc::new(record);
-                fx.records.push((id, None, Some(record)));
+                fx.added = Some((id, Arc::new(record)));
                 Ok(WriteOutcome::Added(id))
             }
             WriteOp::Delete { id } => {
@@ -278,22 +277,32 @@ impl Stager {
 
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
         let batch = &mut self.pending;
+        let (indexes, rules) = (&core.info.indexes, &core.info.rules);
+        let first = batch.mutations.len();
         if let Some(next) = fx.next_seq {
-            batch
-                .mutations
-                .push(Mutation { key: keys::meta("next_seq"), value: Some(next.to_be_bytes().to_vec()) });
+            batch.mutations.push(layout::next_seq(next));
+        }
+        if let Some((id, record)) = fx.added {
+            // The layout `ferrodir import` writes too.
+            batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
+            batch.dns.insert((record.parent, record.rdn_norm.clone()), Some(id));
+            batch.records.insert(id, Some(record.clone()));
+            batch.touched.push((id, Some(record)));
         }
         for (parent, rdn_norm, target) in fx.dns {
-            batch.mutations.push(Mutation {
-                key: keys::dn(parent, &rdn_norm),
-                value: target.map(|id| id.to_be_bytes().to_vec()),
-            });
+            batch.mutations.push(layout::dn_record(parent, &rdn_norm, target));
             batch.dns.insert((parent, rdn_norm), target);
         }
         for (id, old, new) in fx.records {
-            record_mutations(core, id, old.as_deref(), new.as_deref(), &mut batch.mutations);
+            layout::entry_mutations(indexes, rules, id, old.as_deref(), new.as_deref(), &mut batch.mutations);
             batch.records.insert(id, new.clone());
             batch.touched.push((id, new));
+        }
+        for put in batch.mutations.iter().skip(first).filter(|m| m.value.is_some()) {
+            // Staged, so possibly not committed yet: the filter may only err towards "maybe".
+            if let Some(prefix) = eqkey::bloom_key(&put.key) {
+                core.info.bloom.insert(prefix);
+            }
         }
     }
 }
@@ -301,6 +310,8 @@ impl Stager {
 #[derive(Default)]
 struct Effects {
     next_seq: Option<u64>,
+    /// A new entry (an Add): its record, DN→ID record and keys, as `layout::new_entry` lays them out.
+    added: Option<(EntryId, Arc<EntryRecord>)>,
     dns: Vec<(EntryId, String, Option<EntryId>)>,
     records: Vec<RecordChange>,
 }
@@ -356,11 +367,7 @@ fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
 fn check_schema(core: &ShardCore, record: &mut EntryRecord) -> ShardResult<()> {
     let rdn = parsed_rdn(&record.rdn);
     let checked = check_entry(&core.info.schema, &record.entry, rdn.as_ref()).map_err(ShardError::Schema)?;
-    let structural = checked.structural_class.into_bytes();
-    match record.entry.get_mut("structuralObjectClass") {
-        Some(attr) => attr.values = vec![structural],
-        None => record.entry.attrs.insert(0, Attribute::new("structuralObjectClass", vec![structural])),
-    }
+    set_structural_class(&mut record.entry, checked.structural_class);
     Ok(())
 }
 
@@ -403,43 +410,4 @@ fn prohibited(before: &str, after: &str) -> ShardError {
         code: ferrodir_proto::ResultCode::OBJECT_CLASS_MODS_PROHIBITED,
         message: format!("structural object class modification from '{before}' to '{after}' not allowed"),
     })
-}
-
-/// The entry, one-level and index mutations that turn `old` into `new`.
-fn record_mutations(
-    core: &ShardCore,
-    id: EntryId,
-    old: Option<&EntryRecord>,
-    new: Option<&EntryRecord>,
-    out: &mut Vec<Mutation>,
-) {
-    let indexes = &core.info.indexes;
-    let rules = &core.info.rules;
-    let old_keys = old.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
-    let new_keys = new.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
-    for gone in old_keys.difference(&new_keys) {
-        out.push(Mutation { key: gone.clone(), value: None });
-    }
-    for added in new_keys.difference(&old_keys) {
-        // An equality posting is the value's prefix followed by the 8-byte entry id.
-        let eq_prefix = added.len().checked_sub(8).and_then(|end| added.get(..end));
-        if let (Some(&tag), Some(prefix)) = (added.first(), eq_prefix) {
-            if tag == Table::Eq as u8 && !prefix.is_empty() {
-                // Staged, so possibly not committed yet: the filter may only err towards "maybe".
-                core.info.bloom.insert(prefix);
-            }
-        }
-        out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
-    }
-    let old_parent = old.map(|r| r.parent);
-    let new_parent = new.map(|r| r.parent);
-    if old_parent != new_parent {
-        if let Some(p) = old_parent {
-            out.push(Mutation { key: keys::child(p, id), value: None });
-        }
-        if let Some(p) = new_parent {
-            out.push(Mutation { key: keys::child(p, id), value: Some(Vec::new()) });
-        }
-    }
-    out.push(Mutation { key: keys::entry(id), value: new.map(EntryRecord::encode) });
 }

@@ -13,12 +13,13 @@ use std::collections::BTreeSet;
 
 use ferrodir_proto::filter::{Filter, Substring};
 
+use crate::eqkey::{self, Lookup};
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::index::{assertion_grams, ordering_key, IndexConfig, IndexKind};
 use crate::keys;
 use crate::rights::TypeSet;
-use crate::rules::{equality_key, AttrRules, RuleTable};
+use crate::rules::{AttrRules, RuleTable};
 use crate::search::Scope;
 use crate::skeleton::Skeleton;
 use crate::storage::KvSnapshot;
@@ -71,17 +72,13 @@ impl<'a> Planner<'a> {
         match filter {
             Filter::EqualityMatch(ava) => {
                 let attr = self.usable(&ava.attribute_desc, IndexKind::Equality)?;
-                if attr.canonical == "objectclass" {
-                    // Keys are the lowercased primary names of each class and its superclasses.
-                    return Some(
-                        match self.rules.class_lineage(&ava.assertion_value).and_then(|l| l.first()) {
-                            Some(name) => Plan::Postings(keys::eq_prefix(&attr.canonical, name.as_bytes())),
-                            None => Plan::Empty,
-                        },
-                    );
+                // The key the index and the Bloom filters file the value under (`eqkey`).
+                match eqkey::lookup(self.rules, attr, &ava.assertion_value) {
+                    Lookup::Value(prefix) => Some(Plan::Equality(prefix)),
+                    Lookup::Class(prefix) => Some(Plan::Postings(prefix)),
+                    Lookup::NoSuchClass => Some(Plan::Empty),
+                    Lookup::Invalid => None,
                 }
-                let key = equality_key(attr, &ava.assertion_value)?;
-                Some(Plan::Equality(keys::eq_prefix(&attr.canonical, &key)))
             }
             Filter::Present(desc) => {
                 let attr = self.usable(desc, IndexKind::Presence)?;

@@ -15,9 +15,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::schema::matching::{self, Rule};
 
+use crate::eqkey;
 use crate::id::EntryId;
 use crate::keys;
-use crate::rules::{equality_key, AttrRules, RuleTable};
+use crate::rules::{AttrRules, RuleTable};
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct IndexKinds {
@@ -146,14 +147,10 @@ impl IndexConfig {
                 out.insert(keys::pres(name, id));
             }
             for value in &attr.values {
-                if kinds.equality && name == "objectclass" {
-                    // A class value stands for its superclasses too, as in filters.
-                    for class in rules.class_lineage(value).map(|l| l.as_slice()).unwrap_or_default() {
-                        out.insert(keys::eq(name, class.as_bytes(), id));
-                    }
-                } else if kinds.equality {
-                    if let Some(key) = equality_key(attr_rules, value) {
-                        out.insert(keys::eq(name, &key, id));
+                if kinds.equality {
+                    // The one rule lookups and the Bloom filters use too (`eqkey`).
+                    for prefix in eqkey::stored_prefixes(rules, attr_rules, value) {
+                        out.insert(eqkey::posting(prefix, id));
                     }
                 }
                 if kinds.substring {

@@ -4,9 +4,11 @@
 //! - [`id`]: entry ids and placement (which shard holds what).
 //! - [`storage`]: the byte-level storage trait and its engines (redb default, sled), and
 //!   what a shard does when its file fails (docs/ARCHITECTURE.md, "Faults").
-//! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk.
+//! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk;
+//!   [`layout`]: the keys storing or changing an entry writes (staging and import alike).
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
 //! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.
+//! - [`eqkey`]: the equality-key rule that index keys, lookups and Bloom filters share.
 //! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
 //! - [`rights`]: what a requester may see of an entry, as the router decided it (the
 //!   shard knows no access rules).
@@ -44,12 +46,14 @@ pub mod candidates;
 pub mod codec;
 pub mod commit;
 pub mod core;
+pub mod eqkey;
 pub mod error;
 pub mod eval;
 pub mod fatal;
 pub mod id;
 pub mod index;
 pub mod keys;
+pub mod layout;
 pub mod memberof;
 pub mod modify;
 pub mod prefilter;

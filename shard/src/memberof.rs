@@ -30,7 +30,7 @@ use crate::keys;
 use crate::prefilter::base_name_in;
 use crate::record::EntryRecord;
 use crate::rights::EntryRules;
-use crate::rules::{equality_key, RuleTable};
+use crate::rules::RuleTable;
 use crate::skeleton::Skeleton;
 use crate::storage::KvEngine;
 
@@ -104,14 +104,16 @@ impl Groups {
 
     /// The groups, on every shard, whose member or uniqueMember equals `dn` under the
     /// type's equality rule (distinguishedNameMatch, uniqueMemberMatch): read from the
-    /// equality postings, with the key the index writes (`rules::equality_key`).
+    /// equality postings, with the key the index writes (`eqkey::lookup`).
     pub fn naming(&self, dn: &str) -> ShardResult<Vec<EntryId>> {
         // (prefix, whether it is the "value with an optional UID" form, RFC 4517 §3.3.21)
         let mut prefixes = Vec::with_capacity(MEMBER_TYPES.len() + 1);
         for name in MEMBER_TYPES {
             let Some(attr) = self.rules.get(name) else { continue };
-            let Some(key) = equality_key(attr, dn.as_bytes()) else { continue };
-            let exact = keys::eq_prefix(&attr.canonical, &key);
+            let crate::eqkey::Lookup::Value(exact) = crate::eqkey::lookup(&self.rules, attr, dn.as_bytes())
+            else {
+                continue;
+            };
             if name == "uniquemember" {
                 // `DN#'0101'B` names the entry too, though uniqueMemberMatch keeps the UID.
                 let mut with_uid = exact.clone();

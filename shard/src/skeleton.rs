@@ -27,9 +27,19 @@ pub struct ContainerNode {
 }
 
 /// One immutable version of the skeleton.
+///
+/// Cloning one copies no map: the maps sit behind one `Arc` that every clone shares (the
+/// coordinator's own copy, the published one, each worker's handle, every pinned search).
+/// A change copies them once, for the new version (`Arc::make_mut`), where it used to be
+/// copied again on publication and once more by every worker that reloaded it.
 #[derive(Clone, Debug, Default)]
 pub struct Skeleton {
     pub version: u64,
+    maps: Arc<Maps>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Maps {
     nodes: HashMap<EntryId, ContainerNode>,
     /// parent → normalised RDN → child container: looked up by `&str`, no allocation.
     by_name: HashMap<EntryId, HashMap<String, EntryId>>,
@@ -52,6 +62,18 @@ pub struct Resolution {
     pub matched: usize,
 }
 
+impl Maps {
+    fn insert_node(&mut self, id: EntryId, parent: EntryId, rdn: String, rdn_norm: String) {
+        let dn: Arc<str> = match self.nodes.get(&parent) {
+            Some(p) => format!("{},{}", rdn, p.dn).into(),
+            None => rdn.clone().into(),
+        };
+        self.by_name.entry(parent).or_default().insert(rdn_norm.clone(), id);
+        self.child_containers.entry(parent).or_default().push(id);
+        self.nodes.insert(id, ContainerNode { id, parent, rdn, rdn_norm, dn });
+    }
+}
+
 impl Skeleton {
     /// Builds a version from container records `(id, parent, rdn, rdn_norm)`. Records whose
     /// parent chain doesn't reach the root are returned as orphans for `verify` to report.
@@ -63,7 +85,7 @@ impl Skeleton {
         for (id, parent, rdn, rdn_norm) in records {
             pending.insert(id, (parent, rdn, rdn_norm));
         }
-        let mut skeleton = Skeleton { version, ..Default::default() };
+        let mut maps = Maps::default();
         // Place nodes top-down: a node is placed once its parent is (iterative, no recursion).
         let mut frontier = vec![EntryId::ROOT];
         let mut by_parent: HashMap<EntryId, Vec<EntryId>> = HashMap::new();
@@ -73,54 +95,53 @@ impl Skeleton {
         while let Some(parent) = frontier.pop() {
             for child in by_parent.remove(&parent).unwrap_or_default() {
                 if let Some((p, rdn, rdn_norm)) = pending.remove(&child) {
-                    skeleton.insert_node(child, p, rdn, rdn_norm);
+                    maps.insert_node(child, p, rdn, rdn_norm);
                     frontier.push(child);
                 }
             }
         }
         let orphans = pending.into_keys().collect();
-        (skeleton, orphans)
+        (Skeleton { version, maps: Arc::new(maps) }, orphans)
     }
 
-    fn insert_node(&mut self, id: EntryId, parent: EntryId, rdn: String, rdn_norm: String) {
-        let dn: Arc<str> = match self.nodes.get(&parent) {
-            Some(p) => format!("{},{}", rdn, p.dn).into(),
-            None => rdn.clone().into(),
-        };
-        self.by_name.entry(parent).or_default().insert(rdn_norm.clone(), id);
-        self.child_containers.entry(parent).or_default().push(id);
-        self.nodes.insert(id, ContainerNode { id, parent, rdn, rdn_norm, dn });
+    /// The next version, with `change` made to a copy of the maps: the one copy a
+    /// structural change makes (the others holding this version share it until they drop it).
+    fn changed(&self, change: impl FnOnce(&mut Maps)) -> Self {
+        let mut next = self.clone();
+        next.version += 1;
+        change(Arc::make_mut(&mut next.maps));
+        next
     }
 
     /// A copy with `id` added as a container (its parent must be a container or ROOT).
     pub fn with_container(&self, id: EntryId, parent: EntryId, rdn: &str, rdn_norm: &str) -> Self {
-        let mut next = self.clone();
-        next.version += 1;
-        if !next.nodes.contains_key(&id) {
-            next.insert_node(id, parent, rdn.to_string(), rdn_norm.to_string());
+        if self.contains(id) {
+            return Self { version: self.version + 1, maps: self.maps.clone() };
         }
-        next
+        self.changed(|maps| maps.insert_node(id, parent, rdn.to_string(), rdn_norm.to_string()))
     }
 
     /// A copy without container `id` (which must have no child containers).
     pub fn without_container(&self, id: EntryId) -> Self {
-        let mut next = self.clone();
-        next.version += 1;
-        if let Some(node) = next.nodes.remove(&id) {
-            if let Some(names) = next.by_name.get_mut(&node.parent) {
-                names.remove(&node.rdn_norm);
-            }
-            if let Some(siblings) = next.child_containers.get_mut(&node.parent) {
-                siblings.retain(|c| *c != id);
-            }
-            next.child_containers.remove(&id);
+        if !self.contains(id) {
+            return Self { version: self.version + 1, maps: self.maps.clone() };
         }
-        next
+        self.changed(|maps| {
+            if let Some(node) = maps.nodes.remove(&id) {
+                if let Some(names) = maps.by_name.get_mut(&node.parent) {
+                    names.remove(&node.rdn_norm);
+                }
+                if let Some(siblings) = maps.child_containers.get_mut(&node.parent) {
+                    siblings.retain(|c| *c != id);
+                }
+                maps.child_containers.remove(&id);
+            }
+        })
     }
 
     /// A copy where container `id` has a new parent and RDN; every DN below it follows.
     pub fn with_moved(&self, id: EntryId, parent: EntryId, rdn: &str, rdn_norm: &str) -> Self {
-        let records = self.nodes.values().map(|n| {
+        let records = self.maps.nodes.values().map(|n| {
             if n.id == id {
                 (id, parent, rdn.to_string(), rdn_norm.to_string())
             } else {
@@ -128,56 +149,55 @@ impl Skeleton {
             }
         });
         let mut next = Skeleton::build(self.version + 1, records).0;
-        next.withdrawn = self.withdrawn.clone();
+        // Built fresh, so the maps are this version's alone: no copy.
+        Arc::make_mut(&mut next.maps).withdrawn = self.maps.withdrawn.clone();
         next
     }
 
     /// A copy in which the DN→ID record (`parent`, `rdn_norm`) → `id` resolves to nothing.
     pub fn with_withdrawn(&self, parent: EntryId, rdn_norm: &str, id: EntryId) -> Self {
-        let mut next = self.clone();
-        next.version += 1;
-        next.withdrawn.entry(parent).or_default().insert(rdn_norm.to_string(), id);
-        next
+        self.changed(|maps| {
+            maps.withdrawn.entry(parent).or_default().insert(rdn_norm.to_string(), id);
+        })
     }
 
     /// A copy in which (`parent`, `rdn_norm`) resolves through its DN→ID record again.
     pub fn without_withdrawn(&self, parent: EntryId, rdn_norm: &str) -> Self {
-        let mut next = self.clone();
-        next.version += 1;
-        if let Some(names) = next.withdrawn.get_mut(&parent) {
-            names.remove(rdn_norm);
-            if names.is_empty() {
-                next.withdrawn.remove(&parent);
+        self.changed(|maps| {
+            if let Some(names) = maps.withdrawn.get_mut(&parent) {
+                names.remove(rdn_norm);
+                if names.is_empty() {
+                    maps.withdrawn.remove(&parent);
+                }
             }
-        }
-        next
+        })
     }
 
     /// Whether the DN→ID record (`parent`, `rdn_norm`) → `id` is withdrawn: the entry it
     /// names is not there under that name.
     pub fn is_withdrawn(&self, parent: EntryId, rdn_norm: &str, id: EntryId) -> bool {
-        !self.withdrawn.is_empty()
-            && self.withdrawn.get(&parent).and_then(|names| names.get(rdn_norm)) == Some(&id)
+        !self.maps.withdrawn.is_empty()
+            && self.maps.withdrawn.get(&parent).and_then(|names| names.get(rdn_norm)) == Some(&id)
     }
 
     pub fn get(&self, id: EntryId) -> Option<&ContainerNode> {
-        self.nodes.get(&id)
+        self.maps.nodes.get(&id)
     }
 
     pub fn contains(&self, id: EntryId) -> bool {
-        self.nodes.contains_key(&id)
+        self.maps.nodes.contains_key(&id)
     }
 
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.maps.nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.maps.nodes.is_empty()
     }
 
     pub fn child_named(&self, parent: EntryId, rdn_norm: &str) -> Option<EntryId> {
-        self.by_name.get(&parent).and_then(|names| names.get(rdn_norm)).copied()
+        self.maps.by_name.get(&parent).and_then(|names| names.get(rdn_norm)).copied()
     }
 
     /// Walks normalised names from the top (`names[0]` is the suffix) as far as containers go.
@@ -185,7 +205,7 @@ impl Skeleton {
         let mut deepest = EntryId::ROOT;
         let mut matched = 0;
         for name in names {
-            match self.by_name.get(&deepest).and_then(|names| names.get(name)) {
+            match self.maps.by_name.get(&deepest).and_then(|names| names.get(name)) {
                 Some(&id) => {
                     deepest = id;
                     matched += 1;
@@ -198,7 +218,7 @@ impl Skeleton {
 
     /// The DN of an entry whose parent is `parent`, as sent to clients.
     pub fn dn_of_child(&self, parent: EntryId, rdn: &str) -> String {
-        match self.nodes.get(&parent) {
+        match self.maps.nodes.get(&parent) {
             Some(node) => {
                 let mut dn = String::with_capacity(rdn.len() + 1 + node.dn.len());
                 dn.push_str(rdn);
@@ -218,7 +238,7 @@ impl Skeleton {
             if parent == base {
                 return true;
             }
-            match self.nodes.get(&parent) {
+            match self.maps.nodes.get(&parent) {
                 Some(node) => parent = node.parent,
                 None => return false,
             }
@@ -231,10 +251,10 @@ impl Skeleton {
         let mut out = Vec::new();
         let mut stack = vec![base];
         while let Some(id) = stack.pop() {
-            if self.nodes.contains_key(&id) || id == EntryId::ROOT {
+            if self.maps.nodes.contains_key(&id) || id == EntryId::ROOT {
                 out.push(id);
             }
-            if let Some(children) = self.child_containers.get(&id) {
+            if let Some(children) = self.maps.child_containers.get(&id) {
                 stack.extend(children.iter().copied());
             }
         }
@@ -242,7 +262,7 @@ impl Skeleton {
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = &ContainerNode> {
-        self.nodes.values()
+        self.maps.nodes.values()
     }
 }
 
@@ -314,6 +334,18 @@ mod tests {
         let u = t.without_container(EntryId(3));
         assert!(!u.contains(EntryId(3)));
         assert_eq!(u.version, s.version + 2);
+    }
+
+    #[test]
+    fn clones_share_one_copy_and_a_change_makes_one() {
+        let s = sample();
+        let published = s.clone();
+        let worker = Arc::new(published.clone());
+        assert!(Arc::ptr_eq(&s.maps, &worker.maps), "a worker's handle copied the maps");
+        let t = s.with_container(EntryId(3), EntryId(2), "cn=g", "cn=g");
+        assert!(!Arc::ptr_eq(&s.maps, &t.maps));
+        assert!(!worker.contains(EntryId(3)), "a change reached a version already published");
+        assert!(Arc::ptr_eq(&t.maps, &t.clone().maps));
     }
 
     #[test]

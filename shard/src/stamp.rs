@@ -76,6 +76,18 @@ fn set(entry: &mut Entry, name: &str, value: String) {
     }
 }
 
+/// Records the entry's structural object class as the schema check found it (its
+/// primary name as the schema spells it), replacing whatever value the entry carried:
+/// an Add and an import store the same value (slapd's slapadd refuses a value that differs
+/// from the computed one, and the Add path never takes a client's).
+pub fn set_structural_class(entry: &mut Entry, class: String) {
+    let class = class.into_bytes();
+    match entry.get_mut("structuralObjectClass") {
+        Some(attr) => attr.values = vec![class],
+        None => entry.attrs.insert(0, Attribute::new("structuralObjectClass", vec![class])),
+    }
+}
+
 /// Stamps a new entry: a fresh entryUUID, and creator and modifier alike.
 pub fn stamp_created(entry: &mut Entry, stamp: &Stamp) {
     if entry.get("entryUUID").is_none() {
