@@ -122,14 +122,19 @@ impl ShardCore {
         let Some(bytes) = snapshot.get(&keys::entry(id))? else {
             return Ok(None);
         };
-        let cached = Arc::new(Cached::new(Arc::new(EntryRecord::decode(&bytes)?)));
+        let record = Arc::new(EntryRecord::decode(&bytes)?);
         let current = self.snapshot.borrow();
         let is_current = std::ptr::addr_eq(Arc::as_ptr(&current), snapshot as *const dyn KvSnapshot);
         drop(current);
-        if is_current {
+        if is_current && self.info.entry_cache_entries_max > 0 {
+            let cached = Arc::new(Cached::new(record));
             self.cache_insert(id, cached.clone());
+            return Ok(Some(cached));
         }
-        Ok(Some(cached))
+        // Not kept (a replica's read: replicas cache nothing; or an older snapshot's): sent
+        // once and dropped, so it is encoded straight from its attributes. Building every
+        // segment for one send cost a remote base lookup about a fifth of its instructions.
+        Ok(Some(Arc::new(Cached::transient(record))))
     }
 
     /// The id named by (`parent`, `rdn_norm`) in this shard's DN→ID index.
