@@ -8,12 +8,14 @@
 //!   `reindex.rs`: rebuilding indices; `backup.rs`: backup and restore.
 //! - `cut.rs`: a consistent cut of every shard, taken while serving; `admin.rs`: the admin
 //!   socket through which export and backup reach a serving server.
+//! - `compact.rs`: offline compaction of the data directory's redb files.
 //! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
 //! - `connection.rs`: one client connection's read and write loops.
 
 mod accesslog;
 mod admin;
 mod backup;
+mod compact;
 mod config;
 mod connection;
 mod cut;
@@ -134,6 +136,14 @@ enum Command {
         #[arg(long, value_name = "BACKUP_DIR")]
         to: PathBuf,
     },
+    /// Give the free space inside the data directory's files back to the filesystem
+    /// (offline: stop the server first). The data stays the same.
+    Compact {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Restore a finished backup into DIR (offline; DIR new or empty unless --force), then
     /// verify the result.
     Restore {
@@ -247,6 +257,11 @@ fn main() -> anyhow::Result<()> {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
             backup::run_backup_command(&config, &data_dir, &to)
+        }
+        Command::Compact { config, data_dir } => {
+            let config = load_config(config.as_ref())?;
+            init_logging(&config);
+            compact::run_command(&data_dir)
         }
         Command::Restore { config, from, data_dir, force } => {
             let config = load_config(config.as_ref())?;

@@ -319,7 +319,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                 }
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
                 worker.config.monitor.add_worker(worker.stats.clone());
-                WORKER.with(|slot| *slot.borrow_mut() = Some(Rc::new(worker)));
+                let worker = Rc::new(worker);
+                Worker::start_replica_release(&worker);
+                WORKER.with(|slot| *slot.borrow_mut() = Some(worker));
             }
             let _ = tx.send(());
         });

@@ -36,7 +36,8 @@ pub struct ShardInfo {
 pub struct ShardCore {
     pub info: ShardInfo,
     engine: Arc<dyn KvEngine>,
-    snapshot: RefCell<Arc<dyn KvSnapshot>>,
+    /// None once released ([`ShardCore::release_snapshot`]): the next read opens a fresh one.
+    snapshot: RefCell<Option<Arc<dyn KvSnapshot>>>,
     cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
     /// Written by this core's thread only; read by the metrics endpoint.
     stats: Arc<CoreStats>,
@@ -63,7 +64,7 @@ impl ShardCore {
         Ok(Self {
             info,
             engine,
-            snapshot: RefCell::new(snapshot),
+            snapshot: RefCell::new(Some(snapshot)),
             cache: RefCell::new(HashMap::new()),
             stats: Arc::default(),
         })
@@ -82,16 +83,34 @@ impl ShardCore {
         self.engine.clone()
     }
 
-    /// The last committed snapshot; a search holds it for its whole run.
+    /// The last committed snapshot; a search holds it for its whole run. After a release,
+    /// a fresh one (an engine that cannot open one gives a view whose reads fail with why).
     pub fn snapshot(&self) -> Arc<dyn KvSnapshot> {
-        self.snapshot.borrow().clone()
+        if let Some(current) = self.snapshot.borrow().as_ref() {
+            return current.clone();
+        }
+        let fresh: Arc<dyn KvSnapshot> = match self.engine.snapshot() {
+            Ok(fresh) => Arc::from(fresh),
+            Err(e) => return Arc::new(FailedSnapshot(e)),
+        };
+        *self.snapshot.borrow_mut() = Some(fresh.clone());
+        fresh
     }
 
     /// Called after each commit, before replies go out.
     pub fn refresh_snapshot(&self) -> ShardResult<()> {
         let next: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
-        *self.snapshot.borrow_mut() = next;
+        *self.snapshot.borrow_mut() = Some(next);
         Ok(())
+    }
+
+    /// Lets go of the held snapshot, so that this core pins no old version of the file.
+    /// redb reuses a page freed by a commit only once no read transaction older than that
+    /// commit is live: a replica that another worker reads now and then, holding the
+    /// snapshot of its last read in between, made every page freed since unusable and the
+    /// file grew under churn (issue #14). Reads in flight keep their own `Arc`.
+    pub fn release_snapshot(&self) {
+        self.snapshot.borrow_mut().take();
     }
 
     /// An entry by id, from the cache or the last committed snapshot.
@@ -123,9 +142,9 @@ impl ShardCore {
             return Ok(None);
         };
         let record = Arc::new(EntryRecord::decode(&bytes)?);
-        let current = self.snapshot.borrow();
-        let is_current = std::ptr::addr_eq(Arc::as_ptr(&current), snapshot as *const dyn KvSnapshot);
-        drop(current);
+        let is_current = self.snapshot.borrow().as_ref().is_some_and(|current| {
+            std::ptr::addr_eq(Arc::as_ptr(current), snapshot as *const dyn KvSnapshot)
+        });
         if is_current && self.info.entry_cache_entries_max > 0 {
             let cached = Arc::new(Cached::new(record));
             self.cache_insert(id, cached.clone());
@@ -233,6 +252,11 @@ impl ShardCore {
         }
     }
 
+    /// Whether this core holds a snapshot now (tests of the release).
+    pub fn holds_snapshot(&self) -> bool {
+        self.snapshot.borrow().is_some()
+    }
+
     /// The next sequence number to allocate, from the shard's metadata.
     pub fn stored_next_seq(&self) -> ShardResult<u64> {
         let snapshot = self.snapshot();
@@ -241,5 +265,123 @@ impl ShardCore {
             .and_then(|v| EntryId::from_be_slice(&v))
             .map(|id| id.0)
             .unwrap_or(1))
+    }
+}
+
+/// What [`ShardCore::snapshot`] gives when the engine could not open a snapshot: every read
+/// fails with the engine's error, through the same path as any storage error.
+struct FailedSnapshot(crate::storage::StorageError);
+
+impl KvSnapshot for FailedSnapshot {
+    fn get(&self, _key: &[u8]) -> crate::storage::StorageResult<Option<Vec<u8>>> {
+        Err(self.0.clone())
+    }
+
+    fn scan_prefix(
+        &self,
+        _prefix: &[u8],
+        _visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> crate::storage::StorageResult<()> {
+        Err(self.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{EngineKind, Mutation};
+
+    fn info() -> ShardInfo {
+        let schema = Arc::new(Schema::standard());
+        let rules = Arc::new(RuleTable::from_schema(&schema));
+        let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
+        ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache_entries_max: 0,
+            indexes,
+            schema,
+            rules,
+            bloom: Default::default(),
+        }
+    }
+
+    fn key(i: u32) -> Vec<u8> {
+        keys::entry(EntryId(u64::from(i)))
+    }
+
+    /// Adds then deletes 400 entries of 1.5 KB, 12 times, 50 per commit (as the shard actor
+    /// commits batches); returns the file's length after the first and the last cycle.
+    fn churn(engine: &dyn KvEngine, path: &std::path::Path, between: &dyn Fn()) -> (u64, u64) {
+        let mut first = 0;
+        for cycle in 0..12u32 {
+            for chunk in (10_000..10_400u32).collect::<Vec<_>>().chunks(50) {
+                let adds: Vec<_> = chunk
+                    .iter()
+                    .map(|&i| Mutation { key: key(i), value: Some(vec![cycle as u8; 1500]) })
+                    .collect();
+                engine.commit(&adds).unwrap();
+                between();
+            }
+            for chunk in (10_000..10_400u32).collect::<Vec<_>>().chunks(50) {
+                engine
+                    .commit(&chunk.iter().map(|&i| Mutation { key: key(i), value: None }).collect::<Vec<_>>())
+                    .unwrap();
+                between();
+            }
+            if cycle == 0 {
+                first = std::fs::metadata(path).unwrap().len();
+            }
+        }
+        (first, std::fs::metadata(path).unwrap().len())
+    }
+
+    /// The mechanism behind issue #14, on redb itself: a core (another worker's replica)
+    /// that keeps the snapshot of its last read makes every page freed since unusable, so
+    /// the file grows with every cycle; released, it pins nothing and the file stays flat.
+    #[test]
+    fn a_held_snapshot_makes_churn_grow_the_file_and_a_released_one_does_not() {
+        let run = |release: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+            let base: Vec<_> =
+                (0..1000u32).map(|i| Mutation { key: key(i), value: Some(vec![7; 1500]) }).collect();
+            engine.commit(&base).unwrap();
+            let replica = ShardCore::new(info(), engine.clone()).unwrap();
+            assert!(replica.snapshot().get(&key(3)).unwrap().is_some());
+            let between = || {
+                if release {
+                    replica.release_snapshot();
+                }
+            };
+            churn(engine.as_ref(), &dir.path().join("shard-000.redb"), &between)
+        };
+        let (held_first, held_last) = run(false);
+        let (released_first, released_last) = run(true);
+        assert!(
+            held_last > held_first * 3,
+            "a held snapshot should make the file grow: {held_first} -> {held_last} bytes"
+        );
+        assert!(
+            released_last <= released_first + released_first / 4,
+            "churn grew the file with no snapshot held: {released_first} -> {released_last} bytes"
+        );
+    }
+
+    /// After a release the next read opens a fresh snapshot and sees the last commit.
+    #[test]
+    fn a_released_snapshot_is_reopened_at_the_last_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let core = ShardCore::new(info(), engine.clone()).unwrap();
+        assert!(core.snapshot().get(&key(1)).unwrap().is_none());
+        engine.commit(&[Mutation { key: key(1), value: Some(b"x".to_vec()) }]).unwrap();
+        let before = core.snapshot();
+        core.release_snapshot();
+        assert!(!core.holds_snapshot());
+        assert_eq!(core.snapshot().get(&key(1)).unwrap(), Some(b"x".to_vec()));
+        assert!(core.holds_snapshot());
+        // A read that took the old snapshot before the release still reads it.
+        assert!(before.get(&key(1)).unwrap().is_none());
     }
 }

@@ -7,6 +7,7 @@ mod backup;
 mod cli;
 mod concurrency;
 mod faults;
+mod footprint;
 mod harness;
 mod hostile;
 mod import;

@@ -11,6 +11,7 @@
 //! ([`OpenError::Damaged`]); `frozen` is how a redb shard keeps serving reads after a failed
 //! commit.
 
+mod compact;
 mod frozen;
 mod overlay;
 pub mod powercut;
@@ -19,6 +20,7 @@ mod sled_engine;
 
 use std::path::Path;
 
+pub use compact::{compact_redb_file, Compacted};
 pub use redb_engine::RedbEngine;
 pub use sled_engine::SledEngine;
 

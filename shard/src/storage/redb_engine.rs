@@ -84,6 +84,12 @@ impl RedbEngine {
 /// Checks an existing shard file before it is served: present, not empty, every page's
 /// checksum right (redb's integrity check). A failure of the check is [`OpenError::Damaged`].
 fn check_file(path: &Path) -> Result<(), OpenError> {
+    open_checked(path)?.close().map_err(classify)
+}
+
+/// Opens an existing file after the checks of [`check_file`], and keeps it open (its file
+/// lock held): what offline compaction works on.
+pub(super) fn open_checked(path: &Path) -> Result<Database, OpenError> {
     let len = match std::fs::metadata(path) {
         Ok(meta) => meta.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -116,9 +122,8 @@ fn check_file(path: &Path) -> Result<(), OpenError> {
              a commit interrupted by a crash (never acknowledged), or damage"
         );
     }
-    db.close().map_err(classify)?;
     tracing::info!(file = %path.display(), bytes = len, elapsed_ms = started.elapsed().as_millis(), "shard file checked");
-    Ok(())
+    Ok(db)
 }
 
 /// Damage or some other reason (permissions, a lock, a read-only filesystem) an open failed.
@@ -132,6 +137,9 @@ fn classify(e: DatabaseError) -> OpenError {
         {
             OpenError::Damaged(format!("the file ends early: {io}"))
         }
+        DatabaseError::DatabaseAlreadyOpen => OpenError::Other(StorageError(
+            "the file is open in another process (is a server using this data directory?)".into(),
+        )),
         other => OpenError::Other(err(other)),
     }
 }
