@@ -65,6 +65,7 @@ pub mod sortkeys;
 pub mod stamp;
 pub mod stop;
 pub mod storage;
+pub mod watermark;
 
 pub use error::{ShardError, ShardResult};
 pub use id::EntryId;
