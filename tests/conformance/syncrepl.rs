@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use crate::servers::{self, Server, MANAGER_DN, MANAGER_PW, SUFFIX};
 
-/// Entries of the initial load (the issue's 10k takes the slapd consumer longer than a
-/// CI budget wants; a few hundred cross every shard many times).
-const PEOPLE: usize = 400;
+/// Entries of the initial load. The issue's 10k converges too (measured: 47 s for the
+/// initial refreshOnly load, both cases 75 s, on a loaded 2-core machine), mostly the slapd
+/// consumer's own adds and the comparisons: too long for CI, so 1k here.
+const PEOPLE: usize = 1_000;
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Computed on each side, never replicated.
-const IGNORED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "contextcsn"];
+/// Computed on each side, never replicated (the consumer runs no memberof overlay).
+const IGNORED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "contextcsn", "memberof"];
 
 fn initial_ldif() -> String {
     let mut ldif = format!(
@@ -54,7 +55,7 @@ impl Consumer {
         let dir = tempfile::tempdir().expect("temporary directory");
         std::fs::create_dir(dir.path().join("db")).expect("mkdir db");
         let syncrepl = format!(
-            "index entryUUID,entryCSN eq\n\
+            "dbnosync\nindex entryUUID,entryCSN eq\n\
              syncrepl rid=001 provider=ldap://{provider} bindmethod=simple binddn=\"{MANAGER_DN}\" \
              credentials={MANAGER_PW} searchbase=\"{SUFFIX}\" type={kind} interval=00:00:00:02 retry=\"1 +\"\n"
         );
