@@ -10,11 +10,14 @@ use std::time::Duration;
 
 use ldap3::controls::{
     parse_syncinfo, ControlParser, EntryState, MakeCritical, RefreshMode, SyncDone, SyncInfo, SyncRequest,
-    SyncState, SYNC_DONE_OID, SYNC_STATE_OID,
+    SyncState,
 };
 use ldap3::{Mod, Scope, SearchEntry};
 
 use crate::harness::{bound, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
+
+const SYNC_STATE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.2";
+const SYNC_DONE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.3";
 
 struct Refresh {
     /// (DN, state, uuid) in the order sent.
