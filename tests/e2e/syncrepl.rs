@@ -6,6 +6,7 @@
 //! delete. One server for every case.
 
 use std::collections::HashSet;
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use ldap3::controls::{
@@ -78,7 +79,12 @@ fn is_add(state: &EntryState) -> bool {
 
 #[test]
 fn provider_refresh_persist_and_cookies() {
-    let config = TEST_CONFIG.replacen("[log]", "server_id = 7\n[log]", 1);
+    // A short shutdown grace: the restart below shouldn't wait on the followers'
+    // connections, which stay open (as any client's would) until the server closes them.
+    let config = format!(
+        "{}\n[limits]\nshutdown_grace_s = 1\n",
+        TEST_CONFIG.replacen("[log]", "server_id = 7\n[log]", 1)
+    );
     let server = Server::start_with_config(&config);
     let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
 
@@ -173,41 +179,11 @@ fn provider_refresh_persist_and_cookies() {
     let mut alice_conn = bound(&server, "uid=bob,ou=people,dc=example,dc=com", "password");
     assert_eq!(refresh(&mut alice_conn.0, None).rc, 50);
 
-    // refreshAndPersist: the refresh, refreshPresent, then an add, a modify and a delete.
-    let url = server.url();
-    let (tx, rx) = std::sync::mpsc::channel::<(String, String)>();
-    let follower = std::thread::spawn(move || {
-        let mut conn = ldap3::LdapConn::new(&url).expect("connect");
-        conn.simple_bind(ADMIN_DN, ADMIN_PW).unwrap();
-        let control = SyncRequest { mode: RefreshMode::RefreshAndPersist, cookie: None, reload_hint: false };
-        let mut stream = conn
-            .with_controls(control.critical())
-            .streaming_search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
-            .expect("persist search");
-        let mut refreshed = 0;
-        while let Ok(Some(entry)) = stream.next() {
-            if entry.is_intermediate() {
-                let what = match parse_syncinfo(entry) {
-                    SyncInfo::RefreshPresent { refresh_done: true, .. } => {
-                        format!("refreshPresent {refreshed}")
-                    }
-                    SyncInfo::NewCookie(c) => format!("newcookie {}", String::from_utf8_lossy(&c)),
-                    other => format!("{other:?}"),
-                };
-                if tx.send(("info".into(), what)).is_err() {
-                    break;
-                }
-                continue;
-            }
-            let (state, _) = state_of(&entry);
-            let dn = SearchEntry::construct(entry).dn.to_ascii_lowercase();
-            if tx.send((format!("{state:?}"), dn)).is_err() {
-                break;
-            }
-            refreshed += 1;
-        }
-    });
-    let wait_for = |want: &dyn Fn(&(String, String)) -> bool| -> Vec<(String, String)> {
+    // refreshAndPersist: the refresh, refreshPresent, then an add, a modify and a delete;
+    // a second one on ou=people sees a move out of its scope as a delete.
+    let whole = follow(server.url(), BASE);
+    let people = follow(server.url(), "ou=people,dc=example,dc=com");
+    let wait_for = |rx: &Receiver<(String, String)>, want: &dyn Fn(&(String, String)) -> bool| {
         let mut got = Vec::new();
         loop {
             let next =
@@ -219,6 +195,9 @@ fn provider_refresh_persist_and_cookies() {
             }
         }
     };
+    wait_for(&people, &|m| m.0 == "info" && m.1.starts_with("refreshPresent"));
+    let rx = whole;
+    let wait_for = |want: &dyn Fn(&(String, String)) -> bool| wait_for(&rx, want);
     let refresh_part = wait_for(&|m| m.0 == "info" && m.1.starts_with("refreshPresent"));
     assert_eq!(refresh_part.len() - 1, full.entries.len(), "{refresh_part:?}");
     let carol = "uid=carol-sync,ou=people,dc=example,dc=com";
@@ -247,7 +226,92 @@ fn provider_refresh_persist_and_cookies() {
     // The cookie moves with the watermark.
     let got = wait_for(&|m| m.0 == "info" && m.1.starts_with("newcookie"));
     assert!(got.last().unwrap().1.contains("#007#"), "{got:?}");
-    drop(rx);
-    // The follower's stream ends when the server goes with the test.
-    drop(follower);
+
+    // A Modify DN out of ou=people: a modify at the new DN for the whole suffix, a delete
+    // of the old DN for ou=people; and back in: an add.
+    let bob = "uid=bob,ou=people,dc=example,dc=com";
+    let moved = "uid=bob,ou=groups,dc=example,dc=com";
+    let res = admin.modifydn(bob, "uid=bob", true, Some("ou=groups,dc=example,dc=com")).unwrap();
+    assert_eq!(res.rc, 0, "{res:?}");
+    let got = wait_for(&|m| m.1 == moved);
+    assert_eq!(got.last().unwrap().0, "Modify", "{got:?}");
+    let got = wait_for_people(&people, bob);
+    assert_eq!(got.0, "Delete");
+    let res = admin.modifydn(moved, "uid=bob", true, Some("ou=people,dc=example,dc=com")).unwrap();
+    assert_eq!(res.rc, 0, "{res:?}");
+    let got = wait_for_people(&people, bob);
+    assert_eq!(got.0, "Add");
+    drop((rx, people));
+
+    // contextCSN survives a restart, and later CSNs are above it.
+    let before = context_csn(&mut admin);
+    drop(admin);
+    let mut server = server;
+    server.stop();
+    server.restart();
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    assert_eq!(context_csn(&mut admin), before);
+    let res = admin
+        .modify(
+            "uid=alice,ou=people,dc=example,dc=com",
+            vec![Mod::Replace("description", HashSet::from(["three"]))],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0);
+    assert!(context_csn(&mut admin) > before);
+}
+
+fn context_csn(admin: &mut ldap3::LdapConn) -> String {
+    let (rs, _) =
+        admin.search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN"]).unwrap().success().unwrap();
+    let suffix = SearchEntry::construct(rs.into_iter().next().unwrap());
+    suffix.attrs.get("contextCSN").and_then(|v| v.first()).cloned().expect("contextCSN on the suffix")
+}
+
+/// The next message about `dn` on a follower (skipping Sync Info messages).
+fn wait_for_people(rx: &Receiver<(String, String)>, dn: &str) -> (String, String) {
+    loop {
+        let next = rx.recv_timeout(Duration::from_secs(20)).expect("a change on the ou=people follower");
+        if next.1 == dn {
+            return next;
+        }
+    }
+}
+
+/// A refreshAndPersist search under `base` on its own connection and thread: each entry
+/// as (state, lowercased DN), each Sync Info as ("info", what). It ends with the server.
+fn follow(url: String, base: &'static str) -> Receiver<(String, String)> {
+    let (tx, rx) = std::sync::mpsc::channel::<(String, String)>();
+    std::thread::spawn(move || {
+        let mut conn = ldap3::LdapConn::new(&url).expect("connect");
+        conn.simple_bind(ADMIN_DN, ADMIN_PW).unwrap();
+        let control = SyncRequest { mode: RefreshMode::RefreshAndPersist, cookie: None, reload_hint: false };
+        let mut stream = conn
+            .with_controls(control.critical())
+            .streaming_search(base, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+            .expect("persist search");
+        let mut refreshed = 0;
+        while let Ok(Some(entry)) = stream.next() {
+            if entry.is_intermediate() {
+                let what = match parse_syncinfo(entry) {
+                    SyncInfo::RefreshPresent { refresh_done: true, .. } => {
+                        format!("refreshPresent {refreshed}")
+                    }
+                    SyncInfo::NewCookie(c) => format!("newcookie {}", String::from_utf8_lossy(&c)),
+                    other => format!("{other:?}"),
+                };
+                if tx.send(("info".into(), what)).is_err() {
+                    break;
+                }
+                continue;
+            }
+            let (state, _) = state_of(&entry);
+            let dn = SearchEntry::construct(entry).dn.to_ascii_lowercase();
+            if tx.send((format!("{state:?}"), dn)).is_err() {
+                break;
+            }
+            refreshed += 1;
+        }
+    });
+    rx
 }

@@ -92,7 +92,7 @@ fn dropped() -> LdapResult {
     LdapResult::new(
         SYNC_REFRESH_REQUIRED,
         String::new(),
-        "the consumer fell behind the provider's change feed; refresh required".to_string(),
+        "the consumer fell behind the provider's change feed; refresh required",
     )
 }
 
