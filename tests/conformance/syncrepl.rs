@@ -1,8 +1,8 @@
 //! Interoperability with an unmodified slapd 2.5 consumer (back-mdb, `syncrepl`) of a
 //! ferrodir provider (RFC 4533), refreshOnly and refreshAndPersist: the initial load,
-//! then an add, a modify, a Modify DN (rename and move) and a delete on ferrodir; for
-//! refreshOnly also the consumer stopped, changes including deletes, the consumer
-//! restarted (its present phase deletes what is gone). After each step the test waits until
+//! then an add, a modify, a Modify DN (rename and move) and a delete on ferrodir; then the
+//! consumer stopped, changes including deletes, the consumer restarted (its present phase
+//! deletes what is gone). After each step the test waits until
 //! both sides agree: every entry compared with ldapsearch `*` `+` (DNs, every value,
 //! entryUUID, entryCSN, the timestamps and names), and contextCSN on the suffix.
 
@@ -278,11 +278,17 @@ fn slapd_consumer_refresh_only() {
 #[test]
 fn slapd_consumer_refresh_and_persist() {
     let provider = provider();
-    let consumer = Consumer::new(provider.addr, "refreshAndPersist");
+    let mut consumer = Consumer::new(provider.addr, "refreshAndPersist");
     converge(&provider, &consumer, "initial load");
     for n in 2..4 {
         ldapmodify(provider.addr, &changes(n));
         let took = converge(&provider, &consumer, "add, modify, Modify DN, delete while persisting");
         eprintln!("refreshAndPersist: round {n} converged in {took:?}");
     }
+    // Restarted after changes with deletes: the refresh's present phase (ended by the
+    // refreshPresent message) deletes what is gone.
+    consumer.stop();
+    ldapmodify(provider.addr, &changes(4));
+    consumer.start();
+    converge(&provider, &consumer, "after the persisting consumer's restart");
 }
