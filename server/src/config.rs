@@ -60,6 +60,9 @@ pub struct Config {
     pub shards: usize,
     /// "redb" (default) or "sled".
     pub engine: String,
+    /// This server's id (0–4095), the third field of every entryCSN it stamps and the
+    /// `sid=` of its syncrepl cookies (RFC 4533 provider, docs/OPERATIONS.md).
+    pub server_id: u32,
     /// What an acknowledged write must survive: "power-loss" (redb) or
     /// "process-crash-only" (required to run sled, which does not fsync).
     pub durability: String,
@@ -412,6 +415,7 @@ impl Default for Config {
             password_hash_threads_nice: 10,
             shards: 0,
             engine: "redb".into(),
+            server_id: 0,
             durability: "power-loss".into(),
             access: "default".into(),
             access_rules: Vec::new(),
@@ -522,6 +526,9 @@ impl Config {
             );
         }
         ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
+        if self.server_id > ferrodir_shard::stamp::SERVER_ID_MAX {
+            anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
+        }
         if self.refint.enabled {
             for (key, dn) in
                 [("nothing", &self.refint.nothing), ("modifiers_name", &self.refint.modifiers_name)]

@@ -91,6 +91,8 @@ fn load_into(
     progress: &LoadProgress,
 ) -> anyhow::Result<LoadReport> {
     let store = Store::open(config, dir)?;
+    // The CSNs it stamps carry this server's id.
+    ferrodir_shard::stamp::set_server_id(config.server_id);
     // Offline: values are stored as the file holds them, never hashed.
     let directory = crate::runtime::directory_config(config, &store, crate::runtime::offline_hash_pool())?;
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");

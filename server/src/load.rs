@@ -611,6 +611,9 @@ fn write_shard(
                         sink.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
                     put(sink, layout::next_seq(next_seq))?;
+                    // The import's last CSN: the suffix's contextCSN once the server starts.
+                    let csn_max = ferrodir_shard::stamp::clock_now();
+                    sink.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
                     commit_started = Some(std::time::Instant::now());
                     return Ok(());
                 }

@@ -189,6 +189,8 @@ fn main() -> anyhow::Result<()> {
                 config.data_dir = dir;
             }
             init_logging(&config);
+            // Every CSN carries the server id, the example entries' too.
+            ferrodir_shard::stamp::set_server_id(config.server_id);
             let store = Store::open(&config, &config.data_dir)?;
             if store.created && config.example_data {
                 let directory = runtime::directory_config(&config, &store, runtime::offline_hash_pool())?;

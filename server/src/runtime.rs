@@ -236,6 +236,10 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?
         .map(|(buffers, lines_max)| buffers.into_iter().map(move |buffer| (buffer, lines_max)));
 
+    // Before any shard starts: CSNs carry the server id, and each shard's actor publishes
+    // its part of contextCSN (shard::watermark).
+    ferrodir_shard::stamp::set_server_id(config.server_id);
+    ferrodir_shard::watermark::install(shard_count);
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {

@@ -48,6 +48,9 @@ struct DrainWaiter {
 impl ShardActor {
     pub fn new(core: Rc<ShardCore>) -> ShardResult<Self> {
         let next_seq = core.stored_next_seq()?;
+        if let Some(hub) = crate::watermark::hub() {
+            hub.restore(core.info.index, core.stored_csn_max()?);
+        }
         let committer = spawn_committer(core.engine(), core.info.index)?;
         Ok(Self {
             core,
@@ -67,7 +70,14 @@ impl ShardActor {
         self.started_generation += 1;
         let mut batch = std::mem::take(&mut self.stager.pending);
         batch.generation = self.started_generation;
-        let mutations = std::mem::take(&mut batch.mutations);
+        let mut mutations = std::mem::take(&mut batch.mutations);
+        if batch.csn_max > 0 {
+            // contextCSN survives a restart (and seeds the clock there).
+            mutations.push(crate::storage::Mutation {
+                key: crate::keys::meta("csn_max"),
+                value: Some(batch.csn_max.to_be_bytes().to_vec()),
+            });
+        }
         self.stager.committing = Some(batch);
         let (done, result) = oneshot::channel();
         if self.committer.submit(CommitJob { mutations, done }).is_err() {
@@ -95,6 +105,11 @@ impl ShardActor {
             Ok(()) => self.publish(batch),
             Err(e) => {
                 let pending = std::mem::take(&mut self.stager.pending);
+                if let Some(hub) = crate::watermark::hub() {
+                    // Nothing of either batch will ever be visible: nothing pending holds
+                    // the watermark back.
+                    hub.committed(self.core.info.index, 0, u64::MAX);
+                }
                 self.roll_back(&batch, &pending, &e);
                 let shard = self.core.info.index;
                 fail_all(batch, shard, &e);
@@ -125,7 +140,8 @@ impl ShardActor {
         }
     }
 
-    fn publish(&mut self, batch: Overlay) {
+    fn publish(&mut self, mut batch: Overlay) {
+        self.publish_csns(&mut batch);
         for (id, record) in batch.touched {
             match record {
                 Some(r) => self.core.cache_put(id, r),
@@ -152,6 +168,18 @@ impl ShardActor {
         // One writer (this actor): a load and a store, no read-modify-write across cores.
         let entries = stats.entries.load(Ordering::Relaxed);
         stats.entries.store((entries + added).saturating_sub(deleted), Ordering::Relaxed);
+    }
+
+    /// The batch is visible: moves this shard's part of the watermark and hands the
+    /// batch's changes to the persist searches (`watermark.rs`), without waiting on them.
+    fn publish_csns(&mut self, batch: &mut Overlay) {
+        let Some(hub) = crate::watermark::hub() else { return };
+        let shard = self.core.info.index;
+        // Fed before its CSN counts in the watermark: a persist search that reads the
+        // watermark and then drains its feed has every change at or below it.
+        let changes = std::mem::take(&mut batch.changes);
+        hub.feed(crate::watermark::FeedBatch { shard, csn_max: batch.csn_max, changes });
+        hub.committed(shard, batch.csn_max, self.stager.pending.csn_floor.unwrap_or(u64::MAX));
     }
 
     /// Publishes the write queue's depth for the metrics endpoint.

@@ -115,6 +115,13 @@ pub struct Overlay {
     pub touched: Vec<(EntryId, Option<Arc<EntryRecord>>)>,
     /// The batch number, counted per shard, for waiters on "everything staged so far".
     pub generation: u64,
+    /// A lower bound of the CSNs this batch took (`watermark`), set when its first write
+    /// was staged; and the highest it took (0: none).
+    pub csn_floor: Option<u64>,
+    pub csn_max: u64,
+    /// The entries' changes, for persist searches (`watermark::Hub::feed`): those that
+    /// change what LDAP shows (not a container flag).
+    pub changes: Vec<crate::watermark::Change>,
 }
 
 impl Overlay {
@@ -157,12 +164,29 @@ impl Stager {
     /// Checks `op` against the staged state and, if it succeeds, adds its effects to the
     /// pending batch. The reply is queued either way.
     pub fn stage(&mut self, core: &ShardCore, op: WriteOp, closed: &dyn Fn(EntryId) -> bool, reply: Reply) {
+        if self.pending.csn_floor.is_none() {
+            // Before this write takes a CSN: the watermark must not pass it.
+            let floor = crate::stamp::clock_now() + 1;
+            self.pending.csn_floor = Some(floor);
+            if self.committing.is_none() {
+                if let Some(hub) = crate::watermark::hub() {
+                    hub.set_floor(core.info.index, floor);
+                }
+            }
+        }
         let mut effects = Effects::default();
         let result = self.plan(core, op, closed, &mut effects);
         if result.is_ok() {
             self.apply(core, effects);
         }
         self.pending.replies.push((reply, result));
+    }
+
+    /// The next CSN, counted into the pending batch's highest.
+    fn stamp(&mut self, author: &str) -> Stamp {
+        let stamp = Stamp::now(author);
+        self.pending.csn_max = self.pending.csn_max.max(stamp.micros);
+        stamp
     }
 
     fn plan(
@@ -185,7 +209,7 @@ impl Stager {
                 fx.next_seq = Some(self.next_seq);
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
                 check_schema(core, &mut record)?;
-                stamp_created(&mut record.entry, &Stamp::now(&author));
+                stamp_created(&mut record.entry, &self.stamp(&author));
                 fx.added = Some((id, Arc::new(record)));
                 Ok(WriteOutcome::Added(id))
             }
@@ -198,6 +222,8 @@ impl Stager {
                 if dn_here && self.dn(core, old.parent, &old.rdn_norm)? == Some(id) {
                     fx.dns.push((old.parent, old.rdn_norm.clone(), None));
                 }
+                // A delete takes a CSN too: the watermark (contextCSN) moves past it.
+                self.stamp("");
                 fx.records.push((id, Some(old.clone()), None));
                 Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
             }
@@ -205,7 +231,7 @@ impl Stager {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 let mut next = (*old).clone();
                 apply_changes(&core.info.rules, &mut next.entry, &changes)?;
-                stamp_modified(&mut next.entry, &Stamp::now(&author));
+                stamp_modified(&mut next.entry, &self.stamp(&author));
                 if next.parent != EntryId::ROOT {
                     check_rdn_kept(&core.info.rules, &next)?;
                 }
@@ -255,7 +281,7 @@ impl Stager {
                 }
                 let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
                 check_schema(core, &mut next)?;
-                stamp_modified(&mut next.entry, &Stamp::now(&author));
+                stamp_modified(&mut next.entry, &self.stamp(&author));
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -266,7 +292,7 @@ impl Stager {
                 if !rewrite.apply(&core.info.rules, &mut next.entry) {
                     return Ok(WriteOutcome::Done);
                 }
-                stamp_modified(&mut next.entry, &Stamp::now(&author));
+                stamp_modified(&mut next.entry, &self.stamp(&author));
                 check_schema(core, &mut next)?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
@@ -285,6 +311,7 @@ impl Stager {
         if let Some((id, record)) = fx.added {
             // The layout `ferrodir import` writes too.
             batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
+            batch.changes.push(crate::watermark::Change { id, old: None, new: Some(record.clone()) });
             batch.dns.insert((record.parent, record.rdn_norm.clone()), Some(id));
             batch.records.insert(id, Some(record.clone()));
             batch.touched.push((id, Some(record)));
@@ -295,6 +322,12 @@ impl Stager {
         }
         for (id, old, new) in fx.records {
             layout::entry_mutations(indexes, rules, id, old.as_deref(), new.as_deref(), &mut batch.mutations);
+            let csn = |r: &Option<Arc<EntryRecord>>| {
+                r.as_ref().map(|r| r.entry.first_str("entryCSN").map(str::to_string))
+            };
+            if csn(&old) != csn(&new) {
+                batch.changes.push(crate::watermark::Change { id, old: old.clone(), new: new.clone() });
+            }
             batch.records.insert(id, new.clone());
             batch.touched.push((id, new));
         }

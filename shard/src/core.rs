@@ -257,6 +257,16 @@ impl ShardCore {
         self.snapshot.borrow().is_some()
     }
 
+    /// The highest CSN (a clock tick) the shard ever committed, from its metadata; 0: none.
+    pub fn stored_csn_max(&self) -> ShardResult<u64> {
+        let snapshot = self.snapshot();
+        Ok(snapshot
+            .get(&keys::meta("csn_max"))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0))
+    }
+
     /// The next sequence number to allocate, from the shard's metadata.
     pub fn stored_next_seq(&self) -> ShardResult<u64> {
         let snapshot = self.snapshot();

@@ -69,6 +69,7 @@ pub mod sortkeys;
 pub mod stamp;
 pub mod stop;
 pub mod storage;
+pub mod watermark;
 
 pub use error::{ShardError, ShardResult};
 pub use id::EntryId;

@@ -485,6 +485,16 @@ pub(crate) fn encode_entry(
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }
     }
+    if record.parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn")
+    {
+        // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
+        // low-watermark across shards (`watermark.rs`), absent before the first write.
+        if let Some(micros) = crate::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+            let csn = crate::stamp::csn_of(micros);
+            let values: &[&[u8]] = if sel.types_only { &[] } else { &[csn.as_bytes()] };
+            attributes.extend(segments::partial_attribute(b"contextCSN", values));
+        }
+    }
     if let Some(memberof) = &sel.memberof {
         if sel.wants_operational(crate::memberof::MEMBER_OF) && !hidden.contains(crate::memberof::MEMBER_OF) {
             let values = memberof.values(query.tree, &dn);

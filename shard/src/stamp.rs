@@ -5,9 +5,13 @@
 //! entryCSN comes from one clock for the whole server: a process-wide monotonic counter of
 //! microseconds, so CSNs never repeat or go back, even across shards. Only writes touch it;
 //! reads never do. It is stamped when the write is staged into its batch, and a shard commits
-//! its batches in staging order, so a shard's CSNs rise in commit order.
+//! its batches in staging order, so a shard's CSNs rise in commit order. The CSN carries the
+//! configured `server_id` in its third field (three hex digits, as slapd writes it), so
+//! that CSNs of several providers never collide. The clock is seeded at startup with the
+//! highest CSN a shard has committed (`watermark`), so a clock set back doesn't make CSNs go
+//! back either.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ferrodir_proto::entry::{Attribute, Entry};
@@ -24,6 +28,41 @@ pub const STORED_OPERATIONAL: &[&str] = &[
 ];
 
 static CLOCK_MICROS: AtomicU64 = AtomicU64::new(0);
+/// The `server_id` (0–4095), set once at startup before any write.
+static SERVER_ID: AtomicU32 = AtomicU32::new(0);
+
+/// The highest server id a CSN can carry (three hex digits).
+pub const SERVER_ID_MAX: u32 = 4095;
+
+/// Sets the server id stamped into every CSN from now on.
+pub fn set_server_id(sid: u32) {
+    SERVER_ID.store(sid.min(SERVER_ID_MAX), Ordering::Relaxed);
+}
+
+pub fn server_id() -> u32 {
+    SERVER_ID.load(Ordering::Relaxed)
+}
+
+/// The clock's last tick (microseconds since the epoch; 0 before the first).
+pub fn clock_now() -> u64 {
+    CLOCK_MICROS.load(Ordering::SeqCst)
+}
+
+/// Moves the clock to at least `micros` (the highest CSN committed before a restart).
+pub fn seed_clock(micros: u64) {
+    CLOCK_MICROS.fetch_max(micros, Ordering::SeqCst);
+}
+
+/// The CSN of a clock tick, with this server's id.
+pub fn csn_of(micros: u64) -> String {
+    format_csn(micros, server_id())
+}
+
+/// `YYYYMMDDHHMMSS.ffffffZ#000000#SID#000000` of a clock tick and a server id.
+pub fn format_csn(micros: u64, sid: u32) -> String {
+    let civil = civil_time(micros / 1_000_000);
+    format!("{civil}.{:06}Z#000000#{sid:03x}#000000", micros % 1_000_000)
+}
 
 /// One write's time and author.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,8 +70,10 @@ pub struct Stamp {
     pub author: String,
     /// `YYYYMMDDHHMMSSZ` (RFC 4517 §3.3.13).
     pub time: String,
-    /// `YYYYMMDDHHMMSS.ffffffZ#000000#000#000000`, OpenLDAP's CSN form.
+    /// `YYYYMMDDHHMMSS.ffffffZ#000000#SID#000000`, OpenLDAP's CSN form.
     pub csn: String,
+    /// The clock tick the CSN names.
+    pub micros: u64,
 }
 
 impl Stamp {
@@ -42,18 +83,15 @@ impl Stamp {
         let mut last = CLOCK_MICROS.load(Ordering::Relaxed);
         let micros = loop {
             let next = wall.max(last + 1);
-            match CLOCK_MICROS.compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed) {
+            // SeqCst: the watermark (`watermark.rs`) reads this clock and the shards' floors
+            // in one total order.
+            match CLOCK_MICROS.compare_exchange_weak(last, next, Ordering::SeqCst, Ordering::Relaxed) {
                 Ok(_) => break next,
                 Err(seen) => last = seen,
             }
         };
-        let seconds = micros / 1_000_000;
-        let civil = civil_time(seconds);
-        Self {
-            author: author.to_string(),
-            time: format!("{civil}Z"),
-            csn: format!("{civil}.{:06}Z#000000#000#000000", micros % 1_000_000),
-        }
+        let civil = civil_time(micros / 1_000_000);
+        Self { author: author.to_string(), time: format!("{civil}Z"), csn: csn_of(micros), micros }
     }
 }
 
@@ -145,6 +183,7 @@ mod tests {
         let b = Stamp::now("cn=a");
         assert!(b.csn > a.csn, "{} then {}", a.csn, b.csn);
         assert_eq!(a.time.len(), 15);
+        assert_eq!(format_csn(1_796_000_000_000_007, 0xabc), "20261130005320.000007Z#000000#abc#000000");
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod refint;
 mod scripts;
 mod servers;
 mod sort;
+mod syncrepl;
 
 use scripts::Replay;
 use servers::Server;

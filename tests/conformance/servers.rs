@@ -13,7 +13,7 @@ pub const SUFFIX: &str = "dc=example,dc=com";
 pub const MANAGER_DN: &str = "cn=Manager,dc=example,dc=com";
 pub const MANAGER_PW: &str = "secret";
 
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
 const SCHEMAS: [&str; 5] = ["core", "cosine", "inetorgperson", "nis", "openldap"];
 
 /// `testdata/` of the repository (a copy of the shared test data), or `$FERRODIR_TESTDATA`.
@@ -61,7 +61,7 @@ fn find_program(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| candidate.is_file())
 }
 
-fn slapd_programs() -> (PathBuf, PathBuf) {
+pub(crate) fn slapd_programs() -> (PathBuf, PathBuf) {
     match (find_program("slapd"), find_program("slapadd")) {
         (Some(slapd), Some(slapadd)) => (slapd, slapadd),
         _ => panic!(
@@ -75,7 +75,7 @@ fn slapd_programs() -> (PathBuf, PathBuf) {
 /// slapd.conf; `access` lines go into the database section (so that, as in slapd, they
 /// don't reach the root DSE and cn=Subschema, which stay readable by all). `extra` (more
 /// database sections) goes last.
-fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
+pub(crate) fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String {
     // Not with back-monitor: the overlay adds entries to cn=Monitor.
     let member_of = extra.is_empty() && Path::new("/usr/lib/ldap/memberof.la").exists();
     let mut conf = String::new();
@@ -238,12 +238,12 @@ fn member_of_ldif(ldif: &Path, dir: &Path) -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local address").port()
 }
 
-fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
+pub(crate) fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
     let deadline = Instant::now() + START_TIMEOUT;
     while Instant::now() < deadline {
         if let Ok(Some(_exited)) = child.try_wait() {

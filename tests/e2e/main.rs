@@ -24,6 +24,7 @@ mod raw;
 mod refint;
 mod semantics;
 mod sort;
+mod syncrepl;
 mod systemd;
 mod tls;
 mod verify;

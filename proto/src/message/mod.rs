@@ -8,6 +8,7 @@
 //! - `ops.rs`: the request and response bodies.
 //! - `passwd_modify.rs`: the request and response values of RFC 3062's Password Modify.
 //! - `sort_vlv.rs`: the values of the sort and VLV controls.
+//! - `sync.rs`: RFC 4533's controls, Sync Info message and OpenLDAP's cookies.
 //! - `boolean.rs`: the retry that reads a non-zero BOOLEAN octet as TRUE, as slapd does.
 //! - `result.rs`: [`LdapResult`], the open [`ResultCode`](crate::ResultCode) codec, and the
 //!   two responses that flatten an LDAPResult into themselves (`COMPONENTS OF`).
@@ -34,6 +35,7 @@ mod paged;
 mod passwd_modify;
 mod result;
 pub mod sort_vlv;
+pub mod sync;
 
 pub use crate::filter::AttributeValueAssertion;
 pub use codec::{decode_message, encode_message, encode_message_into};

@@ -14,12 +14,17 @@ pub const SUPPORTED: &[&str] = &[
     PAGED_RESULTS_OID,
     crate::op::sort::SORT_REQUEST_OID,
     crate::op::sort::VLV_REQUEST_OID,
+    crate::op::syncrepl::OID,
 ];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,
 /// they are refused like an unknown control (as slapd refuses them).
-const SEARCH_ONLY: &[&str] =
-    &[PAGED_RESULTS_OID, crate::op::sort::SORT_REQUEST_OID, crate::op::sort::VLV_REQUEST_OID];
+const SEARCH_ONLY: &[&str] = &[
+    PAGED_RESULTS_OID,
+    crate::op::sort::SORT_REQUEST_OID,
+    crate::op::sort::VLV_REQUEST_OID,
+    crate::op::syncrepl::OID,
+];
 
 /// The refusal to send if `controls` holds a critical control we don't support on this
 /// operation (`search`: whether it is a SearchRequest).

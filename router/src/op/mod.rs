@@ -16,6 +16,7 @@ pub mod sasl;
 pub mod search;
 pub mod sort;
 pub mod stored_password;
+pub mod syncrepl;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;

@@ -33,6 +33,10 @@ use crate::resolve::{locate, Located};
 use crate::session::{OpContext, Outbound};
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
+    if crate::op::syncrepl::requested(ctx).is_some() {
+        // RFC 4533 content synchronisation (a consumer's refresh or persist).
+        return crate::op::syncrepl::search(ctx, request).await;
+    }
     // Server-side sort and VLV (op::sort) own the paged-results control when the sort
     // control is there, as slapd's sssvlv does.
     let sorting = match crate::op::sort::Sorting::from_request(ctx) {

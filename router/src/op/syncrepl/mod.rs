@@ -1,0 +1,401 @@
+//! The provider side of RFC 4533 (LDAP Content Synchronization, "syncrepl"): a search with
+//! the Sync Request control, answered as OpenLDAP's syncprov answers a slapd consumer.
+//!
+//! - refresh without a cookie: every entry in scope, parents before children, each with a
+//!   Sync State `add` and its 16-byte entryUUID, then SearchResultDone with a Sync Done
+//!   carrying the new cookie (refreshDeletes FALSE: a present phase, so a consumer that had
+//!   entries the provider lacks deletes them);
+//! - refresh with a cookie: the entries whose entryCSN is newer than the cookie's as `add`,
+//!   every other entry in scope as `present` (DN and uuid, no attributes), then Sync Done
+//!   with refreshDeletes FALSE: the consumer deletes what was not presented. There is no
+//!   delete log yet, so every refresh with a cookie is a present phase, complete or not
+//!   at all (it fails instead of ending after a partial scan);
+//! - a cookie newer than the provider: unwillingToPerform (53), as slapd;
+//! - refreshAndPersist: the refresh, then a Sync Info refreshPresent (refreshDone TRUE),
+//!   then every committed change (`persist.rs`).
+//!
+//! The cookie's CSN is the committed low-watermark across shards (shard::watermark), read
+//! before the entries are collected: whatever changes after it is either in this refresh
+//! already (sent again next time, which a consumer takes as a no-op by entryCSN) or in the
+//! next one. Sync content leaves out the computed attributes (entryDN, hasSubordinates,
+//! subschemaSubentry, memberOf) and contextCSN, which a consumer keeps itself.
+//!
+//! The replication identity is the rootDN (docs/OPERATIONS.md): only it may sync, and it
+//! reads every entry and attribute without size or time limits. The refresh holds the
+//! scope's entries in memory to put parents before children (bounded by
+//! `SYNC_ENTRIES_MAX`).
+
+mod persist;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrodir_proto::message::sync::{Cookie, SyncDone, SyncMode, SyncRequest, SyncState, SyncStateKind};
+use ferrodir_proto::message::sync::{SYNC_DONE_OID, SYNC_REQUEST_OID, SYNC_STATE_OID};
+use ferrodir_proto::message::{
+    decode_message, encode_message, Control, LdapMessage, LdapResult, OctetString, PartialAttribute,
+    ProtocolOp, SearchRequest, SearchResultEntry, SearchScope,
+};
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::search::{inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask};
+use ferrodir_shard::stop::{StopReason, StopSignal};
+use tokio::sync::mpsc;
+
+use crate::access::{self, Identity};
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::parse_dn;
+use crate::session::{OpContext, Outbound};
+
+pub use ferrodir_proto::message::sync::SYNC_REQUEST_OID as OID;
+
+/// The most entries one refresh sends (it holds them to order parents first).
+pub const SYNC_ENTRIES_MAX: usize = 1_000_000;
+
+/// Attributes never sent to a consumer: computed here, or kept by the consumer itself.
+const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "memberof", "contextcsn"];
+
+/// The Sync Request control of this search, if it carries one.
+pub fn requested(ctx: &OpContext) -> Option<&Control> {
+    ctx.controls.as_ref()?.iter().find(|c| c.control_type.as_ref() == SYNC_REQUEST_OID.as_bytes())
+}
+
+/// Answers a search that carries the Sync Request control, its final response included.
+pub async fn search(ctx: &OpContext, request: SearchRequest) {
+    let outcome = match requested(ctx) {
+        Some(control) => serve(ctx, request, control).await,
+        None => Err(LdapError::internal("no sync request control")),
+    };
+    match outcome {
+        Ok((result, controls)) => ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await,
+        Err(e) => ctx.respond(ProtocolOp::SearchResultDone(e.to_result())).await,
+    }
+}
+
+async fn serve(
+    ctx: &OpContext,
+    request: SearchRequest,
+    control: &Control,
+) -> LdapResultOf<(LdapResult, Option<Vec<Control>>)> {
+    let value = control.control_value.as_deref().unwrap_or_default();
+    let sync = SyncRequest::decode_value(value)
+        .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync Request control: {e}")))?;
+    if !matches!(ctx.identity, Identity::Root(_)) {
+        return Err(LdapError::new(
+            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+            "only the rootDN may replicate (the replication identity)",
+        ));
+    }
+    let mut cookie = match &sync.cookie {
+        Some(bytes) => Cookie::parse(bytes)
+            .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
+        None => Cookie::default(),
+    };
+    let sid = ferrodir_shard::stamp::server_id();
+    // Subscribe before reading the watermark: no change after it can be missed.
+    let subscription = match sync.mode {
+        SyncMode::RefreshAndPersist => {
+            ferrodir_shard::watermark::hub().map(|h| h.subscribe(persist::FEED_BATCHES))
+        }
+        SyncMode::RefreshOnly => None,
+    };
+    let now = current_csn();
+    let since = cookie.csn_for(sid).map(str::to_string);
+    if let (Some(theirs), Some(ours)) = (&since, &now) {
+        if theirs > ours {
+            return Err(LdapError::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "consumer state is newer than provider!",
+            ));
+        }
+    }
+    if let Some(ours) = &now {
+        cookie.set_csn(ours);
+    }
+    cookie.sid = (sid != 0).then_some(sid);
+    let scope = Located::of(ctx, &request).await?;
+    let entries = collect(ctx, &request, &scope).await?;
+    if ctx.cancelled() {
+        return Ok((LdapResult::success(), None));
+    }
+    let mut pdus = Vec::with_capacity(entries.len().min(1024));
+    for entry in entries {
+        let changed = match (&since, &entry.csn) {
+            (Some(since), Some(csn)) => csn > since,
+            _ => true,
+        };
+        let pdu = if changed {
+            entry_pdu(ctx.message_id, entry.dn, entry.attributes, SyncStateKind::Add, entry.uuid)?
+        } else {
+            entry_pdu(ctx.message_id, entry.dn, Vec::new(), SyncStateKind::Present, entry.uuid)?
+        };
+        pdus.push(pdu);
+        if pdus.len() == 256 {
+            send(ctx, std::mem::take(&mut pdus)).await?;
+        }
+    }
+    send(ctx, pdus).await?;
+    let cookie_bytes = cookie.format().into_bytes();
+    if let Some(subscription) = subscription {
+        return persist::follow(ctx, &scope, &request, cookie, subscription).await;
+    }
+    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes: false };
+    Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// The committed low-watermark as a CSN; None before the first write.
+fn current_csn() -> Option<String> {
+    let micros = ferrodir_shard::watermark::hub()?.watermark();
+    (micros > 0).then(|| ferrodir_shard::stamp::csn_of(micros))
+}
+
+async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<()> {
+    if pdus.is_empty() {
+        return Ok(());
+    }
+    ctx.count_entries(pdus.len());
+    ctx.out.send(Outbound::Pdus(pdus)).await.map_err(|_| LdapError::internal("the connection closed"))
+}
+
+fn response_control(oid: &str, value: Vec<u8>) -> Control {
+    Control {
+        control_type: OctetString::from(oid.as_bytes()),
+        criticality: false,
+        control_value: Some(value.into()),
+    }
+}
+
+/// One SearchResultEntry with its Sync State control.
+fn entry_pdu(
+    message_id: u32,
+    dn: OctetString,
+    attributes: Vec<PartialAttribute>,
+    state: SyncStateKind,
+    uuid: [u8; 16],
+) -> LdapResultOf<Bytes> {
+    let control = SyncState { state, entry_uuid: uuid, cookie: None };
+    let message = LdapMessage {
+        message_id,
+        protocol_op: ProtocolOp::SearchResultEntry(SearchResultEntry { object_name: dn, attributes }),
+        controls: Some(vec![response_control(SYNC_STATE_OID, control.encode_value())]),
+    };
+    encode_message(&message)
+        .map(Bytes::from)
+        .map_err(|e| LdapError::internal(format!("encoding an entry: {e}")))
+}
+
+/// The 16 octets of an entryUUID's text form.
+fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = text.iter().copied().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (octet, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        *octet = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The search's base and scope, resolved once.
+pub(crate) struct Located {
+    pub base: ferrodir_proto::Dn,
+    pub scope: Scope,
+    pub kind: SearchScope,
+}
+
+impl Located {
+    async fn of(ctx: &OpContext, request: &SearchRequest) -> LdapResultOf<Self> {
+        let base = parse_dn(&request.base_object)?;
+        let subject = access::subject(ctx).await;
+        let target = access::locate(ctx, &subject, &base).await?;
+        let scope = match request.scope {
+            SearchScope::BaseObject => Scope::Base(target.id),
+            SearchScope::SingleLevel => Scope::OneLevel(target.id),
+            SearchScope::WholeSubtree => Scope::Subtree(target.id),
+            SearchScope::SubordinateSubtree => Scope::Children(target.id),
+        };
+        Ok(Self { base, scope, kind: request.scope })
+    }
+
+    /// Whether `dn` lies in the search's scope.
+    pub fn holds(&self, dn: &ferrodir_proto::Dn) -> bool {
+        if !dn.is_descendant_or_self_of(&self.base) {
+            return false;
+        }
+        let depth = dn.len().saturating_sub(self.base.len());
+        match self.kind {
+            SearchScope::BaseObject => depth == 0,
+            SearchScope::SingleLevel => depth == 1,
+            SearchScope::WholeSubtree => true,
+            SearchScope::SubordinateSubtree => depth >= 1,
+        }
+    }
+}
+
+/// One entry of sync content.
+pub(crate) struct SyncEntry {
+    pub dn: OctetString,
+    pub depth: usize,
+    pub uuid: [u8; 16],
+    pub csn: Option<String>,
+    pub attributes: Vec<PartialAttribute>,
+}
+
+/// Sync content of an encoded SearchResultEntry: without the attributes left out, with
+/// its uuid, CSN and depth. None: not an entry, or one without an entryUUID.
+fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
+    let message = decode_message(pdu).ok()?;
+    let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { return None };
+    let mut uuid = None;
+    let mut csn = None;
+    let mut attributes = Vec::with_capacity(entry.attributes.len());
+    for attr in entry.attributes {
+        let name = String::from_utf8_lossy(&attr.r#type).to_ascii_lowercase();
+        let base = name.split(';').next().unwrap_or_default().to_string();
+        if LEFT_OUT.contains(&base.as_str()) {
+            continue;
+        }
+        if base == "entryuuid" {
+            uuid = attr.vals.first().and_then(|v| uuid_octets(v));
+        } else if base == "entrycsn" {
+            csn = attr.vals.first().map(|v| String::from_utf8_lossy(v).into_owned());
+        }
+        attributes.push(attr);
+    }
+    let depth =
+        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?.len();
+    Some(SyncEntry { dn: entry.object_name, depth, uuid: uuid?, csn, attributes })
+}
+
+/// Every entry in scope that matches, parents before children.
+async fn collect(
+    ctx: &OpContext,
+    request: &SearchRequest,
+    located: &Located,
+) -> LdapResultOf<Vec<SyncEntry>> {
+    let config = &ctx.worker.config;
+    let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let tree = ctx.worker.tree();
+    let mut entries = Vec::new();
+    let take = |pdus: Vec<Bytes>, entries: &mut Vec<SyncEntry>| -> LdapResultOf<()> {
+        entries.extend(pdus.iter().filter_map(|p| sync_entry(p)));
+        if entries.len() > SYNC_ENTRIES_MAX {
+            return Err(LdapError::new(ResultCode::ADMIN_LIMIT_EXCEEDED, "too many entries to synchronise"));
+        }
+        Ok(())
+    };
+    if let Scope::Base(id) = located.scope {
+        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        if let Some(pdu) = crate::op::search::lookup(ctx, &query, id).await? {
+            take(vec![pdu], &mut entries)?;
+        }
+        return Ok(entries);
+    }
+    let class = config.limits_for(&ctx.identity);
+    let (plan, shards) = crate::op::search::plan_shards(ctx, class, &request.filter, &attrs)?;
+    let mut pooled = Vec::new();
+    for shard in shards {
+        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        let inline = match ctx.worker.readable(shard)? {
+            Some(view) => inline_search(view, &query, located.scope, plan.as_ref())?,
+            None => None,
+        };
+        match inline {
+            Some(pdus) => take(pdus, &mut entries)?,
+            None => pooled.push(shard),
+        }
+    }
+    if !pooled.is_empty() {
+        let stop = Arc::new(StopSignal::new());
+        let capacity = config.search_chunks_in_flight.max(1) * pooled.len();
+        let (sink, mut chunks) = mpsc::channel(capacity);
+        let (filter, attrs, plan) = (Arc::new(request.filter.clone()), Arc::new(attrs), Arc::new(plan));
+        for &shard in &pooled {
+            let task = SearchTask {
+                message_id: ctx.message_id,
+                tree: tree.clone(),
+                scope: located.scope,
+                filter: filter.clone(),
+                attrs: attrs.clone(),
+                plan: plan.clone(),
+                sink: sink.clone(),
+                stop: stop.clone(),
+                op_stop: ctx.cancel.clone(),
+                window: None,
+            };
+            ctx.worker.start_scan(shard, task)?;
+        }
+        drop(sink);
+        let mut done = 0;
+        let mut failure = None;
+        while done < pooled.len() {
+            let Some(chunk) = chunks.recv().await else { break };
+            match chunk {
+                SearchChunk::Entries(pdus) => {
+                    if let Err(e) = take(pdus, &mut entries) {
+                        stop.raise(StopReason::Finished);
+                        return Err(e);
+                    }
+                }
+                SearchChunk::Done { result, .. } => {
+                    done += 1;
+                    if let Err(e) = result {
+                        failure.get_or_insert(LdapError::from(e));
+                    }
+                }
+            }
+        }
+        stop.raise(StopReason::Finished);
+        if let Some(e) = failure {
+            // Never a present phase after a partial scan: the consumer would delete the rest.
+            return Err(e);
+        }
+        if done < pooled.len() && !ctx.cancelled() {
+            return Err(LdapError::internal("a shard's scan ended without its end"));
+        }
+    }
+    // Parents before children: a DN's depth orders them; stable within a depth.
+    entries.sort_by_key(|e| e.depth);
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_and_content() {
+        let uuid = uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").unwrap();
+        assert_eq!(uuid[0], 0x0f);
+        assert_eq!(uuid[15], 0x5b);
+        assert!(uuid_octets(b"0f2b").is_none());
+        assert!(uuid_octets(b"zz2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").is_none());
+
+        let attr = |name: &str, value: &str| PartialAttribute {
+            r#type: OctetString::from(name.as_bytes().to_vec()),
+            vals: vec![OctetString::from(value.as_bytes().to_vec())],
+        };
+        let message = LdapMessage {
+            message_id: 3,
+            protocol_op: ProtocolOp::SearchResultEntry(SearchResultEntry {
+                object_name: OctetString::from_static(b"cn=a,dc=example,dc=com"),
+                attributes: vec![
+                    attr("cn", "a"),
+                    attr("entryUUID", "0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b"),
+                    attr("entryCSN", "20261201000000.000000Z#000000#000#000000"),
+                    attr("hasSubordinates", "FALSE"),
+                    attr("entryDN", "cn=a,dc=example,dc=com"),
+                    attr("memberOf", "cn=g,dc=example,dc=com"),
+                ],
+            }),
+            controls: None,
+        };
+        let entry = sync_entry(&encode_message(&message).unwrap()).unwrap();
+        assert_eq!(entry.depth, 3);
+        assert_eq!(entry.uuid, uuid);
+        assert_eq!(entry.csn.as_deref(), Some("20261201000000.000000Z#000000#000#000000"));
+        let names: Vec<_> =
+            entry.attributes.iter().map(|a| String::from_utf8_lossy(&a.r#type).into_owned()).collect();
+        assert_eq!(names, ["cn", "entryUUID", "entryCSN"]);
+    }
+}

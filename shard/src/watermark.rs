@@ -1,0 +1,232 @@
+//! The committed low-watermark across shards (contextCSN, RFC 4533's provider state) and
+//! the bounded feed of committed changes that persist searches follow.
+//!
+//! Each shard publishes two numbers, each written by its own actor only (no counter every
+//! core writes, and nothing on the read path):
+//! - `floor`: a lower bound of every CSN the shard has staged but not yet committed (the
+//!   clock's value + 1 when the first write of an idle shard is staged, before it takes its
+//!   CSN), `u64::MAX` when nothing is pending;
+//! - `committed`: the highest CSN the shard has committed and made visible.
+//!
+//! The watermark is `min(max committed, min floor - 1)`: read the committed values first,
+//! then the floors, all SeqCst. A CSN `t` below a committed `s` was taken before `s` (the
+//! clock is one total order); its shard stored its floor before taking it, so a reader that
+//! sees `s` sees that floor too, or a later one set only after `t` was committed. So no CSN
+//! at or below the watermark is still pending anywhere, and an idle shard (floor MAX)
+//! never holds it back.
+//!
+//! The feed: a persist search subscribes with a bounded channel; each committed batch's
+//! changes go to every subscriber with `try_send`. A subscriber whose channel is full is
+//! dropped (its flag raised, its sender removed): a slow consumer never slows a commit.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::sync::mpsc;
+
+use crate::id::EntryId;
+use crate::record::EntryRecord;
+
+/// One shard's published state.
+#[derive(Debug)]
+pub struct ShardMark {
+    floor: AtomicU64,
+    committed: AtomicU64,
+}
+
+impl Default for ShardMark {
+    fn default() -> Self {
+        Self { floor: AtomicU64::new(u64::MAX), committed: AtomicU64::new(0) }
+    }
+}
+
+/// One committed change of an entry: its record before and after (None: absent), and the
+/// CSN of its batch's last write (the entry's own is in its entryCSN).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub id: EntryId,
+    pub old: Option<Arc<EntryRecord>>,
+    pub new: Option<Arc<EntryRecord>>,
+}
+
+/// What one shard's committed batch changed.
+#[derive(Debug)]
+pub struct FeedBatch {
+    pub shard: usize,
+    /// The highest CSN the batch took.
+    pub csn_max: u64,
+    pub changes: Vec<Change>,
+}
+
+/// A persist search's subscription: dropped (the flag raised) when it fell behind.
+pub struct Subscription {
+    pub batches: mpsc::Receiver<Arc<FeedBatch>>,
+    pub dropped: Arc<AtomicBool>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(hub) = hub() {
+            hub.unsubscribe(self.id);
+        }
+    }
+}
+
+struct Subscriber {
+    id: u64,
+    sink: mpsc::Sender<Arc<FeedBatch>>,
+    dropped: Arc<AtomicBool>,
+}
+
+pub struct Hub {
+    marks: Vec<ShardMark>,
+    subscribers: Mutex<Vec<Subscriber>>,
+    /// How many subscribers there are: a shard with none takes no lock.
+    count: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+static HUB: OnceLock<Hub> = OnceLock::new();
+
+/// Sets up the marks of `shards` shards, once per process, before any shard starts.
+pub fn install(shards: usize) -> &'static Hub {
+    HUB.get_or_init(|| Hub {
+        marks: (0..shards).map(|_| ShardMark::default()).collect(),
+        subscribers: Mutex::new(Vec::new()),
+        count: AtomicUsize::new(0),
+        next_id: AtomicU64::new(1),
+    })
+}
+
+/// The hub, if the server installed one (unit tests of a lone shard don't).
+pub fn hub() -> Option<&'static Hub> {
+    HUB.get()
+}
+
+impl Hub {
+    fn mark(&self, shard: usize) -> Option<&ShardMark> {
+        self.marks.get(shard)
+    }
+
+    /// A shard stored `micros` as its highest committed CSN before a restart.
+    pub fn restore(&self, shard: usize, micros: u64) {
+        if let Some(mark) = self.mark(shard) {
+            mark.committed.fetch_max(micros, Ordering::SeqCst);
+        }
+        crate::stamp::seed_clock(micros);
+    }
+
+    /// The shard's actor: nothing was pending and a write is about to take its CSN.
+    pub fn set_floor(&self, shard: usize, floor: u64) {
+        if let Some(mark) = self.mark(shard) {
+            mark.floor.store(floor, Ordering::SeqCst);
+        }
+    }
+
+    /// The shard's actor: a batch is committed and visible; `next_floor` is the floor of
+    /// the batch still gathering (MAX: none).
+    pub fn committed(&self, shard: usize, csn_max: u64, next_floor: u64) {
+        if let Some(mark) = self.mark(shard) {
+            if csn_max > 0 {
+                mark.committed.fetch_max(csn_max, Ordering::SeqCst);
+            }
+            mark.floor.store(next_floor, Ordering::SeqCst);
+        }
+    }
+
+    /// The committed low-watermark (a clock tick; 0 when nothing was ever committed).
+    pub fn watermark(&self) -> u64 {
+        let committed = self.marks.iter().map(|m| m.committed.load(Ordering::SeqCst)).max().unwrap_or(0);
+        let floor = self.marks.iter().map(|m| m.floor.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX);
+        committed.min(floor.saturating_sub(1))
+    }
+
+    /// Follows every shard's committed changes through a channel of `capacity` batches.
+    pub fn subscribe(&self, capacity: usize) -> Subscription {
+        let (sink, batches) = mpsc::channel(capacity.max(1));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subscribers.push(Subscriber { id, sink, dropped: dropped.clone() });
+        self.count.store(subscribers.len(), Ordering::SeqCst);
+        Subscription { batches, dropped, id }
+    }
+
+    fn unsubscribe(&self, id: u64) {
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subscribers.retain(|s| s.id != id);
+        self.count.store(subscribers.len(), Ordering::SeqCst);
+    }
+
+    /// Whether anyone follows the feed (a shard with no follower keeps no change list).
+    pub fn followed(&self) -> bool {
+        self.count.load(Ordering::Relaxed) > 0
+    }
+
+    /// The shard's actor, after `committed`: hands the batch to every subscriber without
+    /// waiting; a full subscriber is dropped.
+    pub fn feed(&self, batch: FeedBatch) {
+        if batch.changes.is_empty() || !self.followed() {
+            return;
+        }
+        let batch = Arc::new(batch);
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subscribers.retain(|s| match s.sink.try_send(batch.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                s.dropped.store(true, Ordering::SeqCst);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+        self.count.store(subscribers.len(), Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub_of(shards: usize) -> Hub {
+        Hub {
+            marks: (0..shards).map(|_| ShardMark::default()).collect(),
+            subscribers: Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    #[test]
+    fn pending_writes_hold_the_watermark_and_idle_shards_do_not() {
+        let hub = hub_of(3);
+        assert_eq!(hub.watermark(), 0);
+        hub.set_floor(0, 100);
+        hub.committed(0, 105, u64::MAX);
+        // Shard 1 staged a write at 110 and hasn't committed; shard 2 committed 120.
+        hub.set_floor(1, 110);
+        hub.committed(2, 120, u64::MAX);
+        assert_eq!(hub.watermark(), 109);
+        hub.committed(1, 111, u64::MAX);
+        assert_eq!(hub.watermark(), 120);
+        // Shard 0 has a next batch pending.
+        hub.committed(0, 0, 130);
+        assert_eq!(hub.watermark(), 120);
+    }
+
+    #[test]
+    fn a_full_subscriber_is_dropped() {
+        let hub = hub_of(1);
+        let sub = hub.subscribe(1);
+        let batch = || FeedBatch {
+            shard: 0,
+            csn_max: 1,
+            changes: vec![Change { id: EntryId(1), old: None, new: None }],
+        };
+        hub.feed(batch());
+        assert!(!sub.dropped.load(Ordering::SeqCst));
+        hub.feed(batch());
+        assert!(sub.dropped.load(Ordering::SeqCst));
+        assert!(!hub.followed());
+    }
+}

@@ -1,0 +1,317 @@
+//! The RFC 4533 provider over the wire, with ldap3's content-sync controls: refreshOnly
+//! without a cookie (every entry as add, parents first, a Sync Done cookie in slapd's
+//! form), with that cookie after a change (the changed entry as add, the rest present),
+//! a cookie newer than the provider (53), a non-root requester (50), contextCSN on the
+//! suffix, the server id in CSNs, and refreshAndPersist seeing an add, a modify and a
+//! delete. One server for every case.
+
+use std::collections::HashSet;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use ldap3::controls::{
+    parse_syncinfo, ControlParser, EntryState, MakeCritical, RefreshMode, SyncDone, SyncInfo, SyncRequest,
+    SyncState,
+};
+use ldap3::{Mod, Scope, SearchEntry};
+
+use crate::harness::{bound, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
+
+const SYNC_STATE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.2";
+const SYNC_DONE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.3";
+
+struct Refresh {
+    /// (DN, state, uuid) in the order sent.
+    entries: Vec<(String, EntryState, Vec<u8>)>,
+    rc: u32,
+    text: String,
+    cookie: Option<String>,
+    refresh_deletes: bool,
+}
+
+fn state_of(entry: &ldap3::ResultEntry) -> (EntryState, Vec<u8>) {
+    let control =
+        entry.1.iter().find(|c| c.1.ctype == SYNC_STATE_OID).expect("a Sync State control on every entry");
+    let state = SyncState::parse(control.1.val.as_deref().expect("a Sync State value"));
+    (state.state, state.entry_uuid)
+}
+
+fn refresh(client: &mut ldap3::LdapConn, cookie: Option<&str>) -> Refresh {
+    let control = SyncRequest {
+        mode: RefreshMode::RefreshOnly,
+        cookie: cookie.map(|c| c.as_bytes().to_vec()),
+        reload_hint: false,
+    };
+    let mut stream = client
+        .with_controls(control.critical())
+        .streaming_search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+        .expect("sync search");
+    let mut entries = Vec::new();
+    while let Some(entry) = stream.next().expect("next") {
+        let (state, uuid) = state_of(&entry);
+        entries.push((SearchEntry::construct(entry).dn, state, uuid));
+    }
+    let result = stream.result();
+    let done = result
+        .ctrls
+        .iter()
+        .find(|c| c.1.ctype == SYNC_DONE_OID)
+        .map(|c| SyncDone::parse(c.1.val.as_deref().unwrap_or_default()));
+    Refresh {
+        entries,
+        rc: result.rc,
+        text: result.text.clone(),
+        cookie: done
+            .as_ref()
+            .and_then(|d| d.cookie.clone())
+            .map(|c| String::from_utf8(c).expect("UTF-8 cookie")),
+        refresh_deletes: done.is_some_and(|d| d.refresh_deletes),
+    }
+}
+
+fn is_present(state: &EntryState) -> bool {
+    matches!(state, EntryState::Present)
+}
+
+fn is_add(state: &EntryState) -> bool {
+    matches!(state, EntryState::Add)
+}
+
+#[test]
+fn provider_refresh_persist_and_cookies() {
+    // A short shutdown grace: the restart below shouldn't wait on the followers'
+    // connections, which stay open (as any client's would) until the server closes them.
+    let config = format!(
+        "{}\n[limits]\nshutdown_grace_s = 1\n",
+        TEST_CONFIG.replacen("[log]", "server_id = 7\n[log]", 1)
+    );
+    let server = Server::start_with_config(&config);
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+
+    // The control is advertised.
+    let (rs, _) = admin
+        .search("", Scope::Base, "(objectClass=*)", vec!["supportedControl"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let root = SearchEntry::construct(rs.into_iter().next().unwrap());
+    assert!(root.attrs["supportedControl"].iter().any(|c| c == "1.3.6.1.4.1.4203.1.9.1.1"));
+
+    // A write first, so that contextCSN exists and CSNs carry sid 7.
+    let res = admin
+        .modify(
+            "uid=alice,ou=people,dc=example,dc=com",
+            vec![Mod::Replace("description", HashSet::from(["one"]))],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0);
+
+    // refreshOnly, no cookie: everything as add, parents before children.
+    let full = refresh(&mut admin.0, None);
+    assert_eq!(full.rc, 0, "{}", full.text);
+    assert!(full.entries.len() >= 5, "{:?}", full.entries.len());
+    assert!(full.entries.iter().all(|(_, s, u)| is_add(s) && u.len() == 16));
+    let mut seen = HashSet::new();
+    for (dn, _, _) in &full.entries {
+        let lower = dn.to_ascii_lowercase();
+        if let Some((_, parent)) = lower.split_once(',') {
+            if lower != BASE {
+                assert!(seen.contains(parent), "{dn} came before its parent");
+            }
+        }
+        seen.insert(lower);
+    }
+    let uuids: HashSet<_> = full.entries.iter().map(|e| e.2.clone()).collect();
+    assert_eq!(uuids.len(), full.entries.len(), "uuids are distinct");
+    assert!(!full.refresh_deletes);
+    let cookie = full.cookie.clone().expect("a cookie in Sync Done");
+    assert!(cookie.starts_with("sid=007,csn=") || cookie.contains(",sid=007,"), "{cookie}");
+    assert!(cookie.contains("#007#"), "{cookie}");
+
+    // contextCSN on the suffix: the cookie's CSN when nothing changed since.
+    let (rs, _) = admin
+        .search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN", "entryCSN"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let suffix = SearchEntry::construct(rs.into_iter().next().unwrap());
+    let context =
+        suffix.attrs.get("contextCSN").and_then(|v| v.first()).cloned().expect("contextCSN on the suffix");
+    assert!(cookie.ends_with(&format!("csn={context}")), "{cookie} vs {context}");
+    // Left out of sync content: the computed attributes.
+    let (rs, _) = admin
+        .search("uid=alice,ou=people,dc=example,dc=com", Scope::Base, "(objectClass=*)", vec!["entryCSN"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let alice = SearchEntry::construct(rs.into_iter().next().unwrap());
+    assert!(alice.attrs["entryCSN"][0].contains("#007#"), "{:?}", alice.attrs["entryCSN"]);
+
+    // With the cookie after one change: that entry as add, the rest present.
+    let res = admin
+        .modify(
+            "uid=bob,ou=people,dc=example,dc=com",
+            vec![Mod::Replace("description", HashSet::from(["two"]))],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0);
+    let delta = refresh(&mut admin.0, Some(&format!("rid=001,{cookie}")));
+    assert_eq!(delta.rc, 0, "{}", delta.text);
+    let adds: Vec<_> =
+        delta.entries.iter().filter(|e| is_add(&e.1)).map(|e| e.0.to_ascii_lowercase()).collect();
+    assert_eq!(adds, ["uid=bob,ou=people,dc=example,dc=com"]);
+    assert_eq!(delta.entries.iter().filter(|e| is_present(&e.1)).count(), full.entries.len() - 1);
+    let next = delta.cookie.expect("a new cookie");
+    assert!(next.starts_with("rid=001,"), "{next}");
+    assert!(next > format!("rid=001,{cookie}"), "{next} after {cookie}");
+
+    // A cookie from the future.
+    let future = refresh(&mut admin.0, Some("rid=001,csn=29991231000000.000000Z#000000#007#000000"));
+    assert_eq!(future.rc, 53);
+    assert_eq!(future.text, "consumer state is newer than provider!");
+    // Another sid's CSN is no state of ours: a full refresh, the foreign CSN kept verbatim.
+    let foreign = refresh(&mut admin.0, Some("rid=002,csn=29991231000000.000000Z#000000#001#000000"));
+    assert_eq!(foreign.rc, 0);
+    assert!(foreign.entries.iter().all(|e| is_add(&e.1)));
+    assert!(foreign.cookie.unwrap().contains("29991231000000.000000Z#000000#001#000000;"));
+
+    // Only the replication identity.
+    let mut alice_conn = bound(&server, "uid=bob,ou=people,dc=example,dc=com", "password");
+    assert_eq!(refresh(&mut alice_conn.0, None).rc, 50);
+
+    // refreshAndPersist: the refresh, refreshPresent, then an add, a modify and a delete;
+    // a second one on ou=people sees a move out of its scope as a delete.
+    let whole = follow(server.url(), BASE);
+    let people = follow(server.url(), "ou=people,dc=example,dc=com");
+    let wait_for = |rx: &Receiver<(String, String)>, want: &dyn Fn(&(String, String)) -> bool| {
+        let mut got = Vec::new();
+        loop {
+            let next =
+                rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("timed out; got {got:?}"));
+            let done = want(&next);
+            got.push(next);
+            if done {
+                return got;
+            }
+        }
+    };
+    wait_for(&people, &|m| m.0 == "info" && m.1.starts_with("refreshPresent"));
+    let rx = whole;
+    let wait_for = |want: &dyn Fn(&(String, String)) -> bool| wait_for(&rx, want);
+    let refresh_part = wait_for(&|m| m.0 == "info" && m.1.starts_with("refreshPresent"));
+    assert_eq!(refresh_part.len() - 1, full.entries.len(), "{refresh_part:?}");
+    let carol = "uid=carol-sync,ou=people,dc=example,dc=com";
+    let res = admin
+        .add(
+            carol,
+            vec![
+                ("objectClass", HashSet::from(["inetOrgPerson"])),
+                ("cn", HashSet::from(["c"])),
+                ("sn", HashSet::from(["s"])),
+                ("uid", HashSet::from(["carol-sync"])),
+            ],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0, "{res:?}");
+    let got = wait_for(&|m| m.1 == carol);
+    assert_eq!(got.last().unwrap().0, "Add", "{got:?}");
+    let res = admin.modify(carol, vec![Mod::Replace("sn", HashSet::from(["t"]))]).unwrap();
+    assert_eq!(res.rc, 0);
+    let got = wait_for(&|m| m.1 == carol);
+    assert_eq!(got.last().unwrap().0, "Modify", "{got:?}");
+    let res = admin.delete(carol).unwrap();
+    assert_eq!(res.rc, 0);
+    let got = wait_for(&|m| m.1 == carol);
+    assert_eq!(got.last().unwrap().0, "Delete", "{got:?}");
+    // The cookie moves with the watermark.
+    let got = wait_for(&|m| m.0 == "info" && m.1.starts_with("newcookie"));
+    assert!(got.last().unwrap().1.contains("#007#"), "{got:?}");
+
+    // A Modify DN out of ou=people: a modify at the new DN for the whole suffix, a delete
+    // of the old DN for ou=people; and back in: an add.
+    let bob = "uid=bob,ou=people,dc=example,dc=com";
+    let moved = "uid=bob,ou=groups,dc=example,dc=com";
+    let res = admin.modifydn(bob, "uid=bob", true, Some("ou=groups,dc=example,dc=com")).unwrap();
+    assert_eq!(res.rc, 0, "{res:?}");
+    let got = wait_for(&|m| m.1 == moved);
+    assert_eq!(got.last().unwrap().0, "Modify", "{got:?}");
+    let got = wait_for_people(&people, bob);
+    assert_eq!(got.0, "Delete");
+    let res = admin.modifydn(moved, "uid=bob", true, Some("ou=people,dc=example,dc=com")).unwrap();
+    assert_eq!(res.rc, 0, "{res:?}");
+    let got = wait_for_people(&people, bob);
+    assert_eq!(got.0, "Add");
+    drop((rx, people));
+
+    // contextCSN survives a restart, and later CSNs are above it.
+    let before = context_csn(&mut admin);
+    drop(admin);
+    let mut server = server;
+    server.stop();
+    server.restart();
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    assert_eq!(context_csn(&mut admin), before);
+    let res = admin
+        .modify(
+            "uid=alice,ou=people,dc=example,dc=com",
+            vec![Mod::Replace("description", HashSet::from(["three"]))],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0);
+    assert!(context_csn(&mut admin) > before);
+}
+
+fn context_csn(admin: &mut ldap3::LdapConn) -> String {
+    let (rs, _) =
+        admin.search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN"]).unwrap().success().unwrap();
+    let suffix = SearchEntry::construct(rs.into_iter().next().unwrap());
+    suffix.attrs.get("contextCSN").and_then(|v| v.first()).cloned().expect("contextCSN on the suffix")
+}
+
+/// The next message about `dn` on a follower (skipping Sync Info messages).
+fn wait_for_people(rx: &Receiver<(String, String)>, dn: &str) -> (String, String) {
+    loop {
+        let next = rx.recv_timeout(Duration::from_secs(20)).expect("a change on the ou=people follower");
+        if next.1 == dn {
+            return next;
+        }
+    }
+}
+
+/// A refreshAndPersist search under `base` on its own connection and thread: each entry
+/// as (state, lowercased DN), each Sync Info as ("info", what). It ends with the server.
+fn follow(url: String, base: &'static str) -> Receiver<(String, String)> {
+    let (tx, rx) = std::sync::mpsc::channel::<(String, String)>();
+    std::thread::spawn(move || {
+        let mut conn = ldap3::LdapConn::new(&url).expect("connect");
+        conn.simple_bind(ADMIN_DN, ADMIN_PW).unwrap();
+        let control = SyncRequest { mode: RefreshMode::RefreshAndPersist, cookie: None, reload_hint: false };
+        let mut stream = conn
+            .with_controls(control.critical())
+            .streaming_search(base, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+            .expect("persist search");
+        let mut refreshed = 0;
+        while let Ok(Some(entry)) = stream.next() {
+            if entry.is_intermediate() {
+                let what = match parse_syncinfo(entry) {
+                    SyncInfo::RefreshPresent { refresh_done: true, .. } => {
+                        format!("refreshPresent {refreshed}")
+                    }
+                    SyncInfo::NewCookie(c) => format!("newcookie {}", String::from_utf8_lossy(&c)),
+                    other => format!("{other:?}"),
+                };
+                if tx.send(("info".into(), what)).is_err() {
+                    break;
+                }
+                continue;
+            }
+            let (state, _) = state_of(&entry);
+            let dn = SearchEntry::construct(entry).dn.to_ascii_lowercase();
+            if tx.send((format!("{state:?}"), dn)).is_err() {
+                break;
+            }
+            refreshed += 1;
+        }
+    });
+    rx
+}
