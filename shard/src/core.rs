@@ -394,4 +394,41 @@ mod tests {
         // A read that took the old snapshot before the release still reads it.
         assert!(before.get(&key(1)).unwrap().is_none());
     }
+
+    /// Only a read the cache keeps builds segments: a replica's (no cache) and a read of an
+    /// older snapshot are sent transient, encoded straight from the record.
+    #[test]
+    fn reads_the_cache_does_not_keep_are_transient() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let id = EntryId(5);
+        let entry = ferrodir_proto::entry::Entry::new(vec![ferrodir_proto::entry::Attribute::new(
+            "cn",
+            vec![b"x".to_vec()],
+        )]);
+        let record = EntryRecord {
+            parent: EntryId::ROOT,
+            rdn: "cn=x".into(),
+            rdn_norm: "cn=x".into(),
+            flags: 0,
+            entry,
+        };
+        engine.commit(&[Mutation { key: keys::entry(id), value: Some(record.encode()) }]).unwrap();
+
+        let replica = ShardCore::new(info(), engine.clone()).unwrap();
+        let snapshot = replica.snapshot();
+        assert!(!replica.cached(snapshot.as_ref(), id).unwrap().unwrap().is_kept());
+
+        let owner =
+            ShardCore::new(ShardInfo { entry_cache_entries_max: 10, ..info() }, engine.clone()).unwrap();
+        let old = owner.snapshot();
+        engine.commit(&[Mutation { key: keys::entry(EntryId(6)), value: Some(record.encode()) }]).unwrap();
+        owner.refresh_snapshot().unwrap();
+        assert!(!owner.cached(old.as_ref(), id).unwrap().unwrap().is_kept(), "an older snapshot's read");
+        let current = owner.snapshot();
+        let first = owner.cached(current.as_ref(), id).unwrap().unwrap();
+        assert!(first.is_kept());
+        let again = owner.cached(current.as_ref(), id).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "kept reads come from the cache");
+    }
 }
