@@ -35,6 +35,7 @@ pub mod coordinator;
 pub mod error;
 pub mod intent;
 pub mod limits;
+pub mod memberids;
 pub mod monitor;
 pub mod op;
 pub mod password;

@@ -45,6 +45,8 @@ pub struct Worker {
     pub stats: Arc<WorkerStats>,
     /// This worker's queue into the access log; None when the log is off.
     pub access_log: Option<LogSink>,
+    /// Groups' resolved member ids, for memberOf searches (`memberids`).
+    pub member_ids: RefCell<crate::memberids::MemberIds>,
 }
 
 impl Worker {
@@ -70,6 +72,7 @@ impl Worker {
             scans: None,
             stats: Arc::default(),
             access_log: None,
+            member_ids: RefCell::default(),
         }
     }
 

@@ -32,11 +32,14 @@ use crate::record::EntryRecord;
 pub struct ShardMark {
     floor: AtomicU64,
     committed: AtomicU64,
+    /// Batches the shard has made visible, CSN or not (a container flag, a DN record):
+    /// what a cache of name resolutions is checked against ([`Hub::publications`]).
+    published: AtomicU64,
 }
 
 impl Default for ShardMark {
     fn default() -> Self {
-        Self { floor: AtomicU64::new(u64::MAX), committed: AtomicU64::new(0) }
+        Self { floor: AtomicU64::new(u64::MAX), committed: AtomicU64::new(0), published: AtomicU64::new(0) }
     }
 }
 
@@ -132,7 +135,16 @@ impl Hub {
                 mark.committed.fetch_max(csn_max, Ordering::SeqCst);
             }
             mark.floor.store(next_floor, Ordering::SeqCst);
+            // After the commit is visible: whoever reads the new count reads the new data.
+            mark.published.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// How many batches every shard together has made visible: it moves with every write
+    /// that lands anywhere. Read before reading the data a cache is filled from, a cache
+    /// filled under one count is good while the count stays the same.
+    pub fn publications(&self) -> u64 {
+        self.marks.iter().map(|m| m.published.load(Ordering::SeqCst)).sum()
     }
 
     /// The committed low-watermark (a clock tick; 0 when nothing was ever committed).

@@ -304,3 +304,68 @@ fn memberof_keeps_the_member_index_whatever_the_config_says() {
     let (_, done) = search(&mut alice_client, BASE, &format!("(member={alice})"), &["1.1"]);
     assert_eq!(done.rc, 0, "(member=...) is indexed: {done:?}");
 }
+
+/// `(memberOf=G)` searches resolve G's members once per worker while nothing is written
+/// (router/src/memberids.rs): a write anywhere must show in the next search. Covered: a
+/// dangling member value whose entry appears, a member renamed away (no referential
+/// integrity), a member deleted, a value added to the group, all on one connection (one
+/// worker, one cache).
+#[test]
+fn memberof_searches_see_every_write_after_them() {
+    let server = Server::start_with_config(CONFIG);
+    let mut root = bound(&server, ADMIN_DN, ADMIN_PW);
+    let person = |root: &mut Client, uid: &str| {
+        let attrs = vec![
+            ("objectClass", HashSet::from(["inetOrgPerson"])),
+            ("cn", HashSet::from([uid])),
+            ("sn", HashSet::from(["s"])),
+            ("uid", HashSet::from([uid])),
+        ];
+        assert_eq!(root.add(&format!("uid={uid},{PEOPLE}"), attrs).unwrap().rc, 0, "add {uid}");
+    };
+    // The example data may hold either container already: -c goes on past "already exists".
+    let ldif = format!(
+        "dn: {PEOPLE}\nobjectClass: organizationalUnit\nou: people\n\n\
+         dn: {GROUPS}\nobjectClass: organizationalUnit\nou: groups\n"
+    );
+    let args = ["-x", "-c", "-H", &server.url(), "-D", ADMIN_DN, "-w", ADMIN_PW];
+    let (code, _, err) = tool("ldapadd", &args, Some(&ldif));
+    assert!(code == 0 || code == 68, "{err}");
+    for uid in ["a", "b", "c"] {
+        person(&mut root, uid);
+    }
+    let (a, b, c, late) = (user_dn("a"), user_dn("b"), user_dn("c"), user_dn("late"));
+    let members = HashSet::from([a.as_str(), b.as_str(), late.as_str()]);
+    let attrs = vec![
+        ("objectClass", HashSet::from(["groupOfNames"])),
+        ("cn", HashSet::from(["cached"])),
+        ("member", members),
+    ];
+    assert_eq!(root.add(&group("cached"), attrs).unwrap().rc, 0);
+    let filter = format!("(memberOf={})", group("cached"));
+    let found = |root: &mut Client| {
+        let (entries, done) = search(root, BASE, &filter, &["1.1"]);
+        assert_eq!(done.rc, 0);
+        entries.into_iter().map(|e| e.dn.to_ascii_lowercase()).collect::<BTreeSet<_>>()
+    };
+    let lower = |dns: &[&String]| dns.iter().map(|d| d.to_ascii_lowercase()).collect::<BTreeSet<_>>();
+    assert_eq!(found(&mut root), lower(&[&a, &b]));
+    assert_eq!(found(&mut root), lower(&[&a, &b]), "the same answer from the cache");
+    // The dangling value's entry appears.
+    person(&mut root, "late");
+    assert_eq!(found(&mut root), lower(&[&a, &b, &late]));
+    // A member renamed away (nothing rewrites the group's value): no longer a member.
+    assert_eq!(root.modifydn(&a, "uid=a2", true, None).unwrap().rc, 0);
+    assert_eq!(found(&mut root), lower(&[&b, &late]));
+    // A member deleted.
+    assert_eq!(root.delete(&b).unwrap().rc, 0);
+    assert_eq!(found(&mut root), lower(&[&late]));
+    // A value added to the group.
+    let add = vec![Mod::Add("member", HashSet::from([c.as_str()]))];
+    assert_eq!(root.modify(&group("cached"), add).unwrap().rc, 0);
+    assert_eq!(found(&mut root), lower(&[&late, &c]));
+}
+
+fn user_dn(uid: &str) -> String {
+    format!("uid={uid},{PEOPLE}")
+}

@@ -288,6 +288,8 @@ async fn members_down(
     options: &ferrodir_shard::memberof::MemberOfOptions,
 ) -> LdapResultOf<BTreeSet<EntryId>> {
     let mut found = BTreeSet::new();
+    // Read before any of the data: resolutions made from it are good while it holds.
+    let token = resolution_token(tree);
     let Ok(group) = Dn::parse(group) else { return Ok(found) };
     let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
@@ -298,15 +300,17 @@ async fn members_down(
         let mut next = Vec::new();
         for id in frontier {
             let Some(record) = ctx.worker.fetch(id).await? else { continue };
-            let members = member_dns(ctx, &record);
-            if members.is_empty() || !access.may_read(tree, id, &record) {
+            if !access.may_read(tree, id, &record) {
+                continue;
+            }
+            let members = member_ids(ctx, token, id, &record).await?;
+            if members.is_empty() {
                 continue;
             }
             if depth > options.chain_depth_max {
                 return Err(too_deep(options.chain_depth_max).into());
             }
-            for member in members {
-                let Some(member_id) = resolve(ctx, &member).await? else { continue };
+            for &member_id in members.iter() {
                 if found.insert(member_id) && found.len() > options.chain_entries_max {
                     return Err(too_many(options.chain_entries_max).into());
                 }
@@ -318,6 +322,39 @@ async fn members_down(
         frontier = next;
     }
     Ok(found)
+}
+
+/// What a group's resolved member ids are cached under (`crate::memberids`); None where
+/// nothing publishes the shards' writes (unit tests): no caching then.
+fn resolution_token(tree: &Skeleton) -> Option<crate::memberids::Token> {
+    let hub = ferrodir_shard::watermark::hub()?;
+    Some(crate::memberids::Token { publications: hub.publications(), skeleton: tree.version })
+}
+
+/// The ids of the entries a group's member and uniqueMember values name (dangling ones
+/// left out), from the worker's cache when nothing was written since it was filled.
+async fn member_ids(
+    ctx: &OpContext,
+    token: Option<crate::memberids::Token>,
+    group: EntryId,
+    record: &EntryRecord,
+) -> LdapResultOf<std::rc::Rc<[EntryId]>> {
+    if let Some(token) = token {
+        if let Some(ids) = ctx.worker.member_ids.borrow_mut().get(token, group) {
+            return Ok(ids);
+        }
+    }
+    let mut ids = Vec::new();
+    for member in member_dns(ctx, record) {
+        if let Some(id) = resolve(ctx, &member).await? {
+            ids.push(id);
+        }
+    }
+    let ids: std::rc::Rc<[EntryId]> = ids.into();
+    if let Some(token) = token {
+        ctx.worker.member_ids.borrow_mut().put(token, group, ids.clone());
+    }
+    Ok(ids)
 }
 
 /// The DNs a group's member and uniqueMember values name.
