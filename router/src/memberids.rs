@@ -10,8 +10,8 @@
 //! nothing from it and loses nothing by it; one mostly read (the usual case for group
 //! lookups at login) resolves each group once.
 //!
-//! Bounded: at most [`GROUPS_MAX`] groups, and only groups of at most [`MEMBERS_MAX`]
-//! resolved members. Who may read which group is decided after, on every search: the ids
+//! Bounded: at most [`GROUPS_MAX`] groups, only groups of at most [`MEMBERS_MAX`] resolved
+//! members, and at most [`IDS_MAX`] ids in all (8 MB per worker). Who may read which group is decided after, on every search: the ids
 //! are the same for everyone.
 
 use std::collections::HashMap;
@@ -23,6 +23,8 @@ use ferrodir_shard::EntryId;
 pub const GROUPS_MAX: usize = 64;
 /// Larger groups are resolved every time (their ids would crowd out the rest).
 pub const MEMBERS_MAX: usize = 100_000;
+/// Ids kept per worker, every group together.
+pub const IDS_MAX: usize = 1_000_000;
 
 /// What the cached resolutions were read under: every shard's published batches and the
 /// skeleton's version.
@@ -36,6 +38,8 @@ pub struct Token {
 pub struct MemberIds {
     token: Option<Token>,
     groups: HashMap<EntryId, Rc<[EntryId]>>,
+    /// The ids held by `groups`, all together.
+    ids: usize,
 }
 
 impl MemberIds {
@@ -44,6 +48,7 @@ impl MemberIds {
         if self.token != Some(token) {
             self.token = Some(token);
             self.groups.clear();
+            self.ids = 0;
             return None;
         }
         self.groups.get(&group).cloned()
@@ -58,11 +63,17 @@ impl MemberIds {
         if ids.len() > MEMBERS_MAX {
             return;
         }
-        if self.groups.len() >= GROUPS_MAX && !self.groups.contains_key(&group) {
-            if let Some(victim) = self.groups.keys().next().copied() {
-                self.groups.remove(&victim);
+        if let Some(old) = self.groups.remove(&group) {
+            self.ids -= old.len();
+        }
+        // Evict arbitrary groups until this one fits both bounds.
+        while self.groups.len() >= GROUPS_MAX || self.ids + ids.len() > IDS_MAX {
+            let Some(victim) = self.groups.keys().next().copied() else { break };
+            if let Some(old) = self.groups.remove(&victim) {
+                self.ids -= old.len();
             }
         }
+        self.ids += ids.len();
         self.groups.insert(group, ids);
     }
 }
@@ -105,5 +116,18 @@ mod tests {
         assert_eq!(cache.groups.len(), GROUPS_MAX);
         cache.put(t, EntryId(9_999), ids(MEMBERS_MAX as u64 + 1));
         assert!(cache.get(t, EntryId(9_999)).is_none());
+    }
+
+    #[test]
+    fn the_ids_kept_are_bounded_in_all() {
+        let mut cache = MemberIds::default();
+        let t = Token::default();
+        assert!(cache.get(t, EntryId(0)).is_none());
+        for g in 0..20u64 {
+            cache.put(t, EntryId(g), ids(MEMBERS_MAX as u64));
+        }
+        assert!(cache.ids <= IDS_MAX);
+        assert_eq!(cache.ids, cache.groups.values().map(|v| v.len()).sum::<usize>());
+        assert!(cache.get(t, EntryId(19)).is_some(), "the last one put is kept");
     }
 }
