@@ -128,6 +128,47 @@ write_config() {
         [ -z "$client_ca" ] || client_ca_toml=$(toml_string "$client_ca")
     fi
 
+    # server_id: a number, or "ordinal+BASE": BASE plus the ordinal at the end of the pod's
+    # name (FERRODIR_POD_NAME, else the hostname: ferrodir-replica-2 -> BASE+2), so every
+    # pod of a StatefulSet has its own.
+    server_id=${FERRODIR_SERVER_ID:-0}
+    case $server_id in
+        ordinal+*)
+            base=$(toml_count FERRODIR_SERVER_ID "${server_id#ordinal+}")
+            host=${FERRODIR_POD_NAME:-$(hostname)}
+            ordinal=${host##*-}
+            case $ordinal in
+                '' | *[!0-9]*) die "FERRODIR_SERVER_ID=$server_id needs a hostname ending in -N, not '$host'" ;;
+            esac
+            server_id=$((base + ordinal))
+            ;;
+        *) server_id=$(toml_count FERRODIR_SERVER_ID "$server_id") ;;
+    esac
+    [ "$server_id" -le 4095 ] || die "FERRODIR_SERVER_ID must be at most 4095, not $server_id"
+
+    # A read replica: FERRODIR_REPLICATION_PROVIDER set writes one [[replication]] entry
+    # for the whole suffix (docs/OPERATIONS.md, "Replication consumer").
+    provider=${FERRODIR_REPLICATION_PROVIDER:-}
+    if [ -n "$provider" ]; then
+        case $provider in
+            ldap://* | ldaps://*) ;;
+            *) die "FERRODIR_REPLICATION_PROVIDER must be an ldap:// or ldaps:// URL, not '$provider'" ;;
+        esac
+        [ -n "${FERRODIR_REPLICATION_PASSWORD_FILE:-}" ] ||
+            die "FERRODIR_REPLICATION_PROVIDER needs FERRODIR_REPLICATION_PASSWORD_FILE (the bind DN's password)"
+        repl_provider_toml=$(toml_string "$provider")
+        repl_bind_dn_toml=$(toml_string "${FERRODIR_REPLICATION_BIND_DN:-cn=admin,$suffix}")
+        repl_password_file_toml=$(toml_string "$FERRODIR_REPLICATION_PASSWORD_FILE")
+        repl_base_toml=$(toml_string "${FERRODIR_REPLICATION_SEARCH_BASE:-$suffix}")
+        repl_starttls_toml=$(toml_bool FERRODIR_REPLICATION_STARTTLS "${FERRODIR_REPLICATION_STARTTLS:-false}")
+        repl_ca_toml=
+        [ -z "${FERRODIR_REPLICATION_TLS_CA_FILE:-}" ] || repl_ca_toml=$(toml_string "$FERRODIR_REPLICATION_TLS_CA_FILE")
+        repl_referral_toml=
+        [ -z "${FERRODIR_REPLICATION_UPDATE_REFERRAL:-}" ] ||
+            repl_referral_toml=$(toml_string "$FERRODIR_REPLICATION_UPDATE_REFERRAL")
+        repl_retry_toml=$(toml_string "${FERRODIR_REPLICATION_RETRY:-5 10 60 +}")
+    fi
+
     mkdir -p -- "$(dirname -- "$generated_config")"
     temporary="$generated_config.tmp.$$"
     (
@@ -145,11 +186,20 @@ write_config() {
             printf 'root_password = %s\n' "$password_toml"
             printf 'shards = %s\n' "$shards_toml"
             printf 'example_data = %s\n' "$example_toml"
+            printf 'server_id = %s\n' "$server_id"
             printf '\n[log]\nlevel = %s\nformat = "%s"\n' "$log_level_toml" "$log_format"
             if [ -n "$cert" ]; then
                 printf '\n[tls]\ncert_file = %s\nkey_file = %s\n' "$cert_toml" "$key_toml"
                 printf 'client_certs = %s\n' "$client_certs_toml"
                 [ -z "$client_ca_toml" ] || printf 'client_ca_file = %s\n' "$client_ca_toml"
+            fi
+            if [ -n "$provider" ]; then
+                printf '\n[[replication]]\nrid = 1\nprovider = %s\n' "$repl_provider_toml"
+                printf 'starttls = %s\n' "$repl_starttls_toml"
+                [ -z "$repl_ca_toml" ] || printf 'tls_ca_file = %s\n' "$repl_ca_toml"
+                printf 'bind_dn = %s\npassword_file = %s\n' "$repl_bind_dn_toml" "$repl_password_file_toml"
+                printf 'search_base = %s\ntype = "refreshAndPersist"\nretry = %s\n' "$repl_base_toml" "$repl_retry_toml"
+                [ -z "$repl_referral_toml" ] || printf 'update_referral = %s\n' "$repl_referral_toml"
             fi
         } >"$temporary"
     )

@@ -7,6 +7,8 @@
 #    boolean. None of them writes a config.
 # 2. Escaping: FERRODIR_CONFIG_ONLY=1 with values full of quotes, backslashes and control
 #    characters; python's tomllib reads back exactly what was set.
+# 2b. A read replica (FERRODIR_REPLICATION_*, FERRODIR_SERVER_ID=ordinal+BASE): its refusals,
+#    and the one [[replication]] entry it writes, read back.
 # 3. A mounted config is used as it is.
 # 4. The real server: the password file wins over the variable, the generated config
 #    starts the server (LDAP, LDAPS with a fresh self-signed certificate, metrics), the
@@ -136,6 +138,7 @@ expected = {
     "example_data": False,
     "require_tls_for_binds": True,
     "shards": 0,
+    "server_id": 0,
     "log": {"level": 'info,x="\\', "format": "json"},
 }
 wrong = {k: (config.get(k), v) for k, v in expected.items() if config.get(k) != v}
@@ -149,6 +152,45 @@ EOF
     fi
 else
     fail "config-only run failed: $(cat "$work/err")"
+fi
+
+# 2b. A read replica's settings (deploy/kubernetes/statefulset-replica.yaml): one
+# [[replication]] entry, and server_id from the pod's ordinal.
+expect_refusal "a replication provider that is not an LDAP URL" "must be an ldap:// or ldaps:// URL" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_REPLICATION_PROVIDER=http://x FERRODIR_REPLICATION_PASSWORD_FILE=/p
+expect_refusal "a replication provider without a password file" "needs FERRODIR_REPLICATION_PASSWORD_FILE" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_REPLICATION_PROVIDER=ldap://x:389
+expect_refusal "an ordinal server id on a hostname without one" "needs a hostname ending in -N" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_SERVER_ID=ordinal+101 FERRODIR_POD_NAME=replica
+expect_refusal "a server id above 4095" "at most 4095" FERRODIR_ROOT_PASSWORD=x FERRODIR_SERVER_ID=4096
+rm -rf "$work/run"
+if run_entrypoint FERRODIR_CONFIG_ONLY=1 FERRODIR_ROOT_PASSWORD=x FERRODIR_POD_NAME=ferrodir-replica-3 \
+    FERRODIR_SERVER_ID=ordinal+101 FERRODIR_REPLICATION_PROVIDER=ldap://ferrodir-0.ferrodir-headless:3389 \
+    FERRODIR_REPLICATION_STARTTLS=true FERRODIR_REPLICATION_TLS_CA_FILE=/etc/ferrodir/tls/ca.crt \
+    FERRODIR_REPLICATION_PASSWORD_FILE=/etc/ferrodir/root/root-password \
+    FERRODIR_REPLICATION_UPDATE_REFERRAL=ldap://ferrodir:389 >/dev/null 2>"$work/err" &&
+    python3 - "$work/run/ferrodir.toml" <<'EOF'; then
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    config = tomllib.load(f)
+expected = [{
+    "rid": 1,
+    "provider": "ldap://ferrodir-0.ferrodir-headless:3389",
+    "starttls": True,
+    "tls_ca_file": "/etc/ferrodir/tls/ca.crt",
+    "bind_dn": "cn=admin,dc=example,dc=com",
+    "password_file": "/etc/ferrodir/root/root-password",
+    "search_base": "dc=example,dc=com",
+    "type": "refreshAndPersist",
+    "retry": "5 10 60 +",
+    "update_referral": "ldap://ferrodir:389",
+}]
+if config.get("server_id") != 104 or config.get("replication") != expected:
+    sys.exit(f"server_id {config.get('server_id')}, replication {config.get('replication')}")
+EOF
+    pass "a replica's config: one [[replication]] entry, server_id 101 + ordinal 3 = 104"
+else
+    fail "the replica's config: $(cat "$work/err")"
 fi
 
 # 3. A mounted config is used as it is.

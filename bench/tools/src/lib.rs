@@ -17,12 +17,15 @@
 //!   scans stopped early by Abandon, a close or a limit (issue #9).
 //! - [`searchload`]: `ldap-search-load`, one search in a closed loop with the paged-results
 //!   and sort controls (issue #11), and a check mode that decodes the answer.
+//! - [`repllag`]: `ldap-repl-lag`, replication lag from a provider to a consumer under a
+//!   sustained write load (issue #13).
 //! - [`error`]: the crate's one error type.
 //! - `bin/`: the command lines; they only parse arguments and call the library.
 
 pub mod error;
 pub mod isolation;
 pub mod latency;
+pub mod repllag;
 pub mod responder;
 pub mod searchload;
 pub mod template;
