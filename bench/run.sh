@@ -20,6 +20,9 @@
 #                                           # entries, (memberOf=<a 1,000-member group>)
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
 # --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
+# --compare-shards K (issue #14, item 7): a second ferrodir with K shards (e.g. 16) on the same
+# data, on the same one CPU, joins the base, uid-eq and sub10 runs; the report compares its
+# CPU per operation with the --shards one (target: at most 1.3x).
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
 # adds top-level keys to ferrodir's config (e.g. search_scans = "worker").
 # FD_ACCESS=open-read runs ferrodir with the one rule `to * by * read` instead of the
@@ -41,7 +44,7 @@ source bench/lib/common.sh
 
 ORIG_ARGS="$*"
 SIZES=10000; REPS=5; SAMPLES=1; SHARDS=2; QUICK=0; MATRIX=0; SMOKE=0; INSTALL=1
-SCENARIOS=""; OUT_DIR=""; MATRIX_THREADS=1,2,4,8,16,50
+SCENARIOS=""; OUT_DIR=""; MATRIX_THREADS=1,2,4,8,16,50; COMPARE_SHARDS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
     --reps) REPS=$2; shift ;;
     --samples) SAMPLES=$2; shift ;;
     --shards) SHARDS=$2; shift ;;
+    --compare-shards) COMPARE_SHARDS=$2; shift ;;
     --scenarios) SCENARIOS=$2; shift ;;
     --matrix-threads) MATRIX_THREADS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
@@ -77,6 +81,7 @@ CLIENT_THREADS=8
 SERVER_CPU=0; CLIENT_CPU=1
 FD_PORT=${FD_PORT:-13489}; SL_PORT=${SL_PORT:-13490}; NULL_PORT=${NULL_PORT:-13491}
 FD_LDAPS_PORT=${FD_LDAPS_PORT:-13492}; SL_LDAPS_PORT=${SL_LDAPS_PORT:-13493}
+FDK_PORT=${FDK_PORT:-13494}; FERRODIR_K_PID=""
 OUT=${OUT_DIR:-bench/out/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw.jsonl; : > "$RAW"
@@ -172,8 +177,8 @@ delete_args() {  # KEY [PREFIX]
            -b "ou=people,$SUFFIX" -f "cn=${2:-bench}XXXXXXX" -r "${DEL_NEXT[$1]:-0}" -R $((${ADD_NEXT[$1]:-0} - 1)))
 }
 
-port_of() { case $1 in ferrodir) echo $FD_PORT ;; slapd) echo $SL_PORT ;; null) echo $NULL_PORT ;; esac; }
-pid_of() { case $1 in ferrodir) echo $FERRODIR_PID ;; slapd) echo $SLAPD_PID ;; null) echo "$NULL_PID" ;; esac; }
+port_of() { case $1 in ferrodir) echo $FD_PORT ;; slapd) echo $SL_PORT ;; null) echo $NULL_PORT ;; ferrodir-k) echo $FDK_PORT ;; esac; }
+pid_of() { case $1 in ferrodir) echo $FERRODIR_PID ;; slapd) echo $SLAPD_PID ;; null) echo "$NULL_PID" ;; ferrodir-k) echo "$FERRODIR_K_PID" ;; esac; }
 
 record() { $UTIL json "$@" >> "$RAW"; }
 
@@ -282,6 +287,15 @@ bench_size() {
   start_slapd "$d/slapd" $SL_PORT $SERVER_CPU
   start_null "$d" $NULL_PORT $SERVER_CPU 1
   warm_read $FD_PORT; warm_read $SL_PORT
+  if [ -n "$COMPARE_SHARDS" ]; then
+    # The same data with COMPARE_SHARDS shards, on the same CPU: what the fan-out costs.
+    local main_pid=$FERRODIR_PID
+    read -r secs bytes < <(load_ferrodir "$d/ferrodir-k" "$d/data.ldif" "$n" "$COMPARE_SHARDS")
+    record type=load size=$n server=ferrodir-k entries=$entries seconds=$secs bytes=$bytes shards=$COMPARE_SHARDS
+    start_ferrodir "$d/ferrodir-k" $FDK_PORT $SERVER_CPU
+    FERRODIR_K_PID=$FERRODIR_PID; FERRODIR_PID=$main_pid
+    warm_read $FDK_PORT
+  fi
   record type=rss size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID)
   record type=rss size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID)
   check_sub10 "$n"
@@ -295,6 +309,7 @@ bench_size() {
     case $sc in paged|sorted|memberof) issue11_scenario "$n" "$sc"; continue ;; esac
     case $sc in add|delete) WRITES_DONE=1 ;; esac
     scenario_def "$sc" "$n"
+    case $sc in base|uid-eq|sub10) [ -z "$COMPARE_SHARDS" ] || SC_SERVERS+=" ferrodir-k" ;; esac
     log "N=$n scenario $sc"
     for rep in $(seq "$REPS"); do
       for server in $SC_SERVERS; do
@@ -319,7 +334,7 @@ bench_size() {
   [ $MATRIX = 1 ] && matrix "$n"
   stop_all
   # The databases are large (150 MB at 10k); the measurements do not need them.
-  [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$d/ferrodir/data" "$d/slapd/db" "$d/data.ldif" "$d/data-slapd.ldif"
+  [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$d/ferrodir/data" "$d/ferrodir-k/data" "$d/slapd/db" "$d/data.ldif" "$d/data-slapd.ldif"
 }
 
 # The 10-entry scenario is only honest if both servers return the same ~10 entries.
@@ -688,7 +703,7 @@ smoke() {
 $UTIL json type=meta started="$(date -Is)" host="$(hostname)" cpus="$(nproc)" \
   ferrodir_version="$($FERRODIR --version 2>/dev/null | head -1 || echo ?)" \
   slapd_version="$("$SLAPD" -VV 2>&1 | head -1 | sed 's/.*slapd \([0-9.]*\).*/\1/')" \
-  reps=$REPS samples=$SAMPLES shards=$SHARDS scenarios="$SCENARIOS" quick=$QUICK \
+  reps=$REPS samples=$SAMPLES shards=$SHARDS compare_shards="$COMPARE_SHARDS" scenarios="$SCENARIOS" quick=$QUICK \
   command="bash bench/run.sh $ORIG_ARGS" tools="${TOOLS_DIR:+built}" >> "$RAW"
 for n in ${SIZES//,/ }; do bench_size "$n"; done
 python3 bench/lib/report.py "$RAW" "$OUT/results.json" "$OUT/results.md"

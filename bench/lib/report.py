@@ -7,7 +7,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-SERVERS = ("ferrodir", "slapd", "null")
+SERVERS = ("ferrodir", "slapd", "null", "ferrodir-k")
+FANOUT_TARGET = 1.3   # CPU per op with --compare-shards K over CPU per op with --shards
 NA_TOOLS = "n/a (tools not built)"
 
 
@@ -131,6 +132,30 @@ def scenario_table(size, lines):
         lines.append(f"| {name} | {cell_ops(f)} | {cell_ops(l)} | {r} | "
                      f"{cell_ops(n) if n else '–'} | {cell_cpu(f)} | {cell_cpu(l)} | "
                      f"{sync_cell('ferrodir')} | {sync_cell('slapd')} |")
+    return out
+
+
+def fanout_table(size, meta, lines):
+    """--compare-shards: the same searches on K shards against --shards, one CPU."""
+    rows = {name: by for name, by in size["scenarios"].items() if "ferrodir-k" in by and "ferrodir" in by}
+    if not rows:
+        return {}
+    k, base = meta.get("compare_shards"), meta.get("shards")
+    lines += ["", f"Fan-out: the same data on {k} shards against {base}, server on the same one CPU "
+              f"(issue #14, item 7; target: CPU per operation at {k} shards ≤ {FANOUT_TARGET}× that at {base}).", "",
+              f"| scenario | {base} shards ops/s | {k} shards ops/s | rate {k}/{base} | CPU µs/op {base} shards "
+              f"| CPU µs/op {k} shards | CPU {k}/{base} | target |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = {}
+    for name, by in rows.items():
+        a, b = summarize(by["ferrodir"]), summarize(by["ferrodir-k"])
+        cpu = lambda s: (s["cpu_user_us_per_op"] or 0) + (s["cpu_sys_us_per_op"] or 0) if s and "na" not in s else None
+        ca, cb = cpu(a), cpu(b)
+        factor = cb / ca if ca and cb else None
+        verdict = "–" if factor is None else ("met" if factor <= FANOUT_TARGET else "missed")
+        out[name] = {"cpu_factor": factor, "rate_factor": (b["ops_per_s"] / a["ops_per_s"]) if a.get("ops_per_s") and b.get("ops_per_s") else None}
+        lines.append(f"| {name} | {cell_ops(a)} | {cell_ops(b)} | {ratio(b, a)} | {fmt(ca, 1)} | {fmt(cb, 1)} "
+                     f"| {fmt(factor, 2)} | {verdict} |")
     return out
 
 
@@ -483,6 +508,7 @@ def main():
         size = sizes[n]
         lines += [f"## N = {n:,}", ""]
         scenarios = scenario_table(size, lines)
+        fanout = fanout_table(size, meta, lines)
         server_table(size, lines)
         matrix = matrix_table(size, lines)
         isolation = isolation_table(size, lines)
@@ -496,7 +522,7 @@ def main():
         result["sizes"][str(n)] = {"scenarios": scenarios, "load": size["load"], "vmrss_kb": size["rss"],
                                    "fsync": size["fsync"], "latency": size["latency"],
                                    "checks": size["checks"], "matrix": matrix, "isolation": isolation,
-                                   "tls": tls, "issue11": issue11}
+                                   "tls": tls, "issue11": issue11, "fanout": fanout}
     json.dump(result, open(json_path, "w"), indent=1, default=str)
     open(md_path, "w").write("\n".join(lines) + "\n")
 

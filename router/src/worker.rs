@@ -95,14 +95,15 @@ impl Worker {
     }
 
     /// The read view of `shard` usable on this thread without a message: the local shard,
-    /// or a replica refreshed to the shard's last commit.
+    /// or a replica brought up to the shard's last commit (a new read transaction only when
+    /// a commit finished since the one it holds).
     pub fn readable(&self, shard: usize) -> LdapResultOf<Option<&ShardCore>> {
         if shard == self.index {
             return Ok(Some(&self.local));
         }
         match self.replicas.get(shard).and_then(Option::as_ref) {
             Some(replica) => {
-                replica.refresh_snapshot()?;
+                replica.refresh_snapshot_if_moved()?;
                 Ok(Some(replica))
             }
             None => Ok(None),

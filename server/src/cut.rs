@@ -206,6 +206,10 @@ impl KvEngine for GatedEngine {
         let _inside = Inside(&self.gate);
         self.inner.commit(batch)
     }
+
+    fn commits(&self) -> Option<u64> {
+        self.inner.commits()
+    }
 }
 
 /// A commit between `enter` and `leave`.

@@ -4,7 +4,7 @@
 //! that worker's connections, which read it with a direct call (no message, no thread hop).
 //! Reads use the last committed snapshot, so a commit in progress never blocks them.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,6 +38,9 @@ pub struct ShardCore {
     engine: Arc<dyn KvEngine>,
     /// None once released ([`ShardCore::release_snapshot`]): the next read opens a fresh one.
     snapshot: RefCell<Option<Arc<dyn KvSnapshot>>>,
+    /// The engine's commit count read just before `snapshot` was opened
+    /// ([`ShardCore::refresh_snapshot_if_moved`]); None: unknown, refresh on the next read.
+    snapshot_commits: Cell<Option<u64>>,
     cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
     /// Written by this core's thread only; read by the metrics endpoint.
     stats: Arc<CoreStats>,
@@ -60,11 +63,13 @@ pub struct CoreStats {
 
 impl ShardCore {
     pub fn new(info: ShardInfo, engine: Arc<dyn KvEngine>) -> ShardResult<Self> {
+        let commits = engine.commits();
         let snapshot: Arc<dyn KvSnapshot> = Arc::from(engine.snapshot()?);
         Ok(Self {
             info,
             engine,
             snapshot: RefCell::new(Some(snapshot)),
+            snapshot_commits: Cell::new(commits),
             cache: RefCell::new(HashMap::new()),
             stats: Arc::default(),
         })
@@ -99,9 +104,26 @@ impl ShardCore {
 
     /// Called after each commit, before replies go out.
     pub fn refresh_snapshot(&self) -> ShardResult<()> {
+        let commits = self.engine.commits();
         let next: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
         *self.snapshot.borrow_mut() = Some(next);
+        self.snapshot_commits.set(commits);
         Ok(())
+    }
+
+    /// For a replica (another worker's read view of this shard): brings the snapshot up to
+    /// the shard's last commit, opening a new read transaction only if a commit finished
+    /// since the held one was opened (issue #14: a remote base lookup used to open two).
+    /// The count is read before the snapshot is opened, so a commit racing with the open is
+    /// at worst seen twice, never missed; and the engine counts a commit before its writer
+    /// is answered, so every acknowledged write is in the snapshot kept.
+    pub fn refresh_snapshot_if_moved(&self) -> ShardResult<()> {
+        if let (Some(now), Some(taken)) = (self.engine.commits(), self.snapshot_commits.get()) {
+            if now == taken && self.snapshot.borrow().is_some() {
+                return Ok(());
+            }
+        }
+        self.refresh_snapshot()
     }
 
     /// Lets go of the held snapshot, so that this core pins no old version of the file.
@@ -111,6 +133,7 @@ impl ShardCore {
     /// file grew under churn (issue #14). Reads in flight keep their own `Arc`.
     pub fn release_snapshot(&self) {
         self.snapshot.borrow_mut().take();
+        self.snapshot_commits.set(None);
     }
 
     /// An entry by id, from the cache or the last committed snapshot.
@@ -393,6 +416,29 @@ mod tests {
         assert!(core.holds_snapshot());
         // A read that took the old snapshot before the release still reads it.
         assert!(before.get(&key(1)).unwrap().is_none());
+    }
+
+    /// A replica keeps its read transaction while the shard commits nothing, and opens a new
+    /// one as soon as a commit has finished: it never misses an acknowledged write.
+    #[test]
+    fn a_replica_reuses_its_snapshot_until_a_commit_finishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let replica = ShardCore::new(info(), engine.clone()).unwrap();
+        let first = replica.snapshot();
+        replica.refresh_snapshot_if_moved().unwrap();
+        assert!(Arc::ptr_eq(&first, &replica.snapshot()), "no commit: the same read transaction");
+        engine.commit(&[Mutation { key: key(1), value: Some(b"x".to_vec()) }]).unwrap();
+        replica.refresh_snapshot_if_moved().unwrap();
+        let second = replica.snapshot();
+        assert!(!Arc::ptr_eq(&first, &second), "a commit finished: a new read transaction");
+        assert_eq!(second.get(&key(1)).unwrap(), Some(b"x".to_vec()));
+        replica.refresh_snapshot_if_moved().unwrap();
+        assert!(Arc::ptr_eq(&second, &replica.snapshot()));
+        // Released (every 100 ms), it opens one again on the next read.
+        replica.release_snapshot();
+        replica.refresh_snapshot_if_moved().unwrap();
+        assert!(replica.holds_snapshot());
     }
 
     /// Only a read the cache keeps builds segments: a replica's (no cache) and a read of an

@@ -61,6 +61,10 @@ impl KvEngine for MeteredEngine {
         };
         result
     }
+
+    fn commits(&self) -> Option<u64> {
+        self.inner.commits()
+    }
 }
 
 /// Wraps every engine; returns each shard's counters.

@@ -98,6 +98,15 @@ pub trait KvEngine: Send + Sync {
     /// Applies every mutation atomically and returns once the engine's durability promise holds.
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()>;
 
+    /// How many commits (and reopens) this engine has finished, counted once each is visible
+    /// to new snapshots and before its caller hears back. A reader whose snapshot was opened
+    /// after it saw this count may keep that snapshot while the count stays the same: no
+    /// acknowledged write is missing from it. None: not counted, so every read that must see
+    /// the latest commit opens a new snapshot (the safe default for wrappers and tests).
+    fn commits(&self) -> Option<u64> {
+        None
+    }
+
     /// Offline bulk loading (`ferrodir import`): everything `fill` puts becomes durable at
     /// once, as [`KvEngine::commit`] makes a batch, when `fill` returns Ok; an error from
     /// `fill` abandons the load and writes nothing. The caller streams its writes instead of

@@ -8,7 +8,7 @@
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -28,6 +28,9 @@ pub struct RedbEngine {
     /// the process. Until a restart the file is not written again, so a fault can't turn into
     /// a half-written file, and the reads served stay those of the last good commit.
     write_failure: OnceLock<String>,
+    /// [`KvEngine::commits`]: moved by the commit thread (the one writer) after each commit,
+    /// failed ones included (they reopen `db`), and after a bulk load.
+    commits: AtomicU64,
 }
 
 fn err(e: impl std::fmt::Display) -> StorageError {
@@ -41,7 +44,12 @@ impl RedbEngine {
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(KV).map_err(err)?;
         txn.commit().map_err(err)?;
-        Ok(Self { path: path.to_path_buf(), db: ArcSwap::from_pointee(db), write_failure: OnceLock::new() })
+        Ok(Self {
+            path: path.to_path_buf(),
+            db: ArcSwap::from_pointee(db),
+            write_failure: OnceLock::new(),
+            commits: AtomicU64::new(0),
+        })
     }
 
     /// Opens the file of a shard that must already exist: a missing or empty file is damage
@@ -159,7 +167,12 @@ impl KvEngine for RedbEngine {
         if let Err(e) = &result {
             self.fail_writes(e);
         }
+        self.commits.fetch_add(1, Ordering::Release);
         result
+    }
+
+    fn commits(&self) -> Option<u64> {
+        Some(self.commits.load(Ordering::Acquire))
     }
 
     /// One write transaction for the whole load: redb keeps its dirty pages within the
@@ -176,7 +189,9 @@ impl KvEngine for RedbEngine {
             // On an error the transaction is dropped, which aborts it.
             fill(&mut sink)?;
         }
-        txn.commit().map_err(err)
+        let result = txn.commit().map_err(err);
+        self.commits.fetch_add(1, Ordering::Release);
+        result
     }
 }
 
