@@ -148,6 +148,12 @@ wait_caught_up() {
   python3 -c "print(round($(date +%s.%N) - $start, 2))"
 }
 
+touch_provider() {  # port: one write, which moves the provider's contextCSN
+  printf 'dn: uid=user00000,ou=people,%s\nchangetype: modify\nreplace: description\ndescription: caught up %s\n' \
+    "$SUFFIX" "$(date +%s.%N)" | "${LDAPSEARCH%ldapsearch}ldapmodify" -x -H "ldap://127.0.0.1:$1" \
+    -D "$ROOT_DN" -w "$ROOT_PW" > /dev/null
+}
+
 record() { printf '%s\n' "$*" >> "$RESULTS"; log "$*"; }
 
 # --- one provider's run -----------------------------------------------------------------------
@@ -175,9 +181,11 @@ one_provider() {  # name port pid rep
   for i in 0 1 2 3; do
     start_consumer "$dir/c$i" $((CONSUMER_PORT0 + i)); pids[$i]=$CONSUMER_PID; ports[$i]=$((CONSUMER_PORT0 + i))
   done
-  for i in 0 1 2 3; do
-    wait_ldap "${ports[$i]}"; wait_caught_up "$port" "${ports[$i]}" 600 > /dev/null
-  done
+  # Their copied contextCSN already equals the provider's: a write first, so that "caught
+  # up" means each has finished its refresh and applied that write.
+  for i in 0 1 2 3; do wait_ldap "${ports[$i]}"; done
+  touch_provider "$port"
+  for i in 0 1 2 3; do wait_caught_up "$port" "${ports[$i]}" 600 > /dev/null; done
   read_under_writes "$name" "$port" "$pid" "$rep" 4 "$dir"
   for i in 3 2 1 0; do stop_pid "${pids[$i]}"; done
 }

@@ -24,7 +24,8 @@
 # data, on the same one CPU, joins the base, uid-eq and sub10 runs; the report compares its
 # CPU per operation with the --shards one (target: at most 1.3x).
 # KEEP_DATA=1 keeps the databases and the LDIF in the output folder. FD_EXTRA_CONFIG="key = value"
-# adds top-level keys to ferrodir's config (e.g. search_scans = "worker").
+# adds top-level keys to ferrodir's config (e.g. search_scans = "worker"); FD_EXTRA_LIMITS
+# adds keys to its [limits] table (e.g. commit_coalesce_us = 0).
 # FD_ACCESS=open-read runs ferrodir with the one rule `to * by * read` instead of the
 # default rules (Debian's), to measure what the rules cost (BENCHMARKS.md, "Access rules").
 # tls (not in the default list): TLS_KEYS="rsa ecdsa" (certificate key types, one after the

@@ -68,6 +68,7 @@ ${FD_EXTRA_CONFIG:-}
 entry_cache_entries_max = $(($2 + 1000))
 # redb's page cache per shard, explicit (redb's default, 1 GiB).
 storage_cache_bytes_per_shard = 1073741824
+${FD_EXTRA_LIMITS:-}
 # Search limits for everyone but the rootDN, as slapd's sizelimit and timelimit below
 # (both servers' defaults, written out so that they stay the same).
 [limits.anonymous]

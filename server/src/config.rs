@@ -161,6 +161,10 @@ pub struct Limits {
     pub sort_session_idle_s: u64,
     /// A scan's work between two yields of its thread, in microseconds.
     pub search_slice_us: u64,
+    /// How long a shard's next commit may wait, in microseconds, for the writers its last
+    /// commit answered to send their next write (`ShardActor::with_commit_coalesce`); 0:
+    /// each commit starts as soon as the last one is done.
+    pub commit_coalesce_us: u64,
     /// A scan takes a fresh snapshot after this many entries, or after
     /// `search_snapshot_age_ms`, whichever comes first (as back-mdb's rtxnsize).
     pub search_snapshot_entries_max: usize,
@@ -461,6 +465,7 @@ impl Default for Limits {
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,
             search_slice_us: 1_000,
+            commit_coalesce_us: 250,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
             paged_cookie_idle_max_s: 3600,
@@ -563,6 +568,12 @@ impl Config {
             if value == 0 {
                 anyhow::bail!("limits.{key} must be at least 1");
             }
+        }
+        if limits.commit_coalesce_us > 100_000 {
+            anyhow::bail!(
+                "limits.commit_coalesce_us ({}) is above 100000 (100 ms): every write would wait that long",
+                limits.commit_coalesce_us
+            );
         }
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");

@@ -247,12 +247,13 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let info = store.shard_info(index, &config);
         let engine = store.engines[index].clone();
         let entries = entry_counts.get(index).copied().unwrap_or(0);
+        let coalesce = std::time::Duration::from_micros(config.limits.commit_coalesce_us);
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
             let started = ShardCore::new(info, engine).and_then(|core| {
                 core.counters().entries.store(entries, std::sync::atomic::Ordering::Relaxed);
                 let core = Rc::new(core);
-                let actor = ShardActor::new(core.clone())?;
+                let actor = ShardActor::new(core.clone())?.with_commit_coalesce(coalesce);
                 LOCAL_SHARD.with(|slot| *slot.borrow_mut() = Some(core));
                 Ok(actor.start())
             });
