@@ -28,6 +28,7 @@ mod monitor;
 mod priority;
 mod refint;
 mod reindex;
+mod replication;
 mod runtime;
 mod search_pool;
 mod store;

@@ -139,6 +139,14 @@ pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
     start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
 }
 
+/// Starts slapd as an RFC 4533 provider: back-mdb with the syncprov overlay and a session
+/// log (so that a consumer with a recent cookie gets a delete phase), loaded with `ldif`.
+pub fn start_slapd_provider(ldif: &Path) -> Server {
+    let lines =
+        "index entryUUID,entryCSN eq\noverlay syncprov\nsyncprov-checkpoint 1 1\nsyncprov-sessionlog 1000\n";
+    start_slapd_full(Some(ldif), &[], lines, "moduleload syncprov\n")
+}
+
 fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> Server {
     start_slapd_full(ldif, access, extra, "")
 }
