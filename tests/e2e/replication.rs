@@ -212,7 +212,7 @@ fn ferrodir_replicas_follow_a_ferrodir_provider() {
     assert_eq!(http_get(metrics, "/readyz").0, 200, "a caught-up persisting replica is ready");
     let (_, text) = http_get(metrics, "/metrics");
     assert!(text.contains("ferrodir_replication_consumer_state{rid=\"1\"} 2"), "{text}");
-    assert!(text.contains("ferrodir_replication_applied_total{kind=\"add\",rid=\"1\"}"), "{text}");
+    assert!(text.contains("ferrodir_replication_applied_total{rid=\"1\",kind=\"add\"} 6"), "{text}");
 
     changes_while_persisting(&provider);
     wait_equal(&provider, &persist, "changes while persisting", limit);

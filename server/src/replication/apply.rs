@@ -287,8 +287,16 @@ impl Applier {
         let new_parent = parent.map_or(EntryId::ROOT, |p| p.id);
         let old_rdn = old_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
         let new_rdn_parsed = new_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
-        // The replace that follows sets every value; these only keep the RDN rule on the way.
-        let drop_values = old_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+        // The replace that follows sets every value; these only keep the schema on the way:
+        // the new RDN's values added, and the old RDN's dropped only where the new RDN names
+        // the same type (a single-valued naming attribute can't hold both; a type the new
+        // RDN doesn't name may be a MUST of the entry and stays until the replace).
+        let drop_values = old_rdn
+            .avas
+            .iter()
+            .filter(|old| new_rdn_parsed.avas.iter().any(|new| new.attr.eq_ignore_ascii_case(&old.attr)))
+            .map(|a| (a.attr.clone(), a.value.clone()))
+            .collect();
         let add_values = new_rdn_parsed.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
         let target = Located {
             id,

@@ -49,8 +49,10 @@ pub enum ClientError {
 }
 
 pub struct Client {
+    /// Our end of the connection (`IP=127.0.0.1:40112`, cn=Monitor's olmSRConnection).
+    pub local: String,
     io: Box<dyn Io>,
-    buf: Vec<u8>,
+    buf: bytes::BytesMut,
     next_id: u32,
     limits: FrameLimits,
 }
@@ -65,12 +67,13 @@ impl Client {
             .map_err(|_| ClientError::Connect(format!("{addr}: timed out")))?
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let _ = tcp.set_nodelay(true);
+        let local = tcp.local_addr().map(|a| format!("IP={a}")).unwrap_or_default();
         let limits = FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, ..FrameLimits::default() };
         let mut client = if url.tls {
             let tls = tls_connect(settings, &url.host, tcp).await?;
-            Self { io: Box::new(tls), buf: Vec::new(), next_id: 1, limits }
+            Self { local: local.clone(), io: Box::new(tls), buf: bytes::BytesMut::new(), next_id: 1, limits }
         } else {
-            Self { io: Box::new(tcp), buf: Vec::new(), next_id: 1, limits }
+            Self { local, io: Box::new(tcp), buf: bytes::BytesMut::new(), next_id: 1, limits }
         };
         if settings.starttls {
             client = client.start_tls(settings, &url.host).await?;
@@ -100,7 +103,13 @@ impl Client {
         }
         // The plain stream is replaced by the TLS one over the same socket.
         let tls = tls_connect(settings, host, self.io).await?;
-        Ok(Self { io: Box::new(tls), buf: self.buf, next_id: self.next_id, limits: self.limits })
+        Ok(Self {
+            local: self.local,
+            io: Box::new(tls),
+            buf: self.buf,
+            next_id: self.next_id,
+            limits: self.limits,
+        })
     }
 
     async fn bind(&mut self, dn: &str, password: &str) -> Result<(), ClientError> {
@@ -144,11 +153,8 @@ impl Client {
             if let Some(message) = self.buffered()? {
                 return Ok(message);
             }
-            let start = self.buf.len();
-            self.buf.resize(start + READ_CHUNK, 0);
-            let n = self.io.read(&mut self.buf[start..]).await;
-            self.buf.truncate(start + *n.as_ref().unwrap_or(&0));
-            if n? == 0 {
+            self.buf.reserve(READ_CHUNK);
+            if self.io.read_buf(&mut self.buf).await? == 0 {
                 return Err(ClientError::Closed);
             }
         }
@@ -161,9 +167,9 @@ impl Client {
         else {
             return Ok(None);
         };
-        let message = decode_message(&self.buf[..len]).map_err(|e| ClientError::Protocol(e.to_string()));
-        self.buf.drain(..len);
-        message.map(Some)
+        // O(1): the buffer's start moves past the message.
+        let pdu = self.buf.split_to(len);
+        decode_message(&pdu).map(Some).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
     /// Whether a whole message waits in the buffer (the next `read` needs no I/O).

@@ -149,7 +149,7 @@ async fn session(
     let password = settings.password().map_err(|e| SessionError::Other(format!("{e:#}")))?;
     let mut client = Client::connect(settings, &password).await?;
     drop(password);
-    status.connected(settings.provider.clone());
+    status.connected(client.local.clone());
     let (request, controls, sent) = sync_request(settings, stored.as_deref());
     status.cookie_sent(&sent);
     let search_id = client.send(ProtocolOp::SearchRequest(request), Some(controls)).await?;
