@@ -162,8 +162,12 @@ fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules
         let at = text.find("database mdb").unwrap_or(0);
         text.insert_str(at, &format!("modulepath /usr/lib/ldap\n{modules}"));
     }
-    std::fs::write(&conf, text).expect("write slapd.conf");
-    let with_member_of = ldif.map(|ldif| member_of_ldif(ldif, dir.path()));
+    std::fs::write(&conf, &text).expect("write slapd.conf");
+    // The memberOf values only where the overlay that defines memberOf is loaded.
+    let with_member_of = match ldif {
+        Some(ldif) if text.contains("overlay memberof") => Some(member_of_ldif(ldif, dir.path())),
+        other => other.map(Path::to_path_buf),
+    };
     if let Some(ldif) = with_member_of.as_deref() {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");
