@@ -96,7 +96,7 @@ pub struct RetrySchedule {
 impl RetrySchedule {
     pub fn parse(text: &str) -> anyhow::Result<Self> {
         let words: Vec<&str> = text.split_whitespace().collect();
-        if words.is_empty() || words.len() % 2 != 0 {
+        if words.is_empty() || !words.len().is_multiple_of(2) {
             anyhow::bail!("retry {text:?}: expected pairs of \"seconds count\" (count + = forever)");
         }
         let mut pairs = Vec::new();
@@ -230,6 +230,31 @@ mod tests {
         assert_eq!(u, ProviderUrl { tls: true, host: "p.example".into(), port: 1636 });
         assert_eq!(ProviderUrl::parse("ldap://h").unwrap().port, 389);
         assert!(ProviderUrl::parse("http://h").is_err());
+    }
+
+    #[test]
+    fn the_sample_keys_parse() {
+        let text = r#"
+suffixes = ["dc=example,dc=com"]
+[[replication]]
+rid = 1
+provider = "ldap://127.0.0.1:3890"
+starttls = true
+tls_ca_file = "/etc/ferrodir/ca.pem"
+bind_dn = "cn=admin,dc=example,dc=com"
+password_file = "/etc/ferrodir/replication.password"
+search_base = "dc=example,dc=com"
+type = "refreshOnly"
+interval_s = 30
+retry = "5 10 60 +"
+update_referral = "ldap://provider:389"
+"#;
+        let config = crate::config::Config::parse(text).unwrap();
+        let r = &config.replication[0];
+        assert!(!r.persist());
+        assert_eq!((r.interval_s, r.update_referral.as_deref()), (30, Some("ldap://provider:389")));
+        let bad = text.replace("rid = 1", "rid = 1000");
+        assert!(crate::config::Config::parse(&bad).is_err());
     }
 
     #[test]
