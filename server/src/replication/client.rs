@@ -67,6 +67,7 @@ impl Client {
             .map_err(|_| ClientError::Connect(format!("{addr}: timed out")))?
             .map_err(|e| ClientError::Connect(format!("{addr}: {e}")))?;
         let _ = tcp.set_nodelay(true);
+        keepalive(&tcp);
         let local = tcp.local_addr().map(|a| format!("IP={a}")).unwrap_or_default();
         let limits = FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, ..FrameLimits::default() };
         let mut client = if url.tls {
@@ -181,6 +182,36 @@ impl Client {
     pub async fn close(mut self) {
         let _ = self.send(ProtocolOp::UnbindRequest, None).await;
         let _ = self.io.shutdown().await;
+    }
+}
+
+/// TCP keepalive (idle 60 s, then 3 probes 10 s apart): a persisting consumer only reads,
+/// so without it a provider that vanished without closing the connection (a host gone, a
+/// network cut) would never be noticed. Best effort: a failure only loses the probes.
+fn keepalive(tcp: &TcpStream) {
+    use std::os::fd::AsRawFd as _;
+    let fd = tcp.as_raw_fd();
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 60),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 10),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3),
+    ] {
+        let value: libc::c_int = value;
+        // SAFETY: setsockopt reads one c_int through a valid pointer to a local, on a
+        // socket this stream owns and keeps open for the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                std::ptr::addr_of!(value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!(name, "replication: cannot set a TCP keepalive option");
+        }
     }
 }
 
