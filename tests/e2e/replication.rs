@@ -46,6 +46,9 @@ root_dn = "cn=admin,dc=example,dc=com"
 root_password = "secret"
 example_data = false
 {extra}
+[limits]
+# A replica serving a persisting consumer (the chain) stops without waiting for it.
+shutdown_grace_s = 1
 [log]
 level = "warn"
 
@@ -88,6 +91,16 @@ fn snapshot(server: &Server) -> Snapshot {
             (e.dn.to_ascii_lowercase(), attrs)
         })
         .collect()
+}
+
+/// How many entries the server holds under the suffix (0 before the suffix exists).
+fn count(server: &Server) -> usize {
+    let mut client = bound(server, ADMIN_DN, ADMIN_PW);
+    client
+        .search(BASE, Scope::Subtree, "(objectClass=*)", vec!["1.1"])
+        .ok()
+        .and_then(|r| r.success().ok())
+        .map_or(0, |(entries, _)| entries.len())
 }
 
 fn context_csn(server: &Server) -> Vec<String> {
@@ -288,7 +301,7 @@ fn import_people(server: &mut Server, count: usize) {
 
 #[test]
 fn a_replica_killed_mid_refresh_resumes_with_nothing_lost_or_doubled() {
-    const ENTRIES: usize = 4000;
+    const ENTRIES: usize = 2500;
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("password");
     std::fs::write(&password, ADMIN_PW).unwrap();
@@ -301,10 +314,10 @@ fn a_replica_killed_mid_refresh_resumes_with_nothing_lost_or_doubled() {
     let started = Instant::now();
     let mut replica =
         Server::start_with_config(&replica_config(&provider.url(), 7, "refreshAndPersist", &password, ""));
-    // Kill it as soon as part of the refresh is there.
+    // Kill it as soon as part of the refresh is there (a cheap probe: names only).
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let have = snapshot(&replica).len();
+        let have = count(&replica);
         if have > 50 {
             assert!(
                 have < ENTRIES + 2,
