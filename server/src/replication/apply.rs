@@ -80,6 +80,8 @@ pub struct Applier {
     window: VecDeque<PendingAdd>,
     in_flight_dns: HashSet<String>,
     in_flight_uuids: HashSet<Uuid>,
+    /// Types the schema lacks, logged once each.
+    unknown_types: HashSet<String>,
     status: std::sync::Arc<Status>,
 }
 
@@ -113,6 +115,7 @@ impl Applier {
             window: VecDeque::new(),
             in_flight_dns: HashSet::new(),
             in_flight_uuids: HashSet::new(),
+            unknown_types: HashSet::new(),
             status,
         })
     }
@@ -429,8 +432,8 @@ impl Applier {
 
     /// The entry to store: the provider's attributes but those a consumer never stores and
     /// types this schema lacks (logged), with the uuid of the Sync State control.
-    fn entry_of(&self, attributes: Vec<PartialAttribute>, uuid: &Uuid) -> Entry {
-        let schema = &self.worker.config.schema;
+    fn entry_of(&mut self, attributes: Vec<PartialAttribute>, uuid: &Uuid) -> Entry {
+        let schema = self.worker.config.schema.clone();
         let mut attrs = Vec::with_capacity(attributes.len());
         for attr in attributes {
             let name = String::from_utf8_lossy(&attr.r#type).into_owned();
@@ -439,7 +442,9 @@ impl Applier {
                 continue;
             }
             if schema.attribute(&base).is_none() {
-                tracing::warn!(rid = self.status.rid, attr = %name, "the provider sent a type this schema lacks; not stored");
+                if self.unknown_types.len() < 1024 && self.unknown_types.insert(base.clone()) {
+                    tracing::warn!(rid = self.status.rid, attr = %name, "the provider sent a type this schema lacks; not stored (logged once)");
+                }
                 continue;
             }
             attrs.push(Attribute::new(name, attr.vals.into_iter().map(|v| v.to_vec()).collect()));
