@@ -16,7 +16,10 @@ use ldap3::{Mod, Scope, SearchEntry};
 
 use crate::harness::{binary, bound, Server, ADMIN_DN, ADMIN_PW, BASE};
 
+/// The provider's server_id differs from the replicas' (0): the replicas' entries, and the
+/// chain's, carry CSNs of another sid than their own.
 const PROVIDER_CONFIG: &str = r#"
+server_id = 1
 shards = 4
 suffixes = ["dc=example,dc=com"]
 root_dn = "cn=admin,dc=example,dc=com"
