@@ -112,6 +112,31 @@ pub struct DirectoryConfig {
     pub memberof: Option<Arc<ferrodir_shard::memberof::Groups>>,
     /// How paged-results cookies are sealed and how long they stay good (op/paged).
     pub paged: PagedConfig,
+    /// The subtrees this server replicates from a provider (`[[replication]]`): client
+    /// writes there get a referral or unwillingToPerform (`op::check_writable`).
+    pub replicated: Vec<ReplicatedArea>,
+}
+
+/// A subtree a replication consumer keeps: read-only for clients, the rootDN included.
+#[derive(Clone, Debug)]
+pub struct ReplicatedArea {
+    pub base: Dn,
+    /// `update_referral`: writes get a referral (10) to it; None: unwillingToPerform (53)
+    /// "replica is read-only".
+    pub update_referral: Option<String>,
+}
+
+impl ReplicatedArea {
+    /// What a client's write at `dn` gets, if `dn` is in this area.
+    pub fn refusal(&self, dn: &Dn) -> Option<crate::error::LdapError> {
+        if !dn.is_descendant_or_self_of(&self.base) {
+            return None;
+        }
+        Some(match &self.update_referral {
+            Some(url) => crate::error::LdapError::referral(vec![url.clone()]),
+            None => crate::error::LdapError::unwilling("replica is read-only"),
+        })
+    }
 }
 
 /// Paged results (RFC 2696): the key that seals cookies (`paged-results.key` in the data

@@ -12,15 +12,23 @@ pub struct LdapError {
     pub code: ResultCode,
     pub matched_dn: String,
     pub message: String,
+    /// LDAP URLs of a referral (resultCode referral, 10): a replica's write sent on to its
+    /// provider (`update_referral`). Empty otherwise.
+    pub referral: Vec<String>,
 }
 
 impl LdapError {
     pub fn new(code: ResultCode, message: impl Into<String>) -> Self {
-        Self { code, matched_dn: String::new(), message: message.into() }
+        Self { code, matched_dn: String::new(), message: message.into(), referral: Vec::new() }
     }
 
     pub fn no_such_object(matched_dn: impl Into<String>) -> Self {
-        Self { code: ResultCode::NO_SUCH_OBJECT, matched_dn: matched_dn.into(), message: String::new() }
+        Self {
+            code: ResultCode::NO_SUCH_OBJECT,
+            matched_dn: matched_dn.into(),
+            message: String::new(),
+            referral: Vec::new(),
+        }
     }
 
     pub fn protocol(message: impl Into<String>) -> Self {
@@ -40,8 +48,22 @@ impl LdapError {
         Self::new(ResultCode::OTHER, message)
     }
 
+    /// A referral (10) to `urls` (RFC 4511 §4.1.10).
+    pub fn referral(urls: Vec<String>) -> Self {
+        Self { referral: urls, ..Self::new(ResultCode::REFERRAL, "") }
+    }
+
     pub fn to_result(&self) -> LdapResult {
-        LdapResult::new(self.code, self.matched_dn.clone(), self.message.clone())
+        let mut result = LdapResult::new(self.code, self.matched_dn.clone(), self.message.clone());
+        if !self.referral.is_empty() {
+            result.referral = Some(
+                self.referral
+                    .iter()
+                    .map(|u| ferrodir_proto::message::OctetString::from(u.clone().into_bytes()))
+                    .collect(),
+            );
+        }
+        result
     }
 }
 
@@ -66,7 +88,7 @@ impl From<ShardError> for LdapError {
             ShardError::NoSuchObject => String::new(),
             other => other.to_string(),
         };
-        Self { code, matched_dn: String::new(), message }
+        Self { code, matched_dn: String::new(), message, referral: Vec::new() }
     }
 }
 

@@ -111,6 +111,9 @@ pub struct Config {
     /// `[refint]`: referential integrity (slapd's refint overlay): a delete or rename
     /// removes or rewrites the values that name the entry. Off by default.
     pub refint: Refint,
+    /// `[[replication]]`: this server replicates these subtrees from RFC 4533 providers
+    /// (server/src/replication, docs/OPERATIONS.md "Replication consumer").
+    pub replication: Vec<crate::replication::settings::Replication>,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -442,6 +445,7 @@ impl Default for Config {
             log: Log::default(),
             access_log: AccessLog::default(),
             refint: Refint::default(),
+            replication: Vec::new(),
             testing: None,
         }
     }
@@ -531,6 +535,7 @@ impl Config {
             );
         }
         ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
+        crate::replication::settings::check(&self.replication, &self.suffixes)?;
         if self.server_id > ferrodir_shard::stamp::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
         }

@@ -11,6 +11,8 @@
 //! - `compact.rs`: offline compaction of the data directory's redb files.
 //! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
 //! - `connection.rs`: one client connection's read and write loops.
+//! - `replication/`: the RFC 4533 consumer (`[[replication]]`): its connection to the
+//!   provider, applying, the cookie store and its status (metrics, cn=Monitor, /readyz).
 
 mod accesslog;
 mod admin;
@@ -28,6 +30,7 @@ mod monitor;
 mod priority;
 mod refint;
 mod reindex;
+mod replication;
 mod runtime;
 mod search_pool;
 mod store;

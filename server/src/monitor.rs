@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use ferrodir_router::monitor::{ListenerInfo, ServerFacts, ShardFacts};
+use ferrodir_router::monitor::{ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
 
 use crate::metrics::Metrics;
 
@@ -50,6 +50,17 @@ impl ServerFacts for Facts {
 
     fn max_file_descriptors(&self) -> u64 {
         self.max_file_descriptors
+    }
+
+    fn consumers(&self) -> Vec<ConsumerFacts> {
+        crate::replication::status::all()
+            .iter()
+            .map(|s| ConsumerFacts {
+                rid: s.rid,
+                search_base: s.search_base.clone(),
+                attributes: s.monitor_attributes(),
+            })
+            .collect()
     }
 }
 

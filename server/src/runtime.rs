@@ -123,6 +123,17 @@ pub fn directory_config(
         },
         refint: crate::refint::resolve(config, store)?,
         memberof: memberof_groups(config, store)?,
+        replicated: config
+            .replication
+            .iter()
+            .map(|r| {
+                Ok(ferrodir_router::config::ReplicatedArea {
+                    base: ferrodir_proto::Dn::parse(&r.search_base)
+                        .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
+                    update_referral: r.update_referral.clone(),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
     })
 }
 
@@ -333,6 +344,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         rx.await.context("worker thread died")?;
     }
 
+    start_replication(&config, &store, &arbiters);
+
     // Bound before the listening line, so that whoever waits for that line can use it.
     let admin = start_admin(&config, &store, coordinator.clone(), gates);
 
@@ -415,6 +428,34 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     search_pool.shutdown();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Starts one replication consumer per `[[replication]]` entry (server/src/replication),
+/// the i-th on worker `i mod N`, with read views of every shard for its start-up scan.
+fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter]) {
+    for (i, settings) in config.replication.iter().enumerate() {
+        let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
+        let status = crate::replication::status::register(settings);
+        let sources: Vec<_> = (0..store.manifest.shards)
+            .map(|s| {
+                (
+                    ShardInfo { entry_cache_entries_max: 0, ..store.shard_info(s, config) },
+                    store.engines[s].clone(),
+                )
+            })
+            .collect();
+        let settings = settings.clone();
+        arbiter.spawn_fn(move || {
+            actix::spawn(async move {
+                let Some(worker) = WORKER.with(|slot| slot.borrow().clone()) else { return };
+                let views = sources
+                    .into_iter()
+                    .filter_map(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
+                    .collect();
+                crate::replication::consumer::run(settings, worker, views, status).await;
+            });
+        });
+    }
 }
 
 /// Connections open per client IP address, counted at accept and close only (never on the

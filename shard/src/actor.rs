@@ -658,4 +658,57 @@ mod tests {
             assert!(matches!(delete, Err(ShardError::NotAllowedOnNonLeaf)));
         });
     }
+
+    /// The replication consumer's writes: the provider's stamps are stored as sent (an add
+    /// and a full replace, which removes what the new entry lacks), a metadata value commits.
+    #[test]
+    fn replica_writes_keep_the_providers_stamps() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&[]), engine).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let stamped = |csn: &str, extra: Option<&str>| {
+                let mut attrs = vec![
+                    Attribute::new("objectClass", vec![b"person".to_vec()]),
+                    Attribute::new("cn", vec![b"r".to_vec()]),
+                    Attribute::new("sn", vec![b"x".to_vec()]),
+                    Attribute::new("entryUUID", vec![b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b".to_vec()]),
+                    Attribute::new("entryCSN", vec![csn.as_bytes().to_vec()]),
+                    Attribute::new("creatorsName", vec![b"cn=provider".to_vec()]),
+                    Attribute::new("createTimestamp", vec![b"20200101000000Z".to_vec()]),
+                    Attribute::new("modifiersName", vec![b"cn=provider".to_vec()]),
+                    Attribute::new("modifyTimestamp", vec![b"20200101000000Z".to_vec()]),
+                ];
+                if let Some(value) = extra {
+                    attrs.push(Attribute::new("description", vec![value.as_bytes().to_vec()]));
+                }
+                Entry::new(attrs)
+            };
+            let csn = "20200101000000.000001Z#000000#00a#000000";
+            let op = WriteOp::ReplicaAdd {
+                parent: EntryId::ROOT,
+                rdn: "cn=r".into(),
+                rdn_norm: "cn=r".into(),
+                entry: stamped(csn, Some("gone later")),
+            };
+            let Ok(WriteOutcome::Added(id)) = addr.send(Write(op)).await.unwrap() else { panic!("add") };
+            let record = core.record(id).unwrap().unwrap();
+            assert_eq!(record.entry.first_str("entryCSN"), Some(csn));
+            assert_eq!(record.entry.first_str("creatorsName"), Some("cn=provider"));
+            assert_eq!(record.entry.first_str("entryUUID"), Some("0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b"));
+            let later = "20200101000000.000002Z#000000#00a#000000";
+            let replace = WriteOp::ReplicaReplace { id, entry: stamped(later, None) };
+            addr.send(Write(replace)).await.unwrap().unwrap();
+            let record = core.record(id).unwrap().unwrap();
+            assert_eq!(record.entry.first_str("entryCSN"), Some(later));
+            assert!(record.entry.get("description").is_none(), "a replace keeps what the provider dropped");
+            assert_eq!(record.entry.first_str("structuralObjectClass"), Some("person"));
+            let meta = WriteOp::PutMeta { name: "replication.cookie.001".into(), value: b"rid=001".to_vec() };
+            addr.send(Write(meta)).await.unwrap().unwrap();
+            let stored = core.snapshot().get(&crate::keys::meta("replication.cookie.001")).unwrap();
+            assert_eq!(stored.as_deref(), Some(&b"rid=001"[..]));
+        });
+    }
 }

@@ -86,7 +86,34 @@ pub enum WriteOp {
         /// Stamped as modifiersName (slapd: "cn=Referential Integrity Overlay").
         author: String,
     },
+    /// Replication consumer: create an entry exactly as the provider sent it. Its
+    /// entryUUID, entryCSN, creatorsName, createTimestamp, modifiersName and
+    /// modifyTimestamp are kept: nothing is stamped (one missing is filled in as an import
+    /// fills it). Checked against the schema like any add.
+    ReplicaAdd {
+        parent: EntryId,
+        rdn: String,
+        rdn_norm: String,
+        entry: Entry,
+    },
+    /// Replication consumer: replace every attribute of an entry with the provider's
+    /// (attributes it no longer carries are removed), its operational stamps included.
+    ReplicaReplace {
+        id: EntryId,
+        entry: Entry,
+    },
+    /// Store a metadata value (a replication consumer's cookie). It commits in the same
+    /// batch as the writes staged before it on this shard, or a later one: never before them.
+    PutMeta {
+        name: String,
+        value: Vec<u8>,
+    },
 }
+
+/// The author of a [`WriteOp::Relocate`] sent by the replication consumer: the entry's
+/// stamps are the provider's, so the move stamps nothing (the replace that follows it
+/// carries the provider's values).
+pub const REPLICA_AUTHOR: &str = "";
 
 #[derive(Debug, Clone)]
 pub enum WriteOutcome {
@@ -281,7 +308,9 @@ impl Stager {
                 }
                 let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
                 check_schema(core, &mut next)?;
-                stamp_modified(&mut next.entry, &self.stamp(&author));
+                if author != REPLICA_AUTHOR {
+                    stamp_modified(&mut next.entry, &self.stamp(&author));
+                }
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -298,6 +327,41 @@ impl Stager {
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
             }
+            WriteOp::ReplicaAdd { parent, rdn, rdn_norm, mut entry } => {
+                if closed(parent) {
+                    return Err(ShardError::ParentClosed);
+                }
+                if self.dn(core, parent, &rdn_norm)?.is_some() {
+                    return Err(ShardError::AlreadyExists);
+                }
+                let id = EntryId::new(core.info.index, self.next_seq);
+                self.next_seq += 1;
+                fx.next_seq = Some(self.next_seq);
+                crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
+                check_schema(core, &mut record)?;
+                fx.added = Some((id, Arc::new(record)));
+                Ok(WriteOutcome::Added(id))
+            }
+            WriteOp::ReplicaReplace { id, mut entry } => {
+                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
+                crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                let mut next = EntryRecord {
+                    parent: old.parent,
+                    rdn: old.rdn.clone(),
+                    rdn_norm: old.rdn_norm.clone(),
+                    flags: old.flags,
+                    entry,
+                };
+                check_schema(core, &mut next)?;
+                let next = Arc::new(next);
+                fx.records.push((id, Some(old), Some(next.clone())));
+                Ok(WriteOutcome::Record(next))
+            }
+            WriteOp::PutMeta { name, value } => {
+                fx.meta.push(Mutation { key: crate::keys::meta(&name), value: Some(value) });
+                Ok(WriteOutcome::Done)
+            }
         }
     }
 
@@ -308,6 +372,7 @@ impl Stager {
         if let Some(next) = fx.next_seq {
             batch.mutations.push(layout::next_seq(next));
         }
+        batch.mutations.extend(fx.meta);
         if let Some((id, record)) = fx.added {
             // The layout `ferrodir import` writes too.
             batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
@@ -347,6 +412,8 @@ struct Effects {
     added: Option<(EntryId, Arc<EntryRecord>)>,
     dns: Vec<(EntryId, String, Option<EntryId>)>,
     records: Vec<RecordChange>,
+    /// Metadata values (`WriteOp::PutMeta`).
+    meta: Vec<Mutation>,
 }
 
 /// An entry's record before and after a staged write (`None`: absent).

@@ -489,10 +489,17 @@ pub(crate) fn encode_entry(
     {
         // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
         // low-watermark across shards (`watermark.rs`), absent before the first write.
-        if let Some(micros) = crate::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-            let csn = crate::stamp::csn_of(micros);
-            let values: &[&[u8]] = if sel.types_only { &[] } else { &[csn.as_bytes()] };
-            attributes.extend(segments::partial_attribute(b"contextCSN", values));
+        // A replica publishes its provider's values (`watermark::replicated_context`).
+        let mut csns = crate::watermark::replicated_context();
+        if csns.is_empty() {
+            if let Some(micros) = crate::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+                csns.push(crate::stamp::csn_of(micros));
+            }
+        }
+        if !csns.is_empty() {
+            let values: Vec<&[u8]> =
+                if sel.types_only { Vec::new() } else { csns.iter().map(|c| c.as_bytes()).collect() };
+            attributes.extend(segments::partial_attribute(b"contextCSN", &values));
         }
     }
     if let Some(memberof) = &sel.memberof {

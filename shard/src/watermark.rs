@@ -92,6 +92,23 @@ pub struct Hub {
 
 static HUB: OnceLock<Hub> = OnceLock::new();
 
+/// On a replica (a replication consumer, server/src/replication): the provider's contextCSN
+/// values, those of the last cookie committed with its data. The suffix entry publishes
+/// them instead of the local watermark, and this server's own provider hands them on in
+/// its cookies, so that a chain provider → replica → replica compares one set of CSNs.
+/// Empty: not a replica (or no cookie committed yet).
+static REPLICATED_CONTEXT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The replication consumer, after a cookie is durable: its CSNs are the contextCSN now.
+pub fn set_replicated_context(csns: Vec<String>) {
+    *REPLICATED_CONTEXT.lock().unwrap_or_else(|p| p.into_inner()) = csns;
+}
+
+/// The provider's contextCSN values a replica holds (empty: none).
+pub fn replicated_context() -> Vec<String> {
+    REPLICATED_CONTEXT.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// Sets up the marks of `shards` shards, once per process, before any shard starts.
 pub fn install(shards: usize) -> &'static Hub {
     HUB.get_or_init(|| Hub {

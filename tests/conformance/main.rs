@@ -18,6 +18,7 @@ mod ber;
 mod catalogue;
 mod client;
 mod compare;
+mod consumer;
 mod differential;
 mod filter;
 mod ldif;

@@ -139,6 +139,14 @@ pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
     start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
 }
 
+/// Starts slapd as an RFC 4533 provider: back-mdb with the syncprov overlay and a session
+/// log (so that a consumer with a recent cookie gets a delete phase), loaded with `ldif`.
+pub fn start_slapd_provider(ldif: &Path) -> Server {
+    let lines =
+        "index entryUUID,entryCSN eq\noverlay syncprov\nsyncprov-checkpoint 1 1\nsyncprov-sessionlog 1000\n";
+    start_slapd_full(Some(ldif), &[], lines, "moduleload syncprov\n")
+}
+
 fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> Server {
     start_slapd_full(ldif, access, extra, "")
 }
@@ -154,8 +162,12 @@ fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules
         let at = text.find("database mdb").unwrap_or(0);
         text.insert_str(at, &format!("modulepath /usr/lib/ldap\n{modules}"));
     }
-    std::fs::write(&conf, text).expect("write slapd.conf");
-    let with_member_of = ldif.map(|ldif| member_of_ldif(ldif, dir.path()));
+    std::fs::write(&conf, &text).expect("write slapd.conf");
+    // The memberOf values only where the overlay that defines memberOf is loaded.
+    let with_member_of = match ldif {
+        Some(ldif) if text.contains("overlay memberof") => Some(member_of_ldif(ldif, dir.path())),
+        other => other.map(Path::to_path_buf),
+    };
     if let Some(ldif) = with_member_of.as_deref() {
         let output =
             Command::new(&slapadd).arg("-f").arg(&conf).arg("-l").arg(ldif).output().expect("run slapadd");
@@ -259,7 +271,7 @@ pub(crate) fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
 
 /// ferrodir's config; `extra` (top-level keys and tables such as `[[access_rules]]`) goes
 /// before `[log]`.
-fn ferrodir_config(with_schema_key: bool, extra: &str) -> String {
+pub(crate) fn ferrodir_config(with_schema_key: bool, extra: &str) -> String {
     let mut config = format!(
         "suffixes = [\"{SUFFIX}\"]\nroot_dn = \"{MANAGER_DN}\"\nroot_password = \"{MANAGER_PW}\"\n\
          access = \"open-read\"\nexample_data = false\nshards = 4\n"

@@ -17,13 +17,13 @@ use crate::servers::{self, Server, MANAGER_DN, MANAGER_PW, SUFFIX};
 /// Entries of the initial load. The issue's 10k converges too (measured: 47 s for the
 /// initial refreshOnly load, both cases 75 s, on a loaded 2-core machine), mostly the slapd
 /// consumer's own adds and the comparisons: too long for CI, so 1k here.
-const PEOPLE: usize = 1_000;
+pub(crate) const PEOPLE: usize = 1_000;
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Computed on each side, never replicated (the consumer runs no memberof overlay).
 const IGNORED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "contextcsn", "memberof"];
 
-fn initial_ldif() -> String {
+pub(crate) fn initial_ldif() -> String {
     let mut ldif = format!(
         "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
          dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people\n\n\
@@ -176,7 +176,7 @@ fn context_csn(addr: SocketAddr) -> Option<String> {
 }
 
 /// What differs between the two sides, briefly; None when they agree.
-fn difference(provider: SocketAddr, consumer: SocketAddr) -> Option<String> {
+pub(crate) fn difference(provider: SocketAddr, consumer: SocketAddr) -> Option<String> {
     let (ours, theirs) = (snapshot(provider), snapshot(consumer));
     let (csn_ours, csn_theirs) = (context_csn(provider), context_csn(consumer));
     let mut problems = Vec::new();
@@ -224,7 +224,7 @@ fn converge(provider: &Server, consumer: &Consumer, step: &str) -> Duration {
     );
 }
 
-fn ldapmodify(addr: SocketAddr, ldif: &str) {
+pub(crate) fn ldapmodify(addr: SocketAddr, ldif: &str) {
     use std::io::Write;
     let mut child = Command::new("ldapmodify")
         .args(["-x", "-H", &format!("ldap://{addr}"), "-D", MANAGER_DN, "-w", MANAGER_PW])
@@ -238,7 +238,7 @@ fn ldapmodify(addr: SocketAddr, ldif: &str) {
     assert!(output.status.success(), "ldapmodify failed: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-fn changes(n: usize) -> String {
+pub(crate) fn changes(n: usize) -> String {
     format!(
         "dn: uid=new{n},ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: new{n}\ncn: New {n}\nsn: N\n\n\
          dn: uid=user{a},ou=people,{SUFFIX}\nchangetype: modify\nreplace: description\ndescription: changed {n}\n-\nadd: telephoneNumber\ntelephoneNumber: +1 555 {n}\n\n\

@@ -22,6 +22,7 @@ mod passwords;
 mod persistence;
 mod raw;
 mod refint;
+mod replication;
 mod semantics;
 mod sort;
 mod syncrepl;

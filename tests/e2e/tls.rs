@@ -586,3 +586,54 @@ fn password_modify_under_starttls_from_a_remote_peer() {
     let (code, _, _) = run(&env, "ldapwhoami", &["-x", "-ZZ", "-H", &url, "-D", BOB, "-w", "reset"]);
     assert_eq!(code, 0);
 }
+
+/// A replication consumer (`[[replication]]`) reaches its provider over LDAPS and over
+/// StartTLS, verifying the provider's certificate with `tls_ca_file`.
+#[test]
+fn a_replica_follows_its_provider_over_ldaps_and_starttls() {
+    let pki = Pki::new();
+    let (provider, ldaps, _) = start(&pki, "", "");
+    let password = pki.path("replication.password");
+    std::fs::write(&password, ADMIN_PW).unwrap();
+    let replica = |url: &str, starttls: bool| {
+        Server::start_with_config(&format!(
+            r#"shards = 2
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = false
+[log]
+level = "warn"
+[[replication]]
+rid = 1
+provider = "{url}"
+starttls = {starttls}
+tls_ca_file = "{ca}"
+bind_dn = "{ADMIN_DN}"
+password_file = "{pw}"
+search_base = "{BASE}"
+retry = "1 +"
+"#,
+            ca = pki.text("ca.pem"),
+            pw = password.display(),
+        ))
+    };
+    let over_ldaps = replica(&format!("ldaps://127.0.0.1:{}", ldaps.port()), false);
+    let over_starttls = replica(&provider.url(), true);
+    for (name, server) in [("ldaps", &over_ldaps), ("StartTLS", &over_starttls)] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut client = crate::harness::bound(server, ADMIN_DN, ADMIN_PW);
+            let found = client
+                .search(ALICE, ldap3::Scope::Base, "(objectClass=*)", vec!["entryUUID"])
+                .ok()
+                .and_then(|r| r.success().ok())
+                .is_some_and(|(entries, _)| entries.len() == 1);
+            if found {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the replica over {name} has no data after 20s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}

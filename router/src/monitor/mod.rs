@@ -61,6 +61,20 @@ pub trait ServerFacts: Send + Sync {
     fn shards(&self) -> Vec<ShardFacts>;
     /// The process's soft limit on open files (slapd's cn=Max File Descriptors).
     fn max_file_descriptors(&self) -> u64;
+    /// The replication consumers (slapd's `cn=Consumer NNN` under their database).
+    fn consumers(&self) -> Vec<ConsumerFacts> {
+        Vec::new()
+    }
+}
+
+/// One replication consumer, as slapd's olmSyncReplInstance entry shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerFacts {
+    pub rid: u32,
+    /// Its search base (which database it belongs to).
+    pub search_base: String,
+    /// olmSRProviderURIList, olmSRSyncPhase, ... with their values (empty: left out).
+    pub attributes: Vec<(String, Vec<String>)>,
 }
 
 /// One open connection, for cn=Connection N.

@@ -181,6 +181,7 @@ pub fn build(config: &Setup<'_>, sources: &Sources, now: SystemTime) -> Vec<Moni
         server.map_or(0, |s| s.max_file_descriptors()),
     );
     databases(&mut b, config, server.map(|s| s.shards()).unwrap_or_default());
+    consumers(&mut b, config, server.map(|s| s.consumers()).unwrap_or_default());
     let listeners = b.container("Listeners", "information about active listeners", vec![]);
     for (i, listener) in server.map(|s| s.listeners()).unwrap_or_default().into_iter().enumerate() {
         b.add(
@@ -313,6 +314,21 @@ fn databases(b: &mut Builder, config: &Setup<'_>, shards: Vec<super::ShardFacts>
         ("seeAlso", one(backend_dn(1))),
     ]);
     b.add(&format!("Database {}", config.suffixes.len() + 1), &parent, "monitoredObject", monitor);
+}
+
+/// slapd 2.5's syncrepl entries: `cn=Consumer NNN` (the rid) under the database of the
+/// naming context it replicates, class olmSyncReplInstance.
+fn consumers(b: &mut Builder, config: &Setup<'_>, consumers: Vec<super::ConsumerFacts>) {
+    for consumer in consumers {
+        let Ok(base) = ferrodir_proto::Dn::parse(&consumer.search_base) else { continue };
+        let database = config.suffixes.iter().position(|s| {
+            ferrodir_proto::Dn::parse(s).is_ok_and(|suffix| base.is_descendant_or_self_of(&suffix))
+        });
+        let Some(index) = database else { continue };
+        let parent = format!("cn=Database {},cn=Databases,{MONITOR_DN}", index + 1);
+        let attrs = consumer.attributes.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        b.add(&format!("Consumer {:03}", consumer.rid), &parent, "olmSyncReplInstance", attrs);
+    }
 }
 
 fn operations(b: &mut Builder, totals: &Totals) {

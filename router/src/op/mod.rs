@@ -129,6 +129,10 @@ pub fn check_writable(
     if dn.is_root() || dn.normalized() == "cn=subschema" || config.suffix_of(dn).is_none() {
         return Err(LdapError::unwilling("no global superior knowledge"));
     }
+    // A replica's replicated subtree takes writes from its provider only.
+    if let Some(refusal) = config.replicated.iter().find_map(|area| area.refusal(dn)) {
+        return Err(refusal);
+    }
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 //! reason, shard index): never a DN, a filter or a client address.
 
 pub mod engine;
-mod family;
+pub(crate) mod family;
 pub mod http;
 
 use std::path::PathBuf;
@@ -116,7 +116,8 @@ impl Metrics {
             .map(|(i, _)| i.to_string())
             .collect();
         if failed.is_empty() {
-            Ok(())
+            // A replica is ready once every consumer has caught up (replication::status).
+            crate::replication::status::readiness()
         } else {
             Err(format!("shards taking no writes after a failed commit: {}", failed.join(", ")))
         }
@@ -128,6 +129,7 @@ impl Metrics {
         families.extend(self.server_families());
         families.extend(self.operation_families());
         families.extend(self.shard_families());
+        families.extend(crate::replication::status::families());
         // A family with no series (the certificate's expiry without [tls]) can't be encoded.
         families.retain(|family| !family.get_metric().is_empty());
         let mut out = Vec::new();

@@ -144,6 +144,10 @@ async fn serve(
 
 /// The committed low-watermark as a CSN; None before the first write.
 fn current_csn() -> Option<String> {
+    // A replica hands on its provider's state (shard::watermark::replicated_context).
+    if let Some(csn) = ferrodir_shard::watermark::replicated_context().into_iter().max() {
+        return Some(csn);
+    }
     let micros = ferrodir_shard::watermark::hub()?.watermark();
     (micros > 0).then(|| ferrodir_shard::stamp::csn_of(micros))
 }

@@ -1,0 +1,514 @@
+//! Applying what a provider sends, with `Origin::Replication`: the provider's entryUUID,
+//! entryCSN and timestamps are kept (`WriteOp::ReplicaAdd`, `ReplicaReplace`), and none of
+//! the client-facing rules run (access rules, password hashing, referential integrity,
+//! NO-USER-MODIFICATION, limits): the writes go straight to the shards and the coordinator.
+//!
+//! Local entries are matched by entryUUID, through a map of the replicated subtree's
+//! uuids built at start from every shard's committed records and kept by this consumer,
+//! the subtree's only writer (clients get a referral). Applying is idempotent: an entry
+//! whose entryCSN is not newer than the local one (at the same DN) is left alone, and a
+//! delete of an absent entry is nothing, so a change applied twice (after a crash between
+//! its commit and its cookie's) changes nothing.
+//!
+//! Adds of new entries are pipelined, a bounded window of them in flight
+//! ([`ADDS_IN_FLIGHT_MAX`]): a refresh sends parents first, so siblings commit together in
+//! few batches. Anything that reads the local state first (a known uuid, a name taken, a
+//! parent still in flight) waits for the window to drain.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+
+use actix::dev::Request;
+use ferrodir_proto::entry::{Attribute, Entry};
+use ferrodir_proto::message::PartialAttribute;
+use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
+use ferrodir_router::resolve::{locate, locate_parent_of, Located};
+use ferrodir_router::{LdapError, Worker};
+use ferrodir_shard::actor::{ShardActor, Write};
+use ferrodir_shard::batch::{WriteOp, WriteOutcome, REPLICA_AUTHOR};
+use ferrodir_shard::core::ShardCore;
+use ferrodir_shard::id::shard_for_child;
+use ferrodir_shard::record::EntryRecord;
+use ferrodir_shard::{EntryId, ShardError, ShardResult};
+
+use super::status::{Applied, Status};
+
+/// New entries' adds in flight at once.
+pub const ADDS_IN_FLIGHT_MAX: usize = 256;
+/// Attributes a consumer never stores: computed here, or kept by the replica itself.
+const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "memberof", "contextcsn"];
+const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
+
+pub type Uuid = [u8; 16];
+
+/// A failure to apply: the session ends and the consumer retries from its cookie.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{0}")]
+    Ldap(#[from] LdapError),
+    #[error("shard: {0}")]
+    Shard(#[from] ShardError),
+    #[error("the provider sent {0}")]
+    Bad(String),
+}
+
+impl From<actix::MailboxError> for ApplyError {
+    fn from(e: actix::MailboxError) -> Self {
+        ApplyError::Shard(ShardError::Unavailable(e.to_string()))
+    }
+}
+
+type Result<T> = std::result::Result<T, ApplyError>;
+
+struct PendingAdd {
+    uuid: Uuid,
+    dn_norm: String,
+    csn: Option<String>,
+    /// The shard, the parent and the write, to retry it alone if the parent was closed.
+    shard: usize,
+    parent: EntryId,
+    op: WriteOp,
+    reply: Request<ShardActor, Write>,
+}
+
+pub struct Applier {
+    worker: Rc<Worker>,
+    base: Dn,
+    uuids: HashMap<Uuid, EntryId>,
+    window: VecDeque<PendingAdd>,
+    in_flight_dns: HashSet<String>,
+    in_flight_uuids: HashSet<Uuid>,
+    /// Types the schema lacks, logged once each.
+    unknown_types: HashSet<String>,
+    status: std::sync::Arc<Status>,
+}
+
+impl Applier {
+    /// Reads the uuids of every committed entry at or under `base`.
+    pub fn new(
+        worker: Rc<Worker>,
+        views: &[Rc<ShardCore>],
+        base: Dn,
+        status: std::sync::Arc<Status>,
+    ) -> Result<Self> {
+        let mut uuids = HashMap::new();
+        let tree = worker.tree();
+        for view in views {
+            view.refresh_snapshot()?;
+            let snapshot = view.snapshot();
+            for id in view.all_ids(&*snapshot)? {
+                let Some(record) = view.record_in(&*snapshot, id)? else { continue };
+                let in_scope = Dn::parse(&tree.dn_of_child(record.parent, &record.rdn))
+                    .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
+                if let (true, Some(uuid)) = (in_scope, uuid_of(&record)) {
+                    uuids.insert(uuid, id);
+                }
+            }
+            view.release_snapshot();
+        }
+        Ok(Self {
+            worker,
+            base,
+            uuids,
+            window: VecDeque::new(),
+            in_flight_dns: HashSet::new(),
+            in_flight_uuids: HashSet::new(),
+            unknown_types: HashSet::new(),
+            status,
+        })
+    }
+
+    /// How many entries of the replicated subtree this replica holds.
+    pub fn known(&self) -> usize {
+        self.uuids.len() + self.window.len()
+    }
+
+    /// Waits until every write sent so far is durable.
+    pub async fn drain(&mut self) -> Result<()> {
+        while let Some(pending) = self.window.pop_front() {
+            self.finish(pending).await?;
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self, pending: PendingAdd) -> Result<()> {
+        self.in_flight_dns.remove(&pending.dn_norm);
+        self.in_flight_uuids.remove(&pending.uuid);
+        let outcome = match pending.reply.await? {
+            Err(ShardError::ParentClosed) => {
+                retry_closed(&self.worker, pending.shard, pending.parent, pending.op).await
+            }
+            other => other,
+        };
+        match outcome {
+            Ok(WriteOutcome::Added(id)) => {
+                self.uuids.insert(pending.uuid, id);
+                self.status.count(Applied::Add);
+                if let Some(csn) = &pending.csn {
+                    self.status.applied_csn(csn);
+                }
+                Ok(())
+            }
+            Ok(_) => Err(ApplyError::Bad("an unexpected shard reply".into())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A `present` state: the entry is unchanged.
+    pub fn present(&self) {
+        self.status.count(Applied::Present);
+    }
+
+    /// A sync `add` or `modify`: the entry as the provider has it now.
+    pub async fn upsert(
+        &mut self,
+        dn_bytes: &[u8],
+        attributes: Vec<PartialAttribute>,
+        uuid: Uuid,
+    ) -> Result<()> {
+        let dn = std::str::from_utf8(dn_bytes)
+            .ok()
+            .and_then(|t| Dn::parse(t).ok())
+            .ok_or_else(|| ApplyError::Bad(format!("a bad DN {:?}", String::from_utf8_lossy(dn_bytes))))?;
+        if !dn.is_descendant_or_self_of(&self.base) {
+            return Err(ApplyError::Bad(format!("an entry outside the search base: {dn}")));
+        }
+        let entry = self.entry_of(attributes, &uuid);
+        let csn = entry.first_str("entryCSN").map(str::to_string);
+        let dn_norm = dn.normalized();
+        let parent_norm = dn.parent().map(|p| p.normalized()).unwrap_or_default();
+        let known = self.uuids.contains_key(&uuid) || self.in_flight_uuids.contains(&uuid);
+        if known || self.in_flight_dns.contains(&parent_norm) || self.in_flight_dns.contains(&dn_norm) {
+            self.drain().await?;
+        }
+        if let Some(&id) = self.uuids.get(&uuid) {
+            match self.worker.fetch(id).await? {
+                Some(record) => return self.update(id, &record, &dn, entry, csn).await,
+                None => {
+                    self.uuids.remove(&uuid);
+                }
+            }
+        }
+        let (parent, rdn_norm, rdn) = locate_parent_of(&self.worker, &dn).await?;
+        match locate(&self.worker, &dn).await {
+            Ok(existing) => {
+                // Another entry holds the name: it becomes this one (its uuid changes).
+                self.drain().await?;
+                let record = self.worker.fetch(existing.id).await?.ok_or(ShardError::NoSuchObject)?;
+                if let Some(old) = uuid_of(&record) {
+                    self.uuids.remove(&old);
+                }
+                self.write(existing.id.shard(), WriteOp::ReplicaReplace { id: existing.id, entry }).await?;
+                self.uuids.insert(uuid, existing.id);
+                self.status.count(Applied::Modify);
+                if let Some(csn) = &csn {
+                    self.status.applied_csn(csn);
+                }
+                return Ok(());
+            }
+            Err(e) if e.code == ResultCode::NO_SUCH_OBJECT => {}
+            Err(e) => return Err(e.into()),
+        }
+        let parent_id = parent.as_ref().map_or(EntryId::ROOT, |p| p.id);
+        let shard = shard_for_child(parent_id, &rdn_norm, self.worker.shard_count());
+        let op = WriteOp::ReplicaAdd { parent: parent_id, rdn, rdn_norm, entry };
+        let parent_is_container = parent_id == EntryId::ROOT || self.worker.tree().contains(parent_id);
+        if !parent_is_container {
+            self.drain().await?;
+            let outcome = self.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
+            return self.added(uuid, outcome, csn);
+        }
+        if self.window.len() >= ADDS_IN_FLIGHT_MAX {
+            if let Some(front) = self.window.pop_front() {
+                self.finish(front).await?;
+            }
+        }
+        let addr = self
+            .worker
+            .shards
+            .get(shard)
+            .ok_or_else(|| ShardError::Unavailable(format!("no shard {shard}")))?;
+        let reply = addr.send(Write(op.clone()));
+        self.in_flight_dns.insert(dn_norm.clone());
+        self.in_flight_uuids.insert(uuid);
+        self.window.push_back(PendingAdd { uuid, dn_norm, csn, shard, parent: parent_id, op, reply });
+        Ok(())
+    }
+
+    fn added(&mut self, uuid: Uuid, outcome: WriteOutcome, csn: Option<String>) -> Result<()> {
+        let WriteOutcome::Added(id) = outcome else {
+            return Err(ApplyError::Bad("an unexpected shard reply".into()));
+        };
+        self.uuids.insert(uuid, id);
+        self.status.count(Applied::Add);
+        if let Some(csn) = &csn {
+            self.status.applied_csn(csn);
+        }
+        Ok(())
+    }
+
+    /// A known entry: renamed if the provider has it elsewhere, replaced if it is newer.
+    async fn update(
+        &mut self,
+        id: EntryId,
+        record: &EntryRecord,
+        dn: &Dn,
+        entry: Entry,
+        csn: Option<String>,
+    ) -> Result<()> {
+        let local_dn = self.dn_of(record)?;
+        let same_dn = local_dn.normalized() == dn.normalized();
+        let local_csn = record.entry.first_str("entryCSN");
+        if same_dn && matches!((&csn, local_csn), (Some(theirs), Some(ours)) if theirs.as_str() <= ours) {
+            return Ok(());
+        }
+        if !same_dn {
+            self.rename(id, record, &local_dn, dn).await?;
+        }
+        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry }).await?;
+        self.status.count(Applied::Modify);
+        if let Some(csn) = &csn {
+            self.status.applied_csn(csn);
+        }
+        Ok(())
+    }
+
+    /// Modify DN of a local entry to where the provider has it (its subtree follows).
+    async fn rename(&mut self, id: EntryId, record: &EntryRecord, old_dn: &Dn, new_dn: &Dn) -> Result<()> {
+        if record.parent == EntryId::ROOT {
+            return Err(ApplyError::Bad(format!("a rename of the naming context {old_dn}")));
+        }
+        // A different entry under the new name goes first (the provider deleted it).
+        if let Ok(other) = locate(&self.worker, new_dn).await {
+            if other.id != id {
+                self.delete_id(other.id).await?;
+            }
+        }
+        let (parent, new_rdn_norm, new_rdn) = locate_parent_of(&self.worker, new_dn).await?;
+        let new_parent = parent.map_or(EntryId::ROOT, |p| p.id);
+        let old_rdn = old_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
+        let new_rdn_parsed = new_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
+        // The replace that follows sets every value; these only keep the schema on the way:
+        // the new RDN's values added, and the old RDN's dropped only where the new RDN names
+        // the same type (a single-valued naming attribute can't hold both; a type the new
+        // RDN doesn't name may be a MUST of the entry and stays until the replace).
+        let drop_values = old_rdn
+            .avas
+            .iter()
+            .filter(|old| new_rdn_parsed.avas.iter().any(|new| new.attr.eq_ignore_ascii_case(&old.attr)))
+            .map(|a| (a.attr.clone(), a.value.clone()))
+            .collect();
+        let add_values = new_rdn_parsed.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+        let target = Located {
+            id,
+            parent: record.parent,
+            rdn_norm: record.rdn_norm.clone(),
+            container: self.worker.tree().contains(id),
+        };
+        let request = MoveEntry {
+            target,
+            new_parent,
+            new_rdn,
+            new_rdn_norm,
+            drop_values,
+            add_values,
+            author: REPLICA_AUTHOR.to_string(),
+            old_dn: old_dn.clone(),
+            new_dn: new_dn.clone(),
+            origin: Origin::Replication,
+        };
+        self.worker.coordinator.send(request).await??;
+        Ok(())
+    }
+
+    /// A sync `delete` (or a syncIdSet uuid with refreshDeletes): nothing if absent.
+    pub async fn delete(&mut self, uuid: &Uuid) -> Result<()> {
+        self.drain().await?;
+        let Some(&id) = self.uuids.get(uuid) else { return Ok(()) };
+        self.delete_id(id).await
+    }
+
+    /// Deletes a local entry, its local descendants first if it has any.
+    async fn delete_id(&mut self, id: EntryId) -> Result<()> {
+        let Some(record) = self.worker.fetch(id).await? else {
+            self.forget(id);
+            return Ok(());
+        };
+        let dn = self.dn_of(&record)?;
+        match self.delete_one(id, &record, &dn).await {
+            Err(ApplyError::Ldap(e)) if e.code == ResultCode::NOT_ALLOWED_ON_NON_LEAF => {
+                // Children the provider has not deleted (yet): the provider's order is not
+                // relied on, the subtree goes deepest first.
+                let below = self.local_descendants(&dn).await?;
+                for (child, child_record, child_dn) in below {
+                    self.delete_one(child, &child_record, &child_dn).await?;
+                }
+                let record = self.worker.fetch(id).await?.ok_or(ShardError::NoSuchObject)?;
+                self.delete_one(id, &record, &dn).await
+            }
+            other => other,
+        }
+    }
+
+    async fn delete_one(&mut self, id: EntryId, record: &EntryRecord, dn: &Dn) -> Result<()> {
+        let target = Located {
+            id,
+            parent: record.parent,
+            rdn_norm: record.rdn_norm.clone(),
+            container: self.worker.tree().contains(id),
+        };
+        let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.worker.shard_count());
+        if target.container || name_shard != id.shard() {
+            let request = DeleteEntry { target, dn: dn.clone(), origin: Origin::Replication };
+            self.worker.coordinator.send(request).await??;
+        } else {
+            let outcome = self.worker.write(id.shard(), WriteOp::Delete { id }).await?;
+            let maybe_last_child = match outcome {
+                WriteOutcome::Deleted { parent_has_children_here, .. } => !parent_has_children_here,
+                _ => true,
+            };
+            if record.parent != EntryId::ROOT && maybe_last_child {
+                self.worker.coordinator.send(MaybeDemote(record.parent)).await??;
+            }
+        }
+        self.forget(id);
+        self.status.count(Applied::Delete);
+        Ok(())
+    }
+
+    fn forget(&mut self, id: EntryId) {
+        self.uuids.retain(|_, v| *v != id);
+    }
+
+    /// Every local entry of the subtree strictly below `dn`, deepest first.
+    async fn local_descendants(&self, dn: &Dn) -> Result<Vec<(EntryId, std::sync::Arc<EntryRecord>, Dn)>> {
+        let mut below = Vec::new();
+        let ids: Vec<EntryId> = self.uuids.values().copied().collect();
+        for id in ids {
+            let Some(record) = self.worker.fetch(id).await? else { continue };
+            let child_dn = self.dn_of(&record)?;
+            if child_dn.len() > dn.len() && child_dn.is_descendant_or_self_of(dn) {
+                below.push((id, record, child_dn));
+            }
+        }
+        below.sort_by_key(|(_, _, d)| std::cmp::Reverse(d.len()));
+        Ok(below)
+    }
+
+    /// The end of a present phase: every local entry of the subtree the provider did not
+    /// present is deleted, deepest first.
+    pub async fn delete_unpresented(&mut self, presented: &HashSet<Uuid>) -> Result<usize> {
+        self.drain().await?;
+        let gone: Vec<EntryId> =
+            self.uuids.iter().filter(|(u, _)| !presented.contains(*u)).map(|(_, id)| *id).collect();
+        let mut victims = Vec::with_capacity(gone.len());
+        for id in gone {
+            match self.worker.fetch(id).await? {
+                Some(record) => {
+                    let dn = self.dn_of(&record)?;
+                    victims.push((id, dn.len()));
+                }
+                None => self.forget(id),
+            }
+        }
+        victims.sort_by_key(|(_, depth)| std::cmp::Reverse(*depth));
+        let count = victims.len();
+        for (id, _) in victims {
+            self.delete_id(id).await?;
+        }
+        Ok(count)
+    }
+
+    async fn write(&self, shard: usize, op: WriteOp) -> Result<WriteOutcome> {
+        Ok(self.worker.write_to_shard(shard, op).await?)
+    }
+
+    fn dn_of(&self, record: &EntryRecord) -> Result<Dn> {
+        let text = self.worker.tree().dn_of_child(record.parent, &record.rdn);
+        Dn::parse(&text).map_err(|e| ApplyError::Bad(format!("a local DN that does not parse: {e}")))
+    }
+
+    /// The entry to store: the provider's attributes but those a consumer never stores and
+    /// types this schema lacks (logged), with the uuid of the Sync State control.
+    fn entry_of(&mut self, attributes: Vec<PartialAttribute>, uuid: &Uuid) -> Entry {
+        let schema = self.worker.config.schema.clone();
+        let mut attrs = Vec::with_capacity(attributes.len());
+        for attr in attributes {
+            let name = String::from_utf8_lossy(&attr.r#type).into_owned();
+            let base = ferrodir_proto::entry::base_name_lower(&name);
+            if LEFT_OUT.contains(&base.as_str()) || base == "entryuuid" {
+                continue;
+            }
+            if schema.attribute(&base).is_none() {
+                if self.unknown_types.len() < 1024 && self.unknown_types.insert(base.clone()) {
+                    tracing::warn!(rid = self.status.rid, attr = %name, "the provider sent a type this schema lacks; not stored (logged once)");
+                }
+                continue;
+            }
+            attrs.push(Attribute::new(name, attr.vals.into_iter().map(|v| v.to_vec()).collect()));
+        }
+        attrs.push(Attribute::new("entryUUID", vec![uuid_text(uuid).into_bytes()]));
+        Entry::new(attrs)
+    }
+}
+
+/// Retries, alone, an add whose parent was briefly closed by the coordinator (or demoted
+/// meanwhile: then through the coordinator, which promotes it again).
+async fn retry_closed(
+    worker: &Worker,
+    shard: usize,
+    parent: EntryId,
+    op: WriteOp,
+) -> ShardResult<WriteOutcome> {
+    for _ in 0..PARENT_CLOSED_RETRIES_MAX {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        if parent != EntryId::ROOT && !worker.tree().contains(parent) {
+            let sent = worker.coordinator.send(AddUnder { parent, shard, op }).await;
+            return sent
+                .map_err(|e| ShardError::Unavailable(e.to_string()))?
+                .map_err(|e| ShardError::Unavailable(e.to_string()));
+        }
+        match worker.write_to_shard(shard, op.clone()).await {
+            Err(ShardError::ParentClosed) => continue,
+            other => return other,
+        }
+    }
+    Err(ShardError::ParentClosed)
+}
+
+fn uuid_of(record: &EntryRecord) -> Option<Uuid> {
+    record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
+}
+
+/// The 16 octets of an entryUUID's text form.
+pub fn uuid_octets(text: &[u8]) -> Option<Uuid> {
+    let hex: Vec<u8> = text.iter().copied().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (octet, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        *octet = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The text form of a uuid (RFC 4122, lower case).
+pub fn uuid_text(uuid: &Uuid) -> String {
+    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_round_trip() {
+        let text = "0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b";
+        assert_eq!(uuid_text(&uuid_octets(text.as_bytes()).unwrap()), text);
+        assert!(uuid_octets(b"xyz").is_none());
+    }
+}

@@ -1,0 +1,297 @@
+//! What each consumer reports while it runs, for the metrics endpoint, /readyz and
+//! cn=Monitor. One writer per consumer (its task); readers take atomics or a short lock.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::settings::Replication;
+
+/// `ferrodir_replication_consumer_state`'s values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    Connecting = 0,
+    Refreshing = 1,
+    Persisting = 2,
+    /// refreshOnly, between two refreshes.
+    Idle = 3,
+    Retrying = 4,
+}
+
+impl State {
+    /// cn=Monitor's olmSRSyncPhase, slapd's words where slapd has one.
+    fn phase(self) -> &'static str {
+        match self {
+            State::Connecting => "Connecting",
+            State::Refreshing => "Refresh",
+            State::Persisting => "Persist",
+            State::Idle => "Idle",
+            State::Retrying => "Retrying",
+        }
+    }
+
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => State::Refreshing,
+            2 => State::Persisting,
+            3 => State::Idle,
+            4 => State::Retrying,
+            _ => State::Connecting,
+        }
+    }
+}
+
+/// `ferrodir_replication_applied_total{kind}`.
+#[derive(Copy, Clone, Debug)]
+pub enum Applied {
+    Add = 0,
+    Modify = 1,
+    Delete = 2,
+    Present = 3,
+}
+
+const APPLIED_NAMES: [&str; 4] = ["add", "modify", "delete", "present"];
+
+pub struct Status {
+    pub rid: u32,
+    pub provider: String,
+    pub search_base: String,
+    pub persist: bool,
+    state: AtomicU8,
+    /// The first refresh finished (refreshAndPersist: and the consumer is persisting).
+    ready: AtomicBool,
+    /// Nothing from the provider waits to be applied (persist only).
+    caught_up: AtomicBool,
+    /// The time in the newest entryCSN applied, in microseconds since the epoch.
+    newest_csn_micros: AtomicU64,
+    applied: [AtomicU64; 4],
+    /// Unix seconds of the last connect and of the last message (0: never).
+    last_connect_s: AtomicU64,
+    last_contact_s: AtomicU64,
+    next_connect_s: AtomicU64,
+    cookie_received: Mutex<String>,
+    cookie_sent: Mutex<String>,
+    connection: Mutex<String>,
+}
+
+impl Status {
+    fn new(settings: &Replication) -> Self {
+        Self {
+            rid: settings.rid,
+            provider: settings.provider.clone(),
+            search_base: settings.search_base.clone(),
+            persist: settings.persist(),
+            state: AtomicU8::new(State::Connecting as u8),
+            ready: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
+            newest_csn_micros: AtomicU64::new(0),
+            applied: Default::default(),
+            last_connect_s: AtomicU64::new(0),
+            last_contact_s: AtomicU64::new(0),
+            next_connect_s: AtomicU64::new(0),
+            cookie_received: Mutex::new(String::new()),
+            cookie_sent: Mutex::new(String::new()),
+            connection: Mutex::new(String::new()),
+        }
+    }
+
+    pub fn state(&self) -> State {
+        State::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    pub fn set_state(&self, state: State) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub fn set_caught_up(&self, caught_up: bool) {
+        self.caught_up.store(caught_up, Ordering::Relaxed);
+    }
+
+    pub fn count(&self, kind: Applied) {
+        if let Some(c) = self.applied.get(kind as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// An entry with this entryCSN was applied.
+    pub fn applied_csn(&self, csn: &str) {
+        if let Some(micros) = csn_micros(csn) {
+            self.newest_csn_micros.fetch_max(micros, Ordering::Relaxed);
+        }
+    }
+
+    pub fn connected(&self, local: String) {
+        self.last_connect_s.store(unix_now_s(), Ordering::Relaxed);
+        *lock(&self.connection) = local;
+    }
+
+    pub fn contact(&self) {
+        self.last_contact_s.store(unix_now_s(), Ordering::Relaxed);
+    }
+
+    pub fn next_connect_in(&self, seconds: u64) {
+        self.next_connect_s.store(unix_now_s() + seconds, Ordering::Relaxed);
+    }
+
+    pub fn cookie_received(&self, cookie: &[u8]) {
+        *lock(&self.cookie_received) = String::from_utf8_lossy(cookie).into_owned();
+    }
+
+    pub fn cookie_sent(&self, cookie: &[u8]) {
+        *lock(&self.cookie_sent) = String::from_utf8_lossy(cookie).into_owned();
+    }
+
+    /// Seconds behind the provider: 0 while persisting with nothing waiting; otherwise now
+    /// minus the time in the newest CSN applied (0 before the first).
+    pub fn lag_seconds(&self) -> f64 {
+        if self.state() == State::Persisting && self.caught_up.load(Ordering::Relaxed) {
+            return 0.0;
+        }
+        let newest = self.newest_csn_micros.load(Ordering::Relaxed);
+        if newest == 0 {
+            return 0.0;
+        }
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+        now.saturating_sub(newest) as f64 / 1e6
+    }
+
+    /// Ready for reads: the first refresh done, and persisting (refreshAndPersist).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed) && (!self.persist || self.state() == State::Persisting)
+    }
+
+    /// cn=Monitor's attributes for this consumer (slapd's olmSyncReplInstance).
+    pub fn monitor_attributes(&self) -> Vec<(String, Vec<String>)> {
+        let time = |s: u64| {
+            if s == 0 {
+                Vec::new()
+            } else {
+                vec![format!("{}Z", ferrodir_shard::stamp::civil_time(s))]
+            }
+        };
+        let text = |m: &Mutex<String>| {
+            let v = lock(m).clone();
+            if v.is_empty() {
+                Vec::new()
+            } else {
+                vec![v]
+            }
+        };
+        vec![
+            ("olmSRProviderURIList".into(), vec![self.provider.clone()]),
+            ("olmSRConnection".into(), text(&self.connection)),
+            ("olmSRSyncPhase".into(), vec![self.state().phase().to_string()]),
+            ("olmSRNextConnect".into(), time(self.next_connect_s.load(Ordering::Relaxed))),
+            ("olmSRLastConnect".into(), time(self.last_connect_s.load(Ordering::Relaxed))),
+            ("olmSRLastContact".into(), time(self.last_contact_s.load(Ordering::Relaxed))),
+            ("olmSRLastCookieRcvd".into(), text(&self.cookie_received)),
+            ("olmSRLastCookieSent".into(), text(&self.cookie_sent)),
+        ]
+    }
+}
+
+fn lock(m: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The time a CSN names (`YYYYmmddHHMMSS.ffffffZ#...`), in microseconds since the epoch.
+pub fn csn_micros(csn: &str) -> Option<u64> {
+    let digits = csn.get(..14)?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| digits.get(r).and_then(|s| s.parse::<i64>().ok());
+    let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (h, mi, s) = (num(8..10)?, num(10..12)?, num(12..14)?);
+    let fraction = csn.get(15..21).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // Howard Hinnant's days_from_civil.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + h * 3600 + mi * 60 + s;
+    u64::try_from(seconds).ok().map(|s| s * 1_000_000 + fraction)
+}
+
+static REGISTRY: OnceLock<Mutex<Vec<Arc<Status>>>> = OnceLock::new();
+
+fn registry() -> &'static Mutex<Vec<Arc<Status>>> {
+    REGISTRY.get_or_init(Mutex::default)
+}
+
+/// The status of a consumer about to start.
+pub fn register(settings: &Replication) -> Arc<Status> {
+    let status = Arc::new(Status::new(settings));
+    registry().lock().unwrap_or_else(|p| p.into_inner()).push(status.clone());
+    status
+}
+
+/// Every consumer's status.
+pub fn all() -> Vec<Arc<Status>> {
+    registry().lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// /readyz: every consumer has finished its first refresh (refreshAndPersist: and persists).
+pub fn readiness() -> Result<(), String> {
+    let waiting: Vec<String> =
+        all().iter().filter(|s| !s.is_ready()).map(|s| format!("rid={:03}", s.rid)).collect();
+    if waiting.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("replication not caught up: {}", waiting.join(", ")))
+    }
+}
+
+/// The metric families of every consumer.
+pub fn families() -> Vec<prometheus::proto::MetricFamily> {
+    use crate::metrics::family::Family;
+    let consumers = all();
+    if consumers.is_empty() {
+        return Vec::new();
+    }
+    let mut state = Family::gauge(
+        "ferrodir_replication_consumer_state",
+        "Replication consumer state: 0 connecting, 1 refreshing, 2 persisting, 3 idle (refreshOnly), 4 retrying.",
+    );
+    let mut lag = Family::gauge(
+        "ferrodir_replication_lag_seconds",
+        "Now minus the time in the newest applied CSN while behind; 0 when caught up in persist.",
+    );
+    let mut applied =
+        Family::counter("ferrodir_replication_applied_total", "Changes applied from the provider, by kind.");
+    for c in &consumers {
+        let rid = c.rid.to_string();
+        state.value(&[("rid", &rid)], f64::from(c.state() as u8));
+        lag.value(&[("rid", &rid)], c.lag_seconds());
+        for (i, name) in APPLIED_NAMES.iter().enumerate() {
+            let v = c.applied.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
+            applied.value(&[("rid", &rid), ("kind", name)], v as f64);
+        }
+    }
+    vec![state.done(), lag.done(), applied.done()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csn_times() {
+        let micros = csn_micros("20261130005320.000007Z#000000#abc#000000").unwrap();
+        assert_eq!(micros, 1_796_000_000_000_007);
+        assert_eq!(csn_micros("19700101000000.000000Z#000000#000#000000"), Some(0));
+        assert!(csn_micros("garbage").is_none());
+    }
+}
