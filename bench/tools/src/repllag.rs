@@ -17,8 +17,9 @@ use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    decode_message, encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases, LdapMessage,
-    ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest, SearchScope,
+    decode_message, encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases,
+    LdapMessage, ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest,
+    SearchScope,
 };
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -174,12 +175,16 @@ impl Connection {
                     }
                     ProtocolOp::SearchResultReference(_) | ProtocolOp::IntermediateResponse(_) => {}
                     ProtocolOp::BindResponse(r) => return Ok(r.result.result_code.0),
-                    ProtocolOp::ModifyResponse(r) | ProtocolOp::SearchResultDone(r) => return Ok(r.result_code.0),
+                    ProtocolOp::ModifyResponse(r) | ProtocolOp::SearchResultDone(r) => {
+                        return Ok(r.result_code.0)
+                    }
                     other => return Err(Error::Unexpected(format!("answer {other:?}"))),
                 }
             }
         };
-        let code = timeout(REQUEST_TIMEOUT, read).await.map_err(|_| Error::Timeout(REQUEST_TIMEOUT.as_millis() as u64))??;
+        let code = timeout(REQUEST_TIMEOUT, read)
+            .await
+            .map_err(|_| Error::Timeout(REQUEST_TIMEOUT.as_millis() as u64))??;
         Ok((code, values))
     }
 }
@@ -222,15 +227,19 @@ struct Sample {
 }
 
 pub async fn run(config: &Config) -> Result<Report, Error> {
-    if config.duration > DURATION_MAX || config.rate <= 0.0 || config.entries == 0 || config.sample_every == 0 {
-        return Err(Error::Config("need 0 < duration <= 600 s, rate > 0, entries > 0, sample_every > 0".into()));
+    if config.duration > DURATION_MAX || config.rate <= 0.0 || config.entries == 0 || config.sample_every == 0
+    {
+        return Err(Error::Config(
+            "need 0 < duration <= 600 s, rate > 0, entries > 0, sample_every > 0".into(),
+        ));
     }
     let mut writer = Connection::open(&config.provider, &config.bind_dn, &config.password).await?;
     let mut reader = Connection::open(&config.consumer, &config.bind_dn, &config.password).await?;
     let (samples_tx, mut samples_rx) = mpsc::channel::<Sample>(SAMPLES_QUEUED_MAX);
 
     let poll = async move {
-        let mut lag_us = Histogram::<u64>::new_with_bounds(1, LAG_US_MAX, 3).map_err(|e| Error::Config(e.to_string()))?;
+        let mut lag_us =
+            Histogram::<u64>::new_with_bounds(1, LAG_US_MAX, 3).map_err(|e| Error::Config(e.to_string()))?;
         let (mut samples, mut missing) = (0u64, 0u64);
         let mut writer_done_at: Option<Instant> = None;
         while let Some(sample) = samples_rx.recv().await {

@@ -55,7 +55,10 @@ fn main() -> anyhow::Result<()> {
         "--duration-s must be in (0, {}]",
         DURATION_MAX.as_secs()
     );
-    anyhow::ensure!(cli.catch_up_s.is_finite() && (0.0..=600.0).contains(&cli.catch_up_s), "--catch-up-s must be in [0, 600]");
+    anyhow::ensure!(
+        cli.catch_up_s.is_finite() && (0.0..=600.0).contains(&cli.catch_up_s),
+        "--catch-up-s must be in [0, 600]"
+    );
     let config = Config {
         provider: cli.provider.clone(),
         consumer: cli.consumer.clone(),
@@ -69,7 +72,8 @@ fn main() -> anyhow::Result<()> {
         sample_every: cli.sample_every,
         catch_up: Duration::from_secs_f64(cli.catch_up_s),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting tokio")?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting tokio")?;
     let report = runtime.block_on(repllag::run(&config)).context("measuring replication lag")?;
     println!("{}", report.to_json());
     Ok(())
