@@ -16,6 +16,8 @@
 #    comma) with a password full of quotes and backslashes, over LDAP and LDAPS (client
 #    certificates asked, "try", so every [tls] key the entrypoint writes is read by the
 #    server); the variable's password is refused; the log is JSON.
+# 5. A read replica of that server from FERRODIR_REPLICATION_* (StartTLS with the CA file):
+#    ready once caught up, an add on the provider shows on it, a write on it is referred.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -212,9 +214,16 @@ metrics_port=$(free_port)
 password=$'pa"ss\\wo\\"rd\'\\\\'
 printf '%s\n' "$password" >"$work/root-password"
 root_dn='cn=Ops\, Admin,dc=example,dc=com'
+# A CA and a server certificate it signs (rustls, the replica's client, refuses a CA
+# certificate as the server's own).
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-    -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
-    -keyout "$work/tls.key" -out "$work/tls.crt" 2>/dev/null
+    -subj "/CN=entrypoint test CA" -keyout "$work/ca.key" -out "$work/ca.crt" 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+    -keyout "$work/tls.key" -out "$work/tls.csr" 2>/dev/null
+printf 'basicConstraints=critical,CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' \
+    >"$work/tls.ext"
+openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
+    -extfile "$work/tls.ext" -out "$work/tls.crt" 2>/dev/null
 exec_entrypoint \
     FERRODIR_ROOT_PASSWORD_FILE="$work/root-password" \
     FERRODIR_ROOT_PASSWORD=the-variable-loses \
@@ -224,7 +233,7 @@ exec_entrypoint \
     FERRODIR_METRICS_LISTEN="127.0.0.1:$metrics_port" \
     FERRODIR_TLS_CERT_FILE="$work/tls.crt" \
     FERRODIR_TLS_KEY_FILE="$work/tls.key" \
-    FERRODIR_TLS_CLIENT_CA_FILE="$work/tls.crt" \
+    FERRODIR_TLS_CLIENT_CA_FILE="$work/ca.crt" \
     FERRODIR_TLS_CLIENT_CERTS=try \
     FERRODIR_EXAMPLE_DATA=true \
     FERRODIR_SHARDS=2 \
@@ -245,7 +254,7 @@ if [ "$whoami" = "dn:$root_dn" ]; then
 else
     fail "ldapwhoami over LDAP: $whoami"
 fi
-whoami=$(LDAPTLS_CACERT="$work/tls.crt" LDAPTLS_REQCERT=demand \
+whoami=$(LDAPTLS_CACERT="$work/ca.crt" LDAPTLS_REQCERT=demand \
     ldapwhoami -x -H "ldaps://127.0.0.1:$ldaps_port" -D "$root_dn" -w "$password" 2>&1) || true
 if [ "$whoami" = "dn:$root_dn" ]; then
     pass "LDAPS on FERRODIR_LISTEN_LDAPS with the certificate from FERRODIR_TLS_CERT_FILE"
@@ -279,6 +288,73 @@ elif tr '\0' '\n' <"/proc/$server_pid/environ" | grep -q '^FERRODIR_ROOT_PASSWOR
 else
     pass "the entrypoint execs the server (pid $server_pid is ferrodir), without FERRODIR_ROOT_PASSWORD in its environment"
 fi
+
+# 5. A read replica from the entrypoint's variables, as deploy/kubernetes starts one: it
+# replicates from the server above over StartTLS (verified with the CA file), binds as its
+# root DN with the password file, turns ready once caught up, follows a change, and refers
+# writes to the provider.
+replica_ldap_port=$(free_port)
+replica_metrics_port=$(free_port)
+(
+    exec_entrypoint \
+        FERRODIR_DATA_DIR="$work/replica-data" \
+        FERRODIR_GENERATED_CONFIG="$work/replica-run/ferrodir.toml" \
+        FERRODIR_ROOT_PASSWORD_FILE="$work/root-password" \
+        FERRODIR_ROOT_DN="$root_dn" \
+        FERRODIR_LISTEN="127.0.0.1:$replica_ldap_port" \
+        FERRODIR_METRICS_LISTEN="127.0.0.1:$replica_metrics_port" \
+        FERRODIR_SERVER_ID=ordinal+101 \
+        FERRODIR_POD_NAME=ferrodir-replica-0 \
+        FERRODIR_REPLICATION_PROVIDER="ldap://localhost:$ldap_port" \
+        FERRODIR_REPLICATION_STARTTLS=true \
+        FERRODIR_REPLICATION_TLS_CA_FILE="$work/ca.crt" \
+        FERRODIR_REPLICATION_BIND_DN="$root_dn" \
+        FERRODIR_REPLICATION_PASSWORD_FILE="$work/root-password" \
+        FERRODIR_REPLICATION_UPDATE_REFERRAL="ldap://127.0.0.1:$ldap_port" \
+        FERRODIR_REPLICATION_RETRY="1 +" \
+        FERRODIR_SHARDS=1
+) >"$work/replica.out" 2>"$work/replica.log" &
+replica_pid=$!
+count_entries() {
+    ldapsearch -x -LLL -H "ldap://127.0.0.1:$1" -D "$root_dn" -w "$password" -b dc=example,dc=com dn 2>/dev/null |
+        grep -c '^dn:' || true
+}
+if wait_ready "$bin" "127.0.0.1:$replica_metrics_port" "$replica_pid" &&
+    [ "$(count_entries "$replica_ldap_port")" = "$(count_entries "$ldap_port")" ]; then
+    pass "a replica from FERRODIR_REPLICATION_* (StartTLS, CA file, password file) is ready with all $entries entries"
+else
+    fail "the replica did not catch up: $(count_entries "$replica_ldap_port") of $entries entries; its log: $(tail -3 "$work/replica.log")"
+fi
+printf 'dn: cn=replicated,dc=example,dc=com\nobjectClass: organizationalRole\ncn: replicated\n' |
+    ldapadd -x -H "ldap://127.0.0.1:$ldap_port" -D "$root_dn" -w "$password" >/dev/null
+seen=
+for _ in $(seq 1 100); do
+    if ldapsearch -x -LLL -H "ldap://127.0.0.1:$replica_ldap_port" -D "$root_dn" -w "$password" \
+        -b cn=replicated,dc=example,dc=com -s base dn 2>/dev/null | grep -q '^dn: cn=replicated'; then
+        seen=1
+        break
+    fi
+    sleep 0.1
+done
+if [ -n "$seen" ]; then
+    pass "an add on the provider reaches the replica (refreshAndPersist)"
+else
+    fail "an add on the provider did not reach the replica within 10 s"
+fi
+refused=$(printf 'dn: cn=replicated,dc=example,dc=com\nchangetype: delete\n' |
+    ldapmodify -x -H "ldap://127.0.0.1:$replica_ldap_port" -D "$root_dn" -w "$password" 2>&1) || true
+if grep -q "Referral (10)" <<<"$refused" && grep -qF "ldap://127.0.0.1:$ldap_port" <<<"$refused"; then
+    pass "a write on the replica gets a referral to FERRODIR_REPLICATION_UPDATE_REFERRAL"
+else
+    fail "a write on the replica: $refused"
+fi
+if grep -q '^server_id = 101$' "$work/replica-run/ferrodir.toml"; then
+    pass "the replica's server_id is 101 + its ordinal 0"
+else
+    fail "the replica's server_id: $(grep server_id "$work/replica-run/ferrodir.toml")"
+fi
+stop_pid "$replica_pid"
+
 stop_pid "$server_pid"
 if kill -0 "$server_pid" 2>/dev/null; then
     fail "the server (pid $server_pid) did not stop"
