@@ -1,6 +1,6 @@
 //! `ferrodir verify`: an offline check of every shard. Entries decode; every index, one-level
 //! and DN→ID key is exactly the set the entries imply; every parent exists and is marked a
-//! container; every entry satisfies the schema. Prints one line per problem and a summary;
+//! container; every entry satisfies the schema; the delete log's records decode. Prints one line per problem and a summary;
 //! the command exits non-zero when anything is wrong. A damaged shard (a file missing,
 //! truncated or failing redb's checksums) is reported, and the other shards still checked.
 
@@ -49,6 +49,22 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
             }
             true
         })?;
+        // The delete log (a sync refresh's delete phase) names entries that are gone: its
+        // records must decode, and there are no more than its bound allows.
+        let mut logged = 0usize;
+        snapshot.scan_prefix(&ferrodir_shard::deletelog::prefix(), &mut |key, value| {
+            logged += 1;
+            if let Err(e) = ferrodir_shard::deletelog::LogRecord::decode(key, value) {
+                report.problems.push(format!("shard {shard}: delete log record {key:02x?}: {e}"));
+            }
+            true
+        })?;
+        if logged > ferrodir_shard::deletelog::max() {
+            report.problems.push(format!(
+                "shard {shard}: the delete log holds {logged} records, more than its bound {}",
+                ferrodir_shard::deletelog::max()
+            ));
+        }
         for table in [Table::Dn, Table::Children, Table::Eq, Table::Pres, Table::Sub, Table::Ord] {
             snapshot.scan_prefix(&keys::table_prefix(table), &mut |key, value| {
                 let mut stored = key.to_vec();

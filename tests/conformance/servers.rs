@@ -259,7 +259,7 @@ pub(crate) fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
 
 /// ferrodir's config; `extra` (top-level keys and tables such as `[[access_rules]]`) goes
 /// before `[log]`.
-fn ferrodir_config(with_schema_key: bool, extra: &str) -> String {
+pub(crate) fn ferrodir_config(with_schema_key: bool, extra: &str) -> String {
     let mut config = format!(
         "suffixes = [\"{SUFFIX}\"]\nroot_dn = \"{MANAGER_DN}\"\nroot_password = \"{MANAGER_PW}\"\n\
          access = \"open-read\"\nexample_data = false\nshards = 4\n"

@@ -5,14 +5,22 @@
 //!   Sync State `add` and its 16-byte entryUUID, then SearchResultDone with a Sync Done
 //!   carrying the new cookie (refreshDeletes FALSE: a present phase, so a consumer that had
 //!   entries the provider lacks deletes them);
-//! - refresh with a cookie: the entries whose entryCSN is newer than the cookie's as `add`,
-//!   every other entry in scope as `present` (DN and uuid, no attributes), then Sync Done
-//!   with refreshDeletes FALSE: the consumer deletes what was not presented. There is no
-//!   delete log yet, so every refresh with a cookie is a present phase, complete or not
-//!   at all (it fails instead of ending after a partial scan);
+//! - refresh with a cookie, from the shards' delete logs (`refresh.rs`, shard::deletelog)
+//!   when every log reaches back to the cookie and the search's filter is
+//!   `(objectClass=*)`: the uuids that left the scope since the cookie (deleted, or moved
+//!   away) in Sync Info syncIdSet messages with refreshDeletes TRUE, as slapd's
+//!   sessionlog sends them, then the entries whose entryCSN is newer than the cookie's as
+//!   `add`, then Sync Done with refreshDeletes TRUE (a delete phase);
+//! - otherwise: the entries changed since the cookie as `add`, every other entry in scope
+//!   as `present` (DN and uuid, no attributes), then Sync Done with refreshDeletes FALSE:
+//!   the consumer deletes what was not presented (a present phase), complete or not at
+//!   all (it fails instead of ending after a partial scan);
+//! - either way, entries whose subtree was moved by a Modify DN since the cookie are sent
+//!   as `add` (their own entryCSN did not move, but their DN did);
 //! - a cookie newer than the provider: unwillingToPerform (53), as slapd;
-//! - refreshAndPersist: the refresh, then a Sync Info refreshPresent (refreshDone TRUE),
-//!   then every committed change (`persist.rs`).
+//! - refreshAndPersist: the refresh, then a Sync Info refreshPresent or refreshDelete
+//!   (refreshDone TRUE, after a present or a delete phase), then every committed change
+//!   (`persist.rs`).
 //!
 //! The cookie's CSN is the committed low-watermark across shards (shard::watermark), read
 //! before the entries are collected: whatever changes after it is either in this refresh
@@ -26,6 +34,8 @@
 //! `SYNC_ENTRIES_MAX`).
 
 mod persist;
+mod refresh;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -85,6 +95,7 @@ async fn serve(
             "only the rootDN may replicate (the replication identity)",
         ));
     }
+    let registration = stats::Registration::new();
     let mut cookie = match &sync.cookie {
         Some(bytes) => Cookie::parse(bytes)
             .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
@@ -117,16 +128,32 @@ async fn serve(
     if ctx.cancelled() {
         return Ok((LdapResult::success(), None));
     }
+    // Read after the entries: a delete after their scan is in it, and sent.
+    let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    let log = match since_micros {
+        Some(after) => Some(delete_log(ctx, after).await?),
+        None => None,
+    };
+    let plan = refresh::plan(
+        &scope,
+        &request.filter,
+        since.as_deref(),
+        since_micros,
+        log.as_ref(),
+        &ctx.worker.tree(),
+        &entries,
+    );
+    if let Some(uuids) = &plan.deletes {
+        refresh::send_deletes(ctx, uuids).await?;
+    }
     let mut pdus = Vec::with_capacity(entries.len().min(1024));
-    for entry in entries {
-        let changed = match (&since, &entry.csn) {
-            (Some(since), Some(csn)) => csn > since,
-            _ => true,
-        };
+    for (entry, changed) in entries.into_iter().zip(plan.changed) {
         let pdu = if changed {
             entry_pdu(ctx.message_id, entry.dn, entry.attributes, SyncStateKind::Add, entry.uuid)?
-        } else {
+        } else if plan.deletes.is_none() {
             entry_pdu(ctx.message_id, entry.dn, Vec::new(), SyncStateKind::Present, entry.uuid)?
+        } else {
+            continue;
         };
         pdus.push(pdu);
         if pdus.len() == 256 {
@@ -134,12 +161,24 @@ async fn serve(
         }
     }
     send(ctx, pdus).await?;
+    let refresh_deletes = plan.deletes.is_some();
+    stats::refreshed(refresh_deletes);
     let cookie_bytes = cookie.format().into_bytes();
     if let Some(subscription) = subscription {
-        return persist::follow(ctx, &scope, &request, cookie, subscription).await;
+        return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
+            .await;
     }
-    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes: false };
+    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes };
     Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// Every shard's delete-log records after `after`, with its minimum.
+async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::deletelog::LogView>> {
+    let mut views = Vec::with_capacity(ctx.worker.shard_count());
+    for shard in 0..ctx.worker.shard_count() {
+        views.push(ctx.worker.delete_log(shard, after).await?);
+    }
+    Ok(views)
 }
 
 /// The committed low-watermark as a CSN; None before the first write.
@@ -235,6 +274,7 @@ impl Located {
 /// One entry of sync content.
 pub(crate) struct SyncEntry {
     pub dn: OctetString,
+    pub parsed: ferrodir_proto::Dn,
     pub depth: usize,
     pub uuid: [u8; 16],
     pub csn: Option<String>,
@@ -262,9 +302,9 @@ fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
         }
         attributes.push(attr);
     }
-    let depth =
-        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?.len();
-    Some(SyncEntry { dn: entry.object_name, depth, uuid: uuid?, csn, attributes })
+    let parsed =
+        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?;
+    Some(SyncEntry { dn: entry.object_name, depth: parsed.len(), parsed, uuid: uuid?, csn, attributes })
 }
 
 /// Every entry in scope that matches, parents before children.
