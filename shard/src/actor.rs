@@ -72,6 +72,8 @@ impl ShardActor {
         let mut batch = std::mem::take(&mut self.stager.pending);
         batch.generation = self.started_generation;
         let mut mutations = std::mem::take(&mut batch.mutations);
+        // The delete log's minimum, fixed before any commit moves csn_max past it.
+        self.stager.deletelog.settle(&mut mutations);
         if batch.csn_max > 0 {
             // contextCSN survives a restart (and seeds the clock there).
             mutations.push(crate::storage::Mutation {

@@ -225,6 +225,15 @@ impl DeleteLog {
         self.min
     }
 
+    /// Stores the minimum if it never was (a shard older than the log: its highest
+    /// committed CSN when it started), so that later commits don't move it.
+    pub fn settle(&mut self, out: &mut Vec<Mutation>) {
+        if !self.min_stored {
+            out.push(Mutation { key: keys::meta(MIN_KEY), value: Some(self.min.to_be_bytes().to_vec()) });
+            self.min_stored = true;
+        }
+    }
+
     /// The mutations that log `record` within a bound of `max` records: its put, the
     /// oldest records' deletes and the new minimum.
     pub fn record(&mut self, record: &LogRecord, max: usize, out: &mut Vec<Mutation>) {

@@ -380,6 +380,9 @@ fn follow_changes(
                 break;
             }
         }
+        // The search ended (it shouldn't before the test drops it): say how.
+        let result = stream.result();
+        let _ = tx.send(("ended".into(), format!("{} {}", result.rc, result.text), Vec::new()));
     });
     ready_rx.recv_timeout(Duration::from_secs(20)).expect("the persist search's refresh ended");
     rx

@@ -283,7 +283,9 @@ pub(crate) struct SyncEntry {
 
 /// Sync content of an encoded SearchResultEntry: without the attributes left out, with
 /// its uuid, CSN and depth. None: not an entry, or one without an entryUUID.
-fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
+/// `wanted`: what the consumer asked for (entryUUID and entryCSN are read either way, and
+/// sent only if asked for).
+fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
     let message = decode_message(pdu).ok()?;
     let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { return None };
     let mut uuid = None;
@@ -300,12 +302,17 @@ fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
         } else if base == "entrycsn" {
             csn = attr.vals.first().map(|v| String::from_utf8_lossy(v).into_owned());
         }
-        attributes.push(attr);
+        if wanted.0.selects_stored(wanted.1, &String::from_utf8_lossy(&attr.r#type)) {
+            attributes.push(attr);
+        }
     }
     let parsed =
         std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?;
     Some(SyncEntry { dn: entry.object_name, depth: parsed.len(), parsed, uuid: uuid?, csn, attributes })
 }
+
+/// The attributes a consumer asked for, and the rules that name them.
+struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::rules::RuleTable);
 
 /// Every entry in scope that matches, parents before children.
 async fn collect(
@@ -314,11 +321,19 @@ async fn collect(
     located: &Located,
 ) -> LdapResultOf<Vec<SyncEntry>> {
     let config = &ctx.worker.config;
-    let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let wanted = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let wanted = Wanted(&wanted, &config.rules);
+    // The uuid and CSN of every entry are needed whatever the consumer asked for.
+    let mut asked = request.attributes.clone();
+    if asked.is_empty() {
+        asked.push(OctetString::from_static(b"*"));
+    }
+    asked.extend([OctetString::from_static(b"entryUUID"), OctetString::from_static(b"entryCSN")]);
+    let attrs = AttrSelection::from_request(&asked, false, &config.rules, &config.schema);
     let tree = ctx.worker.tree();
     let mut entries = Vec::new();
     let take = |pdus: Vec<Bytes>, entries: &mut Vec<SyncEntry>| -> LdapResultOf<()> {
-        entries.extend(pdus.iter().filter_map(|p| sync_entry(p)));
+        entries.extend(pdus.iter().filter_map(|p| sync_entry(p, &wanted)));
         if entries.len() > SYNC_ENTRIES_MAX {
             return Err(LdapError::new(ResultCode::ADMIN_LIMIT_EXCEEDED, "too many entries to synchronise"));
         }
@@ -430,12 +445,20 @@ mod tests {
             }),
             controls: None,
         };
-        let entry = sync_entry(&encode_message(&message).unwrap()).unwrap();
+        let schema = ferrodir_proto::schema::Schema::standard();
+        let rules = ferrodir_shard::rules::RuleTable::from_schema(&schema);
+        let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
+        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);
         assert_eq!(entry.uuid, uuid);
         assert_eq!(entry.csn.as_deref(), Some("20261201000000.000000Z#000000#000#000000"));
         let names: Vec<_> =
             entry.attributes.iter().map(|a| String::from_utf8_lossy(&a.r#type).into_owned()).collect();
         assert_eq!(names, ["cn", "entryUUID", "entryCSN"]);
+        // Asked for cn alone: its uuid and CSN are still read, and not sent.
+        let cn = AttrSelection::from_request(&["cn"], false, &rules, &schema);
+        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&cn, &rules)).unwrap();
+        assert_eq!((entry.uuid, entry.csn.is_some()), (uuid, true));
+        assert_eq!(entry.attributes.len(), 1);
     }
 }
