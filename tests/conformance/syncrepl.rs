@@ -255,6 +255,11 @@ fn converge(provider: SocketAddr, consumers: &[&Consumer], step: &str) -> Durati
     }
     let logs: Vec<String> =
         consumers.iter().map(|c| format!("{} consumer log:\n{}", c.kind, c.log_tail())).collect();
+    for c in consumers {
+        // The whole log, for a look after the temporary directory is gone.
+        let log = std::fs::read_to_string(c.dir.path().join("slapd.log")).unwrap_or_default();
+        let _ = std::fs::write(std::env::temp_dir().join(format!("syncrepl-{}.log", c.kind)), log);
+    }
     panic!("{step}: the consumers did not converge in {CONVERGE_TIMEOUT:?}: {last:?}\n{}", logs.join("\n"));
 }
 

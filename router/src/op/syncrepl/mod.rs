@@ -124,6 +124,8 @@ async fn serve(
     }
     cookie.sid = (sid != 0).then_some(sid);
     let scope = Located::of(ctx, &request).await?;
+    // Every Modify DN committed up to `now` is in the skeleton the scan reads.
+    settle_tree(ctx).await;
     let entries = collect(ctx, &request, &scope).await?;
     if ctx.cancelled() {
         return Ok((LdapResult::success(), None));
@@ -134,15 +136,9 @@ async fn serve(
         Some(after) => Some(delete_log(ctx, after).await?),
         None => None,
     };
-    let plan = refresh::plan(
-        &scope,
-        &request.filter,
-        since.as_deref(),
-        since_micros,
-        log.as_ref(),
-        &ctx.worker.tree(),
-        &entries,
-    );
+    let now_micros = now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    let points = refresh::Points { since: since.as_deref(), since_micros, now: now_micros };
+    let plan = refresh::plan(&scope, &request.filter, &points, log.as_ref(), &ctx.worker.tree(), &entries);
     if let Some(uuids) = &plan.deletes {
         refresh::send_deletes(ctx, uuids).await?;
     }
@@ -170,6 +166,16 @@ async fn serve(
     }
     let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes };
     Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// Waits until the coordinator is between two structural changes: it publishes a moved
+/// container's skeleton only after the move commits, and a container's DN comes from the
+/// skeleton, so a scan in that gap would send the container with its new entryCSN at its
+/// old DN (and a slapd consumer ignores a later copy with the same entryCSN).
+async fn settle_tree(ctx: &OpContext) {
+    if ctx.worker.coordinator.send(crate::coordinator::Ping).await.is_err() {
+        tracing::warn!("the coordinator did not answer; the skeleton may lag a Modify DN");
+    }
 }
 
 /// Every shard's delete-log records after `after`, with its minimum.

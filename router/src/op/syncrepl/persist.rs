@@ -57,10 +57,6 @@ pub const HELD_MAX: usize = 65_536;
 /// RFC 4533 §3.4.2 e-syncRefreshRequired.
 pub const SYNC_REFRESH_REQUIRED: ResultCode = ResultCode(4096);
 
-/// How long a persist search waits for a moved container's skeleton to be published.
-const SKELETON_WAIT: Duration = Duration::from_millis(5);
-const SKELETON_WAITS: usize = 400;
-
 /// How often an idle persist search looks at its stop signal and the watermark.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 
@@ -90,7 +86,9 @@ pub(super) async fn follow(
     let config = &ctx.worker.config;
     let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
     let mut held: Vec<Held> = Vec::new();
-    let mut last = super::current_csn();
+    // The CSN of the last cookie sent: a change between the refresh's watermark and now
+    // still moves the next one.
+    let mut last = cookie.csn_for(ferrodir_shard::stamp::server_id()).map(str::to_string);
     loop {
         if ctx.cancelled() {
             return Ok((LdapResult::success(), None));
@@ -118,6 +116,11 @@ pub(super) async fn follow(
         held.sort_by_key(|h| h.micros);
         let ready_count = held.partition_point(|h| h.micros <= mark);
         let ready: Vec<Held> = held.drain(..ready_count).collect();
+        if !ready.is_empty() {
+            // A moved container's skeleton is published after its move commits: the DNs
+            // of these changes are read from the skeleton once it shows every move.
+            super::settle_tree(ctx).await;
+        }
         registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
         let mut pdus = changes(ctx, located, request, &attrs, &ready).await?;
         if watermark.is_some() && watermark != last {
@@ -235,18 +238,6 @@ async fn subtree_moved(
         || (whole && located.holds(&old_root) && located.holds(&new_root))
     {
         return Ok(None);
-    }
-    // The coordinator publishes the moved skeleton just after the move commits: until then
-    // the subtree's DNs would still read at the old place.
-    for _ in 0..SKELETON_WAITS {
-        let tree = ctx.worker.tree();
-        let node = tree.get(change.id);
-        if node.is_none_or(|n| {
-            change.new.as_ref().is_some_and(|r| n.parent == r.parent && n.rdn_norm == r.rdn_norm)
-        }) {
-            break;
-        }
-        tokio::time::sleep(SKELETON_WAIT).await;
     }
     let moved =
         Located { base: new_root.clone(), scope: Scope::Subtree(change.id), kind: SearchScope::WholeSubtree };

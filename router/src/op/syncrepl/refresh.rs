@@ -53,25 +53,43 @@ fn matches_everything(filter: &Filter) -> bool {
     }
 }
 
+/// The refresh's points in CSN time: the consumer's cookie (its CSN for this server, as
+/// text and as a clock tick) and the provider's watermark read before the scan (`now`,
+/// the new cookie). None: no cookie, or nothing ever written.
+pub(super) struct Points<'a> {
+    pub since: Option<&'a str>,
+    pub since_micros: Option<u64>,
+    pub now: Option<u64>,
+}
+
 pub(super) fn plan(
     located: &Located,
     filter: &Filter,
-    since: Option<&str>,
-    since_micros: Option<u64>,
+    points: &Points,
     log: Option<&Vec<LogView>>,
     tree: &Skeleton,
     entries: &[SyncEntry],
 ) -> Plan {
+    let (since, since_micros) = (points.since, points.since_micros);
+    let now = points.now.map(ferrodir_shard::stamp::csn_of);
     let records = || log.into_iter().flatten().flat_map(|view| &view.records);
-    // Roots of subtrees moved since the cookie, where they are now.
+    // Roots of subtrees moved since the cookie and up to `now`, where they are now.
     let moved: Vec<Dn> = records()
-        .filter(|r| r.subtree)
+        .filter(|r| r.subtree && points.now.is_none_or(|now| r.csn <= now))
         .filter_map(|r| tree.get(r.id))
         .filter_map(|node| Dn::parse(&node.dn).ok())
         .collect();
     let changed: Vec<bool> = entries
         .iter()
         .map(|entry| {
+            // Changed after `now`: not sent whole in this refresh (its DN may come from a
+            // skeleton not yet showing a later Modify DN); the next refresh, or the persist
+            // stage, sends it, since the new cookie is `now`.
+            if let (Some(now), Some(csn)) = (&now, &entry.csn) {
+                if csn > now {
+                    return false;
+                }
+            }
             let newer = match (since, &entry.csn) {
                 (Some(since), Some(csn)) => csn.as_str() > since,
                 _ => true,
@@ -164,7 +182,8 @@ mod tests {
         let since = ferrodir_shard::stamp::csn_of(SINCE);
         let scope = located("ou=people,dc=example,dc=com", SearchScope::WholeSubtree);
         let tree = Skeleton::default();
-        plan(&scope, filter, Some(&since), Some(SINCE), Some(&log), &tree, entries)
+        let points = Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10) };
+        plan(&scope, filter, &points, Some(&log), &tree, entries)
     }
 
     #[test]
@@ -193,6 +212,16 @@ mod tests {
         let plan = run(log, &entries, &everything());
         assert_eq!(plan.changed, [false, true]);
         assert_eq!(plan.deletes, Some(vec![[7; 16], [8; 16]]));
+    }
+
+    #[test]
+    fn entries_changed_after_the_new_cookie_wait_for_the_next_refresh() {
+        let entries = [
+            entry("uid=a,ou=people,dc=example,dc=com", 1, SINCE + 5),
+            entry("uid=b,ou=people,dc=example,dc=com", 2, SINCE + 11),
+        ];
+        let plan = run(vec![LogView { min: 0, records: Vec::new() }], &entries, &everything());
+        assert_eq!(plan.changed, [true, false]);
     }
 
     #[test]
