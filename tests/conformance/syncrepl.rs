@@ -194,14 +194,18 @@ fn context_csn(addr: SocketAddr) -> Option<String> {
 }
 
 /// What differs between the two sides, briefly; None when they agree.
-fn difference(provider: SocketAddr, consumer: SocketAddr) -> Option<String> {
-    let (ours, theirs) = (snapshot(provider), snapshot(consumer));
+fn difference(
+    ours: &BTreeMap<String, Vec<String>>,
+    provider: SocketAddr,
+    consumer: SocketAddr,
+) -> Option<String> {
+    let theirs = snapshot(consumer);
     let (csn_ours, csn_theirs) = (context_csn(provider), context_csn(consumer));
     let mut problems = Vec::new();
     if ours.is_empty() {
         problems.push("the provider returned nothing".to_string());
     }
-    for (dn, lines) in &ours {
+    for (dn, lines) in ours {
         match theirs.get(dn) {
             None => problems.push(format!("missing on the consumer: {dn}")),
             Some(other) if other != lines => {
@@ -243,9 +247,10 @@ fn converge(provider: SocketAddr, consumers: &[&Consumer], step: &str) -> Durati
             ));
         } else if compared.is_none_or(|at| at.elapsed() > Duration::from_secs(2)) {
             compared = Some(Instant::now());
+            let ours = snapshot(provider);
             match consumers
                 .iter()
-                .find_map(|c| difference(provider, c.addr).map(|d| format!("{}: {d}", c.kind)))
+                .find_map(|c| difference(&ours, provider, c.addr).map(|d| format!("{}: {d}", c.kind)))
             {
                 None => return started.elapsed(),
                 Some(diff) => last = Some(diff),
@@ -433,7 +438,8 @@ fn slapd_consumers_of_a_ferrodir_provider() {
     ldapmodify(provider.addr, &deletes(500..505));
     only.start();
     persist.start();
-    converge(provider.addr, &[&only, &persist], "after the consumers' restart (delete phase)");
+    let took = converge(provider.addr, &[&only, &persist], "after the consumers' restart (delete phase)");
+    eprintln!("after the consumers' restart (delete phase): converged in {took:?}");
     let after = provider.metric("ferrodir_syncrepl_refreshes_total{phase=\"delete\"}");
     assert!(after >= delete_phases + 2.0, "delete phases: {delete_phases} before, {after} after");
 
@@ -444,7 +450,12 @@ fn slapd_consumers_of_a_ferrodir_provider() {
     ldapmodify(provider.addr, &deletes(1000..1000 + TRIMMING_DELETES));
     only.start();
     persist.start();
-    converge(provider.addr, &[&only, &persist], "after the consumers' restart (log trimmed: present phase)");
+    let took = converge(
+        provider.addr,
+        &[&only, &persist],
+        "after the consumers' restart (log trimmed: present phase)",
+    );
+    eprintln!("after the consumers' restart (log trimmed: present phase): converged in {took:?}");
     let after = provider.metric("ferrodir_syncrepl_refreshes_total{phase=\"present\"}");
     assert!(after >= present_phases + 2.0, "present phases: {present_phases} before, {after} after");
     assert_eq!(provider.metric("ferrodir_syncrepl_consumers{mode=\"persist\"}"), 1.0);
@@ -453,6 +464,7 @@ fn slapd_consumers_of_a_ferrodir_provider() {
     provider.stop();
     provider.start();
     ldapmodify(provider.addr, &changes(2));
-    converge(provider.addr, &[&only, &persist], "after the provider's restart");
+    let took = converge(provider.addr, &[&only, &persist], "after the provider's restart");
+    eprintln!("after the provider's restart: converged in {took:?}");
     eprintln!("every step passed in {:?}", started.elapsed());
 }
