@@ -263,8 +263,8 @@ mod tests {
             csn,
             uuid: [csn as u8; 16],
             id: EntryId(csn),
-            subtree: csn % 2 == 0,
-            deleted: csn % 3 == 0,
+            subtree: csn.is_multiple_of(2),
+            deleted: csn.is_multiple_of(3),
             old_dn: dn.into(),
         }
     }
