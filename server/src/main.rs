@@ -209,7 +209,6 @@ fn main() -> anyhow::Result<()> {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
             let store = Store::open_salvaging(&config, &data_dir)?;
-            ferrodir_shard::deletelog::set_max(config.limits.sync_delete_log_max);
             let report = verify::verify(&store)?;
             for problem in &report.problems {
                 println!("problem: {problem}");
