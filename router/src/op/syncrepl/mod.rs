@@ -132,11 +132,17 @@ async fn serve(
     }
     // Read after the entries: a delete after their scan is in it, and sent.
     let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
-    let log = match since_micros {
+    let now_micros = now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    // Without a cookie only the moves after `now` matter (`undo_later_moves`).
+    let log = match since_micros.or(now_micros) {
         Some(after) => Some(delete_log(ctx, after).await?),
         None => None,
     };
-    let now_micros = now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    let mut entries = entries;
+    if let (Some(log), Some(now)) = (&log, now_micros) {
+        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree());
+    }
+    let log = if since_micros.is_some() { log } else { None };
     let points = refresh::Points { since: since.as_deref(), since_micros, now: now_micros };
     let plan = refresh::plan(&scope, &request.filter, &points, log.as_ref(), &ctx.worker.tree(), &entries);
     if let Some(uuids) = &plan.deletes {

@@ -118,11 +118,19 @@ pub(super) async fn follow(
         let ready: Vec<Held> = held.drain(..ready_count).collect();
         if !ready.is_empty() {
             // A moved container's skeleton is published after its move commits: the DNs
-            // of these changes are read from the skeleton once it shows every move.
+            // of these changes are read from the skeleton once it shows every move...
             super::settle_tree(ctx).await;
+            // ...and every move it shows is then in the feed (fed before it was published):
+            // those later than a change are undone for that change's DNs (`changes`).
+            while let Ok(batch) = subscription.batches.try_recv() {
+                for change in &batch.changes {
+                    held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
+                }
+            }
+            held.sort_by_key(|h| h.micros);
         }
         registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
-        let mut pdus = changes(ctx, located, request, &attrs, &ready).await?;
+        let mut pdus = changes(ctx, located, request, &attrs, &ready, &held).await?;
         if watermark.is_some() && watermark != last {
             if let Some(csn) = &watermark {
                 cookie.set_csn(csn);
@@ -167,15 +175,29 @@ async fn changes(
     request: &SearchRequest,
     attrs: &AttrSelection,
     ready: &[Held],
+    later: &[Held],
 ) -> LdapResultOf<Vec<Bytes>> {
     let tree = ctx.worker.tree();
     let rules = &ctx.worker.config.rules;
     let hidden = Default::default();
+    // Containers moved by the changes (CSN, DN now, DN before): the skeleton already shows
+    // them, so a change before a move gets its DN with the move undone.
+    let moves: Vec<(u64, String, String)> = ready
+        .iter()
+        .chain(later)
+        .filter_map(|h| {
+            let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
+            let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
+            moved.then(|| {
+                (h.micros, tree.dn_of_child(new.parent, &new.rdn), tree.dn_of_child(old.parent, &old.rdn))
+            })
+        })
+        .collect();
     let mut out: Vec<Bytes> = Vec::new();
     for held in ready {
         let change = &held.change;
         let judge = |record: &EntryRecord| -> Option<(String, Dn)> {
-            let text = tree.dn_of_child(record.parent, &record.rdn);
+            let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
             let dn = Dn::parse(&text).ok()?;
             let wanted = located.holds(&dn)
                 && eval::matches_entry(rules, &request.filter, &record.entry, Some(&dn), &hidden, change.id);
@@ -215,6 +237,19 @@ async fn changes(
     }
     ctx.count_entries(out.len());
     Ok(out)
+}
+
+/// `dn` as it was at `micros`: the moves of containers above it after that CSN undone,
+/// latest first.
+pub(super) fn undo_moves(mut dn: String, micros: u64, moves: &[(u64, String, String)]) -> String {
+    for (_, now, before) in moves.iter().rev().filter(|m| m.0 > micros) {
+        if dn == *now {
+            dn.clone_from(before);
+        } else if let Some(below) = dn.strip_suffix(now.as_str()).filter(|b| b.ends_with(',')) {
+            dn = format!("{below}{before}");
+        }
+    }
+    dn
 }
 
 /// A container moved from `old_dn` to `new_dn`: every entry of its subtree (read now,
@@ -319,4 +354,28 @@ async fn intermediate(ctx: &OpContext, info: SyncInfo) -> LdapResultOf<()> {
     let pdu = intermediate_pdu(ctx.message_id, info)?;
     ctx.out.send(Outbound::Pdu(pdu)).await.map_err(|_| LdapError::internal("the connection closed"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undo_moves;
+
+    #[test]
+    fn later_moves_are_undone_for_earlier_changes() {
+        let moves = vec![
+            (10, "ou=division,ou=people,dc=x".to_string(), "ou=dept,ou=people,dc=x".to_string()),
+            (20, "ou=division,ou=others,dc=x".to_string(), "ou=division,ou=people,dc=x".to_string()),
+        ];
+        // The skeleton shows both moves; a change at 15 happened between them.
+        let now = "cn=m0,ou=division,ou=others,dc=x".to_string();
+        assert_eq!(undo_moves(now.clone(), 15, &moves), "cn=m0,ou=division,ou=people,dc=x");
+        assert_eq!(undo_moves(now.clone(), 5, &moves), "cn=m0,ou=dept,ou=people,dc=x");
+        assert_eq!(undo_moves(now.clone(), 25, &moves), now);
+        assert_eq!(undo_moves("ou=division,ou=others,dc=x".into(), 15, &moves), "ou=division,ou=people,dc=x");
+        // A name that merely ends alike is not below the container.
+        assert_eq!(
+            undo_moves("ou=xdivision,ou=others,dc=x".into(), 15, &moves),
+            "ou=xdivision,ou=others,dc=x"
+        );
+    }
 }

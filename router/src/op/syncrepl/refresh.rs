@@ -130,6 +130,44 @@ pub(super) fn plan(
     Plan { changed, deletes: Some(deletes) }
 }
 
+/// Puts `entries` back where they were at `now` (the new cookie): the skeleton the scan
+/// read may already show a container moved after it (its log record says where it was),
+/// and an entry sent below the moved container's new place before the move itself is sent
+/// would be moved there alone by a slapd consumer, which makes glue entries for the new
+/// place and then refuses the container's own move (68). Moves are undone latest first.
+pub(super) fn undo_later_moves(entries: &mut [SyncEntry], log: &[LogView], now: u64, tree: &Skeleton) {
+    let mut later: Vec<&ferrodir_shard::deletelog::LogRecord> =
+        log.iter().flat_map(|v| &v.records).filter(|r| r.subtree && !r.deleted && r.csn > now).collect();
+    if later.is_empty() {
+        return;
+    }
+    later.sort_by_key(|r| r.csn);
+    // (CSN, DN right after the move, DN before it): after a move comes the next move's old
+    // DN, or where the skeleton has the container now.
+    let moves: Vec<(u64, String, String)> = later
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let after = match later.iter().skip(i + 1).find(|next| next.id == r.id) {
+                Some(next) => next.old_dn.clone(),
+                None => tree.get(r.id)?.dn.to_string(),
+            };
+            Some((r.csn, after, r.old_dn.clone()))
+        })
+        .collect();
+    for entry in entries.iter_mut() {
+        let Ok(text) = std::str::from_utf8(&entry.dn) else { continue };
+        let before = super::persist::undo_moves(text.to_string(), now, &moves);
+        if before != text {
+            if let Ok(parsed) = Dn::parse(&before) {
+                entry.depth = parsed.len();
+                entry.parsed = parsed;
+                entry.dn = ferrodir_proto::message::OctetString::from(before.into_bytes());
+            }
+        }
+    }
+}
+
 /// Sends the delete phase's uuids as Sync Info syncIdSet messages, refreshDeletes TRUE.
 pub(super) async fn send_deletes(ctx: &OpContext, uuids: &[[u8; 16]]) -> LdapResultOf<()> {
     let mut pdus = Vec::new();
