@@ -209,6 +209,20 @@ impl Worker {
         }
     }
 
+    /// A shard's delete-log records after `after` and its minimum (a sync refresh's delete
+    /// phase): read here when the shard is readable on this thread, else asked of its actor.
+    pub async fn delete_log(
+        &self,
+        shard: usize,
+        after: u64,
+    ) -> LdapResultOf<ferrodir_shard::deletelog::LogView> {
+        if let Some(view) = self.readable(shard)? {
+            return Ok(ferrodir_shard::deletelog::read(view.snapshot().as_ref(), after)?);
+        }
+        let ask = ferrodir_shard::actor::ReadDeleteLog { after };
+        Ok(self.shard(shard)?.send(ask).await??)
+    }
+
     fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {
         self.shards
             .get(index)

@@ -156,6 +156,9 @@ pub struct Limits {
     pub sort_entries_max: usize,
     /// Keys in one sort control; more: unwillingToPerform (53), as slapd's sssvlv-maxkeys.
     pub sort_keys_max: usize,
+    /// Records each shard's delete log keeps (deletes and Modify DNs, for a sync refresh's
+    /// delete phase), as slapd's syncprov-sessionlog; the oldest are trimmed.
+    pub sync_delete_log_max: usize,
     /// Sorted searches running or kept (paged, VLV) per connection; one more: busy (51),
     /// as slapd's sssvlv-maxperconn.
     pub sort_sessions_per_connection_max: usize,
@@ -465,6 +468,7 @@ impl Default for Limits {
             attributes_per_request_max: 1024,
             search_chunks_in_flight: 4,
             sort_entries_max: 100_000,
+            sync_delete_log_max: ferrodir_shard::deletelog::DEFAULT_MAX,
             sort_keys_max: 5,
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,
@@ -569,6 +573,7 @@ impl Config {
             ("sort_keys_max", limits.sort_keys_max as u64),
             ("sort_sessions_per_connection_max", limits.sort_sessions_per_connection_max as u64),
             ("sort_session_idle_s", limits.sort_session_idle_s),
+            ("sync_delete_log_max", limits.sync_delete_log_max as u64),
         ] {
             if value == 0 {
                 anyhow::bail!("limits.{key} must be at least 1");

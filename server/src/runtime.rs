@@ -251,6 +251,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     // its part of contextCSN (shard::watermark).
     ferrodir_shard::stamp::set_server_id(config.server_id);
     ferrodir_shard::watermark::install(shard_count);
+    ferrodir_shard::deletelog::set_max(config.limits.sync_delete_log_max);
+    ferrodir_shard::deletelog::install_tree(cell.clone());
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {

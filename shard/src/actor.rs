@@ -69,9 +69,10 @@ impl ShardActor {
             hub.restore(core.info.index, core.stored_csn_max()?);
         }
         let committer = spawn_committer(core.engine(), core.info.index)?;
+        let deletelog = crate::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
         Ok(Self {
             core,
-            stager: Stager { next_seq, ..Default::default() },
+            stager: Stager { next_seq, deletelog, ..Default::default() },
             committer,
             closed: HashSet::new(),
             started_generation: 0,
@@ -133,6 +134,8 @@ impl ShardActor {
         let mut batch = std::mem::take(&mut self.stager.pending);
         batch.generation = self.started_generation;
         let mut mutations = std::mem::take(&mut batch.mutations);
+        // The delete log's minimum, fixed before any commit moves csn_max past it.
+        self.stager.deletelog.settle(&mut mutations);
         if batch.csn_max > 0 {
             // contextCSN survives a restart (and seeds the clock there).
             mutations.push(crate::storage::Mutation {
@@ -177,6 +180,13 @@ impl ShardActor {
                     hub.committed(self.core.info.index, 0, u64::MAX);
                 }
                 self.roll_back(&batch, &pending, &e);
+                // The failed batches' log records never landed.
+                match crate::deletelog::DeleteLog::load(self.core.snapshot().as_ref()) {
+                    Ok(log) => self.stager.deletelog = log,
+                    Err(e) => {
+                        tracing::error!(shard = self.core.info.index, error = %e, "delete log not reloaded")
+                    }
+                }
                 let shard = self.core.info.index;
                 fail_all(batch, shard, &e);
                 // The pending batch was checked against state that never landed.
@@ -371,6 +381,22 @@ impl Handler<FindRefs> for ShardActor {
 
     fn handle(&mut self, msg: FindRefs, _: &mut Context<Self>) -> Self::Result {
         crate::refs::find(self.core.snapshot().as_ref(), &msg.attrs, &msg.base_norm, msg.subtree)
+    }
+}
+
+/// This shard's delete-log records after a CSN, and its minimum (`deletelog::read`), in
+/// the last committed snapshot: a sync refresh's delete phase.
+#[derive(Message)]
+#[rtype(result = "ShardResult<crate::deletelog::LogView>")]
+pub struct ReadDeleteLog {
+    pub after: u64,
+}
+
+impl Handler<ReadDeleteLog> for ShardActor {
+    type Result = ShardResult<crate::deletelog::LogView>;
+
+    fn handle(&mut self, msg: ReadDeleteLog, _: &mut Context<Self>) -> Self::Result {
+        crate::deletelog::read(self.core.snapshot().as_ref(), msg.after)
     }
 }
 
@@ -632,6 +658,64 @@ mod tests {
                 addr.send(add("lost0", EntryId::ROOT)).await.unwrap(),
                 Ok(WriteOutcome::Added(_))
             ));
+        });
+    }
+
+    /// A delete and a Modify DN each leave a delete-log record, committed with them (read
+    /// back through the actor's message); a failed commit's records never show.
+    #[test]
+    fn deletes_and_moves_are_logged_in_their_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Failing {
+            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            failing: std::sync::atomic::AtomicBool::new(false),
+        });
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&[]), engine.clone()).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let mut ids = Vec::new();
+            for name in ["a", "b", "c"] {
+                let Ok(WriteOutcome::Added(id)) = addr.send(add(name, EntryId::ROOT)).await.unwrap() else {
+                    panic!("add failed")
+                };
+                ids.push(id);
+            }
+            let before = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
+            assert!(before.records.is_empty());
+            let uuid_of = |id: EntryId| {
+                let record = core.record(id).unwrap().unwrap();
+                crate::deletelog::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
+                    .unwrap()
+            };
+            let (uuid_a, uuid_b) = (uuid_of(ids[0]), uuid_of(ids[1]));
+            addr.send(Write(WriteOp::Delete { id: ids[0] })).await.unwrap().unwrap();
+            let relocate = WriteOp::Relocate {
+                id: ids[1],
+                parent: EntryId::ROOT,
+                rdn: "cn=b2".into(),
+                rdn_norm: "cn=b2".into(),
+                drop_values: Vec::new(),
+                add_values: vec![("cn".into(), b"b2".to_vec())],
+                author: "cn=test".into(),
+            };
+            let Ok(WriteOutcome::Record(moved)) = addr.send(Write(relocate)).await.unwrap() else {
+                panic!("relocate failed")
+            };
+            let log = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
+            let got: Vec<_> = log.records.iter().map(|r| (r.uuid, r.deleted, r.old_dn.as_str())).collect();
+            assert_eq!(got, [(uuid_a, true, "cn=a"), (uuid_b, false, "cn=b")]);
+            // The move's record carries the CSN the entry was stamped with.
+            let stamped = crate::stamp::micros_of_csn(moved.entry.first_str("entryCSN").unwrap()).unwrap();
+            assert_eq!(log.records[1].csn, stamped);
+            assert_eq!(addr.send(ReadDeleteLog { after: stamped }).await.unwrap().unwrap().records.len(), 0);
+            // A failed commit: its delete's record never shows, and the log goes on after it.
+            engine.failing.store(true, Ordering::SeqCst);
+            assert!(addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().is_err());
+            engine.failing.store(false, Ordering::SeqCst);
+            assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 2);
+            addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().unwrap();
+            assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 3);
         });
     }
 

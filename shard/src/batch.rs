@@ -164,6 +164,8 @@ pub struct Stager {
     pub pending: Overlay,
     pub committing: Option<Overlay>,
     pub next_seq: u64,
+    /// The delete log's CSNs (`deletelog`): its records are staged with their changes.
+    pub deletelog: crate::deletelog::DeleteLog,
 }
 
 impl Stager {
@@ -250,7 +252,9 @@ impl Stager {
                     fx.dns.push((old.parent, old.rdn_norm.clone(), None));
                 }
                 // A delete takes a CSN too: the watermark (contextCSN) moves past it.
-                self.stamp("");
+                let csn = self.stamp("").micros;
+                fx.logged = log_record(csn, id, &old, true);
+                fx.csn = csn;
                 fx.records.push((id, Some(old.clone()), None));
                 Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
             }
@@ -308,9 +312,17 @@ impl Stager {
                 }
                 let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
                 check_schema(core, &mut next)?;
+                let stamp = self.stamp(&author);
+                // A replicated move keeps the provider's stamps (the replace that follows
+                // carries them); it is logged at this server's clock all the same, later
+                // than the provider's CSN, so a delete phase served from here errs towards
+                // sending a delete the consumer already had, never towards missing one.
                 if author != REPLICA_AUTHOR {
-                    stamp_modified(&mut next.entry, &self.stamp(&author));
+                    stamp_modified(&mut next.entry, &stamp);
                 }
+                // The old DN leaves every scope that held it: logged for delete phases.
+                fx.logged = log_record(stamp.micros, id, &old, false);
+                fx.csn = stamp.micros;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -367,6 +379,9 @@ impl Stager {
 
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
         let batch = &mut self.pending;
+        if let Some(record) = &fx.logged {
+            self.deletelog.record(record, crate::deletelog::max(), &mut batch.mutations);
+        }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
         if let Some(next) = fx.next_seq {
@@ -376,7 +391,7 @@ impl Stager {
         if let Some((id, record)) = fx.added {
             // The layout `ferrodir import` writes too.
             batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
-            batch.changes.push(crate::watermark::Change { id, old: None, new: Some(record.clone()) });
+            batch.changes.push(crate::watermark::Change { id, old: None, new: Some(record.clone()), csn: 0 });
             batch.dns.insert((record.parent, record.rdn_norm.clone()), Some(id));
             batch.records.insert(id, Some(record.clone()));
             batch.touched.push((id, Some(record)));
@@ -391,7 +406,12 @@ impl Stager {
                 r.as_ref().map(|r| r.entry.first_str("entryCSN").map(str::to_string))
             };
             if csn(&old) != csn(&new) {
-                batch.changes.push(crate::watermark::Change { id, old: old.clone(), new: new.clone() });
+                batch.changes.push(crate::watermark::Change {
+                    id,
+                    old: old.clone(),
+                    new: new.clone(),
+                    csn: fx.csn,
+                });
             }
             batch.records.insert(id, new.clone());
             batch.touched.push((id, new));
@@ -414,6 +434,29 @@ struct Effects {
     records: Vec<RecordChange>,
     /// Metadata values (`WriteOp::PutMeta`).
     meta: Vec<Mutation>,
+    /// A delete or a move: its delete-log record.
+    logged: Option<crate::deletelog::LogRecord>,
+    /// The clock tick of a delete's or a move's CSN (0: the entry's entryCSN says).
+    csn: u64,
+}
+
+/// The delete-log record of `old` leaving its DN at `csn`; None for an entry without an
+/// entryUUID (none is stored without one).
+fn log_record(
+    csn: u64,
+    id: EntryId,
+    old: &EntryRecord,
+    deleted: bool,
+) -> Option<crate::deletelog::LogRecord> {
+    let uuid = old.entry.first_str("entryUUID").and_then(|u| crate::deletelog::uuid_octets(u.as_bytes()))?;
+    Some(crate::deletelog::LogRecord {
+        csn,
+        uuid,
+        id,
+        subtree: old.is_container(),
+        deleted,
+        old_dn: crate::deletelog::dn_of(old.parent, &old.rdn),
+    })
 }
 
 /// An entry's record before and after a staged write (`None`: absent).

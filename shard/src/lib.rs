@@ -30,6 +30,8 @@
 //! - [`refs`]: referential integrity: finding and rewriting the values that name a DN.
 //! - [`skeleton`]: the tree of container entries every worker reads.
 //! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
+//! - [`deletelog`]: the durable, bounded log of deletes and moves that a sync refresh's
+//!   delete phase reads.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
@@ -46,6 +48,7 @@ pub mod candidates;
 pub mod codec;
 pub mod commit;
 pub mod core;
+pub mod deletelog;
 pub mod eqkey;
 pub mod error;
 pub mod eval;

@@ -158,6 +158,20 @@ impl AttrSelection {
     fn wants_operational(&self, canonical: &str) -> bool {
         self.all_operational || self.names.contains(canonical)
     }
+
+    /// Whether a stored attribute named `name` (a description, options included) goes
+    /// out, for senders that encode records themselves (a persist search's changes).
+    pub fn selects_stored(&self, rules: &RuleTable, name: &str) -> bool {
+        let owned;
+        let (canonical, operational) = match rules.get(name) {
+            Some(r) => (r.canonical.as_str(), r.operational),
+            None => {
+                owned = ferrodir_proto::entry::base_name_lower(name);
+                (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+            }
+        };
+        self.selects(&self.hidden, canonical, name, operational)
+    }
 }
 
 /// What flows back to the connection from the shards of one search.

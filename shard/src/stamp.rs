@@ -166,6 +166,31 @@ pub fn stamp_modified(entry: &mut Entry, stamp: &Stamp) {
     set(entry, "modifyTimestamp", stamp.time.clone());
 }
 
+/// The clock tick a CSN names (`YYYYMMDDHHMMSS.ffffffZ#...`, any server id); None when it
+/// is not in that form. The inverse of [`format_csn`]'s time part.
+pub fn micros_of_csn(csn: &str) -> Option<u64> {
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let text = csn.get(range)?;
+        text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok()).flatten()
+    };
+    if csn.get(14..15)? != "." || csn.get(21..22)? != "Z" {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(4..6)?, digits(6..8)?);
+    let (hour, minute, second) = (digits(8..10)?, digits(10..12)?, digits(12..14)?);
+    let fraction = digits(15..21)?;
+    // Days from the civil date (Howard Hinnant's algorithm), the inverse of civil_time's.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    u64::try_from(seconds).ok()?.checked_mul(1_000_000)?.checked_add(u64::try_from(fraction).ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +222,14 @@ mod tests {
         }
         assert_eq!(entry.first_str("creatorsName"), Some("cn=admin"));
         assert_eq!(entry.first_str("modifiersName"), Some("cn=other"));
+    }
+
+    #[test]
+    fn csn_ticks_round_trip() {
+        for micros in [0u64, 1_764_547_200_123_456, 951_782_400_000_001, 4_102_444_799_999_999] {
+            assert_eq!(micros_of_csn(&format_csn(micros, 7)), Some(micros), "{micros}");
+        }
+        assert_eq!(micros_of_csn("2026120100000"), None);
+        assert_eq!(micros_of_csn("20261201000000.00000xZ#000000#000#000000"), None);
     }
 }

@@ -44,12 +44,13 @@ impl Default for ShardMark {
 }
 
 /// One committed change of an entry: its record before and after (None: absent), and the
-/// CSN of its batch's last write (the entry's own is in its entryCSN).
+/// clock tick of a delete's or a move's own CSN (0 for others: the entry's entryCSN says).
 #[derive(Debug, Clone)]
 pub struct Change {
     pub id: EntryId,
     pub old: Option<Arc<EntryRecord>>,
     pub new: Option<Arc<EntryRecord>>,
+    pub csn: u64,
 }
 
 /// What one shard's committed batch changed.
@@ -250,7 +251,7 @@ mod tests {
         let batch = || FeedBatch {
             shard: 0,
             csn_max: 1,
-            changes: vec![Change { id: EntryId(1), old: None, new: None }],
+            changes: vec![Change { id: EntryId(1), old: None, new: None, csn: 0 }],
         };
         hub.feed(batch());
         assert!(!sub.dropped.load(Ordering::SeqCst));

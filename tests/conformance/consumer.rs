@@ -12,9 +12,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::servers::{self, Server, MANAGER_DN, MANAGER_PW, SUFFIX};
-use crate::syncrepl::{changes, difference, initial_ldif, ldapmodify, PEOPLE};
+use crate::syncrepl::{changes, difference, initial_ldif_of, ldapmodify, snapshot};
 
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Users of the initial load: the slapd interop test's data, at a size CI can wait for.
+const PEOPLE: usize = 1_000;
 
 /// A ferrodir consumer whose data directory outlives a stop and a start.
 struct Replica {
@@ -86,7 +88,7 @@ fn converge(provider: &Server, consumer: &Replica, step: &str) -> Duration {
     let started = Instant::now();
     let mut last = None;
     while started.elapsed() < CONVERGE_TIMEOUT {
-        match difference(provider.addr, consumer.addr) {
+        match difference(&snapshot(provider.addr), provider.addr, consumer.addr) {
             None => return started.elapsed(),
             Some(diff) => last = Some(diff),
         }
@@ -108,7 +110,9 @@ fn consumer_config(provider: &Server, password: &std::path::Path) -> String {
 fn ferrodir_consumer_of_a_slapd_provider() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let ldif = dir.path().join("initial.ldif");
-    std::fs::write(&ldif, initial_ldif()).expect("write LDIF");
+    let initial = initial_ldif_of(PEOPLE);
+    let entries = initial.matches("\ndn: ").count() + 1;
+    std::fs::write(&ldif, initial).expect("write LDIF");
     let password = dir.path().join("password");
     std::fs::write(&password, MANAGER_PW).expect("write password");
     let provider = servers::start_slapd_provider(&ldif);
@@ -116,8 +120,7 @@ fn ferrodir_consumer_of_a_slapd_provider() {
     let mut consumer = Replica::new(&consumer_config(&provider, &password));
     converge(&provider, &consumer, "initial load");
     eprintln!(
-        "slapd -> ferrodir: initial refresh of {} entries converged in {:?}",
-        PEOPLE + 4,
+        "slapd -> ferrodir: initial refresh of {entries} entries converged in {:?}",
         started.elapsed()
     );
     for n in 0..2 {

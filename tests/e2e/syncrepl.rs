@@ -3,7 +3,11 @@
 //! form), with that cookie after a change (the changed entry as add, the rest present),
 //! a cookie newer than the provider (53), a non-root requester (50), contextCSN on the
 //! suffix, the server id in CSNs, and refreshAndPersist seeing an add, a modify and a
-//! delete. One server for every case.
+//! delete. One server for every case. A second server with a small delete log: a refresh
+//! with a cookie as a delete phase (syncIdSet of what was deleted or moved out, the
+//! changed entries as add, nothing else), a present phase when a filter is set or the log
+//! was trimmed past the cookie, and persist searches that send only the attributes asked
+//! for and every entry of a subtree moved out of or into their scope.
 
 use std::collections::HashSet;
 use std::sync::mpsc::Receiver;
@@ -23,6 +27,8 @@ const SYNC_DONE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.3";
 struct Refresh {
     /// (DN, state, uuid) in the order sent.
     entries: Vec<(String, EntryState, Vec<u8>)>,
+    /// The uuids of syncIdSet messages with refreshDeletes TRUE.
+    deleted: Vec<Vec<u8>>,
     rc: u32,
     text: String,
     cookie: Option<String>,
@@ -37,6 +43,10 @@ fn state_of(entry: &ldap3::ResultEntry) -> (EntryState, Vec<u8>) {
 }
 
 fn refresh(client: &mut ldap3::LdapConn, cookie: Option<&str>) -> Refresh {
+    refresh_of(client, BASE, "(objectClass=*)", cookie)
+}
+
+fn refresh_of(client: &mut ldap3::LdapConn, base: &str, filter: &str, cookie: Option<&str>) -> Refresh {
     let control = SyncRequest {
         mode: RefreshMode::RefreshOnly,
         cookie: cookie.map(|c| c.as_bytes().to_vec()),
@@ -44,10 +54,18 @@ fn refresh(client: &mut ldap3::LdapConn, cookie: Option<&str>) -> Refresh {
     };
     let mut stream = client
         .with_controls(control.critical())
-        .streaming_search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+        .streaming_search(base, Scope::Subtree, filter, vec!["*", "+"])
         .expect("sync search");
     let mut entries = Vec::new();
+    let mut deleted = Vec::new();
     while let Some(entry) = stream.next().expect("next") {
+        if entry.is_intermediate() {
+            match parse_syncinfo(entry) {
+                SyncInfo::SyncIdSet { refresh_deletes: true, sync_uuids, .. } => deleted.extend(sync_uuids),
+                other => panic!("unexpected Sync Info in a refreshOnly search: {other:?}"),
+            }
+            continue;
+        }
         let (state, uuid) = state_of(&entry);
         entries.push((SearchEntry::construct(entry).dn, state, uuid));
     }
@@ -59,6 +77,7 @@ fn refresh(client: &mut ldap3::LdapConn, cookie: Option<&str>) -> Refresh {
         .map(|c| SyncDone::parse(c.1.val.as_deref().unwrap_or_default()));
     Refresh {
         entries,
+        deleted,
         rc: result.rc,
         text: result.text.clone(),
         cookie: done
@@ -147,7 +166,8 @@ fn provider_refresh_persist_and_cookies() {
     let alice = SearchEntry::construct(rs.into_iter().next().unwrap());
     assert!(alice.attrs["entryCSN"][0].contains("#007#"), "{:?}", alice.attrs["entryCSN"]);
 
-    // With the cookie after one change: that entry as add, the rest present.
+    // With the cookie after one change: that entry as add, nothing else (a delete phase
+    // from the delete log, nothing deleted).
     let res = admin
         .modify(
             "uid=bob,ou=people,dc=example,dc=com",
@@ -160,7 +180,14 @@ fn provider_refresh_persist_and_cookies() {
     let adds: Vec<_> =
         delta.entries.iter().filter(|e| is_add(&e.1)).map(|e| e.0.to_ascii_lowercase()).collect();
     assert_eq!(adds, ["uid=bob,ou=people,dc=example,dc=com"]);
-    assert_eq!(delta.entries.iter().filter(|e| is_present(&e.1)).count(), full.entries.len() - 1);
+    assert_eq!(delta.entries.len(), 1, "{:?}", delta.entries);
+    assert!(delta.refresh_deletes && delta.deleted.is_empty());
+    // With a filter, the same cookie gets a present phase: the rest present.
+    let filtered =
+        refresh_of(&mut admin.0, BASE, "(|(objectClass=*)(cn=x))", Some(&format!("rid=001,{cookie}")));
+    assert_eq!(filtered.rc, 0, "{}", filtered.text);
+    assert!(!filtered.refresh_deletes);
+    assert_eq!(filtered.entries.iter().filter(|e| is_present(&e.1)).count(), full.entries.len() - 1);
     let next = delta.cookie.expect("a new cookie");
     assert!(next.starts_with("rid=001,"), "{next}");
     assert!(next > format!("rid=001,{cookie}"), "{next} after {cookie}");
@@ -314,4 +341,193 @@ fn follow(url: String, base: &'static str) -> Receiver<(String, String)> {
         }
     });
     rx
+}
+
+/// A refreshAndPersist search under `base` asking for `attrs`: each change after the
+/// refresh as (state, lowercased DN, attribute names sent), on its own thread.
+fn follow_changes(
+    url: String,
+    base: &'static str,
+    attrs: Vec<&'static str>,
+) -> Receiver<(String, String, Vec<String>)> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut conn = ldap3::LdapConn::new(&url).expect("connect");
+        conn.simple_bind(ADMIN_DN, ADMIN_PW).unwrap();
+        let control = SyncRequest { mode: RefreshMode::RefreshAndPersist, cookie: None, reload_hint: false };
+        let mut stream = conn
+            .with_controls(control.critical())
+            .streaming_search(base, Scope::Subtree, "(objectClass=*)", attrs)
+            .expect("persist search");
+        let mut persisting = false;
+        while let Ok(Some(entry)) = stream.next() {
+            if entry.is_intermediate() {
+                if let SyncInfo::RefreshPresent { refresh_done: true, .. } = parse_syncinfo(entry) {
+                    persisting = true;
+                    let _ = ready_tx.send(());
+                }
+                continue;
+            }
+            if !persisting {
+                continue;
+            }
+            let (state, _) = state_of(&entry);
+            let entry = SearchEntry::construct(entry);
+            let mut names: Vec<String> = entry.attrs.keys().cloned().collect();
+            names.sort();
+            if tx.send((format!("{state:?}"), entry.dn.to_ascii_lowercase(), names)).is_err() {
+                break;
+            }
+        }
+        // The search ended (it shouldn't before the test drops it): say how.
+        let result = stream.result();
+        let _ = tx.send(("ended".into(), format!("{} {}", result.rc, result.text), Vec::new()));
+    });
+    ready_rx.recv_timeout(Duration::from_secs(20)).expect("the persist search's refresh ended");
+    rx
+}
+
+fn next_change(rx: &Receiver<(String, String, Vec<String>)>) -> (String, String, Vec<String>) {
+    rx.recv_timeout(Duration::from_secs(20)).expect("a change on the follower")
+}
+
+fn uuid_of(admin: &mut ldap3::LdapConn, dn: &str) -> Vec<u8> {
+    let (rs, _) =
+        admin.search(dn, Scope::Base, "(objectClass=*)", vec!["entryUUID"]).unwrap().success().unwrap();
+    let text = SearchEntry::construct(rs.into_iter().next().unwrap()).attrs["entryUUID"][0].replace('-', "");
+    (0..16).map(|i| u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).unwrap()).collect()
+}
+
+fn add_person(admin: &mut ldap3::LdapConn, dn: &str, uid: &str) {
+    let res = admin
+        .add(
+            dn,
+            vec![
+                ("objectClass", HashSet::from(["inetOrgPerson"])),
+                ("cn", HashSet::from([uid])),
+                ("sn", HashSet::from(["s"])),
+                ("uid", HashSet::from([uid])),
+                ("mail", HashSet::from(["m@example.com"])),
+            ],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0, "{dn}: {res:?}");
+}
+
+#[test]
+fn delete_phase_trimmed_log_and_persist_attributes_and_subtrees() {
+    // Reads of other shards by message: the delete log is read through the shard actors.
+    let config = format!(
+        "{}\n[limits]\nsync_delete_log_max = 3\nshutdown_grace_s = 1\n",
+        crate::harness::message_reads_config()
+    );
+    let server = Server::start_with_config(&config);
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    let people = "ou=people,dc=example,dc=com";
+    add_person(&mut admin, "uid=gone,ou=people,dc=example,dc=com", "gone");
+    add_person(&mut admin, "uid=away,ou=people,dc=example,dc=com", "away");
+    add_person(&mut admin, "uid=within,ou=people,dc=example,dc=com", "within");
+    let full = refresh_of(&mut admin.0, people, "(objectClass=*)", None);
+    assert_eq!(full.rc, 0, "{}", full.text);
+    let cookie = full.cookie.expect("a cookie");
+    let gone = uuid_of(&mut admin, "uid=gone,ou=people,dc=example,dc=com");
+    let away = uuid_of(&mut admin, "uid=away,ou=people,dc=example,dc=com");
+    let within = uuid_of(&mut admin, "uid=within,ou=people,dc=example,dc=com");
+
+    // A delete, a move out of ou=people and a rename within it.
+    assert_eq!(admin.delete("uid=gone,ou=people,dc=example,dc=com").unwrap().rc, 0);
+    let res = admin.modifydn(
+        "uid=away,ou=people,dc=example,dc=com",
+        "uid=away",
+        true,
+        Some("ou=groups,dc=example,dc=com"),
+    );
+    assert_eq!(res.unwrap().rc, 0);
+    let res = admin.modifydn("uid=within,ou=people,dc=example,dc=com", "uid=inside", true, None);
+    assert_eq!(res.unwrap().rc, 0);
+    let delta = refresh_of(&mut admin.0, people, "(objectClass=*)", Some(&cookie));
+    assert_eq!(delta.rc, 0, "{}", delta.text);
+    assert!(delta.refresh_deletes, "a delete phase");
+    let deleted: HashSet<_> = delta.deleted.iter().cloned().collect();
+    assert_eq!(deleted, HashSet::from([gone.clone(), away.clone()]), "{:?}", delta.deleted);
+    let sent: Vec<_> =
+        delta.entries.iter().map(|e| (e.0.to_ascii_lowercase(), is_add(&e.1), e.2.clone())).collect();
+    assert_eq!(sent, [("uid=inside,ou=people,dc=example,dc=com".to_string(), true, within)]);
+
+    // More deletes than the log keeps (3 per shard, 4 shards): trimmed past the cookie.
+    for i in 0..16 {
+        add_person(&mut admin, &format!("uid=t{i},ou=people,dc=example,dc=com"), &format!("t{i}"));
+    }
+    for i in 0..16 {
+        assert_eq!(admin.delete(&format!("uid=t{i},ou=people,dc=example,dc=com")).unwrap().rc, 0);
+    }
+    let stale = refresh_of(&mut admin.0, people, "(objectClass=*)", Some(&cookie));
+    assert_eq!(stale.rc, 0, "{}", stale.text);
+    assert!(!stale.refresh_deletes, "a present phase");
+    assert!(stale.deleted.is_empty());
+    assert!(stale.entries.iter().any(|e| is_present(&e.1)), "{:?}", stale.entries);
+    // The log's minimum survives a restart (verify checks the log's records too).
+    drop(admin);
+    let mut server = server;
+    server.stop();
+    let verify = std::process::Command::new(crate::harness::binary())
+        .args(["verify", "--config"])
+        .arg(server.config_path())
+        .arg("--data-dir")
+        .arg(&server.data_dir)
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    server.restart();
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    let again = refresh_of(&mut admin.0, people, "(objectClass=*)", Some(&cookie));
+    assert!(!again.refresh_deletes, "the minimum was stored");
+
+    // Persist: only the attributes asked for; a subtree moved out of and back into scope.
+    let rx = follow_changes(server.url(), people, vec!["sn", "entryCSN"]);
+    add_person(&mut admin, "uid=fresh,ou=people,dc=example,dc=com", "fresh");
+    let (state, dn, names) = next_change(&rx);
+    assert_eq!((state.as_str(), dn.as_str()), ("Add", "uid=fresh,ou=people,dc=example,dc=com"));
+    assert_eq!(names, ["entryCSN", "sn"]);
+    let res = admin
+        .add(
+            "ou=team,ou=people,dc=example,dc=com",
+            vec![("objectClass", HashSet::from(["organizationalUnit"])), ("ou", HashSet::from(["team"]))],
+        )
+        .unwrap();
+    assert_eq!(res.rc, 0);
+    add_person(&mut admin, "uid=m1,ou=team,ou=people,dc=example,dc=com", "m1");
+    assert_eq!(next_change(&rx).1, "ou=team,ou=people,dc=example,dc=com");
+    assert_eq!(next_change(&rx).1, "uid=m1,ou=team,ou=people,dc=example,dc=com");
+    let res = admin.modifydn(
+        "ou=team,ou=people,dc=example,dc=com",
+        "ou=team",
+        true,
+        Some("ou=groups,dc=example,dc=com"),
+    );
+    assert_eq!(res.unwrap().rc, 0);
+    let child_out = next_change(&rx);
+    let parent_out = next_change(&rx);
+    assert_eq!(
+        [(child_out.0.as_str(), child_out.1.as_str()), (parent_out.0.as_str(), parent_out.1.as_str())],
+        [
+            ("Delete", "uid=m1,ou=team,ou=people,dc=example,dc=com"),
+            ("Delete", "ou=team,ou=people,dc=example,dc=com")
+        ],
+        "children leave first"
+    );
+    let res = admin.modifydn("ou=team,ou=groups,dc=example,dc=com", "ou=team", true, Some(people));
+    assert_eq!(res.unwrap().rc, 0);
+    let parent_in = next_change(&rx);
+    let child_in = next_change(&rx);
+    assert_eq!(
+        [(parent_in.0.as_str(), parent_in.1.as_str()), (child_in.0.as_str(), child_in.1.as_str())],
+        [
+            ("Add", "ou=team,ou=people,dc=example,dc=com"),
+            ("Add", "uid=m1,ou=team,ou=people,dc=example,dc=com")
+        ],
+        "parents enter first"
+    );
+    assert_eq!(child_in.2, ["entryCSN", "sn"]);
 }

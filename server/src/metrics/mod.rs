@@ -9,6 +9,7 @@
 pub mod engine;
 pub(crate) mod family;
 pub mod http;
+mod syncrepl;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -130,6 +131,7 @@ impl Metrics {
         families.extend(self.operation_families());
         families.extend(self.shard_families());
         families.extend(crate::replication::status::families());
+        families.extend(syncrepl::families());
         // A family with no series (the certificate's expiry without [tls]) can't be encoded.
         families.retain(|family| !family.get_metric().is_empty());
         let mut out = Vec::new();

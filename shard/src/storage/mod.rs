@@ -44,6 +44,8 @@ pub enum Table {
     Ord = b'O',
     /// name → value. Per-shard metadata such as the next id.
     Meta = b'M',
+    /// CSN (8) → uuid, id, flags, old DN: the delete log (`crate::deletelog`).
+    DeleteLog = b'L',
 }
 
 /// One change in a batch: `value: None` deletes the key.

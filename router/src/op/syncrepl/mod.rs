@@ -5,14 +5,22 @@
 //!   Sync State `add` and its 16-byte entryUUID, then SearchResultDone with a Sync Done
 //!   carrying the new cookie (refreshDeletes FALSE: a present phase, so a consumer that had
 //!   entries the provider lacks deletes them);
-//! - refresh with a cookie: the entries whose entryCSN is newer than the cookie's as `add`,
-//!   every other entry in scope as `present` (DN and uuid, no attributes), then Sync Done
-//!   with refreshDeletes FALSE: the consumer deletes what was not presented. There is no
-//!   delete log yet, so every refresh with a cookie is a present phase, complete or not
-//!   at all (it fails instead of ending after a partial scan);
+//! - refresh with a cookie, from the shards' delete logs (`refresh.rs`, shard::deletelog)
+//!   when every log reaches back to the cookie and the search's filter is
+//!   `(objectClass=*)`: the uuids that left the scope since the cookie (deleted, or moved
+//!   away) in Sync Info syncIdSet messages with refreshDeletes TRUE, as slapd's
+//!   sessionlog sends them, then the entries whose entryCSN is newer than the cookie's as
+//!   `add`, then Sync Done with refreshDeletes TRUE (a delete phase);
+//! - otherwise: the entries changed since the cookie as `add`, every other entry in scope
+//!   as `present` (DN and uuid, no attributes), then Sync Done with refreshDeletes FALSE:
+//!   the consumer deletes what was not presented (a present phase), complete or not at
+//!   all (it fails instead of ending after a partial scan);
+//! - either way, entries whose subtree was moved by a Modify DN since the cookie are sent
+//!   as `add` (their own entryCSN did not move, but their DN did);
 //! - a cookie newer than the provider: unwillingToPerform (53), as slapd;
-//! - refreshAndPersist: the refresh, then a Sync Info refreshPresent (refreshDone TRUE),
-//!   then every committed change (`persist.rs`).
+//! - refreshAndPersist: the refresh, then a Sync Info refreshPresent or refreshDelete
+//!   (refreshDone TRUE, after a present or a delete phase), then every committed change
+//!   (`persist.rs`).
 //!
 //! The cookie's CSN is the committed low-watermark across shards (shard::watermark), read
 //! before the entries are collected: whatever changes after it is either in this refresh
@@ -26,6 +34,8 @@
 //! `SYNC_ENTRIES_MAX`).
 
 mod persist;
+mod refresh;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -85,6 +95,7 @@ async fn serve(
             "only the rootDN may replicate (the replication identity)",
         ));
     }
+    let registration = stats::Registration::new();
     let mut cookie = match &sync.cookie {
         Some(bytes) => Cookie::parse(bytes)
             .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
@@ -113,20 +124,38 @@ async fn serve(
     }
     cookie.sid = (sid != 0).then_some(sid);
     let scope = Located::of(ctx, &request).await?;
+    // Every Modify DN committed up to `now` is in the skeleton the scan reads.
+    settle_tree(ctx).await;
     let entries = collect(ctx, &request, &scope).await?;
     if ctx.cancelled() {
         return Ok((LdapResult::success(), None));
     }
+    // Read after the entries: a delete after their scan is in it, and sent.
+    let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    let now_micros = now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    // Without a cookie only the moves after `now` matter (`undo_later_moves`).
+    let log = match since_micros.or(now_micros) {
+        Some(after) => Some(delete_log(ctx, after).await?),
+        None => None,
+    };
+    let mut entries = entries;
+    if let (Some(log), Some(now)) = (&log, now_micros) {
+        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree());
+    }
+    let log = if since_micros.is_some() { log } else { None };
+    let points = refresh::Points { since: since.as_deref(), since_micros, now: now_micros };
+    let plan = refresh::plan(&scope, &request.filter, &points, log.as_ref(), &ctx.worker.tree(), &entries);
+    if let Some(uuids) = &plan.deletes {
+        refresh::send_deletes(ctx, uuids).await?;
+    }
     let mut pdus = Vec::with_capacity(entries.len().min(1024));
-    for entry in entries {
-        let changed = match (&since, &entry.csn) {
-            (Some(since), Some(csn)) => csn > since,
-            _ => true,
-        };
+    for (entry, changed) in entries.into_iter().zip(plan.changed) {
         let pdu = if changed {
             entry_pdu(ctx.message_id, entry.dn, entry.attributes, SyncStateKind::Add, entry.uuid)?
-        } else {
+        } else if plan.deletes.is_none() {
             entry_pdu(ctx.message_id, entry.dn, Vec::new(), SyncStateKind::Present, entry.uuid)?
+        } else {
+            continue;
         };
         pdus.push(pdu);
         if pdus.len() == 256 {
@@ -134,12 +163,34 @@ async fn serve(
         }
     }
     send(ctx, pdus).await?;
+    let refresh_deletes = plan.deletes.is_some();
+    stats::refreshed(refresh_deletes);
     let cookie_bytes = cookie.format().into_bytes();
     if let Some(subscription) = subscription {
-        return persist::follow(ctx, &scope, &request, cookie, subscription).await;
+        return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
+            .await;
     }
-    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes: false };
+    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes };
     Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// Waits until the coordinator is between two structural changes: it publishes a moved
+/// container's skeleton only after the move commits, and a container's DN comes from the
+/// skeleton, so a scan in that gap would send the container with its new entryCSN at its
+/// old DN (and a slapd consumer ignores a later copy with the same entryCSN).
+async fn settle_tree(ctx: &OpContext) {
+    if ctx.worker.coordinator.send(crate::coordinator::Ping).await.is_err() {
+        tracing::warn!("the coordinator did not answer; the skeleton may lag a Modify DN");
+    }
+}
+
+/// Every shard's delete-log records after `after`, with its minimum.
+async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::deletelog::LogView>> {
+    let mut views = Vec::with_capacity(ctx.worker.shard_count());
+    for shard in 0..ctx.worker.shard_count() {
+        views.push(ctx.worker.delete_log(shard, after).await?);
+    }
+    Ok(views)
 }
 
 /// The committed low-watermark as a CSN; None before the first write.
@@ -239,6 +290,7 @@ impl Located {
 /// One entry of sync content.
 pub(crate) struct SyncEntry {
     pub dn: OctetString,
+    pub parsed: ferrodir_proto::Dn,
     pub depth: usize,
     pub uuid: [u8; 16],
     pub csn: Option<String>,
@@ -247,7 +299,9 @@ pub(crate) struct SyncEntry {
 
 /// Sync content of an encoded SearchResultEntry: without the attributes left out, with
 /// its uuid, CSN and depth. None: not an entry, or one without an entryUUID.
-fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
+/// `wanted`: what the consumer asked for (entryUUID and entryCSN are read either way, and
+/// sent only if asked for).
+fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
     let message = decode_message(pdu).ok()?;
     let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { return None };
     let mut uuid = None;
@@ -264,12 +318,17 @@ fn sync_entry(pdu: &[u8]) -> Option<SyncEntry> {
         } else if base == "entrycsn" {
             csn = attr.vals.first().map(|v| String::from_utf8_lossy(v).into_owned());
         }
-        attributes.push(attr);
+        if wanted.0.selects_stored(wanted.1, &String::from_utf8_lossy(&attr.r#type)) {
+            attributes.push(attr);
+        }
     }
-    let depth =
-        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?.len();
-    Some(SyncEntry { dn: entry.object_name, depth, uuid: uuid?, csn, attributes })
+    let parsed =
+        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?;
+    Some(SyncEntry { dn: entry.object_name, depth: parsed.len(), parsed, uuid: uuid?, csn, attributes })
 }
+
+/// The attributes a consumer asked for, and the rules that name them.
+struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::rules::RuleTable);
 
 /// Every entry in scope that matches, parents before children.
 async fn collect(
@@ -278,11 +337,19 @@ async fn collect(
     located: &Located,
 ) -> LdapResultOf<Vec<SyncEntry>> {
     let config = &ctx.worker.config;
-    let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let wanted = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let wanted = Wanted(&wanted, &config.rules);
+    // The uuid and CSN of every entry are needed whatever the consumer asked for.
+    let mut asked = request.attributes.clone();
+    if asked.is_empty() {
+        asked.push(OctetString::from_static(b"*"));
+    }
+    asked.extend([OctetString::from_static(b"entryUUID"), OctetString::from_static(b"entryCSN")]);
+    let attrs = AttrSelection::from_request(&asked, false, &config.rules, &config.schema);
     let tree = ctx.worker.tree();
     let mut entries = Vec::new();
     let take = |pdus: Vec<Bytes>, entries: &mut Vec<SyncEntry>| -> LdapResultOf<()> {
-        entries.extend(pdus.iter().filter_map(|p| sync_entry(p)));
+        entries.extend(pdus.iter().filter_map(|p| sync_entry(p, &wanted)));
         if entries.len() > SYNC_ENTRIES_MAX {
             return Err(LdapError::new(ResultCode::ADMIN_LIMIT_EXCEEDED, "too many entries to synchronise"));
         }
@@ -394,12 +461,20 @@ mod tests {
             }),
             controls: None,
         };
-        let entry = sync_entry(&encode_message(&message).unwrap()).unwrap();
+        let schema = ferrodir_proto::schema::Schema::standard();
+        let rules = ferrodir_shard::rules::RuleTable::from_schema(&schema);
+        let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
+        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);
         assert_eq!(entry.uuid, uuid);
         assert_eq!(entry.csn.as_deref(), Some("20261201000000.000000Z#000000#000#000000"));
         let names: Vec<_> =
             entry.attributes.iter().map(|a| String::from_utf8_lossy(&a.r#type).into_owned()).collect();
         assert_eq!(names, ["cn", "entryUUID", "entryCSN"]);
+        // Asked for cn alone: its uuid and CSN are still read, and not sent.
+        let cn = AttrSelection::from_request(&["cn"], false, &rules, &schema);
+        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&cn, &rules)).unwrap();
+        assert_eq!((entry.uuid, entry.csn.is_some()), (uuid, true));
+        assert_eq!(entry.attributes.len(), 1);
     }
 }

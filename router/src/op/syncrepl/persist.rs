@@ -6,10 +6,20 @@
 //!   (a slapd consumer finds it by entryUUID and renames it);
 //! - an entry deleted, or moved or modified out of scope: `delete`, its old DN and uuid.
 //!
-//! Changes are sent in rounds: whatever the feed holds when the search wakes, sorted by
-//! CSN across shards. After a round, a Sync Info newcookie carries the watermark read
-//! before the round was drained: the shards feed a batch before they publish its CSN, so
-//! every change at or below that watermark was in the round or an earlier one.
+//! - a container moved by a Modify DN: the entries of its subtree whose place in or out of
+//!   the scope changed with it, as `add` (parents first) or `delete` (children first);
+//!   within the scope, the `modify` of the container renames its subtree on the consumer.
+//!
+//! Changes go out in CSN order across shards: the search reads the watermark, then drains
+//! its feed, and sends only the changes at or below that watermark, in CSN order, holding
+//! the rest for a later round. The shards feed a batch before they publish its CSN, so
+//! every change at or below the watermark has been fed by then: no shard can still commit
+//! a lower CSN than one sent. After a round, a Sync Info newcookie carries the watermark.
+//! At most [`HELD_MAX`] changes wait for the watermark; more drop the consumer as a slow
+//! one is dropped.
+//!
+//! Entries carry the attributes the Sync Request's search asked for (`*`, `+`, names), less
+//! the computed ones, as in the refresh.
 //!
 //! A consumer that falls more than [`FEED_BATCHES`] batches behind (its connection too slow
 //! to take what the shards commit) is dropped: the feed never waits for it. Its search ends
@@ -26,25 +36,35 @@ use bytes::Bytes;
 use ferrodir_proto::message::sync::{Cookie, SyncInfo, SyncStateKind, SYNC_INFO_OID};
 use ferrodir_proto::message::{
     encode_message, Control, IntermediateResponse, LdapMessage, LdapResult, OctetString, PartialAttribute,
-    ProtocolOp, SearchRequest,
+    ProtocolOp, SearchRequest, SearchScope,
 };
-use ferrodir_proto::ResultCode;
+use ferrodir_proto::{Dn, ResultCode};
 use ferrodir_shard::eval;
 use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::watermark::{FeedBatch, Subscription};
+use ferrodir_shard::search::{AttrSelection, Scope};
+use ferrodir_shard::watermark::{Change, FeedBatch, Subscription};
 
-use super::{entry_pdu, uuid_octets, Located, LEFT_OUT};
+use super::{entry_pdu, stats, uuid_octets, Located, LEFT_OUT};
 use crate::error::{LdapError, LdapResultOf};
 use crate::session::{OpContext, Outbound};
 
 /// How many committed batches a persist search may fall behind before it is dropped.
 pub const FEED_BATCHES: usize = 4096;
 
+/// How many changes may wait for the watermark (a shard with a batch pending for long).
+pub const HELD_MAX: usize = 65_536;
+
 /// RFC 4533 §3.4.2 e-syncRefreshRequired.
 pub const SYNC_REFRESH_REQUIRED: ResultCode = ResultCode(4096);
 
-/// How often an idle persist search looks at its stop signal.
+/// How often an idle persist search looks at its stop signal and the watermark.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
+
+/// A committed change waiting to go out, with the clock tick of its CSN.
+struct Held {
+    micros: u64,
+    change: Change,
+}
 
 pub(super) async fn follow(
     ctx: &OpContext,
@@ -52,15 +72,28 @@ pub(super) async fn follow(
     request: &SearchRequest,
     mut cookie: Cookie,
     mut subscription: Subscription,
+    delete_phase: bool,
+    registration: stats::Registration,
 ) -> LdapResultOf<(LdapResult, Option<Vec<Control>>)> {
-    let info = SyncInfo::RefreshPresent { cookie: Some(cookie.format().into_bytes()), refresh_done: true };
+    let formatted = Some(cookie.format().into_bytes());
+    let info = if delete_phase {
+        SyncInfo::RefreshDelete { cookie: formatted, refresh_done: true }
+    } else {
+        SyncInfo::RefreshPresent { cookie: formatted, refresh_done: true }
+    };
     intermediate(ctx, info).await?;
-    let mut last = super::current_csn();
+    registration.persisting();
+    let config = &ctx.worker.config;
+    let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
+    let mut held: Vec<Held> = Vec::new();
+    // The CSN of the last cookie sent: a change between the refresh's watermark and now
+    // still moves the next one.
+    let mut last = cookie.csn_for(ferrodir_shard::stamp::server_id()).map(str::to_string);
     loop {
         if ctx.cancelled() {
             return Ok((LdapResult::success(), None));
         }
-        if subscription.dropped.load(Ordering::SeqCst) {
+        if subscription.dropped.load(Ordering::SeqCst) || held.len() > HELD_MAX {
             return Ok((dropped(), None));
         }
         let first = match tokio::time::timeout(IDLE_CHECK, subscription.batches.recv()).await {
@@ -68,13 +101,36 @@ pub(super) async fn follow(
             Ok(None) => return Ok((dropped(), None)),
             Err(_) => None,
         };
-        // The watermark before the drain: the round holds every change at or below it.
-        let watermark = super::current_csn();
+        // The watermark before the drain: every change at or below it has been fed.
+        let mark = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
+        let watermark = (mark > 0).then(|| ferrodir_shard::stamp::csn_of(mark));
         let mut round: Vec<Arc<FeedBatch>> = first.into_iter().collect();
         while let Ok(batch) = subscription.batches.try_recv() {
             round.push(batch);
         }
-        let mut pdus = changes(ctx, located, request, &round)?;
+        for batch in &round {
+            for change in &batch.changes {
+                held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
+            }
+        }
+        held.sort_by_key(|h| h.micros);
+        let ready_count = held.partition_point(|h| h.micros <= mark);
+        let ready: Vec<Held> = held.drain(..ready_count).collect();
+        if !ready.is_empty() {
+            // A moved container's skeleton is published after its move commits: the DNs
+            // of these changes are read from the skeleton once it shows every move...
+            super::settle_tree(ctx).await;
+            // ...and every move it shows is then in the feed (fed before it was published):
+            // those later than a change are undone for that change's DNs (`changes`).
+            while let Ok(batch) = subscription.batches.try_recv() {
+                for change in &batch.changes {
+                    held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
+                }
+            }
+            held.sort_by_key(|h| h.micros);
+        }
+        registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
+        let mut pdus = changes(ctx, located, request, &attrs, &ready, &held).await?;
         if watermark.is_some() && watermark != last {
             if let Some(csn) = &watermark {
                 cookie.set_csn(csn);
@@ -85,10 +141,26 @@ pub(super) async fn follow(
         if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
             return Ok((LdapResult::success(), None));
         }
+        registration.unsent_since(held.first().map_or(0, |h| h.micros));
     }
 }
 
+/// The clock tick of a change's CSN: a delete's or a move's own, else the entry's
+/// entryCSN, else its batch's highest.
+fn change_micros(change: &Change, batch_max: u64) -> u64 {
+    if change.csn > 0 {
+        return change.csn;
+    }
+    change
+        .new
+        .as_ref()
+        .and_then(|r| r.entry.first_str("entryCSN"))
+        .and_then(ferrodir_shard::stamp::micros_of_csn)
+        .unwrap_or(batch_max)
+}
+
 fn dropped() -> LdapResult {
+    stats::refresh_required();
     LdapResult::new(
         SYNC_REFRESH_REQUIRED,
         String::new(),
@@ -96,69 +168,158 @@ fn dropped() -> LdapResult {
     )
 }
 
-/// The round's changes in scope, in CSN order, as entries with their Sync State.
-fn changes(
+/// The changes in scope, in CSN order (they come sorted), as entries with their Sync State.
+async fn changes(
     ctx: &OpContext,
     located: &Located,
     request: &SearchRequest,
-    round: &[Arc<FeedBatch>],
+    attrs: &AttrSelection,
+    ready: &[Held],
+    later: &[Held],
 ) -> LdapResultOf<Vec<Bytes>> {
     let tree = ctx.worker.tree();
     let rules = &ctx.worker.config.rules;
     let hidden = Default::default();
-    let mut out: Vec<(String, Bytes)> = Vec::new();
-    for batch in round {
-        let batch_csn = ferrodir_shard::stamp::csn_of(batch.csn_max);
-        for change in &batch.changes {
-            let judge = |record: &EntryRecord| -> Option<(String, ferrodir_proto::Dn)> {
-                let text = tree.dn_of_child(record.parent, &record.rdn);
-                let dn = ferrodir_proto::Dn::parse(&text).ok()?;
-                let wanted = located.holds(&dn)
-                    && eval::matches_entry(
-                        rules,
-                        &request.filter,
-                        &record.entry,
-                        Some(&dn),
-                        &hidden,
-                        change.id,
-                    );
-                wanted.then_some((text, dn))
-            };
-            let before = change.old.as_deref().and_then(judge);
-            let after = change.new.as_deref().and_then(judge);
-            let (state, record, dn) = match (&change.new, after, before) {
-                (Some(new), Some((dn, _)), None) => (SyncStateKind::Add, new, dn),
-                (Some(new), Some((dn, _)), Some(_)) => (SyncStateKind::Modify, new, dn),
-                (_, None, Some((dn, _))) => match &change.old {
-                    Some(old) => (SyncStateKind::Delete, old, dn),
-                    None => continue,
-                },
-                _ => continue,
-            };
-            let Some(uuid) =
-                record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
-            else {
-                continue;
-            };
-            let csn = match state {
-                SyncStateKind::Delete => batch_csn.clone(),
-                _ => record.entry.first_str("entryCSN").map_or_else(|| batch_csn.clone(), str::to_string),
-            };
-            let attributes = match state {
-                SyncStateKind::Delete => Vec::new(),
-                _ => content(record),
-            };
-            let pdu = entry_pdu(ctx.message_id, OctetString::from(dn.into_bytes()), attributes, state, uuid)?;
-            out.push((csn, pdu));
+    // Containers moved by the changes (CSN, DN now, DN before): the skeleton already shows
+    // them, so a change before a move gets its DN with the move undone.
+    let moves: Vec<(u64, String, String)> = ready
+        .iter()
+        .chain(later)
+        .filter_map(|h| {
+            let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
+            let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
+            moved.then(|| {
+                (h.micros, tree.dn_of_child(new.parent, &new.rdn), tree.dn_of_child(old.parent, &old.rdn))
+            })
+        })
+        .collect();
+    let mut out: Vec<Bytes> = Vec::new();
+    for held in ready {
+        let change = &held.change;
+        let judge = |record: &EntryRecord| -> Option<(String, Dn)> {
+            let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
+            let dn = Dn::parse(&text).ok()?;
+            let wanted = located.holds(&dn)
+                && eval::matches_entry(rules, &request.filter, &record.entry, Some(&dn), &hidden, change.id);
+            wanted.then_some((text, dn))
+        };
+        if let (Some(old), Some(new)) = (&change.old, &change.new) {
+            if new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm) {
+                let old_dn = tree.dn_of_child(old.parent, &old.rdn);
+                let new_dn = tree.dn_of_child(new.parent, &new.rdn);
+                if let Some(pdus) = subtree_moved(ctx, located, request, change, &old_dn, &new_dn).await? {
+                    out.extend(pdus);
+                    continue;
+                }
+            }
         }
+        let before = change.old.as_deref().and_then(judge);
+        let after = change.new.as_deref().and_then(judge);
+        let (state, record, dn) = match (&change.new, after, before) {
+            (Some(new), Some((dn, _)), None) => (SyncStateKind::Add, new, dn),
+            (Some(new), Some((dn, _)), Some(_)) => (SyncStateKind::Modify, new, dn),
+            (_, None, Some((dn, _))) => match &change.old {
+                Some(old) => (SyncStateKind::Delete, old, dn),
+                None => continue,
+            },
+            _ => continue,
+        };
+        let Some(uuid) =
+            record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
+        else {
+            continue;
+        };
+        let attributes = match state {
+            SyncStateKind::Delete => Vec::new(),
+            _ => content(rules, attrs, record),
+        };
+        out.push(entry_pdu(ctx.message_id, OctetString::from(dn.into_bytes()), attributes, state, uuid)?);
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
     ctx.count_entries(out.len());
-    Ok(out.into_iter().map(|(_, pdu)| pdu).collect())
+    Ok(out)
 }
 
-/// An entry's stored attributes, user and operational, but those sync content leaves out.
-fn content(record: &EntryRecord) -> Vec<PartialAttribute> {
+/// `dn` as it was at `micros`: the moves of containers above it after that CSN undone,
+/// latest first.
+pub(super) fn undo_moves(mut dn: String, micros: u64, moves: &[(u64, String, String)]) -> String {
+    for (_, now, before) in moves.iter().rev().filter(|m| m.0 > micros) {
+        if dn == *now {
+            dn.clone_from(before);
+        } else if let Some(below) = dn.strip_suffix(now.as_str()).filter(|b| b.ends_with(',')) {
+            dn = format!("{below}{before}");
+        }
+    }
+    dn
+}
+
+/// A container moved from `old_dn` to `new_dn`: every entry of its subtree (read now,
+/// at its new place) whose membership of the scope changed, as `add` (parents first) or
+/// `delete` at its old DN (children first), and the container itself as `modify` when it
+/// stays in scope (a slapd consumer renames it, and its subtree with it). None when the
+/// move can't change any entry's membership (neither place meets the scope; or both lie
+/// within a subtree scope): the container alone is judged, as any change.
+async fn subtree_moved(
+    ctx: &OpContext,
+    located: &Located,
+    request: &SearchRequest,
+    change: &Change,
+    old_dn: &str,
+    new_dn: &str,
+) -> LdapResultOf<Option<Vec<Bytes>>> {
+    let (Ok(old_root), Ok(new_root)) = (Dn::parse(old_dn), Dn::parse(new_dn)) else { return Ok(None) };
+    let meets = |root: &Dn| located.holds(root) || located.base.is_descendant_or_self_of(root);
+    let whole = matches!(located.kind, SearchScope::WholeSubtree | SearchScope::SubordinateSubtree);
+    if !(meets(&old_root) || meets(&new_root))
+        || (whole && located.holds(&old_root) && located.holds(&new_root))
+    {
+        return Ok(None);
+    }
+    let moved =
+        Located { base: new_root.clone(), scope: Scope::Subtree(change.id), kind: SearchScope::WholeSubtree };
+    let subtree_request = SearchRequest {
+        base_object: OctetString::from(new_dn.as_bytes().to_vec()),
+        scope: SearchScope::WholeSubtree,
+        ..request.clone()
+    };
+    let entries = super::collect(ctx, &subtree_request, &moved).await?;
+    let mut adds = Vec::new();
+    let mut deletes = Vec::new();
+    for entry in entries {
+        let Ok(text) = std::str::from_utf8(&entry.dn) else { continue };
+        // The entry's DN below the container, over the container's old DN.
+        let Some(below) = text.len().checked_sub(new_dn.len()).and_then(|cut| text.get(..cut)) else {
+            continue;
+        };
+        let old_text = format!("{below}{old_dn}");
+        let Ok(old) = Dn::parse(&old_text) else { continue };
+        let (was_in, is_in) = (located.holds(&old), located.holds(&entry.parsed));
+        if is_in && !was_in {
+            adds.push(entry_pdu(ctx.message_id, entry.dn, entry.attributes, SyncStateKind::Add, entry.uuid)?);
+        } else if was_in && !is_in {
+            let dn = OctetString::from(old_text.into_bytes());
+            deletes.push(entry_pdu(ctx.message_id, dn, Vec::new(), SyncStateKind::Delete, entry.uuid)?);
+        } else if is_in && entry.depth == new_root.len() {
+            adds.push(entry_pdu(
+                ctx.message_id,
+                entry.dn,
+                entry.attributes,
+                SyncStateKind::Modify,
+                entry.uuid,
+            )?);
+        }
+    }
+    // collect() gives parents first.
+    deletes.reverse();
+    adds.extend(deletes);
+    Ok(Some(adds))
+}
+
+/// An entry's stored attributes the search asked for, but those sync content leaves out.
+fn content(
+    rules: &ferrodir_shard::rules::RuleTable,
+    attrs: &AttrSelection,
+    record: &EntryRecord,
+) -> Vec<PartialAttribute> {
     record
         .entry
         .attrs
@@ -166,6 +327,7 @@ fn content(record: &EntryRecord) -> Vec<PartialAttribute> {
         .filter(|a| {
             let name = a.name.to_ascii_lowercase();
             !LEFT_OUT.contains(&name.split(';').next().unwrap_or_default())
+                && attrs.selects_stored(rules, &a.name)
         })
         .map(|a| PartialAttribute {
             r#type: OctetString::from(a.name.as_bytes().to_vec()),
@@ -174,7 +336,7 @@ fn content(record: &EntryRecord) -> Vec<PartialAttribute> {
         .collect()
 }
 
-fn intermediate_pdu(message_id: u32, info: SyncInfo) -> LdapResultOf<Bytes> {
+pub(super) fn intermediate_pdu(message_id: u32, info: SyncInfo) -> LdapResultOf<Bytes> {
     let message = LdapMessage {
         message_id,
         protocol_op: ProtocolOp::IntermediateResponse(IntermediateResponse {
@@ -192,4 +354,28 @@ async fn intermediate(ctx: &OpContext, info: SyncInfo) -> LdapResultOf<()> {
     let pdu = intermediate_pdu(ctx.message_id, info)?;
     ctx.out.send(Outbound::Pdu(pdu)).await.map_err(|_| LdapError::internal("the connection closed"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::undo_moves;
+
+    #[test]
+    fn later_moves_are_undone_for_earlier_changes() {
+        let moves = vec![
+            (10, "ou=division,ou=people,dc=x".to_string(), "ou=dept,ou=people,dc=x".to_string()),
+            (20, "ou=division,ou=others,dc=x".to_string(), "ou=division,ou=people,dc=x".to_string()),
+        ];
+        // The skeleton shows both moves; a change at 15 happened between them.
+        let now = "cn=m0,ou=division,ou=others,dc=x".to_string();
+        assert_eq!(undo_moves(now.clone(), 15, &moves), "cn=m0,ou=division,ou=people,dc=x");
+        assert_eq!(undo_moves(now.clone(), 5, &moves), "cn=m0,ou=dept,ou=people,dc=x");
+        assert_eq!(undo_moves(now.clone(), 25, &moves), now);
+        assert_eq!(undo_moves("ou=division,ou=others,dc=x".into(), 15, &moves), "ou=division,ou=people,dc=x");
+        // A name that merely ends alike is not below the container.
+        assert_eq!(
+            undo_moves("ou=xdivision,ou=others,dc=x".into(), 15, &moves),
+            "ou=xdivision,ou=others,dc=x"
+        );
+    }
 }
