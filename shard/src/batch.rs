@@ -211,6 +211,17 @@ impl Stager {
         self.pending.replies.push((reply, result));
     }
 
+    /// A replicated entry keeps the provider's entryCSN: counted into the pending batch's
+    /// highest all the same, and the clock moved to it (the floor of the next batch starts
+    /// above it), so that this server's watermark passes the entries it holds and a persist
+    /// search of a replica (a chain) sends them instead of holding them.
+    fn count_replicated_csn(&mut self, entry: &ferrodir_proto::entry::Entry) {
+        if let Some(micros) = entry.first_str("entryCSN").and_then(crate::stamp::micros_of_csn) {
+            self.pending.csn_max = self.pending.csn_max.max(micros);
+            crate::stamp::seed_clock(micros);
+        }
+    }
+
     /// The next CSN, counted into the pending batch's highest.
     fn stamp(&mut self, author: &str) -> Stamp {
         let stamp = Stamp::now(author);
@@ -350,6 +361,7 @@ impl Stager {
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
                 crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                self.count_replicated_csn(&entry);
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
                 check_schema(core, &mut record)?;
                 fx.added = Some((id, Arc::new(record)));
@@ -358,6 +370,7 @@ impl Stager {
             WriteOp::ReplicaReplace { id, mut entry } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
                 crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                self.count_replicated_csn(&entry);
                 let mut next = EntryRecord {
                     parent: old.parent,
                     rdn: old.rdn.clone(),

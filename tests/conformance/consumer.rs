@@ -119,10 +119,7 @@ fn ferrodir_consumer_of_a_slapd_provider() {
     let started = Instant::now();
     let mut consumer = Replica::new(&consumer_config(&provider, &password));
     converge(&provider, &consumer, "initial load");
-    eprintln!(
-        "slapd -> ferrodir: initial refresh of {entries} entries converged in {:?}",
-        started.elapsed()
-    );
+    eprintln!("slapd -> ferrodir: initial refresh of {entries} entries converged in {:?}", started.elapsed());
     for n in 0..2 {
         ldapmodify(provider.addr, &changes(n));
         let took = converge(&provider, &consumer, "add, modify, Modify DN, delete while persisting");

@@ -110,6 +110,11 @@ async fn serve(
         SyncMode::RefreshOnly => None,
     };
     let now = current_csn();
+    // A replica applies its provider's entries in the provider's order (a refresh: parents
+    // first), not in CSN order, so no CSN splits what it has committed from what its feed
+    // will bring: a refresh it serves sends every entry whole, later ones included (a
+    // consumer takes a copy it has as a no-op by entryCSN).
+    let replica = !ctx.worker.config.replicated.is_empty();
     let since = cookie.csn_for(sid).map(str::to_string);
     if let (Some(theirs), Some(ours)) = (&since, &now) {
         if theirs > ours {
@@ -132,7 +137,8 @@ async fn serve(
     }
     // Read after the entries: a delete after their scan is in it, and sent.
     let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
-    let now_micros = now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
+    let now_micros =
+        if replica { None } else { now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn) };
     // Without a cookie only the moves after `now` matter (`undo_later_moves`).
     let log = match since_micros.or(now_micros) {
         Some(after) => Some(delete_log(ctx, after).await?),

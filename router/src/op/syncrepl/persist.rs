@@ -103,7 +103,13 @@ pub(super) async fn follow(
         };
         // The watermark before the drain: every change at or below it has been fed.
         let mark = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
-        let watermark = (mark > 0).then(|| ferrodir_shard::stamp::csn_of(mark));
+        // A replica hands on its provider's state as the cookie (`current_csn`), so that a
+        // chain shows one set of CSNs; its own watermark still says what may be sent.
+        let watermark = if ctx.worker.config.replicated.is_empty() {
+            (mark > 0).then(|| ferrodir_shard::stamp::csn_of(mark))
+        } else {
+            super::current_csn()
+        };
         let mut round: Vec<Arc<FeedBatch>> = first.into_iter().collect();
         while let Ok(batch) = subscription.batches.try_recv() {
             round.push(batch);
