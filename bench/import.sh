@@ -13,6 +13,8 @@
 # commits every shard durably (fdatasync) before it exits, and the same fsync is run after
 # it too (it finds nothing left to write). Runs are interleaved (slapadd, ferrodir, slapadd,
 # ...) so that drift on a shared machine hits both alike; neither is pinned to a CPU.
+# slapadd runs with tool-threads = the core count (bench/lib/common.sh), ferrodir with as
+# many parse workers (at most 8) and one writer per shard.
 # Prints one line per run and a table with both tools' times, entries/s and the ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     --shards) SHARDS=$2; shift ;;
     --no-build) BUILD=0 ;;
     --out) OUT_DIR=$2; shift ;;
-    -h|--help) sed -n '2,16p' bench/import.sh; exit 0 ;;
+    -h|--help) sed -n '2,18p' bench/import.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -35,7 +37,7 @@ done
 OUT=${OUT_DIR:-bench/out/import-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RESULTS=$OUT/results.tsv
-printf 'size\trep\ttool\tentries\tseconds\tentries_per_s\tmax_rss_kb\tbytes\n' > "$RESULTS"
+printf 'size\trep\ttool\tentries\tseconds\tentries_per_s\tmax_rss_kb\tbytes\tload\n' > "$RESULTS"
 [ -x "$SLAPADD" ] || { log "slapadd is missing: apt-get install -y slapd (see .ci for the preseed)"; exit 1; }
 
 if [ $BUILD = 1 ]; then
@@ -61,9 +63,9 @@ timed() {
   secs=$(python3 -c "print(round($end - $start, 3))")
   rss=$(tail -1 "$dir/rss")
   local rate; rate=$(python3 -c "print(round($ENTRIES / $secs))")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$rep" "$tool" "$ENTRIES" "$secs" "$rate" "$rss" \
-    "$(allocated_bytes "$dir")" >> "$RESULTS"
-  log "  n=$size rep $rep $tool: ${secs}s, $rate entries/s, peak RSS $((rss / 1024)) MiB"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$rep" "$tool" "$ENTRIES" "$secs" "$rate" "$rss" \
+    "$(allocated_bytes "$dir")" "$(cut -d' ' -f1 /proc/loadavg)" >> "$RESULTS"
+  log "  n=$size rep $rep $tool: ${secs}s, $rate entries/s, peak RSS $((rss / 1024)) MiB, load average $(cut -d' ' -f1 /proc/loadavg)"
 }
 
 for n in ${SIZES//,/ }; do
@@ -90,8 +92,8 @@ python3 - "$RESULTS" "bash bench/import.sh $ORIG_ARGS" "$(nproc)" "$("$SLAPD" -V
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 print(f"command: {sys.argv[2]}  (cpus: {sys.argv[3]}; {sys.argv[4].strip()})\n")
-print("| entries | rep | slapadd -q + fsync s | slapadd entries/s | ferrodir import s | ferrodir entries/s | slapadd s / ferrodir s | peak RSS MiB slapadd / ferrodir |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("| entries | rep | slapadd -q + fsync s | slapadd entries/s | ferrodir import s | ferrodir entries/s | slapadd s / ferrodir s | peak RSS MiB slapadd / ferrodir | MB on disk slapadd / ferrodir | load average after slapadd / ferrodir |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 by = {}
 for r in rows:
     by.setdefault((int(r["size"]), int(r["rep"])), {})[r["tool"]] = r
@@ -102,6 +104,7 @@ for (size, rep), t in sorted(by.items()):
     ratio = float(s["seconds"]) / float(f["seconds"])
     print(f"| {int(f['entries']):,} | {rep} | {float(s['seconds']):.2f} | {int(s['entries_per_s']):,} | "
           f"{float(f['seconds']):.2f} | {int(f['entries_per_s']):,} | {ratio:.2f} | "
-          f"{int(s['max_rss_kb']) // 1024} / {int(f['max_rss_kb']) // 1024} |")
+          f"{int(s['max_rss_kb']) // 1024} / {int(f['max_rss_kb']) // 1024} | "
+          f"{int(s['bytes']) // 1000000} / {int(f['bytes']) // 1000000} | {s['load']} / {f['load']} |")
 PY
 log "results in $OUT"

@@ -121,6 +121,9 @@ modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
 $modules
 threads 16
+# slapadd and slapindex only (the server ignores it): as many tool threads as cores, so
+# that slapadd -q indexes in parallel as ferrodir import does (slapd's default is 1).
+tool-threads $(nproc)
 $tls
 # As ferrodir's search_entries_max and search_time_max_s (slapd's defaults; the rootDN is
 # not limited on either server).

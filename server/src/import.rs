@@ -45,13 +45,18 @@ const BAR_REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 /// the target.
 const LOCK_FILE: &str = "import.lock";
 
-pub fn run(
-    config: &Config,
-    data_dir: &Path,
-    file: &Path,
-    keep_going: bool,
-    mode: ProgressMode,
-) -> anyhow::Result<()> {
+/// What `ferrodir import` was asked to do, besides the config.
+pub struct ImportArgs<'a> {
+    pub data_dir: &'a Path,
+    pub file: &'a Path,
+    pub keep_going: bool,
+    pub mode: ProgressMode,
+    /// `--sort-memory`: for the shard writers' sorts, all shards together.
+    pub sort_memory_bytes: usize,
+}
+
+pub fn run(config: &Config, args: ImportArgs<'_>) -> anyhow::Result<()> {
+    let ImportArgs { data_dir, file, keep_going, mode, sort_memory_bytes } = args;
     let input = File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let input_bytes = input.metadata().map(|m| m.len()).unwrap_or(0);
     let target = Target::inspect(config, data_dir)?;
@@ -62,7 +67,8 @@ pub fn run(
     let report = std::thread::scope(|scope| {
         let display = scope.spawn(|| show_progress(mode, &progress, &finished, input_bytes, started));
         let flusher = scope.spawn(|| start_writeback(staging.path(), &finished));
-        let loaded = load_into(config, staging.path(), BufReader::new(input), keep_going, &progress);
+        let input = BufReader::new(input);
+        let loaded = load_into(config, staging.path(), input, keep_going, sort_memory_bytes, &progress);
         finished.store(true, Ordering::Relaxed);
         // Wake both so that they stop now, not at their next tick.
         display.thread().unpark();
@@ -88,6 +94,7 @@ fn load_into(
     dir: &Path,
     input: BufReader<File>,
     keep_going: bool,
+    sort_memory_bytes: usize,
     progress: &LoadProgress,
 ) -> anyhow::Result<LoadReport> {
     let store = Store::open(config, dir)?;
@@ -96,8 +103,31 @@ fn load_into(
     // Offline: values are stored as the file holds them, never hashed.
     let directory = crate::runtime::directory_config(config, &store, crate::runtime::offline_hash_pool())?;
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
-    let options = LoadOptions { keep_going, progress: Some(progress), on_skip: &mut report_skip };
+    let options = LoadOptions {
+        spill_dir: dir,
+        sort_memory_bytes,
+        keep_going,
+        progress: Some(progress),
+        on_skip: &mut report_skip,
+    };
     load::load(&store, &directory, input, options)
+}
+
+/// `--sort-memory`: bytes, or a number with K, M or G (binary: 1K = 1024 bytes).
+pub fn parse_memory_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&text[..at], 10),
+        Some((at, 'm' | 'M')) => (&text[..at], 20),
+        Some((at, 'g' | 'G')) => (&text[..at], 30),
+        _ => (text, 0),
+    };
+    let number: usize =
+        digits.trim().parse().map_err(|_| format!("{text:?} is no size (say 256M, 64K, 1G)"))?;
+    number
+        .checked_mul(1 << shift)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| format!("{text:?}: the size must be above 0 and fit in memory"))
 }
 
 // --- the target and the staging directory -----------------------------------------------
@@ -383,6 +413,17 @@ fn eta_s(elapsed: Duration, read: u64, total: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_sizes_take_binary_units_and_refuse_zero_and_words() {
+        assert_eq!(parse_memory_size("4096"), Ok(4096));
+        assert_eq!(parse_memory_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_memory_size("256m"), Ok(256 << 20));
+        assert_eq!(parse_memory_size("1G"), Ok(1 << 30));
+        assert!(parse_memory_size("0").is_err());
+        assert!(parse_memory_size("lots").is_err());
+        assert!(parse_memory_size("M").is_err());
+    }
 
     #[test]
     fn eta_follows_the_rate_so_far() {

@@ -19,9 +19,12 @@
 //!   and marks a parent a container when its first child arrives.
 //! - One **shard writer** per shard stamps the operational attributes, builds the index keys
 //!   and the record and writes them into that shard's single bulk transaction
-//!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. A failure
-//!   anywhere drops the channels, every writer abandons its transaction, and nothing is
-//!   written.
+//!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. The entry
+//!   records go in as they come (a shard's ids count up: appends); every other key goes
+//!   through an external sort ([`crate::import_sort`], runs spilled to the spill directory
+//!   past a memory budget) and into the transaction in key order after the last entry, so
+//!   that redb appends instead of splitting leaves all over its tree. A failure anywhere
+//!   drops the channels, every writer abandons its transaction, and nothing is written.
 //!
 //! Bad records are judged before placement (parse workers) or at it, in input order, so
 //! `--continue` skips exactly what the sequential loader skipped: a bad record, and any
@@ -31,6 +34,7 @@
 
 use std::collections::HashMap;
 use std::io::BufRead;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
@@ -45,9 +49,10 @@ use ferrodir_shard::keys;
 use ferrodir_shard::layout;
 use ferrodir_shard::record::{EntryRecord, FLAG_CONTAINER};
 use ferrodir_shard::stamp::{set_structural_class, stamp_imported, Stamp};
-use ferrodir_shard::storage::{BulkSink, Mutation, StorageError};
+use ferrodir_shard::storage::{BulkSink, StorageError, StorageResult, Table};
 use ferrodir_shard::EntryId;
 
+use crate::import_sort::{SortedKeys, SortedOut};
 use crate::store::Store;
 
 /// A chunk is cut at the first record boundary after this many bytes: large enough that
@@ -60,6 +65,14 @@ const BATCHES_QUEUED_PER_SHARD: usize = 8;
 /// At most this many parse workers, however many cores there are: placement, a single
 /// thread, can't use more.
 const PARSE_WORKERS_MAX: usize = 8;
+/// Memory for the shard writers' sorts, all shards together, unless `--sort-memory` says
+/// otherwise: past its share, a writer writes a sorted run to the spill directory. At 2
+/// shards a 100k-entry import (about 50 MB of index keys per shard) stays in memory.
+pub const SORT_MEMORY_DEFAULT_BYTES: usize = 256 << 20;
+/// The smallest share of the sort memory a shard writer gets, however many shards.
+const SORT_MEMORY_PER_SHARD_MIN_BYTES: usize = 4 << 10;
+/// The directory under the spill directory that holds the sorts' run files.
+const SORT_DIR: &str = "import-sort";
 
 #[derive(Debug, Default)]
 pub struct LoadReport {
@@ -80,6 +93,12 @@ pub struct LoadProgress {
 }
 
 pub struct LoadOptions<'a> {
+    /// Where the shard writers' sorts spill their runs (in a subdirectory, removed after
+    /// the load): the data directory being loaded, so that no other filesystem must hold
+    /// about as much again as the index keys.
+    pub spill_dir: &'a Path,
+    /// Memory for the shard writers' sorts, all shards together ([`SORT_MEMORY_DEFAULT_BYTES`]).
+    pub sort_memory_bytes: usize,
     /// Skip bad records (after reporting them through `on_skip`) instead of stopping.
     pub keep_going: bool,
     pub progress: Option<&'a LoadProgress>,
@@ -92,12 +111,20 @@ pub struct LoadOptions<'a> {
 /// written. Used by `serve` for the example data of a new directory.
 pub fn load_ldif(
     store: &Store,
+    data_dir: &Path,
     directory: &DirectoryConfig,
     input: impl BufRead + Send,
     keep_going: bool,
 ) -> anyhow::Result<LoadReport> {
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
-    load(store, directory, input, LoadOptions { keep_going, progress: None, on_skip: &mut report_skip })
+    let options = LoadOptions {
+        spill_dir: data_dir,
+        sort_memory_bytes: SORT_MEMORY_DEFAULT_BYTES,
+        keep_going,
+        progress: None,
+        on_skip: &mut report_skip,
+    };
+    load(store, directory, input, options)
 }
 
 /// The pipeline described in the module docs.
@@ -113,7 +140,9 @@ pub fn load(
     let author = directory.root_dn.as_ref().map(|d| d.to_string()).unwrap_or_default();
     let suffixes = SuffixTable::new(directory);
     let progress = options.progress;
-    std::thread::scope(|scope| {
+    let sort_dir = options.spill_dir.join(SORT_DIR);
+    let sort_budget = (options.sort_memory_bytes / shard_count.max(1)).max(SORT_MEMORY_PER_SHARD_MIN_BYTES);
+    let loaded = std::thread::scope(|scope| {
         let mut chunk_senders = Vec::with_capacity(workers);
         let mut parsed_receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -130,8 +159,9 @@ pub fn load(
         for shard in 0..shard_count {
             let (tx, rx) = sync_channel::<ShardMsg>(BATCHES_QUEUED_PER_SHARD);
             let author = author.as_str();
+            let sorted = SortedKeys::new(&sort_dir, &format!("shard-{shard:03}"), sort_budget);
             writers.push(spawn_named(scope, &format!("import-shard-{shard}"), move || {
-                write_shard(store, shard, author, rx).with_context(|| format!("shard {shard}"))
+                write_shard(store, shard, author, sorted, rx).with_context(|| format!("shard {shard}"))
             })?);
             shard_senders.push(tx);
         }
@@ -176,7 +206,10 @@ pub fn load(
             anyhow::bail!("only {committed} of {shard_count} shards committed the import");
         }
         Ok(LoadReport { entries: placement.entries, skipped: placement.skipped })
-    })
+    });
+    // Empty by now (each sort removes its runs, also when dropped); absent if none spilled.
+    let _ = std::fs::remove_dir(&sort_dir);
+    loaded
 }
 
 /// Named, so that a profile tells the pipeline's stages apart.
@@ -588,33 +621,44 @@ enum WriterEnd {
     Abandoned,
 }
 
-/// Writes one shard's entries into its bulk transaction as they arrive; commits (durably)
-/// only on `Finish`.
+/// Writes one shard's entry records into its bulk transaction as they arrive, and its other
+/// keys into `sorted`; on `Finish`, the sorted keys follow, and the transaction commits
+/// (durably).
 fn write_shard(
     store: &Store,
     shard: usize,
     author: &str,
+    sorted: SortedKeys,
     work: Receiver<ShardMsg>,
 ) -> anyhow::Result<WriterEnd> {
     let mut abandoned = false;
-    let mut commit_started = None;
+    let mut finishing = None;
+    // In an Option: `finish` consumes it, inside a closure that could run again.
+    let mut sorted = Some(sorted);
     let outcome = store.engines[shard].bulk_load(&mut |sink| {
+        let Some(mut keys) = sorted.take() else {
+            return Err(StorageError("the import's shard writer ran twice".into()));
+        };
         for message in work.iter() {
             match message {
                 ShardMsg::Work(batch) => {
                     for item in batch {
-                        write_one(store, author, sink, item)?;
+                        write_one(store, author, sink, &mut keys, item)?;
                     }
                 }
                 ShardMsg::Finish { next_seq } => {
                     for mark in crate::reindex::ready_marks(store) {
-                        sink.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
+                        keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
-                    put(sink, layout::next_seq(next_seq))?;
+                    let next_seq = layout::next_seq(next_seq);
+                    keys.put(&next_seq.key, next_seq.value.as_deref().unwrap_or_default())?;
                     // The import's last CSN: the suffix's contextCSN once the server starts.
                     let csn_max = ferrodir_shard::stamp::clock_now();
-                    sink.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
-                    commit_started = Some(std::time::Instant::now());
+                    keys.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
+                    let started = std::time::Instant::now();
+                    let runs = keys.runs_written();
+                    keys.finish(&mut SinkOut { sink, key: Vec::new(), prefix_len: 0 })?;
+                    finishing = Some((started, runs, std::time::Instant::now()));
                     return Ok(());
                 }
             }
@@ -623,9 +667,10 @@ fn write_shard(
         abandoned = true;
         Err(StorageError("the import stopped before its end".into()))
     });
-    if let (Ok(()), Some(started)) = (&outcome, commit_started) {
-        let commit_ms = started.elapsed().as_millis() as u64;
-        tracing::info!(shard, commit_ms, "import: shard committed and synced");
+    if let (Ok(()), Some((started, runs, commit_started))) = (&outcome, finishing) {
+        let sorted_ms = commit_started.duration_since(started).as_millis() as u64;
+        let commit_ms = commit_started.elapsed().as_millis() as u64;
+        tracing::info!(shard, runs, sorted_ms, commit_ms, "import: shard committed and synced");
     }
     match outcome {
         Ok(()) => Ok(WriterEnd::Committed),
@@ -638,6 +683,7 @@ fn write_one(
     store: &Store,
     author: &str,
     sink: &mut dyn BulkSink,
+    sorted: &mut SortedKeys,
     item: ShardWork,
 ) -> Result<(), StorageError> {
     match item {
@@ -646,7 +692,15 @@ fn write_one(
             let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
             // The layout an Add stages (`layout::new_entry`), so both store an entry alike.
             for mutation in layout::new_entry(&store.indexes, &store.rules, id, &record) {
-                put(sink, mutation)?;
+                let Some(value) = mutation.value else {
+                    return Err(StorageError("an import writes no deletes".into()));
+                };
+                // Entry records arrive in id order: straight in. The rest, sorted, at the end.
+                if mutation.key.first() == Some(&(Table::Entries as u8)) {
+                    sink.put(&mutation.key, &value)?;
+                } else {
+                    sorted.put(&mutation.key, &value)?;
+                }
             }
             Ok(())
         }
@@ -660,11 +714,30 @@ fn write_one(
     }
 }
 
-/// Writes one of a new entry's mutations, all puts (a bulk load deletes nothing).
-fn put(sink: &mut dyn BulkSink, mutation: Mutation) -> Result<(), StorageError> {
-    match mutation.value {
-        Some(value) => sink.put(&mutation.key, &value),
-        None => Err(StorageError("an import writes no deletes".into())),
+/// The sorted keys, into the bulk transaction.
+struct SinkOut<'a> {
+    sink: &'a mut dyn BulkSink,
+    /// The posting key being built: its prefix, then one id after another.
+    key: Vec<u8>,
+    prefix_len: usize,
+}
+
+impl SortedOut for SinkOut<'_> {
+    fn pair(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()> {
+        self.sink.put(key, value)
+    }
+
+    fn postings(&mut self, prefix: &[u8], _count: u32) -> StorageResult<()> {
+        self.key.clear();
+        self.key.extend_from_slice(prefix);
+        self.prefix_len = prefix.len();
+        Ok(())
+    }
+
+    fn posting(&mut self, id: [u8; 8]) -> StorageResult<()> {
+        self.key.truncate(self.prefix_len);
+        self.key.extend_from_slice(&id);
+        self.sink.put(&self.key, &[])
     }
 }
 
@@ -788,7 +861,7 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let directory =
             crate::runtime::directory_config(&config, &imported, crate::runtime::offline_hash_pool())
                 .unwrap();
-        let report = load_ldif(&imported, &directory, LDIF.as_bytes(), false).unwrap();
+        let report = load_ldif(&imported, imported_dir.path(), &directory, LDIF.as_bytes(), false).unwrap();
         assert_eq!(report.entries, 4);
         let added = Store::open(&config, added_dir.path()).unwrap();
         add_all(&added, &config, &directory);
@@ -813,7 +886,8 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let directory =
             crate::runtime::directory_config(&config, &store, crate::runtime::offline_hash_pool()).unwrap();
         let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\nstructuralObjectClass: person\n";
-        let error = load_ldif(&store, &directory, ldif.as_bytes(), false).unwrap_err().to_string();
+        let error =
+            load_ldif(&store, dir.path(), &directory, ldif.as_bytes(), false).unwrap_err().to_string();
         assert!(error.contains("structural object class modification from 'person' to 'domain'"), "{error}");
     }
 

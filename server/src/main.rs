@@ -23,6 +23,7 @@ mod connection;
 mod cut;
 mod export;
 mod import;
+mod import_sort;
 mod load;
 mod manifest;
 mod metrics;
@@ -88,6 +89,10 @@ enum Command {
         /// not a terminal (always), or none.
         #[arg(long, value_enum, default_value = "auto")]
         progress: import::ProgressMode,
+        /// Memory for sorting the index keys, all shards together (K, M, G: binary units);
+        /// past it, sorted runs go to files in the data directory being made.
+        #[arg(long, value_parser = import::parse_memory_size, default_value_t = load::SORT_MEMORY_DEFAULT_BYTES)]
+        sort_memory: usize,
         file: PathBuf,
     },
     /// Check every shard offline: entries against indices, parent links, schema. Exits
@@ -197,16 +202,24 @@ fn main() -> anyhow::Result<()> {
             let store = Store::open(&config, &config.data_dir)?;
             if store.created && config.example_data {
                 let directory = runtime::directory_config(&config, &store, runtime::offline_hash_pool())?;
-                let report = load::load_ldif(&store, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
+                let report =
+                    load::load_ldif(&store, &config.data_dir, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
                 tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
             }
             let system = actix_rt::System::new();
             system.block_on(runtime::serve(config, store))
         }
-        Command::Import { config, data_dir, keep_going, progress, file } => {
+        Command::Import { config, data_dir, keep_going, progress, sort_memory, file } => {
             let config = load_config(config.as_ref())?;
             init_logging(&config);
-            import::run(&config, &data_dir, &file, keep_going, progress)
+            let args = import::ImportArgs {
+                data_dir: &data_dir,
+                file: &file,
+                keep_going,
+                mode: progress,
+                sort_memory_bytes: sort_memory,
+            };
+            import::run(&config, args)
         }
         Command::Verify { config, data_dir } => {
             let config = load_config(config.as_ref())?;

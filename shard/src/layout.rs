@@ -45,11 +45,16 @@ pub fn entry_mutations(
 ) {
     let old_keys = old.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
     let new_keys = new.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
-    for gone in old_keys.difference(&new_keys) {
-        out.push(Mutation { key: gone.clone(), value: None });
-    }
-    for added in new_keys.difference(&old_keys) {
-        out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
+    if old_keys.is_empty() {
+        // A new entry (an Add, every entry of an import): its keys as they are, uncopied.
+        out.extend(new_keys.into_iter().map(|key| Mutation { key, value: Some(Vec::new()) }));
+    } else {
+        for gone in old_keys.difference(&new_keys) {
+            out.push(Mutation { key: gone.clone(), value: None });
+        }
+        for added in new_keys.difference(&old_keys) {
+            out.push(Mutation { key: added.clone(), value: Some(Vec::new()) });
+        }
     }
     let old_parent = old.map(|r| r.parent);
     let new_parent = new.map(|r| r.parent);

@@ -9,13 +9,15 @@
 //! - import → export → import into a new directory → export gives byte-identical LDIF.
 //! - The imported directory serves its entries, indices included.
 //! - A directory that holds entries is refused; what a crashed import left is cleared.
+//! - An import whose key sort spills many runs to files answers every search as the same
+//!   entries added over LDAP do, passes `ferrodir verify`, and leaves no run file behind.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ldap3::Scope;
 
-use crate::harness::{Server, BASE};
+use crate::harness::{tool, Server, ADMIN_DN, ADMIN_PW, BASE};
 use crate::persistence::{admin, ldif_dns, read, run_binary, search, values};
 
 const CONFIG: &str = r#"
@@ -282,4 +284,70 @@ fn a_directory_with_entries_is_refused_and_a_stale_staging_dir_cleared() {
     assert_ne!(code, 0, "a second import into a full directory succeeded");
     assert!(stderr.contains("already holds entries"), "{stderr}");
     assert_eq!(ldif_dns(&scratch.export("data")).len(), 108, "the refused import changed the directory");
+}
+
+/// The searches both directories must answer alike: every entry with its user attributes,
+/// and lookups through each kind of index the config has (equality, substring, presence
+/// through the objectClass index, one level, an AND of two indexed terms).
+const SAME_ANSWERS: [(&str, Scope, &str); 8] = [
+    (BASE, Scope::Subtree, "(objectClass=*)"),
+    (BASE, Scope::Subtree, "(uid=user00130)"),
+    (BASE, Scope::Subtree, "(cn=user 13*)"),
+    (BASE, Scope::Subtree, "(mail=*)"),
+    (BASE, Scope::Subtree, "(objectClass=organizationalUnit)"),
+    (BASE, Scope::Subtree, "(&(objectClass=inetOrgPerson)(cn=*5))"),
+    (BASE, Scope::Subtree, "(cn=group1)"),
+    ("ou=staff,ou=people,dc=example,dc=com", Scope::OneLevel, "(objectClass=*)"),
+];
+
+/// Each search of [`SAME_ANSWERS`]: the entries sorted by DN, with their user attributes
+/// and structuralObjectClass (which an import and an Add both compute).
+fn answers(server: &Server) -> Vec<Vec<(String, crate::persistence::Attrs)>> {
+    let mut conn = admin(server);
+    SAME_ANSWERS
+        .iter()
+        .map(|(base, scope, filter)| {
+            let mut found = search(&mut conn, base, *scope, filter, &["*", "structuralObjectClass"])
+                .unwrap_or_else(|rc| panic!("{filter}: result {rc}"));
+            found.sort_by(|a, b| a.0.cmp(&b.0));
+            found
+        })
+        .collect()
+}
+
+#[test]
+fn an_import_that_spills_its_sort_answers_as_the_same_entries_added_over_ldap() {
+    let scratch = Scratch::new();
+    let ldif = directory(300);
+    let file = scratch.write("in.ldif", &ldif.text);
+    // 64 KiB for 4 shards: each shard writer spills dozens of runs and merges them.
+    let (code, stderr) = scratch.import("data", &file, &["--sort-memory", "64K"]);
+    assert_eq!(code, 0, "{stderr}");
+    let leftovers: Vec<String> = std::fs::read_dir(scratch.path("data"))
+        .expect("list data dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("sort") || name.contains("run"))
+        .collect();
+    assert!(leftovers.is_empty(), "sort files left in the data directory: {leftovers:?}");
+
+    let mut imported = Server::start_with_config(CONFIG);
+    imported.stop();
+    imported.data_dir = scratch.path("data");
+    let (clean, report) = imported.verify();
+    assert!(clean && report.contains("verified 308 entries"), "{report}");
+    imported.restart();
+
+    let added = Server::start_with_config(CONFIG);
+    let url = added.url();
+    let args = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-f", text(&file)];
+    let (code, _, stderr) = tool("ldapadd", &args, None);
+    assert_eq!(code, 0, "ldapadd: {stderr}");
+
+    let (from_import, from_ldap) = (answers(&imported), answers(&added));
+    assert_eq!(from_import[0].len(), 308, "every entry is there");
+    assert_eq!(from_import[1].len(), 1, "the uid lookup finds its entry");
+    assert_eq!(from_import[2].len(), 11, "user 13 and user 130..139");
+    for (i, (mine, theirs)) in from_import.iter().zip(&from_ldap).enumerate() {
+        assert!(mine == theirs, "{:?}: import and LDAP adds answer differently", SAME_ANSWERS[i]);
+    }
 }

@@ -8,7 +8,7 @@
 //! attribute, the structural class chain, the RDN, MUST, and finally that every attribute
 //! is allowed by some class.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::{AttributeType, ObjectClass, ObjectClassKind, Schema};
 use crate::dn::Rdn;
@@ -146,12 +146,24 @@ fn multiple_values(attribute_type: &AttributeType, written: &str) -> Violation {
 /// RFC 4512 §4.1.2 SINGLE-VALUE, counted per attribute description: `sn` and `surname` are
 /// one attribute, `cn;lang-en` and `cn` are two (RFC 4512 §2.5.2).
 fn check_single_values(typed: &[(&Attribute, &AttributeType)]) -> Result<(), Violation> {
-    let mut counts: HashMap<(&str, String), usize> = HashMap::new();
+    // An entry has few attributes: a list, not a hash map (every imported entry comes here).
+    let mut counts: Vec<((&str, &str), usize)> = Vec::new();
     for (attribute, attribute_type) in typed.iter().filter(|(_, t)| t.single_value) {
-        let options = attribute.name.split_once(';').map(|(_, o)| o.to_ascii_lowercase()).unwrap_or_default();
-        let count = counts.entry((attribute_type.oid.as_str(), options)).or_default();
-        *count += attribute.values.len();
-        if *count > 1 {
+        let options = attribute.name.split_once(';').map_or("", |(_, o)| o);
+        let same = |((oid, o), _): &&mut ((&str, &str), usize)| {
+            *oid == attribute_type.oid && o.eq_ignore_ascii_case(options)
+        };
+        let count = match counts.iter_mut().find(same) {
+            Some((_, count)) => {
+                *count += attribute.values.len();
+                *count
+            }
+            None => {
+                counts.push(((attribute_type.oid.as_str(), options), attribute.values.len()));
+                attribute.values.len()
+            }
+        };
+        if count > 1 {
             return Err(multiple_values(attribute_type, &attribute.name));
         }
     }

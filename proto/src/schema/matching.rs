@@ -389,6 +389,11 @@ fn ia5_string(value: &[u8]) -> Option<&str> {
 /// RFC 4518 §2.2 Map: drops soft hyphens, joiners, variation selectors and control
 /// characters, turns every other separator into SPACE and, for case-ignore rules, case folds.
 fn map_chars(text: &str, fold: bool) -> String {
+    // Printable ASCII (most values) maps to itself: no separator but SPACE, nothing mapped
+    // to nothing, and ASCII case folding is all of to_lowercase there.
+    if text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return if fold { text.to_ascii_lowercase() } else { text.to_owned() };
+    }
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
         if maps_to_space(ch) {
@@ -432,7 +437,13 @@ fn maps_to_nothing(ch: char) -> bool {
 /// exactly when the RFC form is and orders the same way. A value with no non-space character
 /// becomes " ", as in slapd.
 fn collapse_spaces(mapped: &str) -> String {
-    let collapsed = mapped.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
+    let mut collapsed = String::with_capacity(mapped.len());
+    for word in mapped.split(' ').filter(|w| !w.is_empty()) {
+        if !collapsed.is_empty() {
+            collapsed.push(' ');
+        }
+        collapsed.push_str(word);
+    }
     if collapsed.is_empty() {
         " ".to_owned()
     } else {

@@ -294,12 +294,12 @@ impl Schema {
     /// change the type).
     pub fn attribute(&self, name_or_oid: &str) -> Option<&AttributeType> {
         let base = name_or_oid.split(';').next().unwrap_or_default();
-        self.attribute_index.get(&base.to_ascii_lowercase()).and_then(|&i| self.attribute_types.get(i))
+        caseless_get(&self.attribute_index, base).and_then(|i| self.attribute_types.get(i))
     }
 
     /// Looks a class up by name or numeric OID, ignoring case.
     pub fn object_class(&self, name_or_oid: &str) -> Option<&ObjectClass> {
-        self.class_index.get(&name_or_oid.to_ascii_lowercase()).and_then(|&i| self.object_classes.get(i))
+        caseless_get(&self.class_index, name_or_oid).and_then(|i| self.object_classes.get(i))
     }
 
     /// All attribute types in load order, hidden ones included.
@@ -469,6 +469,24 @@ fn check_new_keys(
         }
     }
     Ok(())
+}
+
+/// `index[name lowercased]` without allocating for the lowercase copy: every entry an
+/// import or an Add checks looks up each of its types and classes here.
+fn caseless_get(index: &HashMap<String, usize>, name: &str) -> Option<usize> {
+    if !name.bytes().any(|b| b.is_ascii_uppercase()) {
+        return index.get(name).copied();
+    }
+    let mut buf = [0u8; 64];
+    match buf.get_mut(..name.len()) {
+        Some(lowered) => {
+            lowered.copy_from_slice(name.as_bytes());
+            lowered.make_ascii_lowercase();
+            // ASCII lowercasing keeps UTF-8 valid.
+            index.get(std::str::from_utf8(lowered).ok()?).copied()
+        }
+        None => index.get(&name.to_ascii_lowercase()).copied(),
+    }
 }
 
 fn index_keys(index: &mut HashMap<String, usize>, oid: &str, names: &[String], position: usize) {
