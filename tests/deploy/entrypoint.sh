@@ -62,7 +62,7 @@ run_entrypoint() (
 expect_refusal() {
     local what=$1 message=$2
     shift 2
-    rm -rf "$work/run"
+    rm -rf "${work:?}/run"
     if run_entrypoint FERRODIR_CONFIG_ONLY=1 "$@" >"$work/out" 2>"$work/err"; then
         fail "$what: the entrypoint should refuse, it exited 0"
     elif ! grep -qF -- "$message" "$work/err"; then
@@ -165,7 +165,7 @@ expect_refusal "a replication provider without a password file" "needs FERRODIR_
 expect_refusal "an ordinal server id on a hostname without one" "needs a hostname ending in -N" \
     FERRODIR_ROOT_PASSWORD=x FERRODIR_SERVER_ID=ordinal+101 FERRODIR_POD_NAME=replica
 expect_refusal "a server id above 4095" "at most 4095" FERRODIR_ROOT_PASSWORD=x FERRODIR_SERVER_ID=4096
-rm -rf "$work/run"
+rm -rf "${work:?}/run"
 if run_entrypoint FERRODIR_CONFIG_ONLY=1 FERRODIR_ROOT_PASSWORD=x FERRODIR_POD_NAME=ferrodir-replica-3 \
     FERRODIR_SERVER_ID=ordinal+101 FERRODIR_REPLICATION_PROVIDER=ldap://ferrodir-0.ferrodir-headless:3389 \
     FERRODIR_REPLICATION_STARTTLS=true FERRODIR_REPLICATION_TLS_CA_FILE=/etc/ferrodir/tls/ca.crt \
@@ -198,7 +198,7 @@ fi
 # 3. A mounted config is used as it is.
 mkdir -p "$work/etc"
 echo 'listen = "127.0.0.1:1"' >"$work/etc/ferrodir.toml"
-rm -rf "$work/run"
+rm -rf "${work:?}/run"
 if output=$(run_entrypoint FERRODIR_CONFIG_ONLY=1 2>"$work/err") &&
     [ "$output" = "$work/etc/ferrodir.toml" ] && [ ! -e "$work/run/ferrodir.toml" ]; then
     pass "a mounted config is used as it is, with no password variable needed"
