@@ -59,6 +59,11 @@ pub const SYNC_REFRESH_REQUIRED: ResultCode = ResultCode(4096);
 
 /// How often an idle persist search looks at its stop signal and the watermark.
 const IDLE_CHECK: Duration = Duration::from_millis(200);
+/// How soon a persist search holding changes looks at the watermark again. A shard feeds
+/// a batch before its CSN counts in the watermark, so a search woken by the feed can read
+/// the watermark just before it moves: without a quick second look, that change waited for
+/// the next batch or IDLE_CHECK (the lag p99 of bench/repl.sh was the write interval).
+const HELD_RECHECK: Duration = Duration::from_millis(1);
 
 /// A committed change waiting to go out, with the clock tick of its CSN.
 struct Held {
@@ -96,7 +101,8 @@ pub(super) async fn follow(
         if subscription.dropped.load(Ordering::SeqCst) || held.len() > HELD_MAX {
             return Ok((dropped(), None));
         }
-        let first = match tokio::time::timeout(IDLE_CHECK, subscription.batches.recv()).await {
+        let wait = if held.is_empty() { IDLE_CHECK } else { HELD_RECHECK };
+        let first = match tokio::time::timeout(wait, subscription.batches.recv()).await {
             Ok(Some(batch)) => Some(batch),
             Ok(None) => return Ok((dropped(), None)),
             Err(_) => None,
