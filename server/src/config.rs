@@ -171,6 +171,9 @@ pub struct Limits {
     /// commit answered to send their next write (`ShardActor::with_commit_coalesce`); 0:
     /// each commit starts as soon as the last one is done.
     pub commit_coalesce_us: u64,
+    /// SO_RCVBUF of client connections, in bytes (`runtime::listen_tcp`); 0: the kernel's
+    /// autotuning, which may grow it to tens of MB per connection.
+    pub socket_receive_buffer_bytes: usize,
     /// A scan takes a fresh snapshot after this many entries, or after
     /// `search_snapshot_age_ms`, whichever comes first (as back-mdb's rtxnsize).
     pub search_snapshot_entries_max: usize,
@@ -474,6 +477,7 @@ impl Default for Limits {
             sort_session_idle_s: 300,
             search_slice_us: 1_000,
             commit_coalesce_us: 250,
+            socket_receive_buffer_bytes: 256 * 1024,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
             paged_cookie_idle_max_s: 3600,

@@ -539,6 +539,24 @@ fn start_admin(
     }
 }
 
+/// A TCP listener whose accepted connections get a receive buffer of `receive_buffer`
+/// bytes (`[limits] socket_receive_buffer_bytes`; 0: the kernel's autotuning). Set on the
+/// listener, so the window scale offered in the handshake already fits it. Bounded, a
+/// client that sends requests without reading answers makes the kernel hold at most twice
+/// that much of them once the server stops reading (`requests_pending_max`); left to
+/// autotuning, Linux grows it up to `net.ipv4.tcp_rmem`'s maximum (32 MiB on our hosts),
+/// per connection.
+fn listen_tcp(addr: std::net::SocketAddr, receive_buffer: usize) -> std::io::Result<tokio::net::TcpListener> {
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    if receive_buffer > 0 {
+        socket.set_recv_buffer_size(u32::try_from(receive_buffer).unwrap_or(u32::MAX))?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 /// The listeners: plain LDAP (always), LDAPS and ldapi when configured.
 struct Listeners {
     plain: tokio::net::TcpListener,
@@ -548,13 +566,12 @@ struct Listeners {
 
 impl Listeners {
     async fn bind(config: &Config, tls: bool) -> anyhow::Result<Self> {
-        let plain = tokio::net::TcpListener::bind(config.listen)
-            .await
+        let receive_buffer = config.limits.socket_receive_buffer_bytes;
+        let plain = listen_tcp(config.listen, receive_buffer)
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let ldaps = match config.listen_ldaps {
             Some(addr) if tls => Some(
-                tokio::net::TcpListener::bind(addr)
-                    .await
+                listen_tcp(addr, receive_buffer)
                     .with_context(|| format!("cannot listen on {addr} (LDAPS)"))?,
             ),
             Some(_) => anyhow::bail!("listen_ldaps needs a [tls] table with cert_file and key_file"),

@@ -242,6 +242,19 @@ fn pending_request_limit_stops_reading_and_everything_is_answered() {
     let server = Server::start_with_config(&config(
         "[limits]\noutbound_pdus_queued_max = 4\n[limits.anonymous]\nrequests_pending_max = 4",
     ));
+    // Every search returns this entry too, so that its answers fill the server's send
+    // buffer after a few searches whatever size the kernel gives that buffer: the test
+    // then measures the server's own reading, not how much the kernel absorbs.
+    let big = format!(
+        "dn: cn=big,{BASE}\nobjectClass: organizationalRole\ncn: big\ndescription: {}\n",
+        "y".repeat(256 * 1024)
+    );
+    let (code, _, err) = crate::harness::tool(
+        "ldapadd",
+        &["-x", "-H", &server.url(), "-D", ADMIN_DN, "-w", ADMIN_PW],
+        Some(&big),
+    );
+    assert_eq!(code, 0, "ldapadd: {err}");
     // 600 searches of 16 KiB each (a long value that matches nothing, negated: every entry
     // matches), about 10 MB in all, whose answers the client doesn't read at first.
     const REQUESTS: u32 = 600;
