@@ -361,7 +361,7 @@ matrix() {
       done
     fi
     for threads in ${MATRIX_THREADS//,/ }; do
-      for sc in base same rootdse; do
+      for sc in base uid-eq same rootdse; do
         scenario_def "$sc" "$n"
         for server in ferrodir slapd null; do run_one "$n" "$sc" "$server" 1 "$threads" "$cpus" $pinned matrix; done
       done

@@ -58,6 +58,12 @@ pub struct Config {
     /// Shards (and worker threads); 0 means one per CPU core. Fixed when the data directory
     /// is created.
     pub shards: usize,
+    /// Worker threads that take client connections; 0 means as many as the CPUs this
+    /// process may run on, at most the shard count. Every worker hosts its shard's actor
+    /// whether or not it takes connections. More busy threads than CPUs make every hop of a
+    /// write (connection, shard actor, commit) wait for a time slice of a thread busy with
+    /// reads (docs/DECISIONS.md, "Connections on at most one worker per CPU").
+    pub connection_workers: usize,
     /// "redb" (default) or "sled".
     pub engine: String,
     /// This server's id (0–4095), the third field of every entryCSN it stamps and the
@@ -427,6 +433,7 @@ impl Default for Config {
             password_hash_queue_max: 1024,
             password_hash_threads_nice: 10,
             shards: 0,
+            connection_workers: 0,
             engine: "redb".into(),
             server_id: 0,
             durability: "power-loss".into(),
@@ -618,6 +625,17 @@ impl Config {
         directives
     }
 
+    /// Which workers take client connections, spread evenly over the `shards` workers:
+    /// `connection_workers` of them, or one per CPU this process may run on
+    /// (`available_parallelism` honours the affinity mask and the cgroup's CPU quota).
+    pub fn connection_worker_indices(&self, shards: usize) -> Vec<usize> {
+        let wanted = match self.connection_workers {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            n => n,
+        };
+        spread(wanted, shards)
+    }
+
     /// Threads of the search pool.
     pub fn search_thread_count(&self) -> usize {
         if self.search_threads > 0 {
@@ -652,9 +670,27 @@ impl Config {
     }
 }
 
+/// `wanted` of `count` indices (at least one, at most all), spread evenly: 2 of 16 are
+/// 0 and 8, so that the workers taking connections don't crowd one end.
+fn spread(wanted: usize, count: usize) -> Vec<usize> {
+    let taken = wanted.clamp(1, count.max(1));
+    (0..taken).map(|k| k * count.max(1) / taken).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_workers_are_spread_and_bounded_by_the_shards() {
+        assert_eq!(spread(1, 2), vec![0]);
+        assert_eq!(spread(2, 16), vec![0, 8]);
+        assert_eq!(spread(16, 2), vec![0, 1], "never more than the workers there are");
+        assert_eq!(spread(3, 4), vec![0, 1, 2]);
+        assert_eq!(spread(0, 4), vec![0], "at least one");
+        let config = Config { connection_workers: 4, ..Config::default() };
+        assert_eq!(config.connection_worker_indices(8), vec![0, 2, 4, 6]);
+    }
 
     #[test]
     fn sample_config_parses() {

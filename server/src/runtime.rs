@@ -377,6 +377,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let shared = Arc::new(shared);
     let connections = Arc::new(Semaphore::new(config.limits.connections_max));
     let per_ip = PerIp::new(&config.limits);
+    // The workers that take connections, round robin (config.connection_workers).
+    let takers = config.connection_worker_indices(arbiters.len());
+    tracing::info!(workers = ?takers, "workers taking connections");
     let mut next = 0usize;
     // Connection numbers for the access log; only this loop counts them.
     let mut conn_id = 0u64;
@@ -405,7 +408,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let conn = conn_id;
         let shared = shared.clone();
         // The closure is sent to the worker; the connection's future stays there.
-        arbiters[next % arbiters.len()].spawn_fn(move || {
+        let worker_index = takers[next % takers.len()];
+        arbiters[worker_index].spawn_fn(move || {
             actix::spawn(async move {
                 let worker = WORKER.with(|slot| slot.borrow().clone());
                 if let Some(worker) = worker {
