@@ -12,7 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Bits per shard filter: 2^23 bits (1 MiB), with [`HASHES`] hashes about 1% false
 /// positives at 800k distinct values per shard.
 pub const BITS_LOG2: u32 = 23;
-const HASHES: u64 = 5;
+const HASHES: u32 = 5;
+/// The filter is blocked (Putze, Sanders, Singler: "Cache-, Hash- and Space-Efficient Bloom
+/// Filters"): all of a key's bits fall in one 512-bit block, one cache line, so a probe
+/// costs one cache miss per shard rather than [`HASHES`]. At 16 shards a subtree equality
+/// search probes 16 filters of 1 MiB each: 80 scattered misses before, 16 now.
+const BLOCK_WORDS: usize = 8;
+const BLOCK_BITS_LOG2: u32 = 9;
 
 pub struct EqBloom {
     words: Vec<AtomicU64>,
@@ -30,41 +36,70 @@ impl Default for EqBloom {
     }
 }
 
-impl EqBloom {
-    pub fn new() -> Self {
-        let words = (0..(1usize << BITS_LOG2) / 64).map(|_| AtomicU64::new(0)).collect();
-        Self { words }
-    }
+/// A key hashed once, for probing every shard's filter with it: the router probes all of
+/// them for one search, and the hash is the same for each.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    /// The block's first word.
+    block: usize,
+    /// The key's bits within the block: one mask per word of the block.
+    masks: [u64; BLOCK_WORDS],
+}
 
-    fn positions(key: &[u8]) -> impl Iterator<Item = usize> {
-        // Two FNV-1a variants combined by double hashing (Kirsch–Mitzenmacher).
+impl Probe {
+    pub fn new(key: &[u8]) -> Self {
+        // Two FNV-1a variants: the first picks the block, the second the bits in it by
+        // double hashing (Kirsch–Mitzenmacher).
         let mut h1: u64 = 0xcbf2_9ce4_8422_2325;
         let mut h2: u64 = 0x8422_2325_cbf2_9ce4;
         for &byte in key {
             h1 = (h1 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
             h2 = (h2 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(5);
         }
-        let mask = (1u64 << BITS_LOG2) - 1;
-        (0..HASHES).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2 | 1)) & mask) as usize)
+        // Fold the high bits in: FNV's low bits mix poorly for short keys.
+        h1 ^= h1 >> 29;
+        let blocks_log2 = BITS_LOG2 - BLOCK_BITS_LOG2;
+        let block = ((h1 & ((1u64 << blocks_log2) - 1)) as usize) * BLOCK_WORDS;
+        let mut masks = [0u64; BLOCK_WORDS];
+        let step = (h2 >> 32) | 1;
+        for i in 0..u64::from(HASHES) {
+            let bit = (h2.wrapping_add(i.wrapping_mul(step)) & ((1u64 << BLOCK_BITS_LOG2) - 1)) as usize;
+            if let Some(mask) = masks.get_mut(bit / 64) {
+                *mask |= 1 << (bit % 64);
+            }
+        }
+        Self { block, masks }
+    }
+}
+
+impl EqBloom {
+    pub fn new() -> Self {
+        let words = (0..(1usize << BITS_LOG2) / 64).map(|_| AtomicU64::new(0)).collect();
+        Self { words }
     }
 
     /// Records an equality posting prefix (`keys::eq_prefix(attr, value)`).
     pub fn insert(&self, key: &[u8]) {
-        // Positions are masked to the filter's size, so every word exists.
-        for bit in Self::positions(key) {
-            if let Some(word) = self.words.get(bit / 64) {
-                word.fetch_or(1 << (bit % 64), Ordering::Relaxed);
+        let probe = Probe::new(key);
+        // Blocks are masked to the filter's size, so every word exists.
+        let block = self.words.get(probe.block..probe.block + BLOCK_WORDS).unwrap_or_default();
+        for (word, mask) in block.iter().zip(probe.masks) {
+            if mask != 0 {
+                word.fetch_or(mask, Ordering::Relaxed);
             }
         }
     }
 
     /// False only if no entry of this shard has ever held that value.
     pub fn may_contain(&self, key: &[u8]) -> bool {
-        // A word out of range (never, see `insert`) answers "maybe", the safe side.
-        Self::positions(key).all(|bit| {
-            let set = |word: &AtomicU64| word.load(Ordering::Relaxed) & (1 << (bit % 64)) != 0;
-            self.words.get(bit / 64).is_none_or(set)
-        })
+        self.may_contain_probe(&Probe::new(key))
+    }
+
+    /// [`Self::may_contain`] for a key hashed already.
+    pub fn may_contain_probe(&self, probe: &Probe) -> bool {
+        // A block out of range (never, see `insert`) answers "maybe", the safe side.
+        let Some(block) = self.words.get(probe.block..probe.block + BLOCK_WORDS) else { return true };
+        block.iter().zip(probe.masks).all(|(word, mask)| word.load(Ordering::Relaxed) & mask == mask)
     }
 }
 
@@ -84,5 +119,22 @@ mod tests {
         let false_positives =
             (0..10_000).filter(|i| bloom.may_contain(format!("uid\0other{i}\0").as_bytes())).count();
         assert!(false_positives < 50, "{false_positives}");
+    }
+
+    /// The rate the sizing promises (about 1% at 800k values) holds with the blocked
+    /// layout; a block choice that ignored part of the hash would crowd a few blocks and
+    /// fail this.
+    #[test]
+    fn blocking_keeps_false_positives_near_one_percent_at_full_load() {
+        let bloom = EqBloom::new();
+        for i in 0..800_000 {
+            bloom.insert(format!("uid\0user{i:07}\0").as_bytes());
+        }
+        let probes = 20_000;
+        let false_positives =
+            (0..probes).filter(|i| bloom.may_contain(format!("uid\0other{i:07}\0").as_bytes())).count();
+        assert!(false_positives * 100 < probes * 2, "{false_positives} of {probes}");
+        let probe = Probe::new(b"uid\0user0000042\0");
+        assert!(bloom.may_contain_probe(&probe), "a probe hashed once answers as may_contain");
     }
 }

@@ -252,9 +252,12 @@ pub(crate) fn plan_shards(
     }
     let mut shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
-        Some(key) => (0..ctx.worker.shard_count())
-            .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain(key)))
-            .collect(),
+        Some(key) => {
+            let probe = ferrodir_shard::bloom::Probe::new(key);
+            (0..ctx.worker.shard_count())
+                .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain_probe(&probe)))
+                .collect()
+        }
         None => (0..ctx.worker.shard_count()).collect(),
     };
     crate::op::memberof::prune_shards(plan.as_ref(), &mut shards);
