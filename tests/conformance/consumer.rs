@@ -38,39 +38,19 @@ impl Replica {
     }
 
     fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("ferrodir.log"))
-            .expect("ferrodir.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrodir"))
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .arg("--data-dir")
-            .arg(self.dir.path().join("data"))
-            .args(["--listen", &self.addr.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start ferrodir");
-        assert!(servers::wait_listening(&mut child, self.addr), "the ferrodir consumer did not start");
-        self.child = Some(child);
+        let child = servers::spawn_ferrodir(
+            &self.config,
+            &self.dir.path().join("data"),
+            self.addr,
+            &self.dir.path().join("ferrodir.log"),
+        );
+        self.child = Some(child.expect("the ferrodir consumer did not start"));
     }
 
     /// SIGTERM, as an operator stops it.
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").arg(child.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            servers::terminate(child, Duration::from_secs(20));
         }
     }
 }

@@ -255,6 +255,43 @@ pub(crate) fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
+/// SIGTERM, as an operator stops a server, then SIGKILL after `grace`.
+pub(crate) fn terminate(mut child: Child, grace: Duration) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// `ferrodir serve` of `config` on `data_dir` at `addr`, its stderr appended to `log`;
+/// None when it did not start listening.
+pub(crate) fn spawn_ferrodir(config: &Path, data_dir: &Path, addr: SocketAddr, log: &Path) -> Option<Child> {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("ferrodir log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrodir"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", &addr.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start ferrodir");
+    if wait_listening(&mut child, addr) {
+        return Some(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 pub(crate) fn wait_listening(child: &mut Child, addr: SocketAddr) -> bool {
     let deadline = Instant::now() + START_TIMEOUT;
     while Instant::now() < deadline {

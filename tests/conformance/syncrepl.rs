@@ -120,17 +120,8 @@ impl Consumer {
 
     /// SIGTERM, as an operator stops it: back-mdb closes cleanly.
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").arg(child.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            servers::terminate(child, Duration::from_secs(10));
         }
     }
 
@@ -340,39 +331,23 @@ impl Provider {
     }
 
     fn start(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("ferrodir.log"))
-            .expect("ferrodir.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrodir"))
-            .args(["serve", "--config"])
-            .arg(self.dir.path().join("ferrodir.toml"))
-            .arg("--data-dir")
-            .arg(self.dir.path().join("data"))
-            .args(["--listen", &self.addr.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start ferrodir");
-        assert!(servers::wait_listening(&mut child, self.addr), "ferrodir did not start: {}", self.log());
-        self.child = Some(child);
+        let dir = self.dir.path();
+        let child = servers::spawn_ferrodir(
+            &dir.join("ferrodir.toml"),
+            &dir.join("data"),
+            self.addr,
+            &dir.join("ferrodir.log"),
+        );
+        match child {
+            Some(child) => self.child = Some(child),
+            None => panic!("ferrodir did not start: {}", self.log()),
+        }
     }
 
     /// SIGTERM, as an operator restarts it.
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").arg(child.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            servers::terminate(child, Duration::from_secs(20));
         }
     }
 
