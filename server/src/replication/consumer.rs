@@ -273,24 +273,18 @@ async fn sync_info(
     progress: &mut Progress,
     info: SyncInfo,
 ) -> Result<(), SessionError> {
+    let present_phase = matches!(info, SyncInfo::RefreshPresent { .. });
     match info {
         SyncInfo::NewCookie(c) => progress.pending_cookie = Some(c),
-        SyncInfo::RefreshDelete { cookie: c, refresh_done } => {
-            // A delete phase ends: what was not mentioned stays.
-            progress.presented.clear();
-            if let Some(c) = c {
-                progress.pending_cookie = Some(c);
+        SyncInfo::RefreshDelete { cookie, refresh_done }
+        | SyncInfo::RefreshPresent { cookie, refresh_done } => {
+            if present_phase {
+                let deleted = applier.delete_unpresented(&progress.presented).await?;
+                tracing::debug!(rid = settings.rid, deleted, "present phase: entries not presented deleted");
             }
-            if refresh_done {
-                commit_pending(settings, worker, applier, stored, status, progress).await?;
-                refresh_finished(settings, status, attempt, progress);
-            }
-        }
-        SyncInfo::RefreshPresent { cookie: c, refresh_done } => {
-            let deleted = applier.delete_unpresented(&progress.presented).await?;
-            tracing::debug!(rid = settings.rid, deleted, "present phase: entries not presented deleted");
+            // A delete phase ends with nothing more to do: what was not mentioned stays.
             progress.presented.clear();
-            if let Some(c) = c {
+            if let Some(c) = cookie {
                 progress.pending_cookie = Some(c);
             }
             if refresh_done {
