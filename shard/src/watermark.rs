@@ -172,6 +172,13 @@ impl Hub {
         committed.min(floor.saturating_sub(1))
     }
 
+    /// Whether no shard still has a CSN at or below `micros` staged and not yet committed
+    /// and fed (every floor is above it). A shard sets its floor before its next write
+    /// takes a CSN and moves it only after that batch is fed and committed.
+    pub fn settled_past(&self, micros: u64) -> bool {
+        self.marks.iter().all(|m| m.floor.load(Ordering::SeqCst) > micros)
+    }
+
     /// Follows every shard's committed changes through a channel of `capacity` batches.
     pub fn subscribe(&self, capacity: usize) -> Subscription {
         let (sink, batches) = mpsc::channel(capacity.max(1));
@@ -225,6 +232,22 @@ mod tests {
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    #[test]
+    fn settled_past_waits_for_every_staged_csn_at_or_below() {
+        let hub = hub_of(2);
+        assert!(hub.settled_past(1_000), "nothing pending anywhere");
+        hub.set_floor(0, 100);
+        assert!(hub.settled_past(99));
+        assert!(!hub.settled_past(100), "shard 0 may still commit 100");
+        hub.committed(0, 105, u64::MAX);
+        hub.set_floor(1, 110);
+        assert!(hub.settled_past(109) && !hub.settled_past(110));
+        hub.committed(1, 111, 112);
+        assert!(!hub.settled_past(112), "the batch gathering after the commit holds 112");
+        hub.committed(1, 112, u64::MAX);
+        assert!(hub.settled_past(u64::MAX - 1));
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //!   (`persist.rs`).
 //!
 //! The cookie's CSN is the committed low-watermark across shards (shard::watermark), read
-//! before the entries are collected: whatever changes after it is either in this refresh
+//! before the entries are collected (by a persisting refresh only once every batch fed
+//! before it subscribed counts in it: `fed_before_subscribing`): whatever changes after it is either in this refresh
 //! already (sent again next time, which a consumer takes as a no-op by entryCSN) or in the
 //! next one. Sync content leaves out the computed attributes (entryDN, hasSubordinates,
 //! subschemaSubentry, memberOf) and contextCSN, which a consumer keeps itself.
@@ -109,12 +110,15 @@ async fn serve(
         }
         SyncMode::RefreshOnly => None,
     };
-    let now = current_csn();
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
     // consumer takes a copy it has as a no-op by entryCSN).
     let replica = !ctx.worker.config.replicated.is_empty();
+    if subscription.is_some() && !replica {
+        fed_before_subscribing().await?;
+    }
+    let now = current_csn();
     let since = cookie.csn_for(sid).map(str::to_string);
     if let (Some(theirs), Some(ours)) = (&since, &now) {
         if theirs > ours {
@@ -178,6 +182,33 @@ async fn serve(
     }
     let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes };
     Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// How long a persisting refresh waits for the batches committing as it subscribed.
+const FED_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits until every CSN the clock had handed out when the persist search subscribed is
+/// committed, fed and counted in the watermark. A batch fed just before the subscription is
+/// not in the feed; without this wait its CSN could be above the watermark read next
+/// (`now`, another shard still committing a lower one), and the refresh leaves out entries
+/// above `now` for the feed to bring: that entry would reach the consumer only at its next
+/// refresh. After the wait every such batch is at or below `now`, so in the refresh, and
+/// every later one is in the feed. A shard that stays stuck longer than [`FED_WAIT_MAX`]
+/// (a failing disk) gets the consumer busy (51), which it retries.
+async fn fed_before_subscribing() -> LdapResultOf<()> {
+    let Some(hub) = ferrodir_shard::watermark::hub() else { return Ok(()) };
+    let taken = ferrodir_shard::stamp::clock_now();
+    let deadline = std::time::Instant::now() + FED_WAIT_MAX;
+    while !hub.settled_past(taken) {
+        if std::time::Instant::now() > deadline {
+            return Err(LdapError::new(
+                ResultCode::BUSY,
+                "the provider's shards are still committing; retry",
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    Ok(())
 }
 
 /// Waits until the coordinator is between two structural changes: it publishes a moved
