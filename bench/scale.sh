@@ -85,7 +85,7 @@ if [ -d "$HERE/debs" ] && [ $SYSTEM = 0 ]; then  # the packed folder
   # system's. SASL plugins and OpenLDAP client config would otherwise come from /usr, /etc.
   WRAP=$ROOT/.wrap; mkdir -p "$WRAP"
   for prog in usr/sbin/slapd usr/sbin/slapadd usr/bin/ldclt usr/bin/ldapsearch; do
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s SASL_PATH=%s LDAPNOINIT=1 exec %s "$@"\n' \
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%q SASL_PATH=%q LDAPNOINIT=1 exec %q "$@"\n' \
       "$PACK_LD" "$ARCH_DIR/sasl2" "$ROOT/$prog" > "$WRAP/$(basename "$prog")"
     chmod +x "$WRAP/$(basename "$prog")"
   done
