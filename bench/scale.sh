@@ -1,135 +1,287 @@
 #!/usr/bin/env bash
-# Core scaling of random base lookups: ferrodir (shards = server cores) and slapd
-# (back-mdb, 16 threads), each pinned to the first K cores, ldclt on the remaining ones.
-# Made for a 16-core machine with no network and no package installs: run it from the
-# folder bench/pack-scale.sh prepares, where it unpacks slapd, ldap-utils and 389-ds-base
-# with `dpkg -x` into ./root and runs them from there (LD_LIBRARY_PATH, direct paths).
+# Core scaling of random base lookups: ferrodir (shards = server cores K) and slapd
+# (back-mdb, `threads` = K, at least 2, slapd's minimum), each pinned to CPUs 0..K-1,
+# ldclt on the remaining CPUs. Made for a 16-core machine with no network and no package
+# installs: run it from the folder bench/pack-scale.sh prepares, where it unpacks slapd,
+# ldap-utils and 389-ds-base (ldclt) into ./root and runs them from there.
 #
-#   bash scale.sh [--cores 1,2,4,8] [--n 10000] [--reps 2] [--out DIR]
-#   bash bench/scale.sh --system ...   # from the repository, with the system's packages
+#   bash scale.sh [--cores 1,2,4,8,12] [--n 10000] [--reps 2] [--null-reps 1]
+#                 [--max-seconds 360] [--out DIR]
+#   bash scale.sh --check-pack [--out DIR]   # only the check below, then exit
+#   bash bench/scale.sh --system ...         # from the repository, with the system's packages
 #
-# Client: ldclt with 8 threads per server core, pinned to the cores the server does not
-# use (when there are none, e.g. K = 2 on a 2-core machine, the client shares them and the
-# row says so). Runs are interleaved (ferrodir, slapd, null responder), K by K. Bounded:
-# about 25 s per server and K and repetition; 4 core counts x 2 reps finish in ~6 min.
+# Check first (alone with --check-pack; a normal run does it first and stops with the
+# reason if it fails): the tools it needs (python3, taskset, timeout) are there; ldd with
+# the pack's LD_LIBRARY_PATH finds every library of every unpacked program and module and
+# of ferrodir and the bench tools; this machine's glibc (libc6 is not packed) is at least
+# the highest GLIBC_x.y version they need; slapd and ferrodir each start on a small data
+# set and answer one search with the right entry.
+#
+# Client: ldclt with 8 threads per server core on the CPUs the server does not use. A row
+# whose client has fewer cores than the server is marked "client-bound" (K = 12 on 16
+# cores: 4 client cores); with no CPU left (K = nproc) the client shares the server's
+# and the row says "shared with the server"; K > nproc is skipped. The null responder
+# (K threads) is the client-and-loopback ceiling of each row.
+#
+# Output, written as each point finishes (a run cut short keeps what it measured):
+# points.jsonl (one JSON line per point: ops/s, ops, errors, the server's CPU seconds from
+# /proc/PID/stat, ops per CPU-second), results.md (the table, rewritten after every
+# point: medians over repetitions, efficiency = ops/s at K / (K x ops/s at 1)), check.txt,
+# machine.txt, and the ldclt and server logs.
+#
+# Time budget with the defaults on 16 cores (about 5.5 of the 6 minutes, setup included):
+#   setup: unpack the .debs ~10 s, check (ldd, glibc, two small servers) ~10 s, data and
+#     slapadd of 10k entries ~3 s                                               ~25 s
+#   per K (5 of them): ferrodir import with K shards, start of three servers, warm reads
+#     ~5 s                                                                      ~25 s
+#   points: 5 K x (2 reps x {ferrodir, slapd} + 1 null) = 25 points of one 10-s ldclt
+#     sample plus ~1 s connect and exit, ~11 s                                 ~275 s
+#                                                                        total ~325 s
+# --max-seconds (default 360, counted from the start of this script) stops cleanly before
+# a point or a K setup that would not end in time (its estimate: the longest one seen so
+# far): servers stopped, the points so far kept, results.md marked incomplete, exit 0.
 set -euo pipefail
+SECONDS=0
 HERE=$(cd "$(dirname "$0")" && pwd)
-CORES=1,2,4,8; N=10000; REPS=2; OUT=""; SYSTEM=0
+CORES=1,2,4,8,12; N=10000; REPS=2; NULL_REPS=1; OUT=""; SYSTEM=0; CHECK_ONLY=0; MAX_SECONDS=360
 while [ $# -gt 0 ]; do
   case $1 in
     --cores) CORES=$2; shift ;;
     --n) N=$2; shift ;;
     --reps) REPS=$2; shift ;;
+    --null-reps) NULL_REPS=$2; shift ;;
+    --max-seconds) MAX_SECONDS=$2; shift ;;
     --out) OUT=$2; shift ;;
     --system) SYSTEM=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --check-pack) CHECK_ONLY=1 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+STAMP=$(date +%Y%m%d-%H%M%S); [ $CHECK_ONLY = 1 ] && STAMP=check-$STAMP
+fail() {
+  echo "scale.sh: $*" >&2
+  [ $CHECK_ONLY = 1 ] || echo "scale.sh: stopped before measuring anything: fix the above and rerun" >&2
+  exit 1
+}
 
+PACK_LD=""; PACK_INFO=""
 if [ -d "$HERE/debs" ] && [ $SYSTEM = 0 ]; then  # the packed folder
-  LIBDIR=$HERE/lib; GEN=$HERE/gen-data.py
-  ROOT=$HERE/root
-  if [ ! -x "$ROOT/usr/sbin/slapd" ]; then
-    mkdir -p "$ROOT"
-    for deb in "$HERE"/debs/*.deb; do dpkg -x "$deb" "$ROOT"; done
+  LIBDIR=$HERE/lib; GEN=$HERE/gen-data.py; ROOT=$HERE/root; PACK_INFO=$HERE/pack-info.txt
+  if [ ! -e "$ROOT/.unpacked" ]; then
+    rm -rf "$ROOT" && mkdir -p "$ROOT"
+    if command -v dpkg >/dev/null; then how="dpkg -x"; else how="util.py undeb (no dpkg here)"; fi
+    echo "[scale] unpacking $(ls "$HERE"/debs/*.deb | wc -l) .debs into $ROOT with $how" >&2
+    for deb in "$HERE"/debs/*.deb; do
+      if command -v dpkg >/dev/null; then dpkg -x "$deb" "$ROOT"; else python3 "$LIBDIR/util.py" undeb "$deb" "$ROOT"; fi
+    done
+    touch "$ROOT/.unpacked"
   fi
   ARCH_DIR=$(ls -d "$ROOT"/usr/lib/*-linux-gnu | head -1)
-  export LD_LIBRARY_PATH="$ARCH_DIR:$ROOT/lib/$(basename "$ARCH_DIR"):$ARCH_DIR/dirsrv:$ROOT/usr/lib/ldap${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  # SASL plugins and OpenLDAP client config would otherwise be looked up in /usr and /etc.
-  export SASL_PATH="$ARCH_DIR/sasl2" LDAPNOINIT=1
+  PACK_LD="$ARCH_DIR:$ROOT/lib/$(basename "$ARCH_DIR"):$ARCH_DIR/dirsrv:$ARCH_DIR/dirsrv/plugins:$ROOT/usr/lib/ldap"
+  # Only the packed programs get the pack's libraries (through these wrappers, which
+  # exec, so the PID stays the program's): python3, taskset and the rest keep the
+  # system's. SASL plugins and OpenLDAP client config would otherwise come from /usr, /etc.
+  WRAP=$ROOT/.wrap; mkdir -p "$WRAP"
+  for prog in usr/sbin/slapd usr/sbin/slapadd usr/bin/ldclt usr/bin/ldapsearch; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%q SASL_PATH=%q LDAPNOINIT=1 exec %q "$@"\n' \
+      "$PACK_LD" "$ARCH_DIR/sasl2" "$ROOT/$prog" > "$WRAP/$(basename "$prog")"
+    chmod +x "$WRAP/$(basename "$prog")"
+  done
+  REAL_PROGRAMS=("$ROOT/usr/sbin/slapd" "$ROOT/usr/bin/ldclt" "$ROOT/usr/bin/ldapsearch")
   FERRODIR=$HERE/bin/ferrodir
-  SLAPD=$ROOT/usr/sbin/slapd; SLAPADD=$ROOT/usr/sbin/slapadd
-  LDCLT=$ROOT/usr/bin/ldclt; LDAPSEARCH=$ROOT/usr/bin/ldapsearch
+  SLAPD=$WRAP/slapd; SLAPADD=$WRAP/slapadd; LDCLT=$WRAP/ldclt; LDAPSEARCH=$WRAP/ldapsearch
   SCHEMA_DIR=$ROOT/etc/ldap/schema; SLAPD_MODULE_DIR=$ROOT/usr/lib/ldap
   TOOLS_DIR=""; [ -x "$HERE/bin/ldap-null-responder" ] && TOOLS_DIR=$HERE/bin
-  OUT=${OUT:-$HERE/scale-out/$(date +%Y%m%d-%H%M%S)}
-else  # from the repository, with the system's packages and target/release
+  OUT=${OUT:-$HERE/scale-out/$STAMP}
+else  # from the repository, with the system's packages and the release build
   REPO=$(cd "$HERE/.." && pwd)
   LIBDIR=$HERE/lib; GEN=$HERE/gen-data.py
-  FERRODIR=$REPO/target/release/ferrodir
-  TOOLS_DIR=""; [ -x "$REPO/target/release/ldap-null-responder" ] && TOOLS_DIR=$REPO/target/release
-  OUT=${OUT:-$REPO/bench/out/scale-$(date +%Y%m%d-%H%M%S)}
+  RELEASE=${CARGO_TARGET_DIR:-$REPO/target}/release
+  FERRODIR=$RELEASE/ferrodir
+  TOOLS_DIR=""; [ -x "$RELEASE/ldap-null-responder" ] && TOOLS_DIR=$RELEASE
+  REAL_PROGRAMS=(/usr/sbin/slapd /usr/bin/ldclt /usr/bin/ldapsearch)
+  OUT=${OUT:-$REPO/bench/out/scale-$STAMP}
 fi
 source "$LIBDIR/common.sh"
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-RAW=$OUT/raw.jsonl; : > "$RAW"
-trap 'stop_all' EXIT
-trap 'exit 130' INT TERM
+POINTS=$OUT/points.jsonl; RESULTS=$OUT/results.md
 TOTAL_CPUS=$(nproc)
+ALL_CPUS=0-$((TOTAL_CPUS - 1)); [ "$TOTAL_CPUS" = 1 ] && ALL_CPUS=0
 FD_PORT=${FD_PORT:-13589}; SL_PORT=${SL_PORT:-13590}; NULL_PORT=${NULL_PORT:-13591}
-
-# Prove which binaries and libraries run: every shared object must resolve, and in the
-# packed folder slapd must load libldap from ./root.
-for bin in "$SLAPD" "$LDCLT" "$LDAPSEARCH" "$SLAPD_MODULE_DIR/back_mdb.so"; do
-  if ldd "$bin" | grep -q 'not found'; then
-    echo "missing libraries for $bin:" >&2; ldd "$bin" | grep 'not found' >&2; exit 1
+FINISHED=0; STATUS=""; HEADER=""
+on_exit() {
+  stop_all
+  if [ $CHECK_ONLY = 0 ] && [ $FINISHED = 0 ] && [ -s "${POINTS:-/nonexistent}" ]; then
+    python3 "$LIBDIR/scale_report.py" "$POINTS" "$RESULTS" "$HEADER" \
+      "**INCOMPLETE: the run ended early at ${SECONDS} s (error or signal); the points below are those that finished.**" || true
   fi
-done
-{ echo "slapd: $SLAPD"; ldd "$SLAPD" | grep -E 'libldap|liblber|libsasl'; echo "ldclt: $LDCLT"; ldd "$LDCLT" | grep -E 'libldap|libnss3|libnspr'; } > "$OUT/libraries.txt"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+# --- the check ---------------------------------------------------------------------------
+version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ]; }  # a >= b
+glibc_needed_by() {  # files... -> the highest GLIBC_x.y any of them asks for
+  if command -v objdump >/dev/null; then
+    objdump -T "$@" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*'
+  else  # the version names are in .dynstr; close enough without binutils
+    grep -aho 'GLIBC_[0-9][0-9.]*[0-9]' "$@" 2>/dev/null
+  fi | sed 's/GLIBC_//' | sort -uV | tail -1
+}
+is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
+
+check_pack() {  # dir: everything below, or fail with the reason
+  local dir=$1 tool f missing=0 elves=() machine required recorded
+  mkdir -p "$dir"
+  for tool in python3 taskset timeout ldd od sort; do
+    command -v "$tool" >/dev/null || fail "check: $tool is not installed on this machine"
+  done
+  # Everything the run starts or loads, and every other unpacked ELF file: a library a
+  # packed program needs and the pack lacks shows up here, not in the middle of the run.
+  elves=("$FERRODIR" "${REAL_PROGRAMS[@]}" "$SLAPD_MODULE_DIR/back_mdb.so")
+  if [ -n "$TOOLS_DIR" ]; then
+    for f in "$TOOLS_DIR"/ldap-*; do if [ -x "$f" ]; then elves+=("$f"); fi; done
+  fi
+  if [ -n "${ROOT:-}" ]; then
+    for f in "$HERE"/bin/*; do if [ -f "$f" ]; then elves+=("$f"); fi; done
+    while IFS= read -r -d '' f; do if is_elf "$f"; then elves+=("$f"); fi; done \
+      < <(find "$ROOT/usr" "$ROOT/lib" -type f \( -perm -u+x -o -name '*.so*' \) -print0 2>/dev/null)
+  fi
+  mapfile -t elves < <(printf '%s\n' "${elves[@]}" | awk '!seen[$0]++')
+  : > "$dir/ldd.txt"
+  for f in "${elves[@]}"; do
+    [ -e "$f" ] || { echo "$f: missing" >> "$dir/ldd.txt"; missing=$((missing + 1)); continue; }
+    { echo "== $f"; LD_LIBRARY_PATH=$PACK_LD ldd "$f" 2>&1 || true; } >> "$dir/ldd.txt"
+  done
+  if grep -q 'not found\|: missing$' "$dir/ldd.txt"; then
+    echo "check FAILED: libraries or programs missing (ldd with the pack's LD_LIBRARY_PATH):" >&2
+    awk '/^== /{file=$2} /not found/{print "  " file ": " $0} /: missing$/{print "  " $0}' "$dir/ldd.txt" | head -20 >&2
+    fail "check: see $dir/ldd.txt"
+  fi
+  machine=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  [ -n "$machine" ] || machine=$(ldd --version 2>&1 | head -1 | awk '{print $NF}')
+  required=$(glibc_needed_by "${elves[@]}")
+  recorded=""; [ -n "$PACK_INFO" ] && [ -f "$PACK_INFO" ] && recorded=$(sed -n 's/^glibc_required=//p' "$PACK_INFO")
+  [ -n "$recorded" ] && version_ge "$recorded" "$required" && required=$recorded
+  [ -n "$required" ] || fail "check: could not read the GLIBC versions the binaries need"
+  version_ge "$machine" "$required" \
+    || fail "check: this machine's glibc is $machine, the pack needs >= $required (libc6 is not packed: pack on an older system)"
+  # The loader works for ldclt (its options are checked later, by the first point).
+  "$LDCLT" -V > "$dir/ldclt-version.txt" 2>&1 || true
+  grep -q 'ldclt version' "$dir/ldclt-version.txt" || { cat "$dir/ldclt-version.txt" >&2; fail "check: ldclt does not start"; }
+  # Both servers start and answer one search with the right entry.
+  python3 "$GEN" 100 > "$dir/data.ldif"
+  load_slapd "$dir/slapd" "$dir/data.ldif" > /dev/null
+  load_ferrodir "$dir/ferrodir" "$dir/data.ldif" 100 1 > /dev/null
+  start_slapd "$dir/slapd" "$SL_PORT" "$ALL_CPUS"
+  start_ferrodir "$dir/ferrodir" "$FD_PORT" "$ALL_CPUS"
+  local port name
+  for name in slapd ferrodir; do
+    port=$SL_PORT; [ $name = ferrodir ] && port=$FD_PORT
+    "$LDAPSEARCH" -x -LLL -H "ldap://127.0.0.1:$port" -b "uid=user00042,ou=people,$SUFFIX" -s base \
+      "(objectClass=*)" uid > "$dir/$name-search.txt" 2>&1 || true
+    grep -q '^uid: user00042$' "$dir/$name-search.txt" \
+      || { cat "$dir/$name-search.txt" >&2; fail "check: $name did not answer the search (see $dir/$name/serve.log)"; }
+  done
+  stop_all
+  {
+    echo "check passed at $(date -u +%Y-%m-%dT%H:%M:%SZ) after ${SECONDS} s"
+    echo "ldd: ${#elves[@]} ELF files, every library found (ldd.txt)"
+    echo "glibc: this machine $machine, the binaries need >= $required"
+    echo "slapd and ferrodir started and answered a base search for uid=user00042"
+  } > "$dir/check.txt"
+  cat "$dir/check.txt" >&2
+}
+
+machine_info() {
+  {
+    echo "cpus=$TOTAL_CPUS"
+    echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "kernel=$(uname -srm)"
+    echo "glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null)"
+    echo "slapd=$("$SLAPD" -VV 2>&1 | head -1 | sed 's/^ *//')"
+    [ -z "$PACK_INFO" ] || sed 's/^/pack./' "$PACK_INFO"
+  } > "$OUT/machine.txt"
+}
+
+log "check (output in $OUT/check)"
+check_pack "$OUT/check"
+if [ $CHECK_ONLY = 1 ]; then
+  log "check-pack: OK in ${SECONDS} s"
+  exit 0
+fi
+machine_info
+: > "$POINTS"
 
 log "N=$N: generating data"
 python3 "$GEN" "$N" > "$OUT/data.ldif"
-read -r secs bytes < <(load_slapd "$OUT/slapd" "$OUT/data.ldif")
+load_slapd "$OUT/slapd" "$OUT/data.ldif" > /dev/null
 base_args=(-e "esearch,randombase,randombaselow=0,randombasehigh=$((N - 1))" -s base -f "objectClass=*"
            -b "uid=user$([ "$N" -le 100000 ] && echo XXXXX || echo XXXXXXX),ou=people,$SUFFIX")
+HEADER="Random base lookups, N=$N, medians of $REPS interleaved 10-s ldclt runs (null responder: $NULL_REPS); $TOTAL_CPUS CPUs ($(sed -n 's/^cpu_model=//p' "$OUT/machine.txt")); $(sed -n 's/^slapd=//p' "$OUT/machine.txt"); ferrodir $(sed -n 's/^pack.commit=/commit /p' "$OUT/machine.txt" | grep . || echo "$FERRODIR")"
 
-cpu_list() { local from=$1 to=$2; [ "$from" -le "$to" ] && echo "$from-$to" || echo ""; }
+cpu_list() {  # from to -> "from-to", "from" or "" (none)
+  if [ "$1" -lt "$2" ]; then echo "$1-$2"; elif [ "$1" -eq "$2" ]; then echo "$1"; else echo ""; fi
+}
+POINT_EST=12; SETUP_EST=8  # seconds; raised to the longest seen
+over_budget() {  # seconds needed -> true when they would run past --max-seconds
+  [ $((SECONDS + $1)) -gt "$MAX_SECONDS" ]
+}
+stop_early() {  # what would have come next
+  STATUS="**INCOMPLETE: stopped by --max-seconds $MAX_SECONDS at ${SECONDS} s before $1; the points below are those that finished.**"
+  log "stopping: $STATUS"
+}
+report() { python3 "$LIBDIR/scale_report.py" "$POINTS" "$RESULTS" "$HEADER" "$STATUS"; }
+value_of() {  # key "k=v k=v ..." -> v
+  local kv; for kv in $2; do [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }; done; echo 0
+}
 
 for k in ${CORES//,/ }; do
+  [ -z "$STATUS" ] || break
+  if [ "$k" -gt "$TOTAL_CPUS" ]; then log "K=$k: skipped, this machine has $TOTAL_CPUS CPUs"; continue; fi
+  if over_budget $((SETUP_EST + POINT_EST)); then stop_early "K=$k"; break; fi
+  setup_start=$SECONDS
   server_cpus=$(cpu_list 0 $((k - 1)))
   client_cpus=$(cpu_list "$k" $((TOTAL_CPUS - 1)))
-  shared=no; [ -z "$client_cpus" ] && { client_cpus=$(cpu_list 0 $((TOTAL_CPUS - 1))); shared=yes; }
-  threads=$((8 * k))
-  log "K=$k: server on CPUs $server_cpus, ldclt ($threads threads) on $client_cpus"
+  label=""
+  if [ -z "$client_cpus" ]; then client_cpus=$ALL_CPUS; label="shared with the server"
+  elif [ $((TOTAL_CPUS - k)) -lt "$k" ]; then label="client-bound: $((TOTAL_CPUS - k)) client cores"; fi
+  threads=$((8 * k)); slapd_threads=$((k < 2 ? 2 : k))
+  log "K=$k: server on CPUs $server_cpus, ldclt ($threads threads) on $client_cpus${label:+ ($label)}, slapd threads $slapd_threads"
+  SLAPD_THREADS=$slapd_threads write_slapd_config "$OUT/slapd/slapd.conf" "$OUT/slapd/db" "$OUT/slapd/slapd.pid"
   load_ferrodir "$OUT/ferrodir-k$k" "$OUT/data.ldif" "$N" "$k" > /dev/null
-  start_ferrodir "$OUT/ferrodir-k$k" $FD_PORT "$server_cpus"
-  start_slapd "$OUT/slapd" $SL_PORT "$server_cpus"
-  start_null "$OUT" $NULL_PORT "$server_cpus" "$k"
-  warm_read $FD_PORT; warm_read $SL_PORT
+  start_ferrodir "$OUT/ferrodir-k$k" "$FD_PORT" "$server_cpus"
+  start_slapd "$OUT/slapd" "$SL_PORT" "$server_cpus"
+  start_null "$OUT" "$NULL_PORT" "$server_cpus" "$k"
+  warm_read "$FD_PORT"; warm_read "$SL_PORT"
+  [ $((SECONDS - setup_start)) -gt $SETUP_EST ] && SETUP_EST=$((SECONDS - setup_start))
   for rep in $(seq "$REPS"); do
+    [ -z "$STATUS" ] || break
     for server in ferrodir slapd null; do
       case $server in ferrodir) port=$FD_PORT pid=$FERRODIR_PID ;; slapd) port=$SL_PORT pid=$SLAPD_PID ;;
                       null) port=$NULL_PORT pid=$NULL_PID ;; esac
       [ -n "$pid" ] || continue
-      ldclt_measure "$OUT/ldclt-k$k-$server-r$rep.out" "$client_cpus" $port "$pid" 1 $threads "${base_args[@]}"
-      $UTIL json type=scale cores=$k server=$server rep=$rep threads=$threads shared=$shared \
-        server_cpus="$server_cpus" client_cpus="$client_cpus" $MEASURE >> "$RAW"
-      log "  K=$k $server rep $rep: $(echo "$MEASURE" | sed 's/ .*//')"
+      [ $server = null ] && [ "$rep" -gt "$NULL_REPS" ] && continue
+      if over_budget $POINT_EST; then stop_early "K=$k $server rep $rep"; break; fi
+      point_start=$SECONDS
+      ldclt_measure "$OUT/ldclt-k$k-$server-r$rep.out" "$client_cpus" "$port" "$pid" 1 "$threads" "${base_args[@]}"
+      cpu_s=$(awk -v u="$(value_of cpu_user_s "$MEASURE")" -v s="$(value_of cpu_sys_s "$MEASURE")" 'BEGIN {print u + s}')
+      per_cpu=$(awk -v t="$(value_of ops_total "$MEASURE")" -v c="$cpu_s" 'BEGIN {print (c > 0 ? sprintf("%.1f", t / c) : 0)}')
+      $UTIL json type=scale cores="$k" server=$server rep="$rep" threads="$threads" slapd_threads="$slapd_threads" \
+        client_label="$label" server_cpus="$server_cpus" client_cpus="$client_cpus" $MEASURE \
+        ops_per_cpu_s="$per_cpu" elapsed_s=$SECONDS >> "$POINTS"
+      report
+      [ $((SECONDS - point_start)) -gt $POINT_EST ] && POINT_EST=$((SECONDS - point_start))
+      log "  K=$k $server rep $rep: $(value_of ops_per_s "$MEASURE") ops/s, $per_cpu ops per CPU-second (${SECONDS} s so far)"
     done
   done
   stop_all
 done
 
-python3 - "$RAW" "$OUT/results.md" "$N" "$REPS" "$SLAPD" <<'PY'
-import json, statistics, sys
-from collections import defaultdict
-raw, md, n, reps, slapd = sys.argv[1:6]
-runs = defaultdict(list); info = {}
-for line in open(raw):
-    r = json.loads(line)
-    runs[(r["cores"], r["server"])].append(r)
-    info[r["cores"]] = r
-def med(k, s):
-    rs = runs.get((k, s), [])
-    if not rs: return None, None
-    if any(r["errors"] for r in rs): return "BROKEN", None
-    ops = statistics.median(r["ops_per_s"] for r in rs)
-    cpu = statistics.median((r["cpu_user_s"] + r["cpu_sys_s"]) / r["ops_total"] * 1e6 for r in rs if r["ops_total"])
-    return ops, cpu
-lines = [f"Random base lookups, N={int(n):,}, medians of {reps} interleaved runs of 10 s; slapd: {slapd}", "",
-         "| server cores | client cores | ldclt threads | ferrodir ops/s | slapd ops/s | ferrodir/slapd "
-         "| null ops/s | ferrodir CPU µs/op | slapd CPU µs/op |",
-         "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-f = lambda v, d=0: "–" if v is None else (v if isinstance(v, str) else f"{v:,.{d}f}")
-for k in sorted(info):
-    (fo, fc), (so, sc), (no, _) = med(k, "ferrodir"), med(k, "slapd"), med(k, "null")
-    ratio = f"{fo / so:.2f}" if isinstance(fo, float) and isinstance(so, float) and so else "–"
-    client = info[k]["client_cpus"] + (" (shared with the server)" if info[k]["shared"] == "yes" else "")
-    lines.append(f"| {k} | {client} | {info[k]['threads']} | {f(fo)} | {f(so)} | {ratio} | "
-                 f"{f(no) if no is not None else 'n/a (tools not built)'} | {f(fc, 1)} | {f(sc, 1)} |")
-open(md, "w").write("\n".join(lines) + "\n")
-PY
-cat "$OUT/results.md"
+[ -n "$STATUS" ] || STATUS="Complete in ${SECONDS} s (setup included)."
+report
+FINISHED=1
+cat "$RESULTS"
 log "results in $OUT"

@@ -4,6 +4,8 @@
 # Binaries and paths come from variables so that scale.sh can point them into an
 # unpacked .deb tree instead of the system: FERRODIR SLAPD SLAPADD LDCLT LDAPSEARCH
 # SCHEMA_DIR SLAPD_MODULE_DIR TOOLS_DIR (empty when the bench tools are not built).
+# SLAPD_THREADS: slapd's `threads` (default 16, slapd's own default; scale.sh sets it to
+# the server's core count, at least 2, slapd's minimum).
 # TLS_DIR (empty: no TLS): a folder with server.pem and server.key (see make_tls_pki);
 # then ferrodir listens for LDAPS on FD_LDAPS_PORT and slapd on SL_LDAPS_PORT as well.
 # ISSUE11=1: the paged, sorted and memberof scenarios (issue #11) run: both servers index
@@ -120,7 +122,7 @@ pidfile $3
 modulepath $SLAPD_MODULE_DIR
 moduleload back_mdb
 $modules
-threads 16
+threads ${SLAPD_THREADS:-16}
 # slapadd and slapindex only (the server ignores it): as many tool threads as cores, so
 # that slapadd -q indexes in parallel as ferrodir import does (slapd's default is 1).
 tool-threads $(nproc)

@@ -11,6 +11,8 @@
                                    windows) or MAX_S pass; prints the seconds waited
   util.py stoplog FILE          -> p50/p99/max of stop_latency_us per reason from the
                                    server's ferrodir::search_stop debug lines, as JSON
+  util.py undeb DEB DIR         -> unpacks a .deb's files into DIR as `dpkg -x` would
+                                   (for a machine without dpkg; gz, bz2 and xz data)
 """
 import json
 import os
@@ -176,6 +178,34 @@ def stoplog(path):
                       "by_reason": {reason: stats(values) for reason, values in sorted(by_reason.items())}}))
 
 
+def undeb(deb, dest):
+    """A .deb is an ar archive holding debian-binary, control.tar.* and data.tar.*; the
+    files are in data.tar.*. Python's tarfile reads gz, bz2 and xz (Debian's default), not
+    zstd: such a package needs dpkg, and this says so instead of unpacking half."""
+    import io
+    import tarfile
+    with open(deb, "rb") as f:
+        if f.read(8) != b"!<arch>\n":
+            sys.exit(f"{deb}: not a .deb (ar) file")
+        while True:
+            header = f.read(60)
+            if len(header) < 60:
+                sys.exit(f"{deb}: no data.tar member")
+            name, size = header[:16].decode().strip().rstrip("/"), int(header[48:58].decode())
+            body = f.read(size)
+            if size % 2:
+                f.read(1)
+            if name.startswith("data.tar"):
+                if name.endswith(".zst"):
+                    sys.exit(f"{deb}: zstd-compressed data: unpack it with dpkg -x")
+                with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as tar:
+                    if hasattr(tarfile, "data_filter"):
+                        tar.extractall(dest, filter="tar")
+                    else:
+                        tar.extractall(dest)
+                return
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     if command == "ldclt":
@@ -192,6 +222,8 @@ def main():
         idle(args[0], args[1] if len(args) > 1 else 60)
     elif command == "stoplog":
         stoplog(args[0])
+    elif command == "undeb":
+        undeb(args[0], args[1])
     else:
         sys.exit(f"unknown command {command}")
 
