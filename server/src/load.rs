@@ -639,14 +639,26 @@ fn write_shard(
         let Some(mut keys) = sorted.take() else {
             return Err(StorageError("the import's shard writer ran twice".into()));
         };
+        // Entries that got a first child: flagged after the last entry, so that the entry
+        // records go in as one ascending run (a read in between would end it).
+        let mut containers = Vec::new();
         for message in work.iter() {
             match message {
                 ShardMsg::Work(batch) => {
                     for item in batch {
-                        write_one(store, author, sink, &mut keys, item)?;
+                        match item {
+                            ShardWork::Container(id) => containers.push(id),
+                            ShardWork::Entry { id, parent, rdn, rdn_norm, entry } => {
+                                let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
+                                write_entry(store, author, sink, &mut keys, id, record)?;
+                            }
+                        }
                     }
                 }
                 ShardMsg::Finish { next_seq } => {
+                    for id in containers.drain(..) {
+                        mark_container(sink, id)?;
+                    }
                     for mark in crate::reindex::ready_marks(store) {
                         keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
@@ -679,39 +691,43 @@ fn write_shard(
     }
 }
 
-fn write_one(
+/// Stamps and stores one new entry: its record straight into the transaction (a shard's ids
+/// count up in placement order: appends), its other keys into the sort.
+fn write_entry(
     store: &Store,
     author: &str,
     sink: &mut dyn BulkSink,
     sorted: &mut SortedKeys,
-    item: ShardWork,
+    id: EntryId,
+    mut record: EntryRecord,
 ) -> Result<(), StorageError> {
-    match item {
-        ShardWork::Entry { id, parent, rdn, rdn_norm, mut entry } => {
-            stamp_imported(&mut entry, &Stamp::now(author));
-            let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-            // The layout an Add stages (`layout::new_entry`), so both store an entry alike.
-            for mutation in layout::new_entry(&store.indexes, &store.rules, id, &record) {
-                let Some(value) = mutation.value else {
-                    return Err(StorageError("an import writes no deletes".into()));
-                };
-                // Entry records arrive in id order: straight in. The rest, sorted, at the end.
-                if mutation.key.first() == Some(&(Table::Entries as u8)) {
-                    sink.put(&mutation.key, &value)?;
-                } else {
-                    sorted.put(&mutation.key, &value)?;
-                }
-            }
-            Ok(())
+    stamp_imported(&mut record.entry, &Stamp::now(author));
+    // The layout an Add stages (`layout::new_entry`), so both store an entry alike; visited
+    // key by key (a repeated index key is dropped by the sort).
+    let mut failed = None;
+    layout::each_new_entry_key(&store.indexes, &store.rules, id, &record, &mut |key, value| {
+        if failed.is_some() {
+            return;
         }
-        ShardWork::Container(id) => {
-            let key = keys::entry(id);
-            let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
-            let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
-            record.flags |= FLAG_CONTAINER;
-            sink.put(&key, &record.encode())
+        let put = if key.first() == Some(&(Table::Entries as u8)) {
+            sink.append(key, value)
+        } else {
+            sorted.put(key, value)
+        };
+        if let Err(e) = put {
+            failed = Some(e);
         }
-    }
+    });
+    failed.map_or(Ok(()), Err)
+}
+
+/// Flags a stored entry as a container (it got a child).
+fn mark_container(sink: &mut dyn BulkSink, id: EntryId) -> Result<(), StorageError> {
+    let key = keys::entry(id);
+    let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
+    let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
+    record.flags |= FLAG_CONTAINER;
+    sink.put(&key, &record.encode())
 }
 
 /// The sorted keys, into the bulk transaction.
@@ -724,7 +740,7 @@ struct SinkOut<'a> {
 
 impl SortedOut for SinkOut<'_> {
     fn pair(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()> {
-        self.sink.put(key, value)
+        self.sink.append(key, value)
     }
 
     fn postings(&mut self, prefix: &[u8], _count: u32) -> StorageResult<()> {
@@ -737,7 +753,7 @@ impl SortedOut for SinkOut<'_> {
     fn posting(&mut self, id: [u8; 8]) -> StorageResult<()> {
         self.key.truncate(self.prefix_len);
         self.key.extend_from_slice(&id);
-        self.sink.put(&self.key, &[])
+        self.sink.append(&self.key, &[])
     }
 }
 

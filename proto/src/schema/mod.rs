@@ -36,6 +36,11 @@ pub struct Schema {
     /// Lowercased name, alias or OID → position in `attribute_types`.
     attribute_index: HashMap<String, usize>,
     object_classes: Vec<ObjectClass>,
+    /// Per class (same positions as `object_classes`): the positions of the class and all its
+    /// superclasses in [`Schema::superclasses`]' order. Fixed when the class is added, since
+    /// every SUP is defined before it and definitions never change: the schema check of
+    /// every imported entry walks these several times.
+    superclass_chains: Vec<Box<[usize]>>,
     class_index: HashMap<String, usize>,
     /// `ldapsyntax` definitions loaded from files, as (OID, published definition). The
     /// syntaxes the server implements come from [`syntax::all`].
@@ -275,8 +280,15 @@ impl Schema {
         if visibility == Visibility::Hidden {
             self.hidden_class_oids.insert(class.oid.clone());
         }
-        index_keys(&mut self.class_index, &class.oid, &class.names, self.object_classes.len());
+        let position = self.object_classes.len();
+        index_keys(&mut self.class_index, &class.oid, &class.names, position);
         self.object_classes.push(class);
+        let chain = self
+            .walk_superclasses(&self.object_classes[position])
+            .iter()
+            .filter_map(|c| self.position_of_class(c))
+            .collect();
+        self.superclass_chains.push(chain);
         Ok(())
     }
 
@@ -339,6 +351,28 @@ impl Schema {
     /// The classes returned are this schema's own (`class` is looked up by OID); for a class
     /// from another schema, its superclasses as this one knows them.
     pub fn superclasses(&self, class: &ObjectClass) -> Vec<&ObjectClass> {
+        let chain = self.position_of_class(class).and_then(|at| self.superclass_chains.get(at));
+        match chain {
+            Some(chain) => chain.iter().filter_map(|&at| self.object_classes.get(at)).collect(),
+            None => self.walk_superclasses(class),
+        }
+    }
+
+    /// Where `class` is in `object_classes`: found by address when it is this schema's own
+    /// (no hashing: what the schema check hands back), else by OID.
+    fn position_of_class(&self, class: &ObjectClass) -> Option<usize> {
+        let size = std::mem::size_of::<ObjectClass>();
+        let start = self.object_classes.as_ptr() as usize;
+        let address = class as *const ObjectClass as usize;
+        let offset = address.wrapping_sub(start);
+        if address >= start && offset % size == 0 && offset / size < self.object_classes.len() {
+            return Some(offset / size);
+        }
+        caseless_get(&self.class_index, &class.oid)
+    }
+
+    /// [`Schema::superclasses`] by walking the SUP chains.
+    fn walk_superclasses(&self, class: &ObjectClass) -> Vec<&ObjectClass> {
         let mut visited = HashSet::new();
         let mut post_order = Vec::new();
         match self.object_class(&class.oid) {
