@@ -366,7 +366,7 @@ impl SuffixTable {
     fn of(&self, rdn_norm: &str, parent_norm: &[String]) -> Option<usize> {
         let ends_with = |suffix: &[String]| match suffix.len().checked_sub(parent_norm.len()) {
             None | Some(0) => parent_norm.ends_with(suffix),
-            Some(1) => suffix[0] == rdn_norm && suffix[1..] == *parent_norm,
+            Some(1) => suffix.split_first().is_some_and(|(own, rest)| own == rdn_norm && rest == parent_norm),
             Some(_) => false,
         };
         (0..self.suffixes.len())

@@ -321,13 +321,10 @@ impl Schema {
         let position = self.object_classes.len();
         index_keys(&mut self.class_index, &class.oid, &class.names, position);
         self.object_classes.push(class);
-        let chain = self
-            .walk_superclasses(&self.object_classes[position])
-            .iter()
-            .filter_map(|c| self.position_of_class(c))
-            .collect();
-        self.superclass_chains.push(chain);
-        let class = &self.object_classes[position];
+        let Some(class) = self.object_classes.last() else {
+            return Err(format!("{label}: not stored"));
+        };
+        let chain = self.walk_superclasses(class).iter().filter_map(|c| self.position_of_class(c)).collect();
         let resolve = |names: &[String]| -> Vec<usize> {
             names.iter().filter_map(|name| caseless_get(&self.attribute_index, name)).collect()
         };
@@ -336,6 +333,7 @@ impl Schema {
         allowed.extend_from_slice(&must);
         allowed.sort_unstable();
         allowed.dedup();
+        self.superclass_chains.push(chain);
         self.class_attrs.push(ClassAttrs { must: must.into(), allowed: allowed.into() });
         Ok(())
     }

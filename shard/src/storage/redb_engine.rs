@@ -251,17 +251,14 @@ struct Appends {
 }
 
 impl Appends {
-    fn len(&self) -> usize {
-        self.bounds.len()
-    }
-
-    fn pair(&self, at: usize) -> (&[u8], &[u8]) {
-        let (key, value, end) = self.bounds[at];
-        (&self.bytes[key..value], &self.bytes[value..end])
+    /// Pair `at`; None past the end.
+    fn pair(&self, at: usize) -> Option<(&[u8], &[u8])> {
+        let &(key, value, end) = self.bounds.get(at)?;
+        Some((self.bytes.get(key..value)?, self.bytes.get(value..end)?))
     }
 
     fn last_key(&self) -> Option<&[u8]> {
-        self.bounds.last().map(|&(key, value, _)| &self.bytes[key..value])
+        self.bounds.last().and_then(|&(key, value, _)| self.bytes.get(key..value))
     }
 
     fn push(&mut self, key: &[u8], value: &[u8]) {
@@ -285,13 +282,12 @@ impl RedbSink<'_> {
     fn flush_appends(&mut self) -> StorageResult<()> {
         let Self { table, pending } = self;
         let mut at = 0;
-        while at < pending.len() {
+        while let Some((first, _)) = pending.pair(at) {
             let opened_at = at;
             let refused = {
-                let mut cursor = table.lower_bound_mut(Bound::Included(pending.pair(at).0)).map_err(err)?;
+                let mut cursor = table.lower_bound_mut(Bound::Included(first)).map_err(err)?;
                 let mut refused = false;
-                while at < pending.len() {
-                    let (key, value) = pending.pair(at);
+                while let Some((key, value)) = pending.pair(at) {
                     match cursor.insert_before(key, value) {
                         Ok(()) => at += 1,
                         Err(redb::CursorError::UnorderedKey) => {
@@ -306,8 +302,9 @@ impl RedbSink<'_> {
             };
             if refused && at == opened_at {
                 // Refused right at its own place: the key exists. Replace its value.
-                let (key, value) = pending.pair(at);
-                table.insert(key, value).map_err(err)?;
+                if let Some((key, value)) = pending.pair(at) {
+                    table.insert(key, value).map_err(err)?;
+                }
                 at += 1;
             }
         }
