@@ -114,8 +114,11 @@ impl SortedKeys {
     fn put_posting(&mut self, prefix: &[u8], id: [u8; 8]) {
         if let Some(list) = self.postings.get_mut(prefix) {
             let capacity = list.ids.capacity();
-            if list.ids.last().is_some_and(|last| *last >= id) {
-                list.ascending = false;
+            match list.ids.last() {
+                // The same key again (an entry's index keys may repeat): stored once.
+                Some(last) if *last == id => return,
+                Some(last) if *last > id => list.ascending = false,
+                _ => {}
             }
             list.ids.push(id);
             self.used_bytes += (list.ids.capacity() - capacity) * 8;
@@ -173,6 +176,7 @@ impl SortedKeys {
         postings.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (_, list) in postings.iter_mut().filter(|(_, list)| !list.ascending) {
             list.ids.sort_unstable();
+            list.ids.dedup();
         }
         let mut pairs = std::mem::take(&mut self.pairs);
         // Stable: equal keys stay in put order.

@@ -20,11 +20,13 @@
 //! - One **shard writer** per shard stamps the operational attributes, builds the index keys
 //!   and the record and writes them into that shard's single bulk transaction
 //!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. The entry
-//!   records go in as they come (a shard's ids count up: appends); every other key goes
-//!   through an external sort ([`crate::import_sort`], runs spilled to the spill directory
-//!   past a memory budget) and into the transaction in key order after the last entry, so
-//!   that redb appends instead of splitting leaves all over its tree. A failure anywhere
-//!   drops the channels, every writer abandons its transaction, and nothing is written.
+//!   records go in as they come, as appends ([`BulkSink::append`]: a shard's ids count up,
+//!   and redb takes an ascending run a leaf at a time); the entries that got children are
+//!   flagged as containers after the last entry, so that no read breaks that run. Every
+//!   other key goes through an external sort ([`crate::import_sort`], runs spilled to the
+//!   spill directory past a memory budget) and into the transaction in key order after the
+//!   last entry, appended the same way. A failure anywhere drops the channels, every writer
+//!   abandons its transaction, and nothing is written.
 //!
 //! Bad records are judged before placement (parse workers) or at it, in input order, so
 //! `--continue` skips exactly what the sequential loader skipped: a bad record, and any
@@ -37,8 +39,10 @@ use std::io::BufRead;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 
 use anyhow::Context as _;
+use ferrodir_proto::dn::Rdn;
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::ldif::{LdifReader, LdifRecord};
 use ferrodir_proto::schema::check::check_entry;
@@ -330,8 +334,12 @@ struct ParsedEntry {
     dn_text: String,
     /// The entry's RDN as written; the suffix's display form for a suffix entry.
     rdn: String,
-    /// The normalised RDNs, leftmost first.
-    rdns_norm: Vec<String>,
+    /// The entry's own normalised RDN (its leftmost).
+    rdn_norm: String,
+    /// Its parent's normalised RDNs, leftmost first: one allocation shared by the entries
+    /// of one parent that come in a row (records come grouped by parent), which placement
+    /// recognises by address before it compares them.
+    parent_norm: Arc<[String]>,
     /// Index into the configured suffixes.
     suffix: usize,
     entry: Entry,
@@ -353,10 +361,16 @@ impl SuffixTable {
         Self { suffixes }
     }
 
-    /// The longest suffix `rdns_norm` falls under, as `DirectoryConfig::suffix_of` finds it.
-    fn of(&self, rdns_norm: &[String]) -> Option<usize> {
+    /// The longest suffix the normalised RDNs `[rdn_norm] ++ parent_norm` fall under, as
+    /// `DirectoryConfig::suffix_of` finds it.
+    fn of(&self, rdn_norm: &str, parent_norm: &[String]) -> Option<usize> {
+        let ends_with = |suffix: &[String]| match suffix.len().checked_sub(parent_norm.len()) {
+            None | Some(0) => parent_norm.ends_with(suffix),
+            Some(1) => suffix.split_first().is_some_and(|(own, rest)| own == rdn_norm && rest == parent_norm),
+            Some(_) => false,
+        };
         (0..self.suffixes.len())
-            .filter(|&i| rdns_norm.ends_with(&self.suffixes[i].0))
+            .filter(|&i| ends_with(&self.suffixes[i].0))
             .max_by_key(|&i| self.suffixes[i].0.len())
     }
 
@@ -380,6 +394,7 @@ fn parse_worker(
     out: SyncSender<Vec<Parsed>>,
 ) {
     let mut parsed_capacity = 0;
+    let mut parents = ParentCache::default();
     for chunk in chunks {
         let line_offset = chunk.first_line - 1;
         let mut parsed = Vec::with_capacity(parsed_capacity);
@@ -387,7 +402,7 @@ fn parse_worker(
             parsed.push(match item {
                 Ok((line, record)) => {
                     let line = line + line_offset;
-                    parse_entry(store, suffixes, line, record)
+                    parse_entry(store, suffixes, &mut parents, line, record)
                         .map_or_else(|e| Parsed::Bad(format!("line {line}: {e}")), Parsed::Entry)
                 }
                 Err(mut e) => {
@@ -404,10 +419,32 @@ fn parse_worker(
     }
 }
 
+/// The parent RDNs a parse worker normalised last, and their normalised form.
+#[derive(Default)]
+struct ParentCache {
+    last: Option<(Vec<Rdn>, Arc<[String]>)>,
+}
+
+impl ParentCache {
+    /// The normalised form of `parent` (RDNs, leftmost first), normalised again only when
+    /// it differs from the last one asked for.
+    fn normalized(&mut self, parent: &[Rdn]) -> Arc<[String]> {
+        match &self.last {
+            Some((rdns, norm)) if rdns.as_slice() == parent => norm.clone(),
+            _ => {
+                let norm: Arc<[String]> = parent.iter().map(Rdn::normalized).collect();
+                self.last = Some((parent.to_vec(), norm.clone()));
+                norm
+            }
+        }
+    }
+}
+
 /// Everything about one record that needs no other record, including the schema check.
 fn parse_entry(
     store: &Store,
     suffixes: &SuffixTable,
+    parents: &mut ParentCache,
     line: usize,
     record: LdifRecord,
 ) -> Result<ParsedEntry, String> {
@@ -416,8 +453,11 @@ fn parse_entry(
         _ => return Err("import takes content records only".into()),
     };
     let dn = Dn::parse(&dn_text).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
-    let rdns_norm: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
-    let suffix = suffixes.of(&rdns_norm).ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
+    let under_no_suffix = || format!("{dn_text} is under no configured suffix");
+    let (own, parent) = dn.rdns.split_first().ok_or_else(under_no_suffix)?;
+    let rdn_norm = own.normalized();
+    let parent_norm = parents.normalized(parent);
+    let suffix = suffixes.of(&rdn_norm, &parent_norm).ok_or_else(under_no_suffix)?;
     let is_suffix = dn.len() == suffixes.len_of(suffix);
     let mut entry = Entry::new(attrs);
     let checked = check_entry(&store.schema, &entry, dn.rdn())
@@ -435,7 +475,7 @@ fn parse_entry(
         Some(rdn) if !is_suffix => rdn.to_string(),
         _ => suffixes.display(suffix).to_string(),
     };
-    Ok(ParsedEntry { line, dn_text, rdn, rdns_norm, suffix, entry })
+    Ok(ParsedEntry { line, dn_text, rdn, rdn_norm, parent_norm, suffix, entry })
 }
 
 /// slapadd's rule for a structuralObjectClass the LDIF carries (an export of another
@@ -488,7 +528,7 @@ struct Placement<'a> {
     /// is here once it has a child, so membership also says "already marked a container".
     children: HashMap<EntryId, HashMap<Box<str>, EntryId>>,
     /// The last parent found, by its normalised RDNs: records come grouped by parent.
-    last_parent: Option<(Vec<String>, EntryId)>,
+    last_parent: Option<(Arc<[String]>, EntryId)>,
     next_seq: Vec<u64>,
     entries: usize,
     skipped: usize,
@@ -562,14 +602,14 @@ impl<'a> Placement<'a> {
     }
 
     fn place(&mut self, parsed: ParsedEntry, work: &mut [Vec<ShardWork>]) -> Result<(), String> {
-        let ParsedEntry { line, dn_text, rdn, mut rdns_norm, suffix, entry } = parsed;
-        let (parent, rdn_norm) = if rdns_norm.len() == self.suffixes.len_of(suffix) {
+        let ParsedEntry { line, dn_text, rdn, rdn_norm, parent_norm, suffix, entry } = parsed;
+        let (parent, rdn_norm) = if parent_norm.len() + 1 == self.suffixes.len_of(suffix) {
             (EntryId::ROOT, self.suffixes.norm(suffix).to_string())
         } else {
             let parent = self
-                .find_parent(&rdns_norm[1..], suffix)
+                .find_parent(&parent_norm, suffix)
                 .ok_or_else(|| format!("line {line}: parent of {dn_text} not loaded before it"))?;
-            (parent, rdns_norm.swap_remove(0))
+            (parent, rdn_norm)
         };
         if self.children.get(&parent).is_some_and(|c| c.contains_key(rdn_norm.as_str())) {
             return Err(format!("line {line}: duplicate entry {dn_text}"));
@@ -592,9 +632,9 @@ impl<'a> Placement<'a> {
 
     /// The id of the entry whose normalised RDNs are `rdns_norm` (leftmost first), walking
     /// down from the suffix entry; None if any of them was not placed.
-    fn find_parent(&mut self, rdns_norm: &[String], suffix: usize) -> Option<EntryId> {
+    fn find_parent(&mut self, rdns_norm: &Arc<[String]>, suffix: usize) -> Option<EntryId> {
         if let Some((cached, id)) = &self.last_parent {
-            if cached.as_slice() == rdns_norm {
+            if Arc::ptr_eq(cached, rdns_norm) || cached == rdns_norm {
                 return Some(*id);
             }
         }
@@ -603,7 +643,7 @@ impl<'a> Placement<'a> {
         for rdn in rdns_norm[..below_suffix].iter().rev() {
             id = *self.children.get(&id)?.get(rdn.as_str())?;
         }
-        self.last_parent = Some((rdns_norm.to_vec(), id));
+        self.last_parent = Some((rdns_norm.clone(), id));
         Some(id)
     }
 }
@@ -639,14 +679,26 @@ fn write_shard(
         let Some(mut keys) = sorted.take() else {
             return Err(StorageError("the import's shard writer ran twice".into()));
         };
+        // Entries that got a first child: flagged after the last entry, so that the entry
+        // records go in as one ascending run (a read in between would end it).
+        let mut containers = Vec::new();
         for message in work.iter() {
             match message {
                 ShardMsg::Work(batch) => {
                     for item in batch {
-                        write_one(store, author, sink, &mut keys, item)?;
+                        match item {
+                            ShardWork::Container(id) => containers.push(id),
+                            ShardWork::Entry { id, parent, rdn, rdn_norm, entry } => {
+                                let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
+                                write_entry(store, author, sink, &mut keys, id, record)?;
+                            }
+                        }
                     }
                 }
                 ShardMsg::Finish { next_seq } => {
+                    for id in containers.drain(..) {
+                        mark_container(sink, id)?;
+                    }
                     for mark in crate::reindex::ready_marks(store) {
                         keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
@@ -679,39 +731,43 @@ fn write_shard(
     }
 }
 
-fn write_one(
+/// Stamps and stores one new entry: its record straight into the transaction (a shard's ids
+/// count up in placement order: appends), its other keys into the sort.
+fn write_entry(
     store: &Store,
     author: &str,
     sink: &mut dyn BulkSink,
     sorted: &mut SortedKeys,
-    item: ShardWork,
+    id: EntryId,
+    mut record: EntryRecord,
 ) -> Result<(), StorageError> {
-    match item {
-        ShardWork::Entry { id, parent, rdn, rdn_norm, mut entry } => {
-            stamp_imported(&mut entry, &Stamp::now(author));
-            let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-            // The layout an Add stages (`layout::new_entry`), so both store an entry alike.
-            for mutation in layout::new_entry(&store.indexes, &store.rules, id, &record) {
-                let Some(value) = mutation.value else {
-                    return Err(StorageError("an import writes no deletes".into()));
-                };
-                // Entry records arrive in id order: straight in. The rest, sorted, at the end.
-                if mutation.key.first() == Some(&(Table::Entries as u8)) {
-                    sink.put(&mutation.key, &value)?;
-                } else {
-                    sorted.put(&mutation.key, &value)?;
-                }
-            }
-            Ok(())
+    stamp_imported(&mut record.entry, &Stamp::now(author));
+    // The layout an Add stages (`layout::new_entry`), so both store an entry alike; visited
+    // key by key (a repeated index key is dropped by the sort).
+    let mut failed = None;
+    layout::each_new_entry_key(&store.indexes, &store.rules, id, &record, &mut |key, value| {
+        if failed.is_some() {
+            return;
         }
-        ShardWork::Container(id) => {
-            let key = keys::entry(id);
-            let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
-            let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
-            record.flags |= FLAG_CONTAINER;
-            sink.put(&key, &record.encode())
+        let put = if key.first() == Some(&(Table::Entries as u8)) {
+            sink.append(key, value)
+        } else {
+            sorted.put(key, value)
+        };
+        if let Err(e) = put {
+            failed = Some(e);
         }
-    }
+    });
+    failed.map_or(Ok(()), Err)
+}
+
+/// Flags a stored entry as a container (it got a child).
+fn mark_container(sink: &mut dyn BulkSink, id: EntryId) -> Result<(), StorageError> {
+    let key = keys::entry(id);
+    let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
+    let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
+    record.flags |= FLAG_CONTAINER;
+    sink.put(&key, &record.encode())
 }
 
 /// The sorted keys, into the bulk transaction.
@@ -724,7 +780,7 @@ struct SinkOut<'a> {
 
 impl SortedOut for SinkOut<'_> {
     fn pair(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()> {
-        self.sink.put(key, value)
+        self.sink.append(key, value)
     }
 
     fn postings(&mut self, prefix: &[u8], _count: u32) -> StorageResult<()> {
@@ -737,7 +793,7 @@ impl SortedOut for SinkOut<'_> {
     fn posting(&mut self, id: [u8; 8]) -> StorageResult<()> {
         self.key.truncate(self.prefix_len);
         self.key.extend_from_slice(&id);
-        self.sink.put(&self.key, &[])
+        self.sink.append(&self.key, &[])
     }
 }
 

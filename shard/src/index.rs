@@ -139,35 +139,56 @@ impl IndexConfig {
     /// Every index key `entry` (stored as `id`) contributes, sorted and de-duplicated.
     pub fn keys_for(&self, rules: &RuleTable, id: EntryId, entry: &Entry) -> BTreeSet<Vec<u8>> {
         let mut out = BTreeSet::new();
+        self.each_key(rules, id, entry, &mut |key| {
+            if !out.contains(key) {
+                out.insert(key.to_vec());
+            }
+        });
+        out
+    }
+
+    /// The keys of [`IndexConfig::keys_for`], each handed to `visit` as it is built in one
+    /// buffer, unsorted, and possibly more than once (two values with one normalised form, a
+    /// gram that repeats in a value): `ferrodir import` hands them to its sort, which drops
+    /// repeats, instead of allocating a set of vectors per entry.
+    pub fn each_key(&self, rules: &RuleTable, id: EntryId, entry: &Entry, visit: &mut dyn FnMut(&[u8])) {
+        let mut key = Vec::with_capacity(64);
+        let id_bytes = id.to_be_bytes();
         for attr in &entry.attrs {
             let Some(attr_rules) = rules.get(&attr.name) else { continue };
             let name = &attr_rules.canonical;
             let Some(kinds) = self.by_attr.get(name).copied() else { continue };
             if kinds.presence && !attr.values.is_empty() {
-                out.insert(keys::pres(name, id));
+                keys::pres_into(&mut key, name, id);
+                visit(&key);
+            }
+            if kinds.equality {
+                // The one rule lookups and the Bloom filters use too (`eqkey`).
+                let values = attr.values.iter().map(Vec::as_slice);
+                eqkey::each_stored_prefix(rules, attr_rules, values, &mut |prefix| {
+                    key.clear();
+                    key.extend_from_slice(prefix);
+                    key.extend_from_slice(&id_bytes);
+                    visit(&key);
+                });
             }
             for value in &attr.values {
-                if kinds.equality {
-                    // The one rule lookups and the Bloom filters use too (`eqkey`).
-                    for prefix in eqkey::stored_prefixes(rules, attr_rules, value) {
-                        out.insert(eqkey::posting(prefix, id));
-                    }
-                }
                 if kinds.substring {
                     if let Some(form) = substring_form(attr_rules, value) {
                         for gram in grams(&anchored(&form)) {
-                            out.insert(keys::sub(name, gram, id));
+                            keys::sub_into(&mut key, name, gram, id);
+                            visit(&key);
                         }
                     }
                 }
                 if kinds.ordering {
-                    if let Some(key) = ordering_key(attr_rules, value) {
-                        out.insert(keys::ord(name, &key, id));
+                    if let Some(order) = ordering_key(attr_rules, value) {
+                        keys::ord_into(&mut key, name, &order, id);
+                        visit(&key);
                     }
                 }
             }
         }
-        out
     }
 }
 

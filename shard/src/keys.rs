@@ -39,12 +39,18 @@ pub fn children_prefix(parent: EntryId) -> Vec<u8> {
 /// The prefix of all equality postings of (`attr_lower`, `value_norm`).
 pub fn eq_prefix(attr_lower: &str, value_norm: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(3 + attr_lower.len() + value_norm.len() + 8);
+    eq_prefix_into(&mut key, attr_lower, value_norm);
+    key
+}
+
+/// [`eq_prefix`] into `key` (cleared first): a caller building many keys reuses one buffer.
+pub fn eq_prefix_into(key: &mut Vec<u8>, attr_lower: &str, value_norm: &[u8]) {
+    key.clear();
     key.push(Table::Eq as u8);
     key.extend_from_slice(attr_lower.as_bytes());
     key.push(0);
     key.extend_from_slice(value_norm);
     key.push(0);
-    key
 }
 
 /// The prefix of every equality posting of `attr_lower` (a referential-integrity walk).
@@ -71,16 +77,35 @@ pub fn pres_prefix(attr_lower: &str) -> Vec<u8> {
 }
 
 pub fn pres(attr_lower: &str, id: EntryId) -> Vec<u8> {
-    let mut key = pres_prefix(attr_lower);
-    key.extend_from_slice(&id.to_be_bytes());
+    let mut key = Vec::with_capacity(2 + attr_lower.len() + 8);
+    pres_into(&mut key, attr_lower, id);
     key
+}
+
+/// [`pres`] into `key` (cleared first).
+pub fn pres_into(key: &mut Vec<u8>, attr_lower: &str, id: EntryId) {
+    key.clear();
+    key.push(Table::Pres as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&id.to_be_bytes());
 }
 
 /// attr ‖ 0 ‖ gram ‖ id: a substring gram posting.
 pub fn sub(attr_lower: &str, gram: &[u8], id: EntryId) -> Vec<u8> {
-    let mut key = sub_prefix(attr_lower, gram);
-    key.extend_from_slice(&id.to_be_bytes());
+    let mut key = Vec::with_capacity(2 + attr_lower.len() + gram.len() + 8);
+    sub_into(&mut key, attr_lower, gram, id);
     key
+}
+
+/// [`sub`] into `key` (cleared first).
+pub fn sub_into(key: &mut Vec<u8>, attr_lower: &str, gram: &[u8], id: EntryId) {
+    key.clear();
+    key.push(Table::Sub as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key.extend_from_slice(gram);
+    key.extend_from_slice(&id.to_be_bytes());
 }
 
 pub fn sub_prefix(attr_lower: &str, gram: &[u8]) -> Vec<u8> {
@@ -95,11 +120,20 @@ pub fn sub_prefix(attr_lower: &str, gram: &[u8]) -> Vec<u8> {
 /// attr ‖ 0 ‖ ordering key ‖ 0 ‖ id: an ordering posting; keys of one attribute sort in the
 /// rule's order.
 pub fn ord(attr_lower: &str, order_key: &[u8], id: EntryId) -> Vec<u8> {
-    let mut key = ord_attr_prefix(attr_lower);
+    let mut key = Vec::with_capacity(3 + attr_lower.len() + order_key.len() + 8);
+    ord_into(&mut key, attr_lower, order_key, id);
+    key
+}
+
+/// [`ord`] into `key` (cleared first).
+pub fn ord_into(key: &mut Vec<u8>, attr_lower: &str, order_key: &[u8], id: EntryId) {
+    key.clear();
+    key.push(Table::Ord as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
     key.extend_from_slice(order_key);
     key.push(0);
     key.extend_from_slice(&id.to_be_bytes());
-    key
 }
 
 pub fn ord_attr_prefix(attr_lower: &str) -> Vec<u8> {

@@ -24,6 +24,23 @@ pub fn new_entry(
     out
 }
 
+/// The keys and values of [`new_entry`], each handed to `visit` (index keys as
+/// [`IndexConfig::each_key`] builds them: unsorted, a repeat possible) instead of collected:
+/// the offline import's path, which sorts them itself. Its DN→ID record first, its entry
+/// record last. A test below holds it to [`new_entry`].
+pub fn each_new_entry_key(
+    indexes: &IndexConfig,
+    rules: &RuleTable,
+    id: EntryId,
+    record: &EntryRecord,
+    visit: &mut dyn FnMut(&[u8], &[u8]),
+) {
+    visit(&keys::dn(record.parent, &record.rdn_norm), &id.to_be_bytes());
+    indexes.each_key(rules, id, &record.entry, &mut |key| visit(key, &[]));
+    visit(&keys::child(record.parent, id), &[]);
+    visit(&keys::entry(id), &record.encode());
+}
+
 /// The DN→ID record of (`parent`, `rdn_norm`): naming `target`, or removed.
 pub fn dn_record(parent: EntryId, rdn_norm: &str, target: Option<EntryId>) -> Mutation {
     Mutation { key: keys::dn(parent, rdn_norm), value: target.map(|id| id.to_be_bytes().to_vec()) }
@@ -67,4 +84,53 @@ pub fn entry_mutations(
         }
     }
     out.push(Mutation { key: keys::entry(id), value: new.map(EntryRecord::encode) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrodir_proto::entry::{Attribute, Entry};
+    use ferrodir_proto::schema::Schema;
+    use std::collections::BTreeMap;
+
+    /// The import's visited layout and the Add's mutations store the same keys and values.
+    #[test]
+    fn visited_keys_are_the_new_entry_mutations() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let indexes = IndexConfig::from_directives(
+            &["objectClass eq", "uid,mail eq", "cn eq,sub,pres", "uidNumber ord"],
+            &rules,
+        )
+        .unwrap();
+        let entry = Entry::new(vec![
+            Attribute::new(
+                "objectClass",
+                vec![b"top".to_vec(), b"person".to_vec(), b"inetOrgPerson".to_vec()],
+            ),
+            // Two values with one normalised form, and a gram that repeats.
+            Attribute::new("cn", vec![b"Anna Anna".to_vec(), b"anna  anna".to_vec()]),
+            Attribute::new("sn", vec![b"A".to_vec()]),
+            Attribute::new("uid", vec![b"anna".to_vec()]),
+            Attribute::new("uidNumber", vec![b"42".to_vec()]),
+        ]);
+        let id = EntryId::new(1, 9);
+        let record = EntryRecord {
+            parent: EntryId::new(0, 3),
+            rdn: "uid=anna".into(),
+            rdn_norm: "uid=anna".into(),
+            flags: 0,
+            entry,
+        };
+        let added: BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            new_entry(&indexes, &rules, id, &record).into_iter().map(|m| (m.key, m.value)).collect();
+        let mut visited = BTreeMap::new();
+        let mut visits = 0;
+        each_new_entry_key(&indexes, &rules, id, &record, &mut |key, value| {
+            visits += 1;
+            visited.insert(key.to_vec(), Some(value.to_vec()));
+        });
+        assert_eq!(visited, added);
+        assert!(visits > added.len(), "the test entry has repeated keys: {visits} visits");
+        assert!(added.len() > 15, "{}", added.len());
+    }
 }

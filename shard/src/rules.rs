@@ -136,7 +136,18 @@ impl RuleTable {
 
     /// The lowercased primary names of `class` and its superclasses; None for an unknown class.
     pub fn class_lineage(&self, class: &[u8]) -> Option<&Arc<Vec<String>>> {
-        self.classes.get(&String::from_utf8_lossy(class).trim().to_ascii_lowercase())
+        // Lowercased on the stack: every objectClass value of every stored entry comes here.
+        // Only a plain name (nothing to trim) takes this path; the rest is trimmed as text.
+        let plain = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+        let mut buf = [0u8; 64];
+        match buf.get_mut(..class.len()) {
+            Some(lowered) if class.is_ascii() && plain(class.first()) && plain(class.last()) => {
+                lowered.copy_from_slice(class);
+                lowered.make_ascii_lowercase();
+                self.classes.get(std::str::from_utf8(lowered).ok()?)
+            }
+            _ => self.classes.get(&String::from_utf8_lossy(class).trim().to_ascii_lowercase()),
+        }
     }
 
     /// Whether `class` (a lowercased primary name) is structural.

@@ -126,10 +126,18 @@ pub fn set_structural_class(entry: &mut Entry, class: String) {
     }
 }
 
+/// A fresh random (version 4) entryUUID, from the thread's CSPRNG (rand's `ThreadRng`,
+/// seeded from the OS) instead of one getrandom system call per UUID as `Uuid::new_v4`
+/// makes: an import stamps every entry (about 2 % of its CPU went to that call).
+pub fn new_entry_uuid() -> String {
+    let bytes: [u8; 16] = rand::random();
+    uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().to_string()
+}
+
 /// Stamps a new entry: a fresh entryUUID, and creator and modifier alike.
 pub fn stamp_created(entry: &mut Entry, stamp: &Stamp) {
     if entry.get("entryUUID").is_none() {
-        set(entry, "entryUUID", uuid::Uuid::new_v4().hyphenated().to_string());
+        set(entry, "entryUUID", new_entry_uuid());
     }
     if entry.get("creatorsName").is_none() {
         set(entry, "creatorsName", stamp.author.clone());
@@ -147,7 +155,7 @@ pub fn stamp_imported(entry: &mut Entry, stamp: &Stamp) {
         ["entryCSN", "modifiersName", "modifyTimestamp"].iter().all(|n| entry.get(n).is_some());
     if keep_modified {
         if entry.get("entryUUID").is_none() {
-            set(entry, "entryUUID", uuid::Uuid::new_v4().hyphenated().to_string());
+            set(entry, "entryUUID", new_entry_uuid());
         }
         for (name, value) in [("creatorsName", &stamp.author), ("createTimestamp", &stamp.time)] {
             if entry.get(name).is_none() {
@@ -209,6 +217,15 @@ mod tests {
         assert!(b.csn > a.csn, "{} then {}", a.csn, b.csn);
         assert_eq!(a.time.len(), 15);
         assert_eq!(format_csn(1_796_000_000_000_007, 0xabc), "20261130005320.000007Z#000000#abc#000000");
+    }
+
+    #[test]
+    fn entry_uuids_are_random_version_4() {
+        let (a, b) = (new_entry_uuid(), new_entry_uuid());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
     }
 
     #[test]

@@ -8,8 +8,6 @@
 //! attribute, the structural class chain, the RDN, MUST, and finally that every attribute
 //! is allowed by some class.
 
-use std::collections::HashSet;
-
 use super::{AttributeType, ObjectClass, ObjectClassKind, Schema};
 use crate::dn::Rdn;
 use crate::entry::{Attribute, Entry};
@@ -242,20 +240,39 @@ fn check_required(
     listed: &[(&str, &ObjectClass)],
     structural: &ObjectClass,
 ) -> Result<(), Violation> {
-    let present: HashSet<&str> =
-        typed.iter().filter(|(a, _)| !a.values.is_empty()).map(|(_, t)| t.oid.as_str()).collect();
+    // The types present, as positions of the schema's types (an entry has few: a list).
+    let present_at: Vec<usize> = typed
+        .iter()
+        .filter(|(a, _)| !a.values.is_empty())
+        .filter_map(|(_, t)| schema.attribute_position(t))
+        .collect();
+    let requires = |written: &str, name: &str| {
+        Violation::new(
+            ResultCode::OBJECT_CLASS_VIOLATION,
+            format!("object class '{written}' requires attribute '{name}'"),
+        )
+    };
     for &(written, class) in listed {
         if class.kind == ObjectClassKind::Structural && class.oid != structural.oid {
             continue;
         }
-        for required in schema.superclasses(class).iter().flat_map(|c| &c.must) {
-            let missing = schema.attribute(required).is_none_or(|t| !present.contains(t.oid.as_str()));
-            if missing {
-                let name = schema.attribute(required).map_or(required.as_str(), AttributeType::name);
-                return Err(Violation::new(
-                    ResultCode::OBJECT_CLASS_VIOLATION,
-                    format!("object class '{written}' requires attribute '{name}'"),
-                ));
+        for superclass in schema.superclasses(class) {
+            if let Some((must, _)) = schema.class_attribute_positions(superclass) {
+                if let Some(&missing) = must.iter().find(|at| !present_at.contains(at)) {
+                    let name = schema.attribute_at(missing).map_or("", AttributeType::name);
+                    return Err(requires(written, name));
+                }
+                continue;
+            }
+            for required in &superclass.must {
+                let present = |t: &AttributeType| {
+                    typed.iter().any(|(a, typed)| !a.values.is_empty() && typed.oid == t.oid)
+                };
+                let missing = schema.attribute(required).is_none_or(|t| !present(t));
+                if missing {
+                    let name = schema.attribute(required).map_or(required.as_str(), AttributeType::name);
+                    return Err(requires(written, name));
+                }
             }
         }
     }
@@ -290,7 +307,12 @@ fn check_allowed(
         name.eq_ignore_ascii_case(&t.oid) || t.names.iter().any(|n| n.eq_ignore_ascii_case(name))
     };
     let allowed = |t: &AttributeType| {
-        classes.iter().any(|c| c.must.iter().chain(&c.may).any(|name| names_type(name, t)))
+        let at = schema.attribute_position(t);
+        classes.iter().any(|c| match (schema.class_attribute_positions(c), at) {
+            // Positions fixed when the class was added: a binary search, no name compared.
+            (Some((_, allowed)), Some(at)) => allowed.binary_search(&at).is_ok(),
+            _ => c.must.iter().chain(&c.may).any(|name| names_type(name, t)),
+        })
     };
     for (attribute, attribute_type) in typed {
         if !attribute_type.is_operational() && !allowed(attribute_type) {

@@ -19,8 +19,32 @@ pub mod check;
 mod parse;
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use parse::{AttributeTypeDescription, ObjectClassDescription, OidMacros, SyntaxDescription};
+
+/// Lowercased name, alias or OID → position. Hashed with FNV-1a instead of SipHash: the
+/// schema check looks up every attribute of every entry an Add or an import stores. The keys
+/// are the schema's own, fixed once loaded; a client's name only picks which fixed chain a
+/// lookup walks, so flooding (what SipHash guards against) can't be forced.
+type NameIndex = HashMap<String, usize, BuildHasherDefault<Fnv1a>>;
+
+#[derive(Default)]
+struct Fnv1a(u64);
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &byte in bytes {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
 
 /// The longest SUP chain followed. Chains cannot loop (a SUP must be defined before its
 /// subtype), so this only bounds the work on a pathological schema.
@@ -34,9 +58,19 @@ const SUP_CHAIN_MAX: usize = 64;
 pub struct Schema {
     attribute_types: Vec<AttributeType>,
     /// Lowercased name, alias or OID → position in `attribute_types`.
-    attribute_index: HashMap<String, usize>,
+    attribute_index: NameIndex,
     object_classes: Vec<ObjectClass>,
-    class_index: HashMap<String, usize>,
+    /// Per class (same positions as `object_classes`): the positions of the class and all its
+    /// superclasses in [`Schema::superclasses`]' order. Fixed when the class is added, since
+    /// every SUP is defined before it and definitions never change: the schema check of
+    /// every imported entry walks these several times.
+    superclass_chains: Vec<Box<[usize]>>,
+    /// Per class (same positions): its MUST and MAY types resolved to positions in
+    /// `attribute_types`, fixed when the class is added (its MUST and MAY must name known
+    /// types then, and types never change): the schema check compares positions instead
+    /// of names.
+    class_attrs: Vec<ClassAttrs>,
+    class_index: NameIndex,
     /// `ldapsyntax` definitions loaded from files, as (OID, published definition). The
     /// syntaxes the server implements come from [`syntax::all`].
     extra_syntaxes: Vec<(String, String)>,
@@ -45,6 +79,15 @@ pub struct Schema {
     /// OIDs of classes known but left out of cn=Subschema (back-monitor's, SLAP_OC_HIDE).
     hidden_class_oids: HashSet<String>,
     macros: OidMacros,
+}
+
+/// A class's MUST and MAY as positions of attribute types.
+#[derive(Debug, Clone, Default)]
+struct ClassAttrs {
+    /// Its own MUST types, in the order the definition lists them.
+    must: Box<[usize]>,
+    /// Its own MUST and MAY types, sorted.
+    allowed: Box<[usize]>,
 }
 
 /// RFC 4512 §4.1.2 `usage`. Every kind but `UserApplications` makes a type operational.
@@ -275,8 +318,23 @@ impl Schema {
         if visibility == Visibility::Hidden {
             self.hidden_class_oids.insert(class.oid.clone());
         }
-        index_keys(&mut self.class_index, &class.oid, &class.names, self.object_classes.len());
+        let position = self.object_classes.len();
+        index_keys(&mut self.class_index, &class.oid, &class.names, position);
         self.object_classes.push(class);
+        let Some(class) = self.object_classes.last() else {
+            return Err(format!("{label}: not stored"));
+        };
+        let chain = self.walk_superclasses(class).iter().filter_map(|c| self.position_of_class(c)).collect();
+        let resolve = |names: &[String]| -> Vec<usize> {
+            names.iter().filter_map(|name| caseless_get(&self.attribute_index, name)).collect()
+        };
+        let must = resolve(&class.must);
+        let mut allowed = resolve(&class.may);
+        allowed.extend_from_slice(&must);
+        allowed.sort_unstable();
+        allowed.dedup();
+        self.superclass_chains.push(chain);
+        self.class_attrs.push(ClassAttrs { must: must.into(), allowed: allowed.into() });
         Ok(())
     }
 
@@ -339,6 +397,59 @@ impl Schema {
     /// The classes returned are this schema's own (`class` is looked up by OID); for a class
     /// from another schema, its superclasses as this one knows them.
     pub fn superclasses(&self, class: &ObjectClass) -> Vec<&ObjectClass> {
+        let chain = self.position_of_class(class).and_then(|at| self.superclass_chains.get(at));
+        match chain {
+            Some(chain) => chain.iter().filter_map(|&at| self.object_classes.get(at)).collect(),
+            None => self.walk_superclasses(class),
+        }
+    }
+
+    /// Where `class` is in `object_classes`: found by address when it is this schema's own
+    /// (no hashing: what the schema check hands back), else by OID.
+    fn position_of_class(&self, class: &ObjectClass) -> Option<usize> {
+        let size = std::mem::size_of::<ObjectClass>();
+        let start = self.object_classes.as_ptr() as usize;
+        let address = class as *const ObjectClass as usize;
+        let offset = address.wrapping_sub(start);
+        if address >= start && offset % size == 0 && offset / size < self.object_classes.len() {
+            return Some(offset / size);
+        }
+        caseless_get(&self.class_index, &class.oid)
+    }
+
+    /// Where `attribute` is in `attribute_types`: by address when it is this schema's own,
+    /// else by OID.
+    fn position_of_attribute(&self, attribute: &AttributeType) -> Option<usize> {
+        let size = std::mem::size_of::<AttributeType>();
+        let start = self.attribute_types.as_ptr() as usize;
+        let address = attribute as *const AttributeType as usize;
+        let offset = address.wrapping_sub(start);
+        if address >= start && offset % size == 0 && offset / size < self.attribute_types.len() {
+            return Some(offset / size);
+        }
+        caseless_get(&self.attribute_index, &attribute.oid)
+    }
+
+    /// The positions of `class`'s own MUST types (in its order) and of its MUST and MAY
+    /// types (sorted); None for a class this schema does not hold.
+    pub(crate) fn class_attribute_positions(&self, class: &ObjectClass) -> Option<(&[usize], &[usize])> {
+        let attrs = self.class_attrs.get(self.position_of_class(class)?)?;
+        Some((&attrs.must, &attrs.allowed))
+    }
+
+    /// The position of `attribute` among this schema's types, for
+    /// [`Schema::class_attribute_positions`].
+    pub(crate) fn attribute_position(&self, attribute: &AttributeType) -> Option<usize> {
+        self.position_of_attribute(attribute)
+    }
+
+    /// The attribute type at a position [`Schema::attribute_position`] gave.
+    pub(crate) fn attribute_at(&self, position: usize) -> Option<&AttributeType> {
+        self.attribute_types.get(position)
+    }
+
+    /// [`Schema::superclasses`] by walking the SUP chains.
+    fn walk_superclasses(&self, class: &ObjectClass) -> Vec<&ObjectClass> {
         let mut visited = HashSet::new();
         let mut post_order = Vec::new();
         match self.object_class(&class.oid) {
@@ -452,12 +563,7 @@ fn label(oid: &str, names: &[String]) -> String {
 
 /// RFC 4512 §6.2: an OID names one element, and names within a kind must be unique, so a
 /// definition reusing either is refused rather than shadowing the first.
-fn check_new_keys(
-    index: &HashMap<String, usize>,
-    oid: &str,
-    names: &[String],
-    kind: &str,
-) -> Result<(), String> {
+fn check_new_keys(index: &NameIndex, oid: &str, names: &[String], kind: &str) -> Result<(), String> {
     if index.contains_key(oid) {
         return Err(format!("{kind} {oid} is already defined"));
     }
@@ -473,7 +579,7 @@ fn check_new_keys(
 
 /// `index[name lowercased]` without allocating for the lowercase copy: every entry an
 /// import or an Add checks looks up each of its types and classes here.
-fn caseless_get(index: &HashMap<String, usize>, name: &str) -> Option<usize> {
+fn caseless_get(index: &NameIndex, name: &str) -> Option<usize> {
     if !name.bytes().any(|b| b.is_ascii_uppercase()) {
         return index.get(name).copied();
     }
@@ -489,7 +595,7 @@ fn caseless_get(index: &HashMap<String, usize>, name: &str) -> Option<usize> {
     }
 }
 
-fn index_keys(index: &mut HashMap<String, usize>, oid: &str, names: &[String], position: usize) {
+fn index_keys(index: &mut NameIndex, oid: &str, names: &[String], position: usize) {
     index.insert(oid.to_string(), position);
     for name in names {
         index.insert(name.to_ascii_lowercase(), position);
