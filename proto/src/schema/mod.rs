@@ -411,7 +411,7 @@ impl Schema {
         let start = self.object_classes.as_ptr() as usize;
         let address = class as *const ObjectClass as usize;
         let offset = address.wrapping_sub(start);
-        if address >= start && offset % size == 0 && offset / size < self.object_classes.len() {
+        if address >= start && offset.is_multiple_of(size) && offset / size < self.object_classes.len() {
             return Some(offset / size);
         }
         caseless_get(&self.class_index, &class.oid)
@@ -424,7 +424,7 @@ impl Schema {
         let start = self.attribute_types.as_ptr() as usize;
         let address = attribute as *const AttributeType as usize;
         let offset = address.wrapping_sub(start);
-        if address >= start && offset % size == 0 && offset / size < self.attribute_types.len() {
+        if address >= start && offset.is_multiple_of(size) && offset / size < self.attribute_types.len() {
             return Some(offset / size);
         }
         caseless_get(&self.attribute_index, &attribute.oid)
