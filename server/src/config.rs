@@ -502,9 +502,9 @@ impl Default for Limits {
     }
 }
 
-/// `[limits] cache_bytes` by default: 1 GiB for the whole server. A million gen-data users
-/// take about 900 MB as compact cached entries, so most of such a directory's entries fit,
-/// and the server stays at about a gigabyte whatever its shard count (docs/BENCHMARKS.md).
+/// `[limits] cache_bytes` by default: 1 GiB for the whole server. A cached gen-data user
+/// takes about 1.1 KB, so the entry caches' 768 MiB hold about 700,000 of them, and the
+/// server stays near a gigabyte whatever its shard count (docs/BENCHMARKS.md).
 pub const CACHE_BYTES_DEFAULT: usize = 1 << 30;
 
 impl Limits {
