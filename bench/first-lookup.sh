@@ -25,7 +25,8 @@ remote_reads = "${REMOTE_READS:-message}"
 example_data = false
 index = ["objectClass eq", "uid,mail,cn eq"]
 [limits]
-entry_cache_entries_max = $((N + 1000))
+# The whole server's cache budget (entry caches and redb's page caches), the default.
+cache_bytes = ${CACHE_BYTES:-1073741824}
 [log]
 level = "warn"
 TOML

@@ -297,8 +297,8 @@ bench_size() {
     FERRODIR_K_PID=$FERRODIR_PID; FERRODIR_PID=$main_pid
     warm_read $FDK_PORT
   fi
-  record type=rss size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID)
-  record type=rss size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID)
+  record type=rss size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID) rssanon_kb=$(rssanon_kb $FERRODIR_PID)
+  record type=rss size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID) rssanon_kb=$(rssanon_kb $SLAPD_PID)
   check_sub10 "$n"
   ADD_NEXT[ferrodir]=0; ADD_NEXT[slapd]=0; DEL_NEXT[ferrodir]=0; DEL_NEXT[slapd]=0; WRITES_DONE=0
 
@@ -328,6 +328,10 @@ bench_size() {
   if [ $ldclt_scenarios = 1 ]; then
     for server in ferrodir slapd null; do latency "$n" "$server"; done
   fi
+  # Issue #14: memory once the runs have filled the caches too (the entry cache fills
+  # from lookups, not from the full read).
+  record type=rss-end size=$n server=ferrodir vmrss_kb=$(vmrss_kb $FERRODIR_PID) rssanon_kb=$(rssanon_kb $FERRODIR_PID)
+  record type=rss-end size=$n server=slapd vmrss_kb=$(vmrss_kb $SLAPD_PID) rssanon_kb=$(rssanon_kb $SLAPD_PID)
   for sc in modify add delete; do
     case ",$SCENARIOS," in *",$sc,"*) ;; *) continue ;; esac
     for server in ferrodir slapd; do count_syncs "$n" "$sc" "$server"; done

@@ -66,10 +66,9 @@ access = "${FD_ACCESS:-default}"
 index = ["objectClass eq", "uid,mail eq", "cn eq,sub"$([ "$ISSUE11" = 1 ] && echo ', "departmentNumber eq"')]
 ${FD_EXTRA_CONFIG:-}
 [limits]
-# Per shard; sized to hold the whole data set plus the entries the write scenarios add.
-entry_cache_entries_max = $(($2 + 1000))
-# redb's page cache per shard, explicit (redb's default, 1 GiB).
-storage_cache_bytes_per_shard = 1073741824
+# The whole server's cache budget (entry caches and redb's page caches, issue #14), the
+# default written out: FD_CACHE_BYTES=N changes it.
+cache_bytes = ${FD_CACHE_BYTES:-1073741824}
 ${FD_EXTRA_LIMITS:-}
 # Search limits for everyone but the rootDN, as slapd's sizelimit and timelimit below
 # (both servers' defaults, written out so that they stay the same).
@@ -261,6 +260,7 @@ warm_read() {  # port: one subtree search of everything as the rootDN
 }
 
 vmrss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+rssanon_kb() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
 
 # --- one ldclt run ---------------------------------------------------------------------
 # ldclt_start OUTFILE CPUS PORT SAMPLES THREADS ARGS... -> sets LDCLT_PID (tracked).

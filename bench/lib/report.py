@@ -62,6 +62,10 @@ def collect(records):
             size["load"][r["server"]] = dict(r, bytes_per_entry=r["bytes"] / r["entries"])
         elif kind == "rss":
             size["rss"][r["server"]] = r["vmrss_kb"]
+            if r.get("rssanon_kb") is not None:
+                size.setdefault("rssanon", {})[r["server"]] = r["rssanon_kb"]
+        elif kind == "rss-end":
+            size.setdefault("rss_end", {})[r["server"]] = r["vmrss_kb"]
         elif kind == "fsync":
             syncs = r["fsync"] + r["fdatasync"] + r["sync_file_range"] + r["msync"]
             ops = r.get("ops_total", 0)
@@ -161,8 +165,9 @@ def fanout_table(size, meta, lines):
 
 def server_table(size, lines):
     lines += ["", "| server | load s | bytes on disk / entry | VmRSS after full read MiB "
+              "| VmRSS bytes / entry | RssAnon MiB | VmRSS after the runs MiB "
               "| p50 µs (base) | p99 µs (base) | latency-run ops/s |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for server in SERVERS:
         load, rss, lat = size["load"].get(server, {}), size["rss"].get(server), size["latency"].get(server, {})
         if not (load or rss or lat):
@@ -173,8 +178,13 @@ def server_table(size, lines):
             lat_cells = [f"BROKEN ({lat['errors']} errors)"] * 3
         else:
             lat_cells = [fmt(lat.get("p50_us")), fmt(lat.get("p99_us")), fmt(lat.get("ops_per_s"))]
+        anon = size.get("rssanon", {}).get(server)
+        end = size.get("rss_end", {}).get(server)
+        per_entry = rss * 1024 / load["entries"] if rss and load.get("entries") else None
         lines.append(f"| {server} | {fmt(load.get('seconds'), 1)} | {fmt(load.get('bytes_per_entry'))} "
-                     f"| {fmt(rss / 1024 if rss else None, 1)} | " + " | ".join(lat_cells) + " |")
+                     f"| {fmt(rss / 1024 if rss else None, 1)} | {fmt(per_entry)} "
+                     f"| {fmt(anon / 1024 if anon else None, 1)} "
+                     f"| {fmt(end / 1024 if end else None, 1)} | " + " | ".join(lat_cells) + " |")
 
 
 def matrix_table(size, lines):

@@ -188,9 +188,10 @@ pub struct Limits {
     /// server keeps nothing per paged search, so this only bounds how old a position a
     /// client may come back with.
     pub paged_cookie_idle_max_s: u64,
-    pub entry_cache_entries_max: usize,
-    /// redb's page cache per shard file (decoded pages, on top of the OS page cache).
-    pub storage_cache_bytes_per_shard: usize,
+    /// The server's whole cache budget, in bytes: redb's page caches and the entry caches
+    /// together, whatever the shard count ([`Limits::storage_cache_bytes_per_file`],
+    /// [`Limits::entry_cache_bytes_per_shard`]; docs/OPERATIONS.md, "Memory and caches").
+    pub cache_bytes: usize,
     /// Responses queued per connection before operations wait for the socket.
     pub outbound_pdus_queued_max: usize,
     /// Close a connection whose peer doesn't read a response for this long.
@@ -209,6 +210,8 @@ pub struct Limits {
     pub search_entries_max: Option<toml::Value>,
     pub search_time_max_s: Option<toml::Value>,
     pub idle_timeout_s: Option<toml::Value>,
+    pub entry_cache_entries_max: Option<toml::Value>,
+    pub storage_cache_bytes_per_shard: Option<toml::Value>,
 }
 
 /// Any subset of one identity class's limits (router's `ClassLimits`), each overriding the
@@ -488,8 +491,7 @@ impl Default for Limits {
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
             paged_cookie_idle_max_s: 3600,
-            entry_cache_entries_max: 100_000,
-            storage_cache_bytes_per_shard: 1 << 30,
+            cache_bytes: CACHE_BYTES_DEFAULT,
             outbound_pdus_queued_max: 256,
             write_timeout_s: 60,
             shutdown_grace_s: 10,
@@ -501,7 +503,32 @@ impl Default for Limits {
             search_entries_max: None,
             search_time_max_s: None,
             idle_timeout_s: None,
+            entry_cache_entries_max: None,
+            storage_cache_bytes_per_shard: None,
         }
+    }
+}
+
+/// `[limits] cache_bytes` by default: 1 GiB for the whole server. A cached gen-data user
+/// takes about 1.1 KB, so the entry caches' 768 MiB hold about 700,000 of them, and the
+/// server stays near a gigabyte whatever its shard count (docs/BENCHMARKS.md).
+pub const CACHE_BYTES_DEFAULT: usize = 1 << 30;
+
+impl Limits {
+    /// redb's page cache for each redb file (the shards' and `coordinator.redb`). Serving,
+    /// a quarter of `cache_bytes` over the shard files: redb keeps index and entry pages
+    /// there, while the entry caches keep what answers reads. Offline tools (import,
+    /// reindex, verify, export and backup without a server) have no entry caches, so the
+    /// whole budget goes to redb, over the shard files.
+    pub fn storage_cache_bytes_per_file(&self, shards: usize, serving: bool) -> usize {
+        let share = if serving { self.cache_bytes / 4 } else { self.cache_bytes };
+        share / shards.max(1)
+    }
+
+    /// One shard's entry cache while serving: the other three quarters of `cache_bytes`,
+    /// evenly over the shards.
+    pub fn entry_cache_bytes_per_shard(&self, shards: usize) -> usize {
+        (self.cache_bytes - self.cache_bytes / 4) / shards.max(1)
     }
 }
 
@@ -518,6 +545,14 @@ const RETIRED_LIMITS: &[(&str, &str)] = &[
     ("search_entries_max", "limits.anonymous.search_entries_max and limits.authenticated.search_entries_max"),
     ("search_time_max_s", "limits.anonymous.search_time_max_s and limits.authenticated.search_time_max_s"),
     ("idle_timeout_s", "limits.anonymous.idle_timeout_s and limits.authenticated.idle_timeout_s"),
+    (
+        "entry_cache_entries_max",
+        "limits.cache_bytes (one budget in bytes for the whole server, entry caches and redb's page caches together)",
+    ),
+    (
+        "storage_cache_bytes_per_shard",
+        "limits.cache_bytes (one budget in bytes for the whole server, entry caches and redb's page caches together)",
+    ),
 ];
 
 impl Default for Log {
@@ -573,6 +608,8 @@ impl Config {
             &limits.search_entries_max,
             &limits.search_time_max_s,
             &limits.idle_timeout_s,
+            &limits.entry_cache_entries_max,
+            &limits.storage_cache_bytes_per_shard,
         ];
         for ((key, replacement), value) in RETIRED_LIMITS.iter().zip(retired) {
             if value.is_some() {
@@ -766,6 +803,27 @@ mod tests {
         assert!(error.contains("limits.anonymous.pdu_bytes_max"), "{error}");
         let error = Config::parse("[limits]\nops_in_flight_per_connection_max = 8").unwrap_err().to_string();
         assert!(error.contains("requests_pending_max"), "{error}");
+        for key in ["entry_cache_entries_max = 100000", "storage_cache_bytes_per_shard = 1073741824"] {
+            let error = Config::parse(&format!("[limits]\n{key}")).unwrap_err().to_string();
+            assert!(error.contains("limits.cache_bytes"), "{error}");
+        }
+    }
+
+    /// One budget whatever the shard count: a quarter to redb's page caches while serving,
+    /// the rest to the entry caches; offline tools give it all to redb.
+    #[test]
+    fn the_cache_budget_does_not_grow_with_the_shards() {
+        let limits = Config::parse("[limits]\ncache_bytes = 1600").unwrap().limits;
+        for shards in [1, 2, 16] {
+            let total = shards
+                * (limits.storage_cache_bytes_per_file(shards, true)
+                    + limits.entry_cache_bytes_per_shard(shards));
+            assert!(total <= 1600 && total + 2 * shards >= 1600, "{shards} shards: {total}");
+            assert!(shards * limits.storage_cache_bytes_per_file(shards, false) <= 1600);
+        }
+        assert_eq!(limits.storage_cache_bytes_per_file(2, true), 200);
+        assert_eq!(limits.entry_cache_bytes_per_shard(2), 600);
+        assert_eq!(Config::default().limits.cache_bytes, 1 << 30);
     }
 
     #[test]

@@ -304,13 +304,8 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let replica_sources: Vec<_> = (0..shard_count)
             .map(|i| {
                 let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
-                // No entry cache in a replica: only the owning shard knows when entries change.
-                wanted.then(|| {
-                    (
-                        ShardInfo { entry_cache_entries_max: 0, ..store.shard_info(i, &config) },
-                        store.engines[i].clone(),
-                    )
-                })
+                // A replica shares the shard's entry cache with its owner (`shard::entrycache`).
+                wanted.then(|| (store.shard_info(i, &config), store.engines[i].clone()))
             })
             .collect();
         arbiter.spawn(async move {
@@ -444,10 +439,7 @@ fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter]) {
         let status = crate::replication::status::register(settings);
         let sources: Vec<_> = (0..store.manifest.shards)
             .map(|s| {
-                (
-                    ShardInfo { entry_cache_entries_max: 0, ..store.shard_info(s, config) },
-                    store.engines[s].clone(),
-                )
+                (ShardInfo { entry_cache: None, ..store.shard_info(s, config) }, store.engines[s].clone())
             })
             .collect();
         let settings = settings.clone();

@@ -32,10 +32,8 @@ impl SearchPool {
         let sources = (0..store.engines.len())
             .map(|index| {
                 // No entry cache: see shard::scan.
-                let info = ferrodir_shard::core::ShardInfo {
-                    entry_cache_entries_max: 0,
-                    ..store.shard_info(index, config)
-                };
+                let info =
+                    ferrodir_shard::core::ShardInfo { entry_cache: None, ..store.shard_info(index, config) };
                 Arc::new(ScanSource { info, engine: store.engines[index].clone(), limits })
             })
             .collect();

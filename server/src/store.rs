@@ -11,6 +11,7 @@ use std::collections::HashSet;
 
 use ferrodir_proto::schema::Schema;
 use ferrodir_shard::bloom::EqBloom;
+use ferrodir_shard::entrycache::EntryCache;
 use ferrodir_shard::index::{IndexConfig, IndexKind};
 use ferrodir_shard::rules::{equality_key, RuleTable};
 
@@ -32,6 +33,9 @@ pub struct Store {
     pub rules: Arc<RuleTable>,
     /// Per shard: the equality-key Bloom filter, rebuilt from the index at every open.
     pub blooms: Vec<Arc<EqBloom>>,
+    /// Per shard: its entry cache, shared by its owner and every replica (`shard::entrycache`);
+    /// sized by `[limits] cache_bytes` when serving, empty for tools.
+    pub entry_caches: Vec<Arc<EntryCache>>,
     /// Whether the directory was created by this open.
     pub created: bool,
     /// Shards found damaged (index, what is wrong); only [`Store::open_salvaging`] opens
@@ -64,16 +68,22 @@ impl Store {
     /// Opens `data_dir`, creating it if it has no manifest. Refuses if any shard is damaged
     /// (missing, empty, truncated, failing its checksums), naming each and the way to recover.
     pub fn open(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
-        Self::open_with(config, data_dir, false)
+        Self::open_with(config, data_dir, false, false)
+    }
+
+    /// [`Store::open`] for `ferrodir serve`: `[limits] cache_bytes` is split between redb's
+    /// page caches and the entry caches (a tool's open gives it all to redb).
+    pub fn open_serving(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with(config, data_dir, false, true)
     }
 
     /// Opens `data_dir` even with damaged shards, for `ferrodir verify` and `export`: each
     /// stands in as an empty shard that refuses writes, and is listed in `damaged`.
     pub fn open_salvaging(config: &Config, data_dir: &Path) -> anyhow::Result<Self> {
-        Self::open_with(config, data_dir, true)
+        Self::open_with(config, data_dir, true, false)
     }
 
-    fn open_with(config: &Config, data_dir: &Path, salvage: bool) -> anyhow::Result<Self> {
+    fn open_with(config: &Config, data_dir: &Path, salvage: bool, serving: bool) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
         // Only a build with the `fault-injection` feature reads [testing] (Config::check).
         #[cfg(feature = "fault-injection")]
@@ -84,7 +94,6 @@ impl Store {
             );
             tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
         }
-        ferrodir_shard::storage::powercut::set_cache_bytes(config.limits.storage_cache_bytes_per_shard);
         std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {
@@ -99,6 +108,9 @@ impl Store {
                 (m, true)
             }
         };
+        // redb's page cache per file, out of the one budget (`Limits::storage_cache_bytes_per_file`).
+        let per_file = config.limits.storage_cache_bytes_per_file(manifest.shards, serving);
+        ferrodir_shard::storage::powercut::set_cache_bytes(per_file);
         let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
@@ -120,14 +132,27 @@ impl Store {
         indexes.set_searchable(ready);
         // Filled by `fill_blooms` when the server starts, after any initial load.
         let blooms = engines.iter().map(|_| Arc::new(EqBloom::new())).collect();
-        Ok(Self { manifest, engines, indexes: Arc::new(indexes), schema, rules, blooms, created, damaged })
+        let per_shard = if serving { config.limits.entry_cache_bytes_per_shard(manifest.shards) } else { 0 };
+        let entry_caches =
+            engines.iter().map(|_| Arc::new(EntryCache::new(per_shard, rules.clone()))).collect();
+        Ok(Self {
+            manifest,
+            engines,
+            indexes: Arc::new(indexes),
+            schema,
+            rules,
+            blooms,
+            entry_caches,
+            created,
+            damaged,
+        })
     }
 
-    pub fn shard_info(&self, index: usize, config: &Config) -> ShardInfo {
+    pub fn shard_info(&self, index: usize, _config: &Config) -> ShardInfo {
         ShardInfo {
             index,
             count: self.engines.len(),
-            entry_cache_entries_max: config.limits.entry_cache_entries_max,
+            entry_cache: self.entry_caches.get(index).cloned(),
             indexes: self.indexes.clone(),
             schema: self.schema.clone(),
             rules: self.rules.clone(),

@@ -64,6 +64,9 @@ struct DrainWaiter {
 
 impl ShardActor {
     pub fn new(core: Rc<ShardCore>) -> ShardResult<Self> {
+        // The actor's core is the shard's owner: it publishes every commit to the shared
+        // entry cache (`entrycache`).
+        core.become_owner()?;
         let next_seq = core.stored_next_seq()?;
         if let Some(hub) = crate::watermark::hub() {
             hub.restore(core.info.index, core.stored_csn_max()?);
@@ -208,6 +211,10 @@ impl ShardActor {
     fn roll_back(&self, batch: &Overlay, pending: &Overlay, error: &ShardError) {
         let shard = self.core.info.index;
         tracing::error!(shard, error = %error, "commit failed: every write of the batch fails with unavailable");
+        // The shared entry cache closes for good (until a restart): whether a failed commit
+        // reached the file is not known, and the engine's count of commits did not move, so
+        // no label could tell a replica's old read from the file's new state.
+        self.core.cache_close();
         for (id, _) in batch.touched.iter().chain(&pending.touched) {
             self.core.cache_forget(*id);
         }
@@ -224,6 +231,7 @@ impl ShardActor {
                 None => self.core.cache_forget(id),
             }
         }
+        self.core.cache_published();
         let snapshot = self.core.snapshot();
         let stats = self.core.counters();
         let (mut added, mut deleted) = (0u64, 0u64);
@@ -494,7 +502,7 @@ mod tests {
         ShardInfo {
             index: 0,
             count: 1,
-            entry_cache_entries_max: 16,
+            entry_cache: Some(Arc::new(crate::entrycache::EntryCache::new(1 << 20, rules.clone()))),
             indexes,
             schema,
             rules,

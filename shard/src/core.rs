@@ -3,13 +3,17 @@
 //! A `ShardCore` lives on its worker's thread inside an `Rc`, shared by the shard actor and by
 //! that worker's connections, which read it with a direct call (no message, no thread hop).
 //! Reads use the last committed snapshot, so a commit in progress never blocks them.
+//! Every other worker holds a core of the shard too (a replica, reading on its own thread),
+//! and all of them share the shard's one entry cache (`entrycache`: its doc comment has the
+//! rules that keep a version from going stale there). The actor's core is the owner: it
+//! alone puts and forgets entries after commits.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::bloom::EqBloom;
+use crate::entrycache::{EntryCache, Lookup};
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::index::IndexConfig;
@@ -25,7 +29,9 @@ use ferrodir_proto::schema::Schema;
 pub struct ShardInfo {
     pub index: usize,
     pub count: usize,
-    pub entry_cache_entries_max: usize,
+    /// The shard's entry cache, shared by its owner and every replica; None: no cache
+    /// (scans, tools, the replication consumer's views).
+    pub entry_cache: Option<Arc<EntryCache>>,
     pub indexes: Arc<IndexConfig>,
     pub schema: Arc<Schema>,
     pub rules: Arc<RuleTable>,
@@ -41,7 +47,14 @@ pub struct ShardCore {
     /// The engine's commit count read just before `snapshot` was opened
     /// ([`ShardCore::refresh_snapshot_if_moved`]); None: unknown, refresh on the next read.
     snapshot_commits: Cell<Option<u64>>,
-    cache: RefCell<HashMap<EntryId, Arc<Cached>>>,
+    /// The held snapshot's label in the entry cache (`entrycache`): the commit count before
+    /// it was opened, or for the owner of an engine that counts none, its own count of
+    /// commits. None: this snapshot can't use the cache.
+    label: Cell<Option<u64>>,
+    /// Whether this is the shard actor's core ([`ShardCore::become_owner`]).
+    owner: Cell<bool>,
+    /// The owner's own count of commits, for engines that count none.
+    owner_generation: Cell<u64>,
     /// Written by this core's thread only; read by the metrics endpoint.
     stats: Arc<CoreStats>,
 }
@@ -70,9 +83,35 @@ impl ShardCore {
             engine,
             snapshot: RefCell::new(Some(snapshot)),
             snapshot_commits: Cell::new(commits),
-            cache: RefCell::new(HashMap::new()),
+            label: Cell::new(commits),
+            owner: Cell::new(false),
+            owner_generation: Cell::new(0),
             stats: Arc::default(),
         })
+    }
+
+    /// Makes this core the shard's owner (its actor's): it labels its own snapshots, and
+    /// opens the shared entry cache, empty, at its snapshot. Called once, when the actor
+    /// is made, before any other worker reads the shard.
+    pub fn become_owner(&self) -> ShardResult<()> {
+        self.owner.set(true);
+        self.refresh_snapshot()?;
+        if let (Some(cache), Some(label)) = (self.info.entry_cache.as_ref(), self.label.get()) {
+            cache.open(label);
+        }
+        Ok(())
+    }
+
+    /// The label a snapshot opened now gets (see `label`).
+    fn next_label(&self, commits: Option<u64>) -> Option<u64> {
+        if !self.owner.get() {
+            return commits;
+        }
+        Some(commits.unwrap_or_else(|| {
+            let next = self.owner_generation.get() + 1;
+            self.owner_generation.set(next);
+            next
+        }))
     }
 
     /// This core's counters, to hand to the metrics endpoint.
@@ -94,20 +133,25 @@ impl ShardCore {
         if let Some(current) = self.snapshot.borrow().as_ref() {
             return current.clone();
         }
-        let fresh: Arc<dyn KvSnapshot> = match self.engine.snapshot() {
-            Ok(fresh) => Arc::from(fresh),
-            Err(e) => return Arc::new(FailedSnapshot(e)),
-        };
-        *self.snapshot.borrow_mut() = Some(fresh.clone());
-        fresh
+        match self.open_snapshot() {
+            Ok(fresh) => fresh,
+            Err(e) => Arc::new(FailedSnapshot(e)),
+        }
+    }
+
+    /// Opens a snapshot at the last commit and holds it, with its commit count and label.
+    fn open_snapshot(&self) -> crate::storage::StorageResult<Arc<dyn KvSnapshot>> {
+        let commits = self.engine.commits();
+        let next: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
+        *self.snapshot.borrow_mut() = Some(next.clone());
+        self.snapshot_commits.set(commits);
+        self.label.set(self.next_label(commits));
+        Ok(next)
     }
 
     /// Called after each commit, before replies go out.
     pub fn refresh_snapshot(&self) -> ShardResult<()> {
-        let commits = self.engine.commits();
-        let next: Arc<dyn KvSnapshot> = Arc::from(self.engine.snapshot()?);
-        *self.snapshot.borrow_mut() = Some(next);
-        self.snapshot_commits.set(commits);
+        self.open_snapshot()?;
         Ok(())
     }
 
@@ -134,49 +178,62 @@ impl ShardCore {
     pub fn release_snapshot(&self) {
         self.snapshot.borrow_mut().take();
         self.snapshot_commits.set(None);
+        self.label.set(None);
     }
 
     /// An entry by id, from the cache or the last committed snapshot.
     pub fn record(&self, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
         let snapshot = self.snapshot();
-        Ok(self.cached(snapshot.as_ref(), id)?.map(|c| c.record.clone()))
+        self.record_in(snapshot.as_ref(), id)
     }
 
     /// An entry by id as of `snapshot`.
     pub fn record_in(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
-        Ok(self.cached(snapshot, id)?.map(|c| c.record.clone()))
+        match self.cached(snapshot, id)? {
+            Some(cached) => Ok(Some(cached.record()?)),
+            None => Ok(None),
+        }
     }
 
-    /// An entry and its encoded segments, from the cache or `snapshot`. Only reads from the
-    /// current snapshot fill the cache: a search pinned to an older one must not put an old
-    /// version of an entry back after a commit replaced it.
-    pub fn cached(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Arc<Cached>>> {
-        let counting = self.info.entry_cache_entries_max > 0;
-        if counting {
+    /// The label of `snapshot` if it is the one this core holds; None for any other (an
+    /// older one a search is pinned to), which then reads around the cache.
+    fn label_of(&self, snapshot: &dyn KvSnapshot) -> Option<u64> {
+        let current = self.snapshot.borrow();
+        let held = current.as_ref()?;
+        std::ptr::addr_eq(Arc::as_ptr(held), snapshot as *const dyn KvSnapshot).then(|| self.label.get())?
+    }
+
+    fn entry_cache(&self) -> Option<&EntryCache> {
+        self.info.entry_cache.as_deref().filter(|c| c.enabled())
+    }
+
+    /// An entry, from the shared cache or `snapshot` (which then fills the cache, by the
+    /// rules in `entrycache`: only a core's current snapshot, only a version no publish
+    /// overtook). A read that misses is sent transient, encoded straight from the record.
+    pub fn cached(&self, snapshot: &dyn KvSnapshot, id: EntryId) -> ShardResult<Option<Cached>> {
+        let cache = self.entry_cache().zip(self.label_of(snapshot));
+        let mut offer = None;
+        if let Some((cache, label)) = cache {
             self.stats.lookups.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(hit) = self.cache.borrow().get(&id) {
-            if counting {
-                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            match cache.get(id, label) {
+                Lookup::Hit(entry) => {
+                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(Cached::Kept(entry)));
+                }
+                Lookup::Miss => offer = Some((cache, label)),
+                Lookup::Bypass => {}
             }
-            return Ok(Some(hit.clone()));
         }
         let Some(bytes) = snapshot.get(&keys::entry(id))? else {
             return Ok(None);
         };
         let record = Arc::new(EntryRecord::decode(&bytes)?);
-        let is_current = self.snapshot.borrow().as_ref().is_some_and(|current| {
-            std::ptr::addr_eq(Arc::as_ptr(current), snapshot as *const dyn KvSnapshot)
-        });
-        if is_current && self.info.entry_cache_entries_max > 0 {
-            let cached = Arc::new(Cached::new(record));
-            self.cache_insert(id, cached.clone());
-            return Ok(Some(cached));
+        if let Some((cache, label)) = offer {
+            if let Ok(compact) = cache.compact(&record) {
+                cache.insert(id, Arc::new(compact), label);
+            }
         }
-        // Not kept (a replica's read: replicas cache nothing; or an older snapshot's): sent
-        // once and dropped, so it is encoded straight from its attributes. Building every
-        // segment for one send cost a remote base lookup about a fifth of its instructions.
-        Ok(Some(Arc::new(Cached::transient(record))))
+        Ok(Some(Cached::Transient(record)))
     }
 
     /// The id named by (`parent`, `rdn_norm`) in this shard's DN→ID index.
@@ -219,26 +276,39 @@ impl ShardCore {
         Ok(out)
     }
 
-    /// Caches the committed version of an entry (after a commit).
+    /// The owner, after a commit: caches the committed version of an entry, under the
+    /// label of the snapshot just refreshed (the commit's). [`ShardCore::cache_published`]
+    /// follows the batch's puts and forgets.
     pub fn cache_put(&self, id: EntryId, record: Arc<EntryRecord>) {
-        self.cache_insert(id, Arc::new(Cached::new(record)));
-    }
-
-    fn cache_insert(&self, id: EntryId, cached: Arc<Cached>) {
-        let mut cache = self.cache.borrow_mut();
-        if cache.len() >= self.info.entry_cache_entries_max && !cache.contains_key(&id) {
-            // Evict an arbitrary entry: no recency bookkeeping on the hit path.
-            if let Some(victim) = cache.keys().next().copied() {
-                cache.remove(&victim);
-            }
-        }
-        if self.info.entry_cache_entries_max > 0 {
-            cache.insert(id, cached);
+        let (Some(cache), Some(label)) = (self.info.entry_cache.as_deref(), self.label.get()) else { return };
+        match cache.compact(&record) {
+            Ok(compact) => cache.put(id, Arc::new(compact), label),
+            Err(_) => cache.forget(id, label),
         }
     }
 
+    /// The owner: drops an entry from the cache (deleted, or its commit failed).
     pub fn cache_forget(&self, id: EntryId) {
-        self.cache.borrow_mut().remove(&id);
+        if let (Some(cache), Some(label)) = (self.info.entry_cache.as_deref(), self.label.get()) {
+            cache.forget(id, label);
+        }
+    }
+
+    /// The owner, after a failed commit: the shared cache is dropped and read around from
+    /// now on (`EntryCache::close`).
+    pub fn cache_close(&self) {
+        if let Some(cache) = self.info.entry_cache.as_deref() {
+            cache.close();
+        }
+    }
+
+    /// The owner: every entry of the commit its snapshot now holds is put or forgotten,
+    /// so readers of that snapshot may use the cache. Before the batch's writers are
+    /// answered (read-your-writes).
+    pub fn cache_published(&self) {
+        if let (Some(cache), Some(label)) = (self.info.entry_cache.as_deref(), self.label.get()) {
+            cache.publish(label);
+        }
     }
 
     /// Every container record on this shard: the shard's part of the skeleton at startup.
@@ -328,15 +398,7 @@ mod tests {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
-        ShardInfo {
-            index: 0,
-            count: 1,
-            entry_cache_entries_max: 0,
-            indexes,
-            schema,
-            rules,
-            bloom: Default::default(),
-        }
+        ShardInfo { index: 0, count: 1, entry_cache: None, indexes, schema, rules, bloom: Default::default() }
     }
 
     fn key(i: u32) -> Vec<u8> {
@@ -441,40 +503,138 @@ mod tests {
         assert!(replica.holds_snapshot());
     }
 
-    /// Only a read the cache keeps builds segments: a replica's (no cache) and a read of an
-    /// older snapshot are sent transient, encoded straight from the record.
-    #[test]
-    fn reads_the_cache_does_not_keep_are_transient() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
-        let id = EntryId(5);
+    fn record(cn: &str) -> EntryRecord {
         let entry = ferrodir_proto::entry::Entry::new(vec![ferrodir_proto::entry::Attribute::new(
             "cn",
-            vec![b"x".to_vec()],
+            vec![cn.as_bytes().to_vec()],
         )]);
-        let record = EntryRecord {
+        EntryRecord {
             parent: EntryId::ROOT,
-            rdn: "cn=x".into(),
-            rdn_norm: "cn=x".into(),
+            rdn: format!("cn={cn}"),
+            rdn_norm: format!("cn={cn}"),
             flags: 0,
             entry,
-        };
-        engine.commit(&[Mutation { key: keys::entry(id), value: Some(record.encode()) }]).unwrap();
+        }
+    }
 
-        let replica = ShardCore::new(info(), engine.clone()).unwrap();
-        let snapshot = replica.snapshot();
-        assert!(!replica.cached(snapshot.as_ref(), id).unwrap().unwrap().is_kept());
+    fn cn_of(cached: &Cached) -> String {
+        cached.rdn().to_string()
+    }
 
-        let owner =
-            ShardCore::new(ShardInfo { entry_cache_entries_max: 10, ..info() }, engine.clone()).unwrap();
-        let old = owner.snapshot();
-        engine.commit(&[Mutation { key: keys::entry(EntryId(6)), value: Some(record.encode()) }]).unwrap();
+    /// An owner and a replica sharing one cache, over one redb engine holding entry 5.
+    fn owner_and_replica() -> (tempfile::TempDir, Arc<dyn KvEngine>, ShardCore, ShardCore) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        engine
+            .commit(&[Mutation { key: keys::entry(EntryId(5)), value: Some(record("v1").encode()) }])
+            .unwrap();
+        let base = info();
+        let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
+        let shared = ShardInfo { entry_cache: Some(cache), ..base };
+        let owner = ShardCore::new(shared.clone(), engine.clone()).unwrap();
+        let replica = ShardCore::new(shared, engine.clone()).unwrap();
+        owner.become_owner().unwrap();
+        (dir, engine, owner, replica)
+    }
+
+    /// What the shard actor does for a commit: commit, refresh, put or forget, publish.
+    fn commit_as_owner(engine: &dyn KvEngine, owner: &ShardCore, id: EntryId, version: Option<EntryRecord>) {
+        engine
+            .commit(&[Mutation { key: keys::entry(id), value: version.as_ref().map(EntryRecord::encode) }])
+            .unwrap();
         owner.refresh_snapshot().unwrap();
-        assert!(!owner.cached(old.as_ref(), id).unwrap().unwrap().is_kept(), "an older snapshot's read");
+        match version {
+            Some(r) => owner.cache_put(id, Arc::new(r)),
+            None => owner.cache_forget(id),
+        }
+        owner.cache_published();
+    }
+
+    /// A replica's read fills the shard's one cache; the owner and the replica then both
+    /// hit it, without decoding the entry again.
+    #[test]
+    fn a_replica_shares_the_owners_cache() {
+        let (_dir, _engine, owner, replica) = owner_and_replica();
+        let id = EntryId(5);
+        replica.refresh_snapshot_if_moved().unwrap();
+        let snapshot = replica.snapshot();
+        let first = replica.cached(snapshot.as_ref(), id).unwrap().unwrap();
+        assert!(!first.is_kept(), "a miss is sent transient");
+        assert!(replica.cached(snapshot.as_ref(), id).unwrap().unwrap().is_kept(), "then it is cached");
+        let owners = owner.snapshot();
+        let hit = owner.cached(owners.as_ref(), id).unwrap().unwrap();
+        assert!(hit.is_kept());
+        assert_eq!(cn_of(&hit), "cn=v1");
+        assert_eq!(*owner.record(id).unwrap().unwrap(), record("v1"), "decoded back whole");
+    }
+
+    /// Insert after invalidate, through the cores: a replica holding the snapshot of commit
+    /// g reads the entry after the owner committed g + 1 and published it (a new version, or
+    /// a delete). It reads its own snapshot's version, and neither returns the newer one nor
+    /// leaves its older one in the cache; once it moves to g + 1 it reads the new state.
+    #[test]
+    fn a_replica_never_puts_back_a_version_the_owner_replaced() {
+        for deleted in [false, true] {
+            let (_dir, engine, owner, replica) = owner_and_replica();
+            let id = EntryId(5);
+            replica.refresh_snapshot_if_moved().unwrap();
+            let old = replica.snapshot();
+            commit_as_owner(engine.as_ref(), &owner, id, (!deleted).then(|| record("v2")));
+            // The replica has not refreshed: its snapshot still holds v1.
+            let read = replica.cached(old.as_ref(), id).unwrap().unwrap();
+            assert_eq!(cn_of(&read), "cn=v1", "its own snapshot's version");
+            assert!(!read.is_kept());
+            let again = replica.cached(old.as_ref(), id).unwrap().unwrap();
+            assert!(!again.is_kept(), "v1 must not have gone into the cache (deleted: {deleted})");
+            // Read-your-writes: the writer was answered after the publish; any read now
+            // brings its snapshot up to the commit first.
+            replica.refresh_snapshot_if_moved().unwrap();
+            let now = replica.snapshot();
+            let fresh = replica.cached(now.as_ref(), id).unwrap();
+            let owners = owner.snapshot();
+            let from_owner = owner.cached(owners.as_ref(), id).unwrap();
+            if deleted {
+                assert!(fresh.is_none() && from_owner.is_none());
+            } else {
+                assert_eq!(cn_of(&fresh.unwrap()), "cn=v2");
+                assert_eq!(cn_of(&from_owner.unwrap()), "cn=v2");
+            }
+        }
+    }
+
+    /// A snapshot that is not the core's current one (a search pinned to an older one)
+    /// reads around the cache: it neither gets nor leaves a version.
+    #[test]
+    fn an_older_snapshot_reads_around_the_cache() {
+        let (_dir, engine, owner, _replica) = owner_and_replica();
+        let id = EntryId(5);
+        let old = owner.snapshot();
+        commit_as_owner(engine.as_ref(), &owner, EntryId(6), Some(record("other")));
+        assert!(!owner.cached(old.as_ref(), id).unwrap().unwrap().is_kept());
         let current = owner.snapshot();
-        let first = owner.cached(current.as_ref(), id).unwrap().unwrap();
-        assert!(first.is_kept());
-        let again = owner.cached(current.as_ref(), id).unwrap().unwrap();
-        assert!(Arc::ptr_eq(&first, &again), "kept reads come from the cache");
+        assert!(
+            !owner.cached(current.as_ref(), id).unwrap().unwrap().is_kept(),
+            "the older read left nothing"
+        );
+        assert!(owner.cached(current.as_ref(), id).unwrap().unwrap().is_kept());
+    }
+
+    /// Before the owner opens the cache (tools, start-up passes that commit straight to the
+    /// engine), every read goes around it.
+    #[test]
+    fn no_owner_no_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        engine
+            .commit(&[Mutation { key: keys::entry(EntryId(5)), value: Some(record("v1").encode()) }])
+            .unwrap();
+        let base = info();
+        let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
+        let core = ShardCore::new(ShardInfo { entry_cache: Some(cache.clone()), ..base }, engine).unwrap();
+        let snapshot = core.snapshot();
+        for _ in 0..2 {
+            assert!(!core.cached(snapshot.as_ref(), EntryId(5)).unwrap().unwrap().is_kept());
+        }
+        assert_eq!(cache.usage().0, 0);
     }
 }

@@ -13,6 +13,8 @@
 //! - [`rights`]: what a requester may see of an entry, as the router decided it (the
 //!   shard knows no access rules).
 //! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
+//! - [`entrycache`], [`compactentry`]: each shard's entry cache, shared by its owner and
+//!   every worker's replica, bounded in bytes, and the compact form it keeps entries in.
 //! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
 //!   thread that syncs each batch.
 //! - [`actor`]: the shard actor and its messages.
@@ -47,8 +49,10 @@ pub mod bloom;
 pub mod candidates;
 pub mod codec;
 pub mod commit;
+pub mod compactentry;
 pub mod core;
 pub mod deletelog;
+pub mod entrycache;
 pub mod eqkey;
 pub mod error;
 pub mod eval;

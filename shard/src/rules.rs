@@ -29,6 +29,9 @@ pub struct AttrRules {
     pub names: Vec<String>,
     /// usage is not userApplications (RFC 4512 §2.5.1).
     pub operational: bool,
+    /// This type's number in its table ([`RuleTable::by_slot`]): how a cached entry names
+    /// its attributes' types in four bytes (`compactentry`).
+    pub slot: u32,
 }
 
 /// Every attribute type of the schema, by lowercased name, alias and OID, and every object
@@ -36,6 +39,8 @@ pub struct AttrRules {
 #[derive(Debug, Default)]
 pub struct RuleTable {
     by_name: HashMap<String, Arc<AttrRules>, NameHash>,
+    /// Every type once, at its `slot`.
+    slots: Vec<Arc<AttrRules>>,
     /// Lowercased class name or OID → lowercased primary names of the class and all its
     /// superclasses: `(objectClass=person)` matches an inetOrgPerson (RFC 4512 §2.4.1).
     classes: HashMap<String, Arc<Vec<String>>>,
@@ -87,6 +92,7 @@ impl std::hash::Hasher for Fnv1a {
 impl RuleTable {
     pub fn from_schema(schema: &Schema) -> Self {
         let mut by_name = HashMap::with_hasher(NameHash);
+        let mut slots = Vec::new();
         for attr in schema.attribute_types() {
             let canonical = attr.name().to_ascii_lowercase();
             let subtypes = schema.subtypes(attr).iter().map(|t| t.name().to_ascii_lowercase()).collect();
@@ -107,7 +113,9 @@ impl RuleTable {
                 subtypes,
                 names,
                 operational: attr.is_operational(),
+                slot: u32::try_from(slots.len()).unwrap_or(u32::MAX),
             });
+            slots.push(rules.clone());
             by_name.insert(attr.oid.to_ascii_lowercase(), rules.clone());
             for name in &attr.names {
                 by_name.insert(name.to_ascii_lowercase(), rules.clone());
@@ -131,7 +139,7 @@ impl RuleTable {
                 class_names.insert(key.to_ascii_lowercase(), class.name().to_string());
             }
         }
-        Self { by_name, classes, class_names, structural }
+        Self { by_name, slots, classes, class_names, structural }
     }
 
     /// The lowercased primary names of `class` and its superclasses; None for an unknown class.
@@ -183,6 +191,11 @@ impl RuleTable {
     }
 
     /// The canonical (index key) name of a description; unknown types keep their own name.
+    /// The rules of the type numbered `slot` ([`AttrRules::slot`]).
+    pub fn by_slot(&self, slot: u32) -> Option<&AttrRules> {
+        self.slots.get(slot as usize).map(Arc::as_ref)
+    }
+
     pub fn canonical(&self, description: &str) -> String {
         match self.get(description) {
             Some(rules) => rules.canonical.clone(),

@@ -27,14 +27,14 @@ use crate::core::ShardInfo;
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::keys;
-use crate::prefilter::{base_name_in, referenced_names, Prefilter};
+use crate::prefilter::{base_name_in, Prefilter};
 use crate::record::EntryRecord;
 use crate::rights::TypeSet;
 use crate::rules::RuleTable;
 use crate::search::Scope;
 use crate::search::{
-    encode_entry, filter_needs, judge, Query, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_BYTES_MAX,
-    CHUNK_ENTRIES_MAX,
+    encode_entry, filter_needs, judge, selected_names, Query, SearchChunk, SearchTask, Window, WindowEnd,
+    CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
 };
 use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
@@ -309,22 +309,6 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
     Ok(end)
 }
 
-/// The attribute names decoded before a candidate is judged: those the filter reads and
-/// those the access rules' own filters read. None: decode whole entries.
-fn selected_names(
-    rules: &RuleTable,
-    filter: &ferrodir_proto::filter::Filter,
-    attrs: &crate::search::AttrSelection,
-) -> Option<Vec<String>> {
-    let mut names = referenced_names(rules, filter)?;
-    if let Some(per_entry) = &attrs.per_entry {
-        names.extend(per_entry.filter_names()?.iter().cloned());
-        names.sort();
-        names.dedup();
-    }
-    Some(names)
-}
-
 /// What a scan asks of each candidate.
 struct Judge<'a> {
     rules: &'a RuleTable,
@@ -416,7 +400,7 @@ impl Judge<'_> {
         let Some(seen) = judge(rules, query, self.scope, self.needs, id, &record) else { return Ok(None) };
         // A match is sent whole.
         let record = if self.selected.is_some() { EntryRecord::decode(bytes)? } else { record };
-        Ok(Some(encode_entry(rules, query, id, &Cached::transient(Arc::new(record)), seen.hidden())))
+        Ok(Some(encode_entry(rules, query, id, &Cached::Transient(Arc::new(record)), seen.hidden())))
     }
 }
 
@@ -445,15 +429,7 @@ mod tests {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
-        ShardInfo {
-            index: 0,
-            count: 1,
-            entry_cache_entries_max: 0,
-            indexes,
-            schema,
-            rules,
-            bloom: Default::default(),
-        }
+        ShardInfo { index: 0, count: 1, entry_cache: None, indexes, schema, rules, bloom: Default::default() }
     }
 
     fn person(i: usize) -> Write {

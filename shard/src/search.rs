@@ -11,6 +11,8 @@
 //! grants. Entries and the done marker share that one FIFO, so the marker can't overtake an
 //! entry.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -343,7 +345,9 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     let Some(cached) = core.cached(snapshot.as_ref(), id)? else { return Ok(None) };
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
-    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &cached.record) else {
+    let names = OnceCell::new();
+    let record = for_filter(rules, query, &cached, &names)?;
+    let Some(seen) = judge(rules, query, Scope::Base(id), needs, id, &record) else {
         crate::memberof::check(query.attrs.memberof.as_ref())?;
         return Ok(None);
     };
@@ -352,11 +356,43 @@ pub fn base_entry(core: &ShardCore, query: &Query, id: EntryId) -> ShardResult<O
     Ok(Some(pdu))
 }
 
+/// The record `judge` needs of `cached`: a cached entry decoded for the filter's attributes
+/// (`names`, worked out once per search, on the first cached entry), a transient one as read.
+fn for_filter<'c>(
+    rules: &RuleTable,
+    query: &Query,
+    cached: &'c Cached,
+    names: &OnceCell<Option<Vec<String>>>,
+) -> ShardResult<Cow<'c, EntryRecord>> {
+    let names = match cached {
+        Cached::Kept(_) => names.get_or_init(|| selected_names(rules, query.filter, query.attrs)).as_deref(),
+        Cached::Transient(_) => None,
+    };
+    Ok(cached.for_filter(names)?)
+}
+
+/// The attribute names decoded before a candidate is judged: those the filter reads and
+/// those the access rules' own filters read. None: decode whole entries. A scan decodes
+/// stored records this way, and a cached entry (`compactentry`) is decoded likewise.
+pub(crate) fn selected_names(
+    rules: &RuleTable,
+    filter: &Filter,
+    attrs: &AttrSelection,
+) -> Option<Vec<String>> {
+    let mut names = crate::prefilter::referenced_names(rules, filter)?;
+    if let Some(per_entry) = &attrs.per_entry {
+        names.extend(per_entry.filter_names()?.iter().cloned());
+        names.sort();
+        names.dedup();
+    }
+    Some(names)
+}
+
 /// Base-scope search of an entry read elsewhere (from another shard's actor, by message).
 pub fn base_record(rules: &RuleTable, query: &Query, id: EntryId, record: Arc<EntryRecord>) -> Option<Bytes> {
     let needs = filter_needs(rules, query.filter);
     let hidden = judge(rules, query, Scope::Base(id), needs, id, &record)?.hidden().clone();
-    Some(encode_entry(rules, query, id, &Cached::transient(record), &hidden))
+    Some(encode_entry(rules, query, id, &Cached::Transient(record), &hidden))
 }
 
 /// A one-level, subtree or children search of this shard answered right here, when its
@@ -376,10 +412,13 @@ pub fn inline_search(
     };
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
+    let names = OnceCell::new();
     let mut out = Vec::new();
     for id in ids.into_iter().filter(|id| id.shard() == core.info.index) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
-        if let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) {
+        if let Some(seen) =
+            judge(rules, query, scope, needs, id, &*for_filter(rules, query, &cached, &names)?)
+        {
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
@@ -403,10 +442,14 @@ pub fn inline_page(
     };
     let rules = &core.info.rules;
     let needs = filter_needs(rules, query.filter);
+    let names = OnceCell::new();
     let (mut out, mut end) = (Vec::new(), WindowEnd::default());
     for id in ids.into_iter().filter(|id| id.shard() == core.info.index && window.admits(*id)) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
-        let Some(seen) = judge(rules, query, scope, needs, id, &cached.record) else { continue };
+        let Some(seen) = judge(rules, query, scope, needs, id, &*for_filter(rules, query, &cached, &names)?)
+        else {
+            continue;
+        };
         if out.len() >= window.max {
             end.more = true;
             break;
@@ -434,9 +477,13 @@ pub const COMPUTED: [&str; 4] = ["entrydn", "hassubordinates", "subschemasubentr
 /// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
 /// its descendants', so that a subtree Modify DN is seen whole or not at all.
 fn entry_dn(tree: &Skeleton, id: EntryId, record: &EntryRecord) -> String {
+    dn_of(tree, id, record.parent, &record.rdn)
+}
+
+fn dn_of(tree: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
     match tree.get(id) {
         Some(node) => node.dn.to_string(),
-        None => tree.dn_of_child(record.parent, &record.rdn),
+        None => tree.dn_of_child(parent, rdn),
     }
 }
 
@@ -460,35 +507,48 @@ pub(crate) fn encode_entry(
     hidden: &TypeSet,
 ) -> Bytes {
     let sel = query.attrs;
-    let record = &cached.record;
     if let Some(sort) = &sel.sort {
-        return Bytes::from(crate::sortkeys::encode_row(id, &sort.keys_of(rules, &record.entry, hidden)));
+        let keys = match cached.for_filter(None) {
+            Ok(record) => sort.keys_of(rules, &record.entry, hidden),
+            // A cached entry `compactentry` encoded always decodes; if not, its keys are
+            // absent and it sorts as an entry without them.
+            Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
+        };
+        return Bytes::from(crate::sortkeys::encode_row(id, &keys));
     }
-    let dn = entry_dn(query.tree, id, record);
+    let parent = cached.parent();
+    let dn = dn_of(query.tree, id, parent, cached.rdn());
     let mut attributes = Vec::with_capacity(256);
-    if cached.is_kept() {
-        for segment in cached.segments(rules) {
-            if sel.selects(hidden, &segment.canonical, &segment.description, segment.operational) {
-                attributes.extend_from_slice(if sel.types_only {
-                    &segment.types_only
-                } else {
-                    &segment.with_values
-                });
+    match cached {
+        Cached::Kept(compact) => {
+            for attr in compact.attributes(rules) {
+                if sel.selects(hidden, &attr.canonical, attr.description, attr.operational) {
+                    if sel.types_only {
+                        segments::put_partial_attribute::<&[u8]>(
+                            &mut attributes,
+                            attr.description.as_bytes(),
+                            &[],
+                        );
+                    } else {
+                        attributes.extend_from_slice(attr.with_values);
+                    }
+                }
             }
         }
-    } else {
-        for attr in &record.entry.attrs {
-            let owned;
-            let (canonical, operational) = match rules.get(&attr.name) {
-                Some(r) => (r.canonical.as_str(), r.operational),
-                None => {
-                    owned = ferrodir_proto::entry::base_name_lower(&attr.name);
-                    (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+        Cached::Transient(record) => {
+            for attr in &record.entry.attrs {
+                let owned;
+                let (canonical, operational) = match rules.get(&attr.name) {
+                    Some(r) => (r.canonical.as_str(), r.operational),
+                    None => {
+                        owned = ferrodir_proto::entry::base_name_lower(&attr.name);
+                        (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                    }
+                };
+                if sel.selects(hidden, canonical, &attr.name, operational) {
+                    let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
+                    segments::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
                 }
-            };
-            if sel.selects(hidden, canonical, &attr.name, operational) {
-                let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
-                segments::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
             }
         }
     }
@@ -499,8 +559,7 @@ pub(crate) fn encode_entry(
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }
     }
-    if record.parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn")
-    {
+    if parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn") {
         // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
         // low-watermark across shards (`watermark.rs`), absent before the first write.
         // A replica publishes its provider's values (`watermark::replicated_context`).

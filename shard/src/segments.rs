@@ -2,88 +2,64 @@
 //!
 //! Profiles of Apache DS put 29–40% of its read time into copying entries on the way out.
 //! Here, each cached entry keeps its attributes already BER-encoded, one segment per
-//! attribute (with values, and without for typesOnly). Sending an entry copies the selected
+//! attribute (`compactentry`). Sending an entry copies the selected
 //! segments into one buffer and puts the messageID, the DN and the lengths around them: the
 //! parts that change per request or after a rename. The rasn types in `proto::message` stay
 //! the reference; a test checks that both encoders produce the same bytes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::OnceLock;
 
-use bytes::Bytes;
-
+use crate::codec::CorruptRecord;
+use crate::compactentry::CompactEntry;
+use crate::id::EntryId;
 use crate::record::EntryRecord;
-use crate::rules::RuleTable;
-use crate::stamp::STORED_OPERATIONAL;
 
-/// One attribute, encoded as a PartialAttribute (RFC 4511 §4.1.7).
-#[derive(Debug)]
-pub struct Segment {
-    /// Canonical type name, for attribute selection.
-    pub canonical: String,
-    /// The description as stored (`cn;lang-en`), for option matching.
-    pub description: String,
-    pub operational: bool,
-    pub with_values: Bytes,
-    pub types_only: Bytes,
-}
-
-/// A cached entry: its record and, built on first send, its segments.
-#[derive(Debug)]
-pub struct Cached {
-    pub record: Arc<EntryRecord>,
-    // OnceLock, not OnceCell: a cached entry is shared through an `Arc`, so it is `Sync`.
-    segments: OnceLock<Vec<Segment>>,
-    /// Whether the record outlives this send (it sits in the entry cache). A transient
-    /// one (a scan's, a remote fetch's) is encoded straight from its attributes: building
-    /// every segment to send some and drop them all cost a scan ~40% of its time.
-    kept: bool,
+/// An entry as a read found it: from the entry cache, compact (sent from its encoded
+/// attributes, decoded on demand for filters), or read from a snapshot for this one send.
+#[derive(Debug, Clone)]
+pub enum Cached {
+    Kept(Arc<CompactEntry>),
+    /// Encoded straight from its attributes: building a compact form to send it once
+    /// would cost more than it saves.
+    Transient(Arc<EntryRecord>),
 }
 
 impl Cached {
-    pub fn new(record: Arc<EntryRecord>) -> Self {
-        Self { record, segments: OnceLock::new(), kept: true }
-    }
-
-    /// A record sent once and dropped: no segments are built for it.
-    pub fn transient(record: Arc<EntryRecord>) -> Self {
-        Self { record, segments: OnceLock::new(), kept: false }
-    }
-
     pub fn is_kept(&self) -> bool {
-        self.kept
+        matches!(self, Cached::Kept(_))
     }
 
-    /// The entry's segments, encoded once per cached version of the entry.
-    pub fn segments(&self, rules: &RuleTable) -> &[Segment] {
-        self.segments.get_or_init(|| build_segments(rules, &self.record))
+    pub fn parent(&self) -> EntryId {
+        match self {
+            Cached::Kept(c) => c.parent,
+            Cached::Transient(r) => r.parent,
+        }
     }
-}
 
-fn build_segments(rules: &RuleTable, record: &EntryRecord) -> Vec<Segment> {
-    record
-        .entry
-        .attrs
-        .iter()
-        .map(|attr| {
-            let (canonical, operational) = match rules.get(&attr.name) {
-                Some(r) => (r.canonical.clone(), r.operational),
-                None => {
-                    let name = ferrodir_proto::entry::base_name_lower(&attr.name);
-                    let operational = STORED_OPERATIONAL.contains(&name.as_str());
-                    (name, operational)
-                }
-            };
-            let values: Vec<&[u8]> = attr.values.iter().map(Vec::as_slice).collect();
-            Segment {
-                canonical,
-                description: attr.name.clone(),
-                operational,
-                with_values: Bytes::from(partial_attribute(attr.name.as_bytes(), &values)),
-                types_only: Bytes::from(partial_attribute(attr.name.as_bytes(), &[])),
-            }
-        })
-        .collect()
+    pub fn rdn(&self) -> &str {
+        match self {
+            Cached::Kept(c) => c.rdn(),
+            Cached::Transient(r) => &r.rdn,
+        }
+    }
+
+    /// The record with at least the attributes named in `names` (lowercased base names;
+    /// None: all): what judging the entry against a filter needs.
+    pub fn for_filter(&self, names: Option<&[String]>) -> Result<Cow<'_, EntryRecord>, CorruptRecord> {
+        match self {
+            Cached::Kept(c) => Ok(Cow::Owned(c.decode_selected(names)?)),
+            Cached::Transient(r) => Ok(Cow::Borrowed(r.as_ref())),
+        }
+    }
+
+    /// The whole record.
+    pub fn record(&self) -> Result<Arc<EntryRecord>, CorruptRecord> {
+        match self {
+            Cached::Kept(c) => Ok(Arc::new(c.decode()?)),
+            Cached::Transient(r) => Ok(r.clone()),
+        }
+    }
 }
 
 /// Appends a BER definite length (X.690 §8.1.3).

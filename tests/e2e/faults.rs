@@ -42,7 +42,7 @@ root_dn = "cn=admin,dc=example,dc=com"
 root_password = "secret"
 example_data = true
 [limits]
-entry_cache_entries_max = 0
+cache_bytes = 0
 [log]
 level = "warn"
 "#;

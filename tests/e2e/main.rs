@@ -4,6 +4,7 @@
 mod accesslog;
 mod acl;
 mod backup;
+mod cache;
 mod cli;
 mod concurrency;
 mod faults;

@@ -59,7 +59,7 @@ fn info(index: usize) -> ShardInfo {
     ShardInfo {
         index,
         count: SHARDS,
-        entry_cache_entries_max: 16,
+        entry_cache: Some(Arc::new(ferrodir_shard::entrycache::EntryCache::new(1 << 20, rules.clone()))),
         indexes,
         schema,
         rules,
