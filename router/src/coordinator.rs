@@ -35,7 +35,7 @@ use ferrodir_shard::{EntryId, ShardError, ShardResult};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
-use crate::resolve::Located;
+use crate::located::Located;
 
 mod refint;
 pub use refint::{Origin, RefintConfig};

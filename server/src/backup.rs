@@ -22,13 +22,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::cut::Cut;
-use crate::manifest::{self, Manifest};
+use crate::manifest::{self, Manifest, INTENT_LOG_FILE};
 
 /// The completion marker's file name; its presence means the backup is whole.
 pub const MARKER_FILE: &str = "ferrodir-backup.toml";
 const MARKER_FORMAT_VERSION: u32 = 1;
-/// The intent log's file name in a data directory (see runtime.rs).
-pub const INTENT_LOG_FILE: &str = "coordinator.redb";
 /// Keys per commit while copying: bounds the memory a copy holds and the size of each
 /// transaction, and still amortises each commit's fsync over many keys.
 const CHUNK_KEYS_MAX: usize = 4096;
@@ -216,8 +214,10 @@ pub struct Restored {
 pub fn run_backup_command(config: &Config, data_dir: &Path, to: &Path) -> anyhow::Result<()> {
     // The server resolves no relative path against its own working directory.
     let to = std::path::absolute(to).with_context(|| format!("bad backup path {}", to.display()))?;
-    let summary = match crate::admin::connect(data_dir)? {
-        Some(stream) => crate::admin::call(stream, &crate::admin::Request::Backup(to), &mut std::io::sink())?,
+    let summary = match crate::admin::client::connect(data_dir)? {
+        Some(stream) => {
+            crate::admin::client::call(stream, &crate::admin::Request::Backup(to), &mut std::io::sink())?
+        }
         None => {
             let store = crate::cut::open_offline(config, data_dir)?;
             let kind = EngineKind::parse(&store.manifest.engine)
@@ -321,7 +321,7 @@ fn clear_data_dir(dir: &Path) -> anyhow::Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    if crate::admin::server_answers(dir) {
+    if crate::admin::client::server_answers(dir) {
         anyhow::bail!("a server is serving {}; stop it before restoring over it", dir.display());
     }
     if let Some(existing) = Manifest::load(dir)? {

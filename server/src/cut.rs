@@ -53,7 +53,7 @@ impl Cut {
     /// The views of a data directory nobody else has open: nothing commits meanwhile.
     pub fn offline(store: &Store, data_dir: &Path) -> anyhow::Result<Self> {
         let views = store.engines.iter().map(|engine| engine.snapshot()).collect::<Result<_, _>>()?;
-        let log_path = data_dir.join(crate::backup::INTENT_LOG_FILE);
+        let log_path = data_dir.join(crate::manifest::INTENT_LOG_FILE);
         let intents = if log_path.exists() {
             let log = IntentLog::open(&log_path).map_err(|e| anyhow::anyhow!("{e}"))?;
             log.pending().map_err(|e| anyhow::anyhow!("{e}"))?.into_iter().map(|(_, i)| i).collect()

@@ -118,8 +118,12 @@ pub fn run_command(
 ) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let summary = match crate::admin::connect(data_dir)? {
-        Some(stream) => crate::admin::call(stream, &crate::admin::Request::Export(options), &mut out)?,
+    let summary = match crate::admin::client::connect(data_dir)? {
+        Some(stream) => crate::admin::client::call(
+            stream,
+            &crate::admin::Request::Export { operational: options.operational },
+            &mut out,
+        )?,
         // Nothing to export, and nothing created: opening would make a new, empty data
         // directory. Not an error, as before (a failed import leaves no directory, and its
         // export is the empty LDIF), but said plainly, for a mistyped path.

@@ -348,7 +348,13 @@ impl SuffixTable {
         let suffixes = directory
             .suffixes
             .iter()
-            .map(|s| (s.dn.rdns.iter().map(|r| r.normalized()).collect(), s.display.clone(), s.norm.clone()))
+            .map(|s| {
+                (
+                    s.dn.rdns.iter().map(|r| directory.dn_rules().rdn(r)).collect(),
+                    s.display.clone(),
+                    s.norm.clone(),
+                )
+            })
             .collect();
         Self { suffixes }
     }
@@ -415,12 +421,12 @@ fn parse_entry(
         LdifRecord::Content { dn, attrs } | LdifRecord::Add { dn, attrs } => (dn, attrs),
         _ => return Err("import takes content records only".into()),
     };
-    let dn = Dn::parse(&dn_text).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
-    let rdns_norm: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
+    let dn = Dn::parse_with(&dn_text, store.rules.dn()).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
+    let rdns_norm: Vec<String> = dn.rdns.iter().map(|r| store.rules.dn().rdn(r)).collect();
     let suffix = suffixes.of(&rdns_norm).ok_or_else(|| format!("{dn_text} is under no configured suffix"))?;
     let is_suffix = dn.len() == suffixes.len_of(suffix);
     let mut entry = Entry::new(attrs);
-    let checked = check_entry(&store.schema, &entry, dn.rdn())
+    let checked = check_entry(&store.schema, &entry, dn.rdn(), store.rules.dn())
         .map_err(|v| format!("{dn_text}: {} ({})", v.message, v.code))?;
     check_structural_given(&store.rules, &entry, &checked.structural_class).map_err(|given| {
         format!(
@@ -647,7 +653,7 @@ fn write_shard(
                     }
                 }
                 ShardMsg::Finish { next_seq } => {
-                    for mark in crate::reindex::ready_marks(store) {
+                    for mark in crate::index_marks::ready_marks(&store.indexes) {
                         keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
                     let next_seq = layout::next_seq(next_seq);
@@ -831,12 +837,13 @@ member: UID=bjensen, OU=people, DC=example, DC=com
             let LdifRecord::Content { dn, attrs } = item.unwrap().1 else { panic!("content records only") };
             let dn = Dn::parse(&dn).unwrap();
             let suffix = &directory.suffixes[0];
-            let (parent, rdn, rdn_norm) = if dn.normalized() == suffix.norm {
+            let dn_rules = directory.dn_rules();
+            let (parent, rdn, rdn_norm) = if dn.normalized(dn_rules) == suffix.norm {
                 (EntryId::ROOT, suffix.display.clone(), suffix.norm.clone())
             } else {
-                let parent = ids[&dn.parent().unwrap().normalized()];
+                let parent = ids[&dn.parent().unwrap().normalized(dn_rules)];
                 let rdn = dn.rdn().unwrap();
-                (parent, rdn.to_string(), rdn.normalized())
+                (parent, rdn.to_string(), rdn.normalized(dn_rules))
             };
             if parent != EntryId::ROOT && containers.insert(parent) {
                 let (reply, _) = tokio::sync::oneshot::channel();
@@ -846,7 +853,7 @@ member: UID=bjensen, OU=people, DC=example, DC=com
             let (reply, _) = tokio::sync::oneshot::channel();
             stager.stage(&core, op, &|_| false, reply);
             match &stager.pending.replies.last().unwrap().1 {
-                Ok(WriteOutcome::Added(id)) => ids.insert(dn.normalized(), *id),
+                Ok(WriteOutcome::Added(id)) => ids.insert(dn.normalized(dn_rules), *id),
                 other => panic!("{dn}: {other:?}"),
             };
         }

@@ -24,6 +24,7 @@ mod cut;
 mod export;
 mod import;
 mod import_sort;
+mod index_marks;
 mod load;
 mod manifest;
 mod metrics;

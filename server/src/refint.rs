@@ -42,5 +42,6 @@ pub fn resolve(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<Refi
         attrs,
         nothing: (!table.nothing.is_empty()).then(|| table.nothing.clone()),
         modifiers_name: table.modifiers_name.clone(),
+        rules: store.rules.clone(),
     })))
 }

@@ -58,15 +58,17 @@ pub fn directory_config(
     store: &Store,
     hash_pool: Arc<HashPool>,
 ) -> anyhow::Result<DirectoryConfig> {
+    // Every configured DN is normalised once, here, by the schema's rules.
+    let dn_rules = store.rules.dn();
     let mut suffixes = Vec::new();
     for text in &config.suffixes {
-        let dn = ferrodir_proto::Dn::parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
-        suffixes.push(Suffix::new(dn));
+        let dn = dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+        suffixes.push(Suffix::new(dn.dn, dn_rules));
     }
     let root_dn = if config.root_dn.is_empty() {
         None
     } else {
-        Some(ferrodir_proto::Dn::parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
+        Some(dn_rules.parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
     };
     let access_rules = Arc::new(access_rules(config, store)?);
     Ok(DirectoryConfig {
@@ -89,7 +91,7 @@ pub fn directory_config(
                     .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
             })
             .collect::<anyhow::Result<_>>()?,
-        limits: config.limits.resolve()?,
+        limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         sort: ferrodir_router::op::sort::SortLimits {
             entries_max: config.limits.sort_entries_max,
@@ -111,8 +113,7 @@ pub fn directory_config(
             .monitor_readers
             .iter()
             .map(|text| {
-                ferrodir_proto::Dn::parse(text)
-                    .map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
+                dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
             })
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
@@ -128,7 +129,8 @@ pub fn directory_config(
             .iter()
             .map(|r| {
                 Ok(ferrodir_router::config::ReplicatedArea {
-                    base: ferrodir_proto::Dn::parse(&r.search_base)
+                    base: dn_rules
+                        .parse(&r.search_base)
                         .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
                     update_referral: r.update_referral.clone(),
                 })
@@ -281,7 +283,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let search_pool = crate::search_pool::SearchPool::start(&config, &store)?;
 
     let coordinator_arbiter = Arbiter::new();
-    let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
+    let log = IntentLog::open(&config.data_dir.join(crate::manifest::INTENT_LOG_FILE))?;
     *metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
@@ -520,9 +522,9 @@ fn start_admin(
     store: &Store,
     coordinator: Addr<Coordinator>,
     gates: Vec<Arc<crate::cut::CommitGate>>,
-) -> Option<crate::admin::AdminSocket> {
+) -> Option<crate::admin::server::AdminSocket> {
     let kind = ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine)?;
-    let context = crate::admin::AdminContext {
+    let context = crate::admin::server::AdminContext {
         coordinator,
         engines: store.engines.clone(),
         gates,
@@ -530,7 +532,7 @@ fn start_admin(
         manifest: store.manifest.clone(),
         rules: store.rules.clone(),
     };
-    match crate::admin::start(&config.data_dir, context) {
+    match crate::admin::server::start(&config.data_dir, context) {
         Ok(socket) => Some(socket),
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), "no admin socket: export and backup work only offline");

@@ -32,7 +32,9 @@ pub fn stored_prefixes(rules: &RuleTable, attr: &AttrRules, value: &[u8]) -> Vec
             })
             .unwrap_or_default();
     }
-    equality_key(attr, value).map(|key| vec![keys::eq_prefix(&attr.canonical, &key)]).unwrap_or_default()
+    equality_key(rules, attr, value)
+        .map(|key| vec![keys::eq_prefix(&attr.canonical, &key)])
+        .unwrap_or_default()
 }
 
 /// What an equality assertion `(attr=value)` reads from the index.
