@@ -18,10 +18,10 @@ use super::{
     Request, DATA_FRAME_BYTES_MAX, FRAME_DATA, FRAME_DONE, FRAME_FAILED, REPLY_WRITE_TIMEOUT,
     REQUEST_BYTES_MAX, REQUEST_READ_TIMEOUT, SOCKET_FILE,
 };
-use crate::backup;
-use crate::cut::{CommitGate, Cut};
-use crate::export::{self, ExportOptions};
-use crate::manifest::Manifest;
+use crate::data::backup;
+use crate::data::cut::{CommitGate, Cut};
+use crate::data::export::{self, ExportOptions};
+use crate::data::manifest::Manifest;
 
 /// What the admin thread needs from the running server.
 pub struct AdminContext {

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use ferrodir_shard::storage::{compact_redb_file, EngineKind};
 
-use crate::manifest::{Manifest, INTENT_LOG_FILE};
+use crate::data::manifest::{Manifest, INTENT_LOG_FILE};
 
 /// One file's result.
 #[derive(Debug)]

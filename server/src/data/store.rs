@@ -13,7 +13,7 @@ use ferrodir_shard::bloom::EqBloom;
 use ferrodir_shard::index::IndexConfig;
 use ferrodir_shard::rules::RuleTable;
 
-use crate::index_marks::{mark_all_ready, ready_everywhere};
+use crate::data::index_marks::{mark_all_ready, ready_everywhere};
 use ferrodir_shard::keys;
 use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
@@ -21,7 +21,7 @@ use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, OpenError, Stora
 use ferrodir_shard::storage::{Mutation, Table};
 
 use crate::config::Config;
-use crate::manifest::Manifest;
+use crate::data::manifest::Manifest;
 
 pub struct Store {
     pub manifest: Manifest,

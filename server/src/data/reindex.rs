@@ -7,8 +7,8 @@ use ferrodir_shard::keys;
 use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::{Mutation, Table};
 
-use crate::index_marks::{ready_marks, READY_PREFIX};
-use crate::store::Store;
+use crate::data::index_marks::{ready_marks, READY_PREFIX};
+use crate::data::store::Store;
 
 /// Rebuilds all shards in parallel; returns the number of entries indexed.
 pub fn reindex(store: &Store) -> anyhow::Result<usize> {

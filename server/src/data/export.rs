@@ -15,7 +15,7 @@ use ferrodir_shard::rules::RuleTable;
 use ferrodir_shard::skeleton::Skeleton;
 use ferrodir_shard::EntryId;
 
-use crate::cut::Cut;
+use crate::data::cut::Cut;
 
 /// What goes into the LDIF.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -127,13 +127,13 @@ pub fn run_command(
         // Nothing to export, and nothing created: opening would make a new, empty data
         // directory. Not an error, as before (a failed import leaves no directory, and its
         // export is the empty LDIF), but said plainly, for a mistyped path.
-        None if crate::manifest::Manifest::load(data_dir)?.is_none() => {
+        None if crate::data::manifest::Manifest::load(data_dir)?.is_none() => {
             format!("exported 0 entries: no data directory at {}", data_dir.display())
         }
         None => {
             // A damaged shard is left out, so that what can be read is saved: the recovery a
             // refused start prints. The summary names what is missing.
-            let store = crate::store::Store::open_salvaging(config, data_dir)?;
+            let store = crate::data::store::Store::open_salvaging(config, data_dir)?;
             let count = export(&Cut::offline(&store, data_dir)?, &store.rules, options, &mut out)?;
             match store.damaged.iter().map(|(shard, _)| format!("shard {shard}")).collect::<Vec<_>>() {
                 left_out if left_out.is_empty() => format!("exported {count} entries"),

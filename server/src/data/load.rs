@@ -21,7 +21,7 @@
 //!   and the record and writes them into that shard's single bulk transaction
 //!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. The entry
 //!   records go in as they come (a shard's ids count up: appends); every other key goes
-//!   through an external sort ([`crate::import_sort`], runs spilled to the spill directory
+//!   through an external sort ([`crate::data::import_sort`], runs spilled to the spill directory
 //!   past a memory budget) and into the transaction in key order after the last entry, so
 //!   that redb appends instead of splitting leaves all over its tree. A failure anywhere
 //!   drops the channels, every writer abandons its transaction, and nothing is written.
@@ -52,8 +52,8 @@ use ferrodir_shard::stamp::{set_structural_class, stamp_imported, Stamp};
 use ferrodir_shard::storage::{BulkSink, StorageError, StorageResult, Table};
 use ferrodir_shard::EntryId;
 
-use crate::import_sort::{SortedKeys, SortedOut};
-use crate::store::Store;
+use crate::data::import_sort::{SortedKeys, SortedOut};
+use crate::data::store::Store;
 
 /// A chunk is cut at the first record boundary after this many bytes: large enough that
 /// channel traffic is negligible, small enough that the queues hold little.
@@ -653,7 +653,7 @@ fn write_shard(
                     }
                 }
                 ShardMsg::Finish { next_seq } => {
-                    for mark in crate::index_marks::ready_marks(&store.indexes) {
+                    for mark in crate::data::index_marks::ready_marks(&store.indexes) {
                         keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
                     let next_seq = layout::next_seq(next_seq);
@@ -865,9 +865,12 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let (imported_dir, added_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let imported = Store::open(&config, imported_dir.path()).unwrap();
-        let directory =
-            crate::runtime::directory_config(&config, &imported, crate::runtime::offline_hash_pool())
-                .unwrap();
+        let directory = crate::serve::runtime::directory_config(
+            &config,
+            &imported,
+            crate::serve::runtime::offline_hash_pool(),
+        )
+        .unwrap();
         let report = load_ldif(&imported, imported_dir.path(), &directory, LDIF.as_bytes(), false).unwrap();
         assert_eq!(report.entries, 4);
         let added = Store::open(&config, added_dir.path()).unwrap();
@@ -890,8 +893,12 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&config, dir.path()).unwrap();
-        let directory =
-            crate::runtime::directory_config(&config, &store, crate::runtime::offline_hash_pool()).unwrap();
+        let directory = crate::serve::runtime::directory_config(
+            &config,
+            &store,
+            crate::serve::runtime::offline_hash_pool(),
+        )
+        .unwrap();
         let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\nstructuralObjectClass: person\n";
         let error =
             load_ldif(&store, dir.path(), &directory, ldif.as_bytes(), false).unwrap_err().to_string();

@@ -14,7 +14,7 @@ use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::Table;
 use ferrodir_shard::EntryId;
 
-use crate::store::Store;
+use crate::data::store::Store;
 
 #[derive(Debug, Default)]
 pub struct Report {
