@@ -30,10 +30,10 @@ fn dn_filter(c: &mut Criterion) {
     let mut group = c.benchmark_group("dn_filter");
     group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
     group.bench_function("dn_parse_normalize_simple", |b| {
-        b.iter(|| Dn::parse(black_box(SIMPLE_DN)).map(|dn| dn.normalized()))
+        b.iter(|| Dn::parse(black_box(SIMPLE_DN)).map(|dn| dn.normalized(&ferrodir_proto::value::PlainAvas)))
     });
     group.bench_function("dn_parse_normalize_escaped_multivalued", |b| {
-        b.iter(|| Dn::parse(black_box(ESCAPED_DN)).map(|dn| dn.normalized()))
+        b.iter(|| Dn::parse(black_box(ESCAPED_DN)).map(|dn| dn.normalized(&ferrodir_proto::value::PlainAvas)))
     });
     group.bench_function("parse_filter_nested", |b| b.iter(|| parse_filter(black_box(NESTED_FILTER))));
     group.finish();

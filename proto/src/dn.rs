@@ -3,11 +3,15 @@
 //!
 //! A [`Dn`] keeps what the client wrote (attribute names as spelled, values unescaped to raw
 //! bytes) so that it can be echoed back unchanged; [`Dn::normalized`] is what two DNs are
-//! compared by. The schema layer will later map aliases and OIDs to one name; until then the
-//! attribute name is only lowercased and stripped of an `oid.` prefix.
+//! compared by. Normalising takes an [`AvaNormalizer`] explicitly: the schema's
+//! (`schema::DnNormalizer`: canonical type names, each type's equality rule) in the server,
+//! [`PlainAvas`] (names lowercased and stripped of an `oid.` prefix, values caseIgnore)
+//! without a schema. A request normalises its DN once, into a [`NormDn`], and hands that on.
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::value::{AvaNormalizer, PlainAvas};
 
 /// A distinguished name. `rdns[0]` is the leftmost, most specific RDN; no RDNs is the root DSE
 /// (the empty string, RFC 4512 §5.1).
@@ -79,8 +83,17 @@ impl Dn {
     ///
     /// Spaces around `,`, `+` and `=` are accepted and dropped, as slapd does; spaces that are
     /// part of a value at its start or end must be escaped (`\ ` or `\20`).
+    ///
+    /// Without a schema: an RDN that names a type twice is caught only when both are
+    /// spelled alike (`cn=a+CN=b`); [`Dn::parse_with`] the schema's normaliser also catches
+    /// `cn=a+commonName=b`.
     pub fn parse(s: &str) -> Result<Dn, DnError> {
-        let mut parser = Parser::new(s);
+        Dn::parse_with(s, &PlainAvas)
+    }
+
+    /// [`Dn::parse`], comparing the types of a multi-valued RDN by `avas`' canonical names.
+    pub fn parse_with(s: &str, avas: &dyn AvaNormalizer) -> Result<Dn, DnError> {
+        let mut parser = Parser::new(s, avas);
         parser.skip_spaces();
         if parser.at_end() {
             return Ok(Dn::root());
@@ -135,14 +148,14 @@ impl Dn {
 
     /// The canonical comparable form: each RDN's [`Rdn::normalized`] joined by `,`. Two DNs
     /// name the same entry exactly when their normalised forms are equal.
-    pub fn normalized(&self) -> String {
-        let parts: Vec<String> = self.rdns.iter().map(Rdn::normalized).collect();
+    pub fn normalized(&self, avas: &dyn AvaNormalizer) -> String {
+        let parts: Vec<String> = self.rdns.iter().map(|rdn| rdn.normalized(avas)).collect();
         parts.join(",")
     }
 
     /// Whether this DN is `ancestor` or lies below it. Compares normalised RDNs from the
     /// right, so case, spacing and AVA order do not matter. Every DN descends from the root.
-    pub fn is_descendant_or_self_of(&self, ancestor: &Dn) -> bool {
+    pub fn is_descendant_or_self_of(&self, ancestor: &Dn, avas: &dyn AvaNormalizer) -> bool {
         if ancestor.len() > self.len() {
             return false;
         }
@@ -150,7 +163,7 @@ impl Dn {
             .iter()
             .rev()
             .zip(ancestor.rdns.iter().rev())
-            .all(|(mine, theirs)| mine.normalized() == theirs.normalized())
+            .all(|(mine, theirs)| mine.normalized(avas) == theirs.normalized(avas))
     }
 
     /// The rightmost `n` RDNs: `n = 2` of `cn=a,ou=b,dc=c` is `ou=b,dc=c`. The whole DN when
@@ -158,6 +171,88 @@ impl Dn {
     pub fn ancestors_suffix(&self, n: usize) -> Dn {
         let skip = self.rdns.len().saturating_sub(n);
         Dn { rdns: self.rdns.iter().skip(skip).cloned().collect() }
+    }
+}
+
+/// A DN normalised once: what the client wrote (to echo back) and each RDN's normalised
+/// form, leftmost first. A request parses and normalises its DN into one and hands it on,
+/// so the suffix match, the resolution, the rootDN check and the access rules compare
+/// strings instead of normalising the same DN again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct NormDn {
+    pub dn: Dn,
+    /// `rdns[i]` is `dn.rdns[i].normalized(..)`.
+    pub rdns: Vec<String>,
+}
+
+impl NormDn {
+    pub fn new(dn: Dn, avas: &dyn AvaNormalizer) -> Self {
+        let rdns = dn.rdns.iter().map(|rdn| rdn.normalized(avas)).collect();
+        Self { dn, rdns }
+    }
+
+    /// The root DSE.
+    pub fn root() -> Self {
+        Self::default()
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.rdns.is_empty()
+    }
+
+    /// The number of RDNs.
+    pub fn len(&self) -> usize {
+        self.rdns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rdns.is_empty()
+    }
+
+    /// The whole normalised form, as [`Dn::normalized`] gives it.
+    pub fn joined(&self) -> String {
+        self.rdns.join(",")
+    }
+
+    /// Whether the normalised form is `normalized` (`"cn=subschema"`), without joining.
+    pub fn is(&self, normalized: &str) -> bool {
+        match self.rdns.as_slice() {
+            [] => normalized.is_empty(),
+            [only] => only == normalized,
+            _ => self.joined() == normalized,
+        }
+    }
+
+    /// Whether both name the same entry (their normalised forms are equal).
+    pub fn same_entry(&self, other: &NormDn) -> bool {
+        self.rdns == other.rdns
+    }
+
+    /// How many RDNs `self` has below `ancestor`, if it is `ancestor` or lies below it.
+    pub fn depth_below(&self, ancestor: &NormDn) -> Option<usize> {
+        let extra = self.rdns.len().checked_sub(ancestor.rdns.len())?;
+        self.rdns.iter().skip(extra).eq(ancestor.rdns.iter()).then_some(extra)
+    }
+
+    /// [`Dn::is_descendant_or_self_of`] on the normalised RDNs.
+    pub fn is_descendant_or_self_of(&self, ancestor: &NormDn) -> bool {
+        self.depth_below(ancestor).is_some()
+    }
+
+    /// The parent's DN; `None` for the root.
+    pub fn parent(&self) -> Option<NormDn> {
+        Some(NormDn { dn: self.dn.parent()?, rdns: self.rdns.get(1..)?.to_vec() })
+    }
+
+    /// The leftmost RDN's normalised form.
+    pub fn rdn_norm(&self) -> Option<&str> {
+        self.rdns.first().map(String::as_str)
+    }
+}
+
+impl fmt::Display for NormDn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.dn.fmt(f)
     }
 }
 
@@ -186,7 +281,12 @@ impl Rdn {
     /// Parses a single RDN such as `cn=Foo+sn=Bar`, as the `newrdn` of a `ModifyDN` request
     /// (RFC 4511 §4.9). A `,` outside an escape is an error: that would be a DN.
     pub fn parse(s: &str) -> Result<Rdn, DnError> {
-        let mut parser = Parser::new(s);
+        Rdn::parse_with(s, &PlainAvas)
+    }
+
+    /// [`Rdn::parse`], comparing its types by `avas`' canonical names (see [`Dn::parse_with`]).
+    pub fn parse_with(s: &str, avas: &dyn AvaNormalizer) -> Result<Rdn, DnError> {
+        let mut parser = Parser::new(s, avas);
         let rdn = parser.parse_rdn()?;
         match parser.peek() {
             None => Ok(rdn),
@@ -201,8 +301,8 @@ impl Rdn {
 
     /// The canonical comparable form: each AVA's [`Ava::normalized`], sorted (the order of a
     /// multi-valued RDN carries no meaning, RFC 4512 §2.3.1) and joined by `+`.
-    pub fn normalized(&self) -> String {
-        let mut parts: Vec<String> = self.avas.iter().map(Ava::normalized).collect();
+    pub fn normalized(&self, avas: &dyn AvaNormalizer) -> String {
+        let mut parts: Vec<String> = self.avas.iter().map(|ava| ava.normalized(avas)).collect();
         parts.sort();
         parts.join("+")
     }
@@ -225,8 +325,8 @@ impl fmt::Display for Rdn {
 impl Ava {
     /// `lowercase(attr)=escaped(normalised value)`. The value keeps the RFC 4514 escaping so
     /// that a `,` or `+` inside it cannot be mistaken for a separator in the joined form.
-    pub fn normalized(&self) -> String {
-        let (attr, value) = crate::value::normalize_ava(&normalize_attr_name(&self.attr), &self.value);
+    pub fn normalized(&self, avas: &dyn AvaNormalizer) -> String {
+        let (attr, value) = avas.normalize_ava(&normalize_attr_name(&self.attr), &self.value);
         let mut out = attr;
         out.push('=');
         // Writing into a String cannot fail.
@@ -281,11 +381,13 @@ struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Names the canonical type of each AVA, for the check that an RDN names a type once.
+    avas: &'a dyn AvaNormalizer,
 }
 
 impl<'a> Parser<'a> {
-    fn new(text: &'a str) -> Self {
-        Parser { text, bytes: text.as_bytes(), pos: 0 }
+    fn new(text: &'a str, avas: &'a dyn AvaNormalizer) -> Self {
+        Parser { text, bytes: text.as_bytes(), pos: 0, avas }
     }
 
     /// The bytes from `start` up to the current position (empty if `start` is past it).
@@ -327,10 +429,10 @@ impl<'a> Parser<'a> {
         while self.eat(b'+') {
             let offset = self.pos;
             let ava = self.parse_ava()?;
-            // Types compare by their canonical name once a schema is installed, so
+            // Types compare by their canonical name under a schema's normaliser, so
             // `cn=a+commonName=b` and `cn=a+2.5.4.3=b` are caught too. Multi-valued RDNs are
             // rare: the check costs nothing on the common path.
-            let canonical = |a: &Ava| crate::value::normalize_ava(&normalize_attr_name(&a.attr), b"").0;
+            let canonical = |a: &Ava| self.avas.normalize_ava(&normalize_attr_name(&a.attr), b"").0;
             let name = canonical(&ava);
             if avas.iter().any(|earlier| canonical(earlier) == name) {
                 return Err(DnError::RepeatedAttributeType { offset, attr: ava.attr });
@@ -591,7 +693,7 @@ mod tests {
     }
 
     fn normalized(s: &str) -> String {
-        parse(s).normalized()
+        parse(s).normalized(&PlainAvas)
     }
 
     fn assert_round_trip(s: &str) {
@@ -698,7 +800,7 @@ mod tests {
         assert_eq!(normalized(r"CN=John Smith\2C III,DC=x"), r"cn=john smith\, iii,dc=x");
         assert_ne!(normalized("cn=a+b=c"), normalized(r"cn=a\+b\=c"));
         assert_eq!(normalized(r"cn=\23a"), normalized(r"CN=\#A"));
-        assert_eq!(Dn::root().normalized(), "");
+        assert_eq!(Dn::root().normalized(&PlainAvas), "");
         let oid = "OID.0.9.2342.19200300.100.1.1=jsmith";
         assert_eq!(avas(oid, 0), [oid]);
         assert_eq!(normalized(oid), "0.9.2342.19200300.100.1.1=jsmith");
@@ -753,7 +855,7 @@ mod tests {
         let rdn = Rdn::parse("cn=Foo+sn=Bar").unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(Dn::root().child(rdn.clone()), parse("cn=Foo+sn=Bar"));
         assert_eq!(rdn.to_string(), "cn=Foo+sn=Bar");
-        assert_eq!(rdn.normalized(), "cn=foo+sn=bar");
+        assert_eq!(rdn.normalized(&PlainAvas), "cn=foo+sn=bar");
         assert_eq!(Rdn::parse(r"cn=a\,b"), Ok(Rdn::new("cn", "a,b")));
         let two = Rdn::parse("cn=a,dc=b");
         assert!(matches!(two, Err(DnError::NotSingleRdn { offset: 4, ch: ',' })));
@@ -781,7 +883,7 @@ mod tests {
     #[test]
     fn descendant_checks_compare_normalised_rdns_from_the_right() {
         let entry = parse("CN=A,OU=People,DC=Example,DC=Com");
-        let below = |ancestor: &str| entry.is_descendant_or_self_of(&parse(ancestor));
+        let below = |ancestor: &str| entry.is_descendant_or_self_of(&parse(ancestor), &PlainAvas);
         assert!(below("dc=example,dc=com"));
         assert!(below("ou=people, dc=EXAMPLE, dc=com"));
         assert!(below("cn=a,ou=people,dc=example,dc=com"));
@@ -789,9 +891,19 @@ mod tests {
         assert!(!below("dc=example,dc=org"));
         assert!(!below("ou=groups,dc=example,dc=com"));
         assert!(!below("cn=x,cn=a,ou=people,dc=example,dc=com"));
-        assert!(!Dn::root().is_descendant_or_self_of(&parse("dc=com")));
+        assert!(!Dn::root().is_descendant_or_self_of(&parse("dc=com"), &PlainAvas));
         let multi = parse("cn=x,ou=s+cn=j,dc=com");
-        assert!(multi.is_descendant_or_self_of(&parse("CN=J+OU=S,dc=com")));
+        assert!(multi.is_descendant_or_self_of(&parse("CN=J+OU=S,dc=com"), &PlainAvas));
+        // The same answers from the RDNs normalised once.
+        let norm = |text: &str| NormDn::new(parse(text), &PlainAvas);
+        let entry = norm("CN=A,OU=People,DC=Example,DC=Com");
+        assert_eq!(entry.depth_below(&norm("dc=example,dc=com")), Some(2));
+        assert!(entry.is_descendant_or_self_of(&norm("")));
+        assert!(!entry.is_descendant_or_self_of(&norm("ou=groups,dc=example,dc=com")));
+        assert!(entry.same_entry(&norm("cn=a, ou=people,dc=example,dc=COM")));
+        assert_eq!(entry.parent(), Some(norm("OU=People,DC=Example,DC=Com")));
+        assert!(norm("CN=Subschema").is("cn=subschema") && norm("").is(""));
+        assert!(entry.is("cn=a,ou=people,dc=example,dc=com") && !entry.is("cn=a"));
     }
 
     /// The OpenLDAP test suite's DN corpus: every line, and every value after `name: `, must

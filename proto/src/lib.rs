@@ -7,7 +7,8 @@
 //!   plus [`message::decode_message`] which decodes the messageID first.
 //! - [`filter`]: the search filter model (shared with the wire types) and the RFC 4515
 //!   string parser and printer.
-//! - [`dn`]: distinguished names (RFC 4514): parse, print, normalise.
+//! - [`dn`]: distinguished names (RFC 4514): parse, print, normalise (with an explicit
+//!   [`value::AvaNormalizer`]; [`NormDn`]: a DN normalised once).
 //! - [`value`]: value normalisation used by DNs, indices and filter evaluation.
 //! - [`entry`]: an entry's attributes as the server stores and returns them.
 //! - [`ldif`]: RFC 2849 reader and writer.
@@ -35,6 +36,6 @@ pub mod value;
 #[cfg(test)]
 mod proptests;
 
-pub use dn::{Dn, Rdn};
+pub use dn::{Dn, NormDn, Rdn};
 pub use entry::{Attribute, Entry};
 pub use result_code::ResultCode;

@@ -10,26 +10,28 @@
 /// server with other rules refuses to open it.
 pub const NORMALIZATION_VERSION: u32 = 2;
 
-/// How a DN's attribute-value assertions are normalised once a schema is known: the
-/// attribute's canonical name and its value under the type's equality rule (RFC 4517
-/// distinguishedNameMatch compares RDNs by each type's equality). Installed once at start.
-pub type AvaNormalizer = dyn Fn(&str, &[u8]) -> Option<(String, Vec<u8>)> + Send + Sync;
-
-static AVA_NORMALIZER: std::sync::OnceLock<Box<AvaNormalizer>> = std::sync::OnceLock::new();
-
-/// Installs the schema-aware AVA normaliser; only the first call takes effect.
-pub fn install_ava_normalizer(normalizer: Box<AvaNormalizer>) -> bool {
-    AVA_NORMALIZER.set(normalizer).is_ok()
+/// How a DN's attribute-value assertions are normalised: the attribute's canonical name and
+/// its value under the type's equality rule (RFC 4517 distinguishedNameMatch compares RDNs by
+/// each type's equality). There is no process-wide one: whoever parses or normalises a DN is
+/// handed one, the schema's (`schema::DnNormalizer`, held by the shard's rule table) in the
+/// server, [`PlainAvas`] where no schema is known, so two callers can't silently disagree
+/// because one of them ran before a global was set.
+pub trait AvaNormalizer: Send + Sync {
+    /// The normalised (attribute, value) of one AVA. `attr_lower` is the type as written,
+    /// lowercased and without an `oid.` prefix.
+    fn normalize_ava(&self, attr_lower: &str, value: &[u8]) -> (String, Vec<u8>);
 }
 
-/// The normalised (attribute, value) of one AVA of a DN. `attr_lower` is the lowercased type
-/// as written; without an installed normaliser (or for a type it doesn't know), the type
-/// stays as written and the value uses [`normalize_value`].
-pub fn normalize_ava(attr_lower: &str, value: &[u8]) -> (String, Vec<u8>) {
-    if let Some(found) = AVA_NORMALIZER.get().and_then(|n| n(attr_lower, value)) {
-        return found;
+/// Normalisation without a schema: the type stays as written (lowercased) and the value
+/// uses [`normalize_value`]. Also what a schema-aware normaliser does for a type it doesn't
+/// know.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlainAvas;
+
+impl AvaNormalizer for PlainAvas {
+    fn normalize_ava(&self, attr_lower: &str, value: &[u8]) -> (String, Vec<u8>) {
+        (attr_lower.to_string(), normalize_value(attr_lower, value))
     }
-    (attr_lower.to_string(), normalize_value(attr_lower, value))
 }
 
 /// Attributes compared byte for byte (octetStringMatch).

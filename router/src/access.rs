@@ -8,48 +8,22 @@
 //! everyone (slapd keeps them in its frontend, which database rules don't reach).
 
 use ferrodir_proto::entry::Entry;
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::eval;
 use ferrodir_shard::id::EntryId;
 use ferrodir_shard::search::AttrSelection;
 
 pub use crate::acl::decide::Subject;
 use crate::acl::decide::{self, Target};
-use crate::acl::rule::{Attr, Group, Level, NormDn, RuleSet};
+use crate::acl::rule::{Attr, Group, Level, RuleSet};
 use crate::acl::view::{self, Decision, Region};
 use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
-use crate::resolve::{self, Located};
-use crate::session::{OpContext, Transport};
-
-/// Who a request runs as; captured when the request is dispatched.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum Identity {
-    #[default]
-    Anonymous,
-    /// The configured rootDN.
-    Root(Dn),
-    /// An entry that bound with its userPassword.
-    User(Dn),
-}
-
-impl Identity {
-    /// The DN stamped as creatorsName/modifiersName on this identity's writes.
-    pub fn author(&self) -> String {
-        match self {
-            Identity::Anonymous => String::new(),
-            Identity::Root(dn) | Identity::User(dn) => dn.to_string(),
-        }
-    }
-
-    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:...` or empty for anonymous.
-    pub fn authz_id(&self) -> String {
-        match self {
-            Identity::Anonymous => String::new(),
-            Identity::Root(dn) | Identity::User(dn) => format!("dn:{dn}"),
-        }
-    }
-}
+use crate::located::Located;
+use crate::op::context::OpContext;
+use crate::requester::Identity;
+use crate::requester::Transport;
+use crate::resolve;
 
 /// The requester of `ctx`, with its group memberships read once for this operation (one
 /// lookup per group the rules name, only for an authenticated entry: never per entry).
@@ -57,11 +31,10 @@ impl Identity {
 pub async fn subject(ctx: &OpContext) -> Subject {
     let set = &ctx.worker.config.access_rules;
     let member_of = match &ctx.identity {
-        Identity::User(dn) if set.has_groups() => {
-            let user = dn.normalized();
+        Identity::User(user) if set.has_groups() => {
             let mut member_of = Vec::with_capacity(set.groups.len());
             for group in &set.groups {
-                member_of.push(is_member(ctx, set, group, &user).await);
+                member_of.push(is_member(ctx, set, group, user).await);
             }
             member_of
         }
@@ -70,10 +43,11 @@ pub async fn subject(ctx: &OpContext) -> Subject {
     Subject::new(ctx.identity.clone(), &ctx.transport, member_of)
 }
 
-/// Whether `user` (normalised) is listed in `group`'s member attribute, and the group entry
-/// has the group's class (slapd checks both).
-async fn is_member(ctx: &OpContext, set: &RuleSet, group: &Group, user: &str) -> bool {
-    let Ok(located) = resolve::locate(&ctx.worker, &group.dn.dn).await else { return false };
+/// Whether `user` is listed in `group`'s member attribute, and the group entry has the
+/// group's class (slapd checks both).
+async fn is_member(ctx: &OpContext, set: &RuleSet, group: &Group, user: &NormDn) -> bool {
+    let Ok(located) = resolve::locate(&ctx.worker, &group.dn).await else { return false };
+    let rules = set.matching.dn();
     let Ok(Some(record)) = ctx.worker.fetch(located.id).await else { return false };
     let entry = &record.entry;
     eval::has_class(&set.matching, entry, group.class.as_bytes())
@@ -82,27 +56,13 @@ async fn is_member(ctx: &OpContext, set: &RuleSet, group: &Group, user: &str) ->
             .iter()
             .filter(|a| set.matching.get(&a.name).is_some_and(|r| r.canonical == group.member_attr))
             .flat_map(|a| a.values.iter())
-            .filter_map(|v| std::str::from_utf8(v).ok().and_then(|t| Dn::parse(t).ok()))
-            .any(|member| member.normalized() == user)
+            .filter_map(|v| std::str::from_utf8(v).ok().and_then(|t| rules.parse(t).ok()))
+            .any(|member| member.same_entry(user))
 }
 
 /// The level `subject` has on `attr` of the entry `dn` (with its attributes when the rules
 /// need them: [`needs_entry`]).
 pub fn level(
-    config: &DirectoryConfig,
-    subject: &Subject,
-    dn: &Dn,
-    entry: Option<&Entry>,
-    attr: Attr,
-) -> Level {
-    if subject.is_root() {
-        return Level::Manage;
-    }
-    level_of(config, subject, &norm_dn(config, dn), entry, attr)
-}
-
-/// [`level`] for a DN already in the rules' form ([`norm_dn`]).
-pub fn level_of(
     config: &DirectoryConfig,
     subject: &Subject,
     dn: &NormDn,
@@ -113,16 +73,6 @@ pub fn level_of(
         return Level::Manage;
     }
     decide::level(&config.access_rules, subject, &Target { dn, entry }, attr)
-}
-
-/// `dn` as the rules compare it. Normalising costs more than the rest of a decision, so it
-/// happens only when some rule compares DNs (the RDNs stay empty otherwise).
-pub fn norm_dn(config: &DirectoryConfig, dn: &Dn) -> NormDn {
-    if config.access_rules.uses_dns() {
-        NormDn::new(dn.clone())
-    } else {
-        NormDn { dn: dn.clone(), rdns: Vec::new() }
-    }
 }
 
 /// Whether some rule has a filter, so that deciding needs the target's attributes.
@@ -140,7 +90,7 @@ pub async fn entry_for_rules(ctx: &OpContext, subject: &Subject, id: EntryId) ->
 
 /// Resolves `dn`, answering a missing entry as slapd does: the matchedDN only if the
 /// requester may `disclose` that entry.
-pub async fn locate(ctx: &OpContext, subject: &Subject, dn: &Dn) -> LdapResultOf<Located> {
+pub async fn locate(ctx: &OpContext, subject: &Subject, dn: &NormDn) -> LdapResultOf<Located> {
     match resolve::locate(&ctx.worker, dn).await {
         Ok(located) => Ok(located),
         Err(error) => Err(undisclosed(ctx, subject, error).await),
@@ -152,7 +102,7 @@ pub async fn undisclosed(ctx: &OpContext, subject: &Subject, mut error: LdapErro
     if error.code != ResultCode::NO_SUCH_OBJECT || error.matched_dn.is_empty() || subject.is_root() {
         return error;
     }
-    let Ok(matched) = Dn::parse(&error.matched_dn) else {
+    let Ok(matched) = ctx.worker.config.dn_rules().parse(&error.matched_dn) else {
         error.matched_dn.clear();
         return error;
     };
@@ -186,7 +136,7 @@ fn insufficient(message: &str) -> LdapError {
 pub fn check_write(
     config: &DirectoryConfig,
     subject: &Subject,
-    dn: &Dn,
+    dn: &NormDn,
     entry: Option<&Entry>,
     attr: Attr,
     message: &str,
@@ -204,7 +154,7 @@ pub fn check_write(
 pub fn may_write_attr(
     config: &DirectoryConfig,
     subject: &Subject,
-    target_dn: &Dn,
+    target_dn: &NormDn,
     entry: Option<&Entry>,
     attr: &str,
 ) -> Result<(), LdapError> {
@@ -224,14 +174,14 @@ pub enum EntryAccess {
     Nothing,
 }
 
-/// The access `subject` has to `dn` (in the rules' form, [`norm_dn`]) as a search base.
+/// The access `subject` has to `dn` as a search base.
 pub fn entry_access(
     config: &DirectoryConfig,
     subject: &Subject,
     dn: &NormDn,
     entry: Option<&Entry>,
 ) -> EntryAccess {
-    match level_of(config, subject, dn, entry, Attr::Entry) {
+    match level(config, subject, dn, entry, Attr::Entry) {
         l if l >= Level::Search => EntryAccess::Search,
         l if l >= Level::Disclose => EntryAccess::DiscloseOnly,
         _ => EntryAccess::Nothing,
@@ -254,7 +204,7 @@ pub fn base_refusal(access: EntryAccess) -> Option<LdapError> {
 pub fn compare_refusal(
     config: &DirectoryConfig,
     subject: &Subject,
-    dn: &Dn,
+    dn: &NormDn,
     entry: &Entry,
     canonical: &str,
 ) -> Option<LdapError> {
@@ -271,7 +221,7 @@ pub fn compare_refusal(
 /// Whether a simple bind may check `dn`'s userPassword: slapd asks for `auth` on it, as
 /// the (still anonymous) connection. A refusal is answered invalidCredentials like a wrong
 /// password, so the rules can't be probed.
-pub fn may_authenticate(config: &DirectoryConfig, transport: &Transport, dn: &Dn, entry: &Entry) -> bool {
+pub fn may_authenticate(config: &DirectoryConfig, transport: &Transport, dn: &NormDn, entry: &Entry) -> bool {
     let anonymous = Subject::new(Identity::Anonymous, transport, Vec::new());
     level(config, &anonymous, dn, Some(entry), Attr::Type("userpassword")) >= Level::Auth
 }
@@ -304,14 +254,14 @@ pub async fn restrict_search(
     let decision = if draft.is_uniform() {
         draft.finish(&[], None)
     } else {
-        let bases: Vec<Dn> = draft.bases().into_iter().map(|b| b.dn.clone()).collect();
+        let bases: Vec<NormDn> = draft.bases().into_iter().cloned().collect();
         let mut ids = Vec::with_capacity(bases.len());
         for base in &bases {
             ids.push(entry_id(ctx, base).await);
         }
         let self_id = match (draft.needs_self_id(), known_self, subject.user()) {
             (true, Some(id), _) => Some(id),
-            (true, None, Some(user)) => entry_id(ctx, &user.dn).await,
+            (true, None, Some(user)) => entry_id(ctx, user).await,
             _ => None,
         };
         draft.finish(&ids, self_id)
@@ -332,7 +282,7 @@ pub async fn restrict_search(
 }
 
 /// The id of the entry `dn`, if there is one (the root DSE is the virtual root).
-async fn entry_id(ctx: &OpContext, dn: &Dn) -> Option<EntryId> {
+async fn entry_id(ctx: &OpContext, dn: &NormDn) -> Option<EntryId> {
     if dn.is_root() {
         return Some(EntryId::ROOT);
     }
@@ -346,7 +296,7 @@ mod tests {
     #[test]
     fn anonymous_writes_need_authentication_first() {
         assert_eq!(check_not_anonymous(&Identity::Anonymous).unwrap_err().code, ResultCode(8));
-        assert!(check_not_anonymous(&Identity::User(Dn::default())).is_ok());
+        assert!(check_not_anonymous(&Identity::User(Default::default())).is_ok());
     }
 
     #[test]

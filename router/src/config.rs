@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use ferrodir_proto::schema::Schema;
-use ferrodir_proto::Dn;
+use ferrodir_proto::schema::{DnNormalizer, Schema};
+use ferrodir_proto::{Dn, NormDn};
 use ferrodir_shard::rules::RuleTable;
 
-use crate::access::Identity;
 use crate::acl::RuleSet;
 use crate::limits::{ClassLimits, LimitsConfig};
+use crate::requester::Identity;
 
 /// A naming context served by this server.
 #[derive(Clone, Debug)]
@@ -25,9 +25,10 @@ pub struct Suffix {
 }
 
 impl Suffix {
-    pub fn new(dn: Dn) -> Self {
-        let rdn_norms = dn.rdns.iter().map(|r| r.normalized()).collect();
-        Self { display: dn.to_string(), norm: dn.normalized(), rdn_norms, dn }
+    /// `dn` normalised by the schema's rules (`RuleTable::dn`).
+    pub fn new(dn: Dn, rules: &DnNormalizer) -> Self {
+        let rdn_norms: Vec<String> = dn.rdns.iter().map(|r| rules.rdn(r)).collect();
+        Self { display: dn.to_string(), norm: rdn_norms.join(","), rdn_norms, dn }
     }
 
     /// Whether a DN whose RDNs normalise to `rdn_norms` (leftmost first) is this suffix or
@@ -66,7 +67,8 @@ impl AuthzRule {
 #[derive(Clone, Debug)]
 pub struct DirectoryConfig {
     pub suffixes: Vec<Suffix>,
-    pub root_dn: Option<Dn>,
+    /// Normalised once, at start: every bind compares against it.
+    pub root_dn: Option<NormDn>,
     /// Cleartext or a value in any scheme `password::verify` reads (`{ARGON2}`, `{SSHA}`...).
     pub root_password: Option<String>,
     /// How userPassword values are hashed when written and checked on bind.
@@ -101,7 +103,7 @@ pub struct DirectoryConfig {
     /// Matching facts per attribute type, resolved once from `schema`.
     pub rules: Arc<RuleTable>,
     /// `monitor_readers`: the entries, besides the rootDN, that may read cn=Monitor.
-    pub monitor_readers: Vec<Dn>,
+    pub monitor_readers: Vec<NormDn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
     /// `[refint]`: referential integrity after deletes and renames; None when off. Every
@@ -120,7 +122,7 @@ pub struct DirectoryConfig {
 /// A subtree a replication consumer keeps: read-only for clients, the rootDN included.
 #[derive(Clone, Debug)]
 pub struct ReplicatedArea {
-    pub base: Dn,
+    pub base: NormDn,
     /// `update_referral`: writes get a referral (10) to it; None: unwillingToPerform (53)
     /// "replica is read-only".
     pub update_referral: Option<String>,
@@ -128,7 +130,7 @@ pub struct ReplicatedArea {
 
 impl ReplicatedArea {
     /// What a client's write at `dn` gets, if `dn` is in this area.
-    pub fn refusal(&self, dn: &Dn) -> Option<crate::error::LdapError> {
+    pub fn refusal(&self, dn: &NormDn) -> Option<crate::error::LdapError> {
         if !dn.is_descendant_or_self_of(&self.base) {
             return None;
         }
@@ -155,14 +157,13 @@ impl Default for PagedConfig {
 
 impl DirectoryConfig {
     /// The suffix under which `dn` falls (the longest match).
-    pub fn suffix_of(&self, dn: &Dn) -> Option<&Suffix> {
-        let rdn_norms: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
-        self.suffix_of_normalized(&rdn_norms)
+    pub fn suffix_of(&self, dn: &NormDn) -> Option<&Suffix> {
+        self.suffixes.iter().filter(|s| s.holds(&dn.rdns)).max_by_key(|s| s.dn.len())
     }
 
-    /// [`Self::suffix_of`] for a DN already normalised RDN by RDN (leftmost first).
-    pub fn suffix_of_normalized(&self, rdn_norms: &[String]) -> Option<&Suffix> {
-        self.suffixes.iter().filter(|s| s.holds(rdn_norms)).max_by_key(|s| s.dn.len())
+    /// The schema's DN normaliser: what every DN a request names is normalised by, once.
+    pub fn dn_rules(&self) -> &DnNormalizer {
+        self.rules.dn()
     }
 
     /// The limits `identity` runs under: its class's, a listed DN's own, or none of the
@@ -171,8 +172,8 @@ impl DirectoryConfig {
         self.limits.for_identity(identity)
     }
 
-    pub fn is_root_dn(&self, dn: &Dn) -> bool {
-        self.root_dn.as_ref().is_some_and(|root| root.normalized() == dn.normalized())
+    pub fn is_root_dn(&self, dn: &NormDn) -> bool {
+        self.root_dn.as_ref().is_some_and(|root| root.same_entry(dn))
     }
 }
 
@@ -185,15 +186,15 @@ mod tests {
     }
 
     fn norms(d: &Dn) -> Vec<String> {
-        d.rdns.iter().map(|r| r.normalized()).collect()
+        NormDn::new(d.clone(), &DnNormalizer::plain()).rdns
     }
 
     #[test]
     fn the_longest_suffix_holding_a_dn_wins_whatever_its_case_and_spacing() {
         let suffixes = [
-            Suffix::new(dn("dc=example,dc=com")),
-            Suffix::new(dn("ou=Sub, dc=Example,dc=COM")),
-            Suffix::new(dn("o=other")),
+            Suffix::new(dn("dc=example,dc=com"), &DnNormalizer::plain()),
+            Suffix::new(dn("ou=Sub, dc=Example,dc=COM"), &DnNormalizer::plain()),
+            Suffix::new(dn("o=other"), &DnNormalizer::plain()),
         ];
         let pick = |s: &str| {
             let d = dn(s);
@@ -210,7 +211,12 @@ mod tests {
         for s in ["uid=a,ou=people,dc=example,dc=com", "ou=sub,dc=example,dc=com", "dc=com", "o=other"] {
             let d = dn(s);
             for x in &suffixes {
-                assert_eq!(x.holds(&norms(&d)), d.is_descendant_or_self_of(&x.dn), "{s} under {}", x.display);
+                assert_eq!(
+                    x.holds(&norms(&d)),
+                    d.is_descendant_or_self_of(&x.dn, &DnNormalizer::plain()),
+                    "{s} under {}",
+                    x.display
+                );
             }
         }
     }

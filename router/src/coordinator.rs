@@ -35,7 +35,7 @@ use ferrodir_shard::{EntryId, ShardError, ShardResult};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
-use crate::resolve::Located;
+use crate::located::Located;
 
 mod refint;
 pub use refint::{Origin, RefintConfig};
@@ -498,7 +498,7 @@ serial_handler!(Ping, (), |_inner, _msg| ());
 /// Runs a closure on the coordinator's thread between two structural changes: the handler
 /// is serial like every other, so no promotion, container delete or Modify DN is half done
 /// while it runs, and none starts until it returns. `ferrodir export` and `backup` use it to
-/// open one snapshot per shard (server/src/cut.rs). It gets the intent log, to read the
+/// open one snapshot per shard (server/src/data/cut.rs). It gets the intent log, to read the
 /// intents still pending (a change cut short by a disk error, left for recovery at the
 /// next start), which a backup must carry. The closure must be short: every structural
 /// change waits for it. It reports through whatever channel it captured.

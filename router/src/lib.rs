@@ -3,10 +3,12 @@
 //! # Layout
 //! - [`session`]: the per-connection router — decodes each PDU once, captures the identity,
 //!   dispatches operations concurrently, answers by messageID.
-//! - [`op`]: one file per LDAP operation.
+//! - [`op`]: one file per LDAP operation, and `op::context`: what each runs with.
 //! - [`worker`]: what the connections on one worker thread share (local shard, skeleton copy,
 //!   addresses of the other shards).
-//! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup.
+//! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup; [`located`]: the
+//!   result, which the coordinator takes too.
+//! - [`requester`]: who asks and over what transport (value types every layer reads).
 //! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
 //!   its durable intent log.
 //! - [`access`], [`acl`], [`password`]: who may do what (the one place operations ask, and
@@ -35,10 +37,12 @@ pub mod coordinator;
 pub mod error;
 pub mod intent;
 pub mod limits;
+pub mod located;
 pub mod memberids;
 pub mod monitor;
 pub mod op;
 pub mod password;
+pub mod requester;
 pub mod resolve;
 pub mod session;
 pub mod stats;
@@ -46,5 +50,7 @@ pub mod worker;
 
 pub use config::DirectoryConfig;
 pub use error::LdapError;
-pub use session::{Flow, Outbound, Session, Transport};
+pub use op::context::Outbound;
+pub use requester::Transport;
+pub use session::{Flow, Session};
 pub use worker::Worker;

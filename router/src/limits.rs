@@ -19,7 +19,7 @@ use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{Control, LdapResult, ProtocolOp};
 use ferrodir_proto::ResultCode;
 
-use crate::access::Identity;
+use crate::requester::Identity;
 
 /// What a search that no index can answer (a full scan of its scope) is allowed to do.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -123,8 +123,9 @@ impl Default for RequestLimits {
 pub struct LimitsConfig {
     pub anonymous: ClassLimits,
     pub authenticated: ClassLimits,
-    /// Listed identities, by normalized DN: the authenticated class with their overrides.
-    pub identities: HashMap<String, ClassLimits>,
+    /// Listed identities, by normalised RDNs (`NormDn::rdns`, looked up without joining or
+    /// normalising anything): the authenticated class with their overrides.
+    pub identities: HashMap<Vec<String>, ClassLimits>,
     pub root: ClassLimits,
     pub request: RequestLimits,
 }
@@ -148,7 +149,7 @@ impl LimitsConfig {
         match identity {
             Identity::Anonymous => &self.anonymous,
             Identity::Root(_) => &self.root,
-            Identity::User(dn) => self.identities.get(&dn.normalized()).unwrap_or(&self.authenticated),
+            Identity::User(dn) => self.identities.get(dn.rdns.as_slice()).unwrap_or(&self.authenticated),
         }
     }
 
@@ -243,7 +244,6 @@ fn refusal(message: String) -> LdapResult {
 mod tests {
     use super::*;
     use ferrodir_proto::message::OctetString;
-    use ferrodir_proto::Dn;
 
     fn present() -> Filter {
         Filter::Present(OctetString::from_static(b"objectClass"))
@@ -270,14 +270,15 @@ mod tests {
     fn identities_resolve_by_normalized_dn() {
         let mut config = LimitsConfig::default();
         let replicator = ClassLimits { search_entries_max: 0, ..ClassLimits::AUTHENTICATED };
-        let listed = Dn::parse("cn=Replicator,dc=example,dc=com").unwrap();
-        config.identities.insert(listed.normalized(), replicator);
-        let same = Dn::parse("CN=replicator, DC=Example,DC=com").unwrap();
-        assert_eq!(config.for_identity(&Identity::User(same)), &replicator);
-        let other = Dn::parse("uid=alice,dc=example,dc=com").unwrap();
-        assert_eq!(config.for_identity(&Identity::User(other)), &ClassLimits::AUTHENTICATED);
+        let rules = ferrodir_proto::schema::DnNormalizer::plain();
+        let listed = rules.parse("cn=Replicator,dc=example,dc=com").unwrap();
+        config.identities.insert(listed.rdns, replicator);
+        let same = rules.parse("CN=replicator, DC=Example,DC=com").unwrap();
+        assert_eq!(config.for_identity(&Identity::User(same.into())), &replicator);
+        let other = rules.parse("uid=alice,dc=example,dc=com").unwrap();
+        assert_eq!(config.for_identity(&Identity::User(other.into())), &ClassLimits::AUTHENTICATED);
         assert_eq!(config.for_identity(&Identity::Anonymous), &ClassLimits::ANONYMOUS);
-        assert_eq!(config.for_identity(&Identity::Root(Dn::default())).search_entries_max, 0);
+        assert_eq!(config.for_identity(&Identity::Root(Default::default())).search_entries_max, 0);
         assert_eq!(config.requests_pending_ceiling(), 1000);
     }
 }

@@ -2,32 +2,21 @@
 //! only the last RDN, if it names a leaf, costs one lookup on the shard that holds its
 //! DN→ID record (a direct call when that shard is this worker's).
 
-use ferrodir_proto::Dn;
+use ferrodir_proto::NormDn;
 use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::EntryId;
 
 use crate::error::{LdapError, LdapResultOf};
+use crate::located::Located;
 use crate::worker::Worker;
 
-/// An entry that exists, and where its name lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Located {
-    pub id: EntryId,
-    pub parent: EntryId,
-    pub rdn_norm: String,
-    /// Whether it is a container in the skeleton the resolution used.
-    pub container: bool,
-}
-
-/// The normalised names from the top: the suffix first, then each RDN below it. Each RDN
-/// of `dn` is normalised once, for the suffix match and the names alike (a memberOf search
-/// resolves a thousand member DNs this way).
-pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
-    let mut rdn_norms: Vec<String> = dn.rdns.iter().map(|r| r.normalized()).collect();
-    let suffix =
-        worker.config.suffix_of_normalized(&rdn_norms).ok_or_else(|| LdapError::no_such_object(""))?;
+/// The normalised names from the top: the suffix first, then each RDN below it. `dn` was
+/// normalised once, by whoever parsed it; the suffix match and the names both read that
+/// (a memberOf search resolves a thousand member DNs this way).
+pub fn names_from_top(worker: &Worker, dn: &NormDn) -> LdapResultOf<Vec<String>> {
+    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     let below = dn.len() - suffix.dn.len();
-    rdn_norms.truncate(below);
+    let mut rdn_norms: Vec<String> = Vec::with_capacity(below + 1);
+    rdn_norms.extend(dn.rdns.iter().take(below).cloned());
     rdn_norms.push(suffix.norm.clone());
     rdn_norms.reverse();
     Ok(rdn_norms)
@@ -35,7 +24,7 @@ pub fn names_from_top(worker: &Worker, dn: &Dn) -> LdapResultOf<Vec<String>> {
 
 /// Finds the entry named `dn`, or noSuchObject with the deepest existing ancestor as
 /// matchedDN (RFC 4511 §4.1.9).
-pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
+pub async fn locate(worker: &Worker, dn: &NormDn) -> LdapResultOf<Located> {
     let names = names_from_top(worker, dn)?;
     let tree = worker.tree();
     let found = tree.resolve(names.iter().map(String::as_str));
@@ -44,7 +33,7 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
         if depth == 0 {
             String::new()
         } else {
-            dn.ancestors_suffix(dn.len() - names.len() + depth).to_string()
+            dn.dn.ancestors_suffix(dn.len() - names.len() + depth).to_string()
         }
     };
     if found.matched == names.len() {
@@ -72,14 +61,19 @@ pub async fn locate(worker: &Worker, dn: &Dn) -> LdapResultOf<Located> {
 
 /// Resolves the parent under which `dn` would be created, as (parent id, is container,
 /// normalised RDN of `dn` under it, display RDN).
-pub async fn locate_parent_of(worker: &Worker, dn: &Dn) -> LdapResultOf<(Option<Located>, String, String)> {
+pub async fn locate_parent_of(
+    worker: &Worker,
+    dn: &NormDn,
+) -> LdapResultOf<(Option<Located>, String, String)> {
     let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     if dn.len() == suffix.dn.len() {
         // The suffix entry itself hangs under the virtual root.
         return Ok((None, suffix.norm.clone(), suffix.display.clone()));
     }
     let parent_dn = dn.parent().unwrap_or_default();
-    let rdn = dn.rdn().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let (Some(rdn), Some(rdn_norm)) = (dn.dn.rdn(), dn.rdn_norm()) else {
+        return Err(LdapError::invalid_dn("empty DN"));
+    };
     let parent = locate(worker, &parent_dn).await?;
-    Ok((Some(parent), rdn.normalized(), rdn.to_string()))
+    Ok((Some(parent), rdn_norm.to_string(), rdn.to_string()))
 }

@@ -28,27 +28,17 @@ use ferrodir_proto::ResultCode;
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::access::Identity;
-use crate::accesslog;
 use crate::limits::{check_controls, check_request, ClassLimits};
 use crate::op;
+use crate::op::context::{OpContext, Outbound};
+use crate::op::extended::START_TLS_OID;
+use crate::requester::Identity;
+use crate::requester::Transport;
 use crate::stats::{BindMethod, OpKind};
 use crate::worker::Worker;
 
 /// RFC 4511 §4.4.1: the responseName of a Notice of Disconnection.
 pub const NOTICE_OF_DISCONNECTION_OID: &str = "1.3.6.1.4.1.1466.20036";
-
-/// What the connection's writer sends.
-#[derive(Debug)]
-pub enum Outbound {
-    Pdu(Bytes),
-    Pdus(Vec<Bytes>),
-    /// Flush what came before, then close the connection.
-    Close,
-    /// Flush what came before, then stop writing and hand the socket back to the
-    /// connection (StartTLS: the TLS handshake follows the success response).
-    Handover,
-}
 
 /// Whether the connection goes on after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -58,175 +48,6 @@ pub enum Flow {
     /// StartTLS succeeded: the connection discards what it has buffered, takes the socket
     /// back from its writer, runs the TLS handshake and sets the new [`Transport`].
     StartTls,
-}
-
-/// RFC 4511 §4.14.1: the requestName (and responseName) of StartTLS.
-pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
-
-/// What the connection's transport guarantees, as access decisions need it: whether the
-/// peer is on this host and whether the channel is confidential. Set when the connection
-/// is accepted, and again after StartTLS.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Transport {
-    /// A loopback TCP peer (127.0.0.0/8, ::1) or a local (ldapi) socket.
-    pub local: bool,
-    /// TLS is in force: LDAPS, or StartTLS completed.
-    pub tls: bool,
-    /// The Unix-domain (ldapi) listener; the peer's credentials are in `peer_cred`.
-    pub ldapi: bool,
-    /// On ldapi: the peer process's uid and gid (SO_PEERCRED).
-    pub peer_cred: Option<(u32, u32)>,
-    /// Under TLS with a verified client certificate: its subject DN, RFC 4514 string form.
-    pub client_cert_subject: Option<String>,
-}
-
-impl Transport {
-    /// Whether what travels is protected from others on the network: TLS, or a socket
-    /// that never leaves the host (ldapi). Loopback TCP is not confidential by itself; the
-    /// `require_tls_for_binds` exemption for loopback peers is decided where it applies.
-    pub fn confidential(&self) -> bool {
-        self.tls || self.ldapi
-    }
-
-    /// Whether a password may travel on this connection: always when `require_tls` is off,
-    /// else only when it is confidential or the peer is on this host (loopback is exempt).
-    /// A refusal is confidentialityRequired (13), RFC 4513 §5.1.2 and §6.3.1.
-    pub fn password_allowed(&self, require_tls: bool) -> bool {
-        !require_tls || self.confidential() || self.local
-    }
-}
-
-/// Everything one operation needs, captured at dispatch.
-#[derive(Clone)]
-pub struct OpContext {
-    pub worker: Rc<Worker>,
-    pub out: mpsc::Sender<Outbound>,
-    pub message_id: u32,
-    pub identity: Identity,
-    /// The connection's transport when the request was dispatched.
-    pub transport: Rc<Transport>,
-    /// For the metrics: which operation, when its PDU arrived and when it started.
-    /// None for answers to what never was an operation (an undecodable PDU).
-    pub kind: Option<OpKind>,
-    pub bind_method: Option<BindMethod>,
-    pub received: Instant,
-    pub started: Instant,
-    /// For the access log: the connection's number, this operation's number on it, the
-    /// entries it sent, 389-ds's notes, and for a Bind its DN.
-    pub conn_id: u64,
-    pub op_number: i64,
-    pub entries: Cell<u64>,
-    pub notes: Cell<Option<&'static str>>,
-    pub log_dn: Option<String>,
-    /// Raised by Abandon, Unbind or the connection closing; every shard's part of a search
-    /// checks it between entries.
-    pub cancel: Arc<StopSignal>,
-    /// The request's controls (already checked: every critical one is supported).
-    pub controls: Option<Vec<Control>>,
-    /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
-    pub sorts: Rc<crate::op::sort::Sessions>,
-}
-
-impl OpContext {
-    pub fn cancelled(&self) -> bool {
-        self.cancel.is_raised()
-    }
-
-    /// Sends one response PDU with this operation's messageID. An abandoned operation gets
-    /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
-    pub async fn respond(&self, op: ProtocolOp) {
-        self.respond_with(op, None).await;
-    }
-
-    /// [`Self::respond`] with response controls (e.g. a paged search's cookie).
-    pub async fn respond_with(&self, op: ProtocolOp, controls: Option<Vec<Control>>) {
-        let code = final_code(&op);
-        if matches!(op, ProtocolOp::SearchResultEntry(_)) {
-            self.count_entries(1);
-        }
-        if self.cancelled() {
-            if code.is_some() {
-                self.record(ResultCode::CANCELED);
-            }
-            return;
-        }
-        if let Some(code) = code {
-            self.record(code);
-        }
-        let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls };
-        match encode_message(&message) {
-            Ok(pdu) => {
-                let _ = self.out.send(Outbound::Pdu(Bytes::from(pdu))).await;
-            }
-            Err(e) => tracing::error!(error = %e, "cannot encode a response"),
-        }
-    }
-}
-
-/// The result code of a final response; None for entries, references and intermediate
-/// responses, which an operation may send many of.
-fn final_code(op: &ProtocolOp) -> Option<ResultCode> {
-    let result = match op {
-        ProtocolOp::BindResponse(r) => &r.result,
-        ProtocolOp::SearchResultDone(r)
-        | ProtocolOp::ModifyResponse(r)
-        | ProtocolOp::AddResponse(r)
-        | ProtocolOp::DelResponse(r)
-        | ProtocolOp::ModifyDnResponse(r)
-        | ProtocolOp::CompareResponse(r) => r,
-        ProtocolOp::ExtendedResponse(r) => &r.result,
-        _ => return None,
-    };
-    Some(result.result_code)
-}
-
-impl OpContext {
-    /// `count` more entries went to the client (for the access log's nentries).
-    pub fn count_entries(&self, count: usize) {
-        self.entries.set(self.entries.get() + count as u64);
-    }
-
-    /// 389-ds's notes for the RESULT line ("A": no index narrowed the search).
-    pub fn note(&self, notes: &'static str) {
-        self.notes.set(Some(notes));
-    }
-
-    fn record(&self, code: ResultCode) {
-        let Some(kind) = self.kind else { return };
-        let stats = &self.worker.stats;
-        let (queue_wait, execution) = (self.started - self.received, self.started.elapsed());
-        stats.completed(kind, code, queue_wait, execution);
-        if let Some(method) = self.bind_method {
-            stats.bind(method, code == ResultCode::SUCCESS);
-        }
-        if let Some(sink) = &self.worker.access_log {
-            let outcome = accesslog::Outcome {
-                code: code.0,
-                tag: response_tag(kind),
-                entries: self.entries.get(),
-                queue_wait,
-                execution,
-                notes: self.notes.get(),
-                dn: self.log_dn.clone(),
-            };
-            sink.result(self.conn_id, self.op_number, &outcome);
-        }
-    }
-}
-
-/// The protocolOp tag number of `kind`'s final response, as 389-ds logs it (tag=).
-fn response_tag(kind: OpKind) -> u8 {
-    match kind {
-        OpKind::Bind => 97,
-        OpKind::Search => 101,
-        OpKind::Modify => 103,
-        OpKind::Add => 105,
-        OpKind::Delete => 107,
-        OpKind::ModDn => 109,
-        OpKind::Compare => 111,
-        OpKind::Extended => 120,
-        OpKind::Unbind | OpKind::Abandon => 0,
-    }
 }
 
 fn bind_method(request: &ferrodir_proto::message::BindRequest) -> BindMethod {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
 use ferrodir_router::limits::{ClassLimits, LimitsConfig, RequestLimits, UnindexedPolicy};
 use serde::Deserialize;
@@ -269,7 +270,8 @@ impl ClassLimitsTable {
 
 impl Limits {
     /// Every class's limits, as the router reads them.
-    pub fn resolve(&self) -> anyhow::Result<LimitsConfig> {
+    /// `dn_rules`: the schema's DN normaliser, which the listed identities' DNs are keyed by.
+    pub fn resolve(&self, dn_rules: &DnNormalizer) -> anyhow::Result<LimitsConfig> {
         let anonymous = self.anonymous.apply(&ClassLimits::ANONYMOUS);
         let authenticated = self.authenticated.apply(&ClassLimits::AUTHENTICATED);
         let mut identities = HashMap::new();
@@ -282,9 +284,10 @@ impl Limits {
             let Some(text) = &identity.dn else {
                 anyhow::bail!("every [[limits.identities]] entry needs a dn");
             };
-            let dn = Dn::parse(text)
+            let dn = dn_rules
+                .parse(text)
                 .map_err(|e| anyhow::anyhow!("bad dn {text:?} in [[limits.identities]]: {e}"))?;
-            identities.insert(dn.normalized(), identity.apply(&authenticated));
+            identities.insert(dn.rdns, identity.apply(&authenticated));
         }
         Ok(LimitsConfig {
             anonymous,
@@ -636,7 +639,8 @@ impl Config {
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
         }
-        let resolved = limits.resolve()?;
+        // Only the bounds are checked here, before any schema is loaded.
+        let resolved = limits.resolve(&DnNormalizer::plain())?;
         let pdu_ceiling = resolved.pdu_bytes_ceiling();
         if limits.read_buffers_bytes_max < pdu_ceiling {
             anyhow::bail!(
@@ -735,8 +739,8 @@ mod tests {
         let config = Config::parse(text).unwrap();
         assert_eq!(config.suffixes, vec!["dc=example,dc=com".to_string()]);
         // The sample states the defaults.
-        let limits = config.limits.resolve().unwrap();
-        assert_eq!(limits, Limits::default().resolve().unwrap());
+        let limits = config.limits.resolve(&DnNormalizer::plain()).unwrap();
+        assert_eq!(limits, Limits::default().resolve(&DnNormalizer::plain()).unwrap());
         assert_eq!(limits.anonymous, ClassLimits::ANONYMOUS);
         assert_eq!(limits.authenticated, ClassLimits::AUTHENTICATED);
         assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
@@ -836,9 +840,10 @@ dn = "cn=Replicator,dc=example,dc=com"
 search_entries_max = 0
 search_time_max_s = 0
 "#;
-        let limits = Config::parse(text).unwrap().limits.resolve().unwrap();
+        let limits = Config::parse(text).unwrap().limits.resolve(&DnNormalizer::plain()).unwrap();
         assert_eq!(limits.authenticated.paged_total_entries_max, 100, "paged limits follow the size limit");
-        let replicator = &limits.identities["cn=replicator,dc=example,dc=com"];
+        let key: Vec<String> = ["cn=replicator", "dc=example", "dc=com"].map(String::from).into();
+        let replicator = &limits.identities[&key];
         assert_eq!((replicator.search_entries_max, replicator.paged_page_entries_max), (0, 0));
         assert_eq!(replicator.pdu_bytes_max, ClassLimits::AUTHENTICATED.pdu_bytes_max);
     }

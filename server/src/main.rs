@@ -1,44 +1,28 @@
 //! The `ferrodir` binary.
 //!
 //! # Layout
-//! - `main.rs`: the command line (serve, import, export) and logging.
-//! - `config.rs`: the TOML configuration; `manifest.rs`: what a data directory is fixed to.
-//! - `store.rs`: opening a data directory's shards; `load.rs` and `export.rs`: LDIF in and out
-//!   (`import.rs`: the import command's staging directory and progress display);
-//!   `reindex.rs`: rebuilding indices; `backup.rs`: backup and restore.
-//! - `cut.rs`: a consistent cut of every shard, taken while serving; `admin.rs`: the admin
-//!   socket through which export and backup reach a serving server.
-//! - `compact.rs`: offline compaction of the data directory's redb files.
-//! - `runtime.rs`: worker threads, shard actors, the coordinator and the accept loop.
-//! - `connection.rs`: one client connection's read and write loops.
-//! - `replication/`: the RFC 4533 consumer (`[[replication]]`): its connection to the
-//!   provider, applying, the cookie store and its status (metrics, cn=Monitor, /readyz).
+//! - `main.rs`: the command line (serve, import, export, ...) and logging.
+//! - `config.rs`: the TOML configuration, which every command reads.
+//! - `serve/`: the serving path: `runtime` (worker threads, shard actors, the coordinator
+//!   and the accept loop), `connection` (one client connection's read and write loops),
+//!   `stream`, `tls`, `search_pool`, `priority`, `systemd`, `accesslog`, `monitor`, `refint`.
+//! - `data/`: the data directory and its tools: `store` (opening the shards), `manifest`
+//!   (what a data directory is fixed to, its file names), `index_marks`, `load` and `export`
+//!   (LDIF in and out; `import`: the import command's staging directory and progress
+//!   display; `import_sort`), `reindex`, `backup` (backup and restore), `cut` (a consistent
+//!   cut of every shard, taken while serving), `compact`, `verify`.
+//! - `admin/`: the admin socket through which export and backup reach a serving server
+//!   (the protocol, its server and its client).
+//! - `metrics/`: the HTTP endpoint; `replication/`: the RFC 4533 consumer
+//!   (`[[replication]]`): its connection to the provider, applying, the cookie store and its
+//!   status (metrics, cn=Monitor, /readyz).
 
-mod accesslog;
 mod admin;
-mod backup;
-mod compact;
 mod config;
-mod connection;
-mod cut;
-mod export;
-mod import;
-mod import_sort;
-mod load;
-mod manifest;
+mod data;
 mod metrics;
-mod monitor;
-mod priority;
-mod refint;
-mod reindex;
 mod replication;
-mod runtime;
-mod search_pool;
-mod store;
-mod stream;
-mod systemd;
-mod tls;
-mod verify;
+mod serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,7 +30,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::data::store::Store;
+use data::{backup, compact, export, import, load, reindex, verify};
+use serve::runtime;
 
 /// mimalloc instead of glibc's malloc: the import pipeline frees on one thread what another
 /// allocated (parsed entries travel from parse workers to shard writers), which glibc's

@@ -11,9 +11,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::filter::{parse_filter, Filter};
 use ferrodir_proto::schema::Schema;
-use ferrodir_proto::Dn;
 use ferrodir_shard::eval::matches;
-use ferrodir_shard::rules::{equality_key, RuleTable};
+use ferrodir_shard::rules::RuleTable;
 
 /// An inetOrgPerson as bench/gen-data.py makes them, plus a few common attributes: twelve
 /// attributes, fifteen values.
@@ -41,15 +40,6 @@ fn filter(text: &str) -> Filter {
     parse_filter(text).expect("benchmark filters parse")
 }
 
-/// The schema-aware DN normaliser, as the server installs it at start (server/src/store.rs).
-fn install_dn_rules(rules: Arc<RuleTable>) {
-    ferrodir_proto::value::install_ava_normalizer(Box::new(move |attr: &str, value: &[u8]| {
-        let attr_rules = rules.get(attr)?;
-        let key = equality_key(attr_rules, value).unwrap_or_else(|| value.to_vec());
-        Some((attr_rules.canonical.clone(), key))
-    }));
-}
-
 fn eval(c: &mut Criterion) {
     let rules = Arc::new(RuleTable::from_schema(&Schema::standard()));
     let entry = person();
@@ -70,10 +60,10 @@ fn eval(c: &mut Criterion) {
             b.iter(|| matches(&rules, black_box(filter), black_box(&entry), None))
         });
     }
-    install_dn_rules(Arc::clone(&rules));
+    // The schema's DN normaliser, as the server's rule table carries it.
     let dn = "uid=user01234,ou=People,dc=example,dc=com";
     group.bench_function("dn_parse_normalize_schema", |b| {
-        b.iter(|| Dn::parse(black_box(dn)).map(|dn| dn.normalized()))
+        b.iter(|| rules.dn().parse(black_box(dn)).map(|dn| dn.joined()))
     });
     group.finish();
 }

@@ -522,7 +522,8 @@ fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
 /// Checks the entry against the schema and records its structural object class.
 fn check_schema(core: &ShardCore, record: &mut EntryRecord) -> ShardResult<()> {
     let rdn = parsed_rdn(&record.rdn);
-    let checked = check_entry(&core.info.schema, &record.entry, rdn.as_ref()).map_err(ShardError::Schema)?;
+    let checked = check_entry(&core.info.schema, &record.entry, rdn.as_ref(), core.info.rules.dn())
+        .map_err(ShardError::Schema)?;
     set_structural_class(&mut record.entry, checked.structural_class);
     Ok(())
 }

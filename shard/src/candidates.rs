@@ -99,7 +99,7 @@ impl<'a> Planner<'a> {
             }
             Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
                 let attr = self.usable(&ava.attribute_desc, IndexKind::Ordering)?;
-                let bound = ordering_key(attr, &ava.assertion_value)?;
+                let bound = ordering_key(attr, &ava.assertion_value, self.rules.dn())?;
                 let greater = matches!(filter, Filter::GreaterOrEqual(_));
                 Some(Plan::Range { prefix: keys::ord_attr_prefix(&attr.canonical), bound, greater })
             }

@@ -54,7 +54,7 @@ pub fn each_stored_prefix<'v>(
         return;
     }
     for value in values {
-        if let Some(key) = equality_key(attr, value) {
+        if let Some(key) = equality_key(rules, attr, value) {
             keys::eq_prefix_into(&mut prefix, &attr.canonical, &key);
             visit(&prefix);
         }

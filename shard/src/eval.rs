@@ -162,7 +162,7 @@ impl Eval<'_> {
                 let rule = target.rules.equality?;
                 any_value(
                     values_of(rules, entry, &target, hidden)
-                        .map(|value| approx(rule, value, &ava.assertion_value)),
+                        .map(|value| approx(rule, value, &ava.assertion_value, rules.dn())),
                 )
             }
             Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
@@ -240,19 +240,24 @@ fn equality(
         return Some(has_class(rules, entry, assertion));
     }
     let rule = target.rules.equality?;
-    let wanted = matching::normalize(rule, assertion)?;
+    let wanted = matching::normalize(rule, assertion, rules.dn())?;
     let found = values_of(rules, entry, target, hidden)
-        .any(|v| matching::normalize(rule, v).as_deref() == Some(&wanted));
+        .any(|v| matching::normalize(rule, v, rules.dn()).as_deref() == Some(&wanted));
     Some(found)
 }
 
 /// Approximate match: for directory strings, every word of the assertion sounds like some
 /// word of the value (Soundex, as slapd's phonetic approx does: `jon doe` ~ `John Doe`);
 /// other rules use `matching::approx_match`.
-fn approx(rule: matching::Rule, value: &[u8], assertion: &[u8]) -> Option<bool> {
+fn approx(
+    rule: matching::Rule,
+    value: &[u8],
+    assertion: &[u8],
+    dn: &ferrodir_proto::schema::DnNormalizer,
+) -> Option<bool> {
     use matching::Rule::*;
     if !matches!(rule, CaseIgnore | CaseExact | CaseIgnoreIa5 | CaseExactIa5) {
-        return matching::approx_match(rule, value, assertion);
+        return matching::approx_match(rule, value, assertion, dn);
     }
     let words = |bytes: &[u8]| -> Vec<String> {
         String::from_utf8_lossy(bytes)
@@ -394,8 +399,8 @@ fn extensible(
         match kind {
             Kind::Equality if bits => matching::bit_match(rule, value, &mra.match_value) == Some(true),
             Kind::Equality => {
-                let wanted = matching::normalize(rule, &mra.match_value);
-                wanted.is_some() && matching::normalize(rule, value) == wanted
+                let wanted = matching::normalize(rule, &mra.match_value, rules.dn());
+                wanted.is_some() && matching::normalize(rule, value, rules.dn()) == wanted
             }
             Kind::Ordering => {
                 matching::compare(rule, value, &mra.match_value) == Some(std::cmp::Ordering::Less)
@@ -404,7 +409,7 @@ fn extensible(
         }
     };
     if kind == Kind::Equality {
-        matching::normalize(rule, &mra.match_value)?;
+        matching::normalize(rule, &mra.match_value, rules.dn())?;
     }
     let visible = |name: &str| rules.get(name).is_none_or(|r| !hidden.contains(&r.canonical));
     let mut found = match &typed {

@@ -14,6 +14,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::schema::matching::{self, Rule};
+use ferrodir_proto::schema::DnNormalizer;
+use ferrodir_proto::value::PlainAvas;
 
 use crate::eqkey;
 use crate::id::EntryId;
@@ -182,7 +184,7 @@ impl IndexConfig {
                     }
                 }
                 if kinds.ordering {
-                    if let Some(order) = ordering_key(attr_rules, value) {
+                    if let Some(order) = ordering_key(attr_rules, value, rules.dn()) {
                         keys::ord_into(&mut key, name, &order, id);
                         visit(&key);
                     }
@@ -207,7 +209,8 @@ pub fn substring_form(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
         | Rule::CaseIgnoreIa5
         | Rule::CaseExactIa5
         | Rule::TelephoneNumber
-        | Rule::NumericString => matching::normalize(rules.equality?, value),
+        // None of these reads a DN: no schema normaliser is needed.
+        | Rule::NumericString => matching::normalize(rules.equality?, value, &PlainAvas),
         _ => None,
     }
 }
@@ -260,16 +263,17 @@ pub fn assertion_grams(
 
 /// A key that sorts like the ordering rule: integers as sign, length and digits; other
 /// rules by their normalised form (generalizedTime normalises to UTC, so it sorts too).
-pub fn ordering_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
+pub fn ordering_key(rules: &AttrRules, value: &[u8], dn: &DnNormalizer) -> Option<Vec<u8>> {
     let rule = rules.ordering?;
-    ordering_key_by(rule, equality_or(rules, rule), value)
+    ordering_key_by(rule, equality_or(rules, rule), value, dn)
 }
 
 /// [`ordering_key`] under a given ordering rule, the value normalised by `normalize` (the
 /// attribute's equality rule, or the ordering rule itself when a client names one): the
 /// one key encoding that the `ord` index and server-side sorting (`sortkeys`) share.
-pub fn ordering_key_by(rule: Rule, normalize: Rule, value: &[u8]) -> Option<Vec<u8>> {
-    let norm = matching::normalize(normalize, value)?;
+/// `dn` normalises a DN-valued `normalize` rule.
+pub fn ordering_key_by(rule: Rule, normalize: Rule, value: &[u8], dn: &DnNormalizer) -> Option<Vec<u8>> {
+    let norm = matching::normalize(normalize, value, dn)?;
     if rule != Rule::Integer {
         return Some(norm);
     }
@@ -360,7 +364,7 @@ mod tests {
         let uid_number = rules.get("uidNumber").unwrap();
         let mut keys: Vec<(Vec<u8>, i64)> = [-100i64, -5, -1, 0, 3, 10, 100, 12345]
             .iter()
-            .map(|n| (ordering_key(uid_number, n.to_string().as_bytes()).unwrap(), *n))
+            .map(|n| (ordering_key(uid_number, n.to_string().as_bytes(), rules.dn()).unwrap(), *n))
             .collect();
         keys.sort();
         let sorted: Vec<i64> = keys.into_iter().map(|(_, n)| n).collect();

@@ -31,7 +31,7 @@ pub fn apply_changes(rules: &RuleTable, entry: &mut Entry, changes: &[LdifMod]) 
 /// The comparison key of a value of `name`: its equality-normalised form, or the bytes
 /// themselves for a type without an equality rule.
 pub fn value_key(rules: &RuleTable, name: &str, value: &[u8]) -> Vec<u8> {
-    rules.get(name).and_then(|r| equality_key(r, value)).unwrap_or_else(|| value.to_vec())
+    rules.get(name).and_then(|r| equality_key(rules, r, value)).unwrap_or_else(|| value.to_vec())
 }
 
 /// The index in `entry.attrs` of the attribute of the same type as `name` (options included).

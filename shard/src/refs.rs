@@ -10,7 +10,7 @@
 //! never a read of any entry, and matches are then checked on the entry itself.
 
 use ferrodir_proto::entry::Entry;
-use ferrodir_proto::Dn;
+use ferrodir_proto::{Dn, NormDn};
 
 use crate::error::ShardResult;
 use crate::id::EntryId;
@@ -37,20 +37,21 @@ pub struct RefRewrite {
 
 impl RefRewrite {
     /// The value `value` becomes: `None` if it doesn't name `old` (or a DN below it, for a
-    /// subtree), `Some(None)` if it is removed, `Some(Some(v))` if it is rewritten.
-    fn rewrite(&self, old_len: usize, value: &[u8]) -> Option<Option<Vec<u8>>> {
-        let named = Dn::parse(std::str::from_utf8(value).ok()?).ok()?;
-        let hit = if self.subtree {
-            named.is_descendant_or_self_of(&self.old)
-        } else {
-            named.len() == old_len && named.is_descendant_or_self_of(&self.old)
+    /// subtree), `Some(None)` if it is removed, `Some(Some(v))` if it is rewritten. `old` is
+    /// `self.old` normalised once.
+    fn rewrite(&self, rules: &RuleTable, old: &NormDn, value: &[u8]) -> Option<Option<Vec<u8>>> {
+        let named = rules.dn().parse(std::str::from_utf8(value).ok()?).ok()?;
+        let hit = match named.depth_below(old) {
+            Some(0) => true,
+            Some(_) => self.subtree,
+            None => false,
         };
         if !hit {
             return None;
         }
         let Some(new) = &self.new else { return Some(None) };
-        let keep = named.len().saturating_sub(old_len);
-        let mut rdns: Vec<_> = named.rdns.into_iter().take(keep).collect();
+        let keep = named.len().saturating_sub(old.len());
+        let mut rdns: Vec<_> = named.dn.rdns.into_iter().take(keep).collect();
         rdns.extend(new.rdns.iter().cloned());
         Some(Some(Dn { rdns }.to_string().into_bytes()))
     }
@@ -58,7 +59,7 @@ impl RefRewrite {
     /// Applies the rewrite to `entry`; false when no value named the old DN (nothing to
     /// write, so a repeated rewrite changes nothing: recovery may run it again).
     pub fn apply(&self, rules: &RuleTable, entry: &mut Entry) -> bool {
-        let old_len = self.old.len();
+        let old = rules.dn().norm(self.old.clone());
         let mut changed = false;
         for name in &self.attrs {
             let Some(index) = find_attr(rules, entry, name) else { continue };
@@ -66,7 +67,7 @@ impl RefRewrite {
             let mut kept: Vec<Vec<u8>> = Vec::with_capacity(attr.values.len());
             let mut touched = false;
             for value in std::mem::take(&mut attr.values) {
-                let next = match self.rewrite(old_len, &value) {
+                let next = match self.rewrite(rules, &old, &value) {
                     None => Some(value),
                     Some(next) => {
                         touched = true;

@@ -3,13 +3,15 @@
 //! count as its subtypes in a filter (RFC 4512 §2.5.1: a filter on `name` matches `cn`).
 //!
 //! Built once at start and shared read-only by every shard, so a filter or an index key
-//! never looks anything up in the schema on the hot path beyond one hash probe.
+//! never looks anything up in the schema on the hot path beyond one hash probe. The table
+//! also carries the schema's DN normaliser ([`RuleTable::dn`]): whoever holds the rules
+//! normalises DNs (and DN-valued values) the same way, with nothing process-wide.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferrodir_proto::schema::matching::{self, Kind, Rule};
-use ferrodir_proto::schema::Schema;
+use ferrodir_proto::schema::{DnNormalizer, Schema};
 
 /// How one attribute type matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct RuleTable {
     class_names: HashMap<String, String>,
     /// Lowercased primary names of the structural classes.
     structural: std::collections::HashSet<String>,
+    /// How DNs normalise under this schema.
+    dn: DnNormalizer,
 }
 
 impl AttrRules {
@@ -139,7 +143,12 @@ impl RuleTable {
                 class_names.insert(key.to_ascii_lowercase(), class.name().to_string());
             }
         }
-        Self { by_name, slots, classes, class_names, structural }
+        Self { by_name, slots, classes, class_names, structural, dn: DnNormalizer::from_schema(schema) }
+    }
+
+    /// The schema's DN normaliser: canonical type names, each type's equality rule.
+    pub fn dn(&self) -> &DnNormalizer {
+        &self.dn
     }
 
     /// The lowercased primary names of `class` and its superclasses; None for an unknown class.
@@ -204,11 +213,11 @@ impl RuleTable {
     }
 }
 
-/// The equality key of `value` under `rules`: the index key and the form compared by
-/// equality filters. None when the value is invalid for the rule.
-pub fn equality_key(rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
+/// The equality key of `value` under `rules` (one of `table`'s): the index key and the
+/// form compared by equality filters. None when the value is invalid for the rule.
+pub fn equality_key(table: &RuleTable, rules: &AttrRules, value: &[u8]) -> Option<Vec<u8>> {
     match rules.equality {
-        Some(rule) => matching::normalize(rule, value),
+        Some(rule) => matching::normalize(rule, value, &table.dn),
         None => None,
     }
 }

@@ -18,6 +18,7 @@ use std::cmp::Ordering;
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::schema::matching::Rule;
+use ferrodir_proto::schema::DnNormalizer;
 
 use crate::id::EntryId;
 use crate::index;
@@ -52,9 +53,10 @@ pub struct Row {
 }
 
 impl SortKey {
-    /// The key of `value` under this key's rule (None: the value doesn't normalise).
-    pub fn encode(&self, value: &[u8]) -> Option<Vec<u8>> {
-        index::ordering_key_by(self.rule, self.normalize, value)
+    /// The key of `value` under this key's rule (None: the value doesn't normalise); `dn`
+    /// normalises DN-valued ones.
+    pub fn encode(&self, value: &[u8], dn: &DnNormalizer) -> Option<Vec<u8>> {
+        index::ordering_key_by(self.rule, self.normalize, value, dn)
     }
 }
 
@@ -75,7 +77,7 @@ impl SortSpec {
                     .filter(|attr| !attr.name.contains(';'))
                     .filter(|attr| rules.get(&attr.name).is_some_and(|r| r.canonical == key.canonical))
                     .flat_map(|attr| attr.values.iter())
-                    .filter_map(|value| key.encode(value))
+                    .filter_map(|value| key.encode(value, rules.dn()))
                     .min()
                     .map(Vec::into_boxed_slice)
             })

@@ -717,6 +717,44 @@ fn compare_uses_the_schema() {
     }
 }
 
+// ---- DNs by the schema's types ----
+
+/// Every DN a request names is normalised by the schema's rules (the normaliser the server
+/// hands the router, issue #14): a base, a bind name and the rootDN by alias or OID, and a
+/// multi-valued RDN that names one type twice under two names is invalidDNSyntax.
+#[test]
+fn dns_name_entries_by_the_schemas_types() {
+    let server = Server::start();
+    let mut client = connect(&server.url());
+    for base in [
+        "UID=Alice, OU=People, DC=Example, DC=Com",
+        "0.9.2342.19200300.100.1.1=alice,2.5.4.11=people,dc=example,dc=com",
+        "userid=ALICE,organizationalUnitName=people,domainComponent=example,dc=com",
+    ] {
+        let (entries, done) = search(&mut client, base, Scope::Base, "(objectClass=*)", &["uid"]);
+        assert_eq!((done.rc, entries.len()), (0, 1), "{base}: {done:?}");
+        assert_eq!(entries[0].attrs["uid"], ["alice"], "{base}");
+    }
+    // The rootDN, by an alias of its type; a user by the OID of uid.
+    let result = client.simple_bind("commonName=ADMIN,dc=example,dc=com", ADMIN_PW).expect("bind");
+    assert_eq!(result.rc, 0, "rootDN by alias: {result:?}");
+    let (entries, done) = search(
+        &mut client,
+        "2.5.4.3=nobody,ou=people,dc=example,dc=com",
+        Scope::Base,
+        "(objectClass=*)",
+        &["1.1"],
+    );
+    assert_eq!((done.rc, entries.len(), done.matched.as_str()), (32, 0, PEOPLE), "{done:?}");
+    let bob = "0.9.2342.19200300.100.1.1=Bob,ou=people,dc=example,dc=com";
+    let result = client.simple_bind(bob, "password").expect("bind");
+    assert_eq!(result.rc, 0, "bob by uid's OID: {result:?}");
+    let mut admin = admin(&server.url());
+    let twice = "cn=a+commonName=b,ou=people,dc=example,dc=com";
+    let result = add(&mut admin, &format!("{twice}; objectClass: person; cn: a; cn: b; sn: x"));
+    assert_eq!(result.rc, 34, "{twice}: {result:?}");
+}
+
 // ---- reindex ----
 
 /// Runs `ferrodir reindex` on a stopped server's data directory, within 60 s.

@@ -11,6 +11,7 @@
 use super::{AttributeType, ObjectClass, ObjectClassKind, Schema};
 use crate::dn::Rdn;
 use crate::entry::{Attribute, Entry};
+use crate::value::AvaNormalizer;
 use crate::ResultCode;
 
 /// Why an entry or attribute does not fit the schema: the result code to answer with and
@@ -45,12 +46,18 @@ const EXTENSIBLE_OBJECT_OID: &str = "1.3.6.1.4.1.1466.101.120.111";
 /// descriptions may be names, aliases or OIDs, with options.
 ///
 /// NO-USER-MODIFICATION types are accepted: the server adds those itself, and refusing them
-/// from clients is the router's job.
-pub fn check_entry(schema: &Schema, entry: &Entry, rdn: Option<&Rdn>) -> Result<Checked, Violation> {
+/// from clients is the router's job. `dn`: the schema's DN normaliser (DN-valued values, and
+/// the RDN's values as DNs compare them).
+pub fn check_entry(
+    schema: &Schema,
+    entry: &Entry,
+    rdn: Option<&Rdn>,
+    dn: &dyn AvaNormalizer,
+) -> Result<Checked, Violation> {
     let mut typed: Vec<(&Attribute, &AttributeType)> = Vec::with_capacity(entry.attrs.len());
     for attribute in &entry.attrs {
         let attribute_type = find_type(schema, &attribute.name)?;
-        check_values(schema, &attribute.name, attribute_type, &attribute.values)?;
+        check_values(schema, &attribute.name, attribute_type, &attribute.values, dn)?;
         typed.push((attribute, attribute_type));
     }
     check_single_values(&typed)?;
@@ -70,7 +77,7 @@ pub fn check_entry(schema: &Schema, entry: &Entry, rdn: Option<&Rdn>) -> Result<
         .collect();
     let structural = structural_class(schema, &listed)?;
     if let Some(rdn) = rdn {
-        check_naming(schema, &typed, rdn)?;
+        check_naming(schema, &typed, rdn, dn)?;
     }
     check_required(schema, &typed, &listed, structural)?;
     if !listed.iter().any(|(_, class)| class.oid == EXTENSIBLE_OBJECT_OID) {
@@ -81,9 +88,14 @@ pub fn check_entry(schema: &Schema, entry: &Entry, rdn: Option<&Rdn>) -> Result<
 
 /// Checks one attribute's values against its syntax and SINGLE-VALUE, and that the type
 /// exists. Used also for Modify before applying.
-pub fn check_attribute(schema: &Schema, name: &str, values: &[Vec<u8>]) -> Result<(), Violation> {
+pub fn check_attribute(
+    schema: &Schema,
+    name: &str,
+    values: &[Vec<u8>],
+    dn: &dyn AvaNormalizer,
+) -> Result<(), Violation> {
     let attribute_type = find_type(schema, name)?;
-    check_values(schema, name, attribute_type, values)?;
+    check_values(schema, name, attribute_type, values, dn)?;
     if attribute_type.single_value && values.len() > 1 {
         return Err(multiple_values(attribute_type, name));
     }
@@ -104,10 +116,11 @@ fn check_values(
     name: &str,
     attribute_type: &AttributeType,
     values: &[Vec<u8>],
+    dn: &dyn AvaNormalizer,
 ) -> Result<(), Violation> {
     let is_object_class = attribute_type.oid == OBJECT_CLASS_OID;
     for (index, value) in values.iter().enumerate() {
-        let valid_syntax = attribute_type.syntax.as_deref().is_none_or(|oid| value_is_valid(oid, value));
+        let valid_syntax = attribute_type.syntax.as_deref().is_none_or(|oid| value_is_valid(oid, value, dn));
         let known_class = !is_object_class
             || std::str::from_utf8(value).is_ok_and(|class| schema.object_class(class).is_some());
         if !valid_syntax || !known_class {
@@ -121,8 +134,8 @@ fn check_values(
 }
 
 /// The syntax module's verdict on one value.
-fn value_is_valid(syntax_oid: &str, value: &[u8]) -> bool {
-    super::syntax::validate(syntax_oid, value)
+fn value_is_valid(syntax_oid: &str, value: &[u8], dn: &dyn AvaNormalizer) -> bool {
+    super::syntax::validate(syntax_oid, value) && super::syntax::names_types_once(syntax_oid, value, dn)
 }
 
 /// How slapd names an attribute in entry-level messages: the type's first NAME plus the
@@ -211,20 +224,25 @@ fn structural_class<'s>(
 
 /// RFC 4511 §4.7: "the entry's RDN ... attribute values ... must be present". Values are
 /// compared in normalised form, as DNs compare them.
-fn check_naming(schema: &Schema, typed: &[(&Attribute, &AttributeType)], rdn: &Rdn) -> Result<(), Violation> {
+fn check_naming(
+    schema: &Schema,
+    typed: &[(&Attribute, &AttributeType)],
+    rdn: &Rdn,
+    dn: &dyn AvaNormalizer,
+) -> Result<(), Violation> {
     let naming = |message: String| Violation::new(ResultCode::NAMING_VIOLATION, message);
     for ava in &rdn.avas {
         let Some(attribute_type) = schema.attribute(&ava.attr) else {
             return Err(naming(format!("naming attribute '{}' is not recognized", ava.attr)));
         };
         let key = ava.attr.to_ascii_lowercase();
-        let wanted = crate::value::normalize_ava(&key, &ava.value).1;
+        let wanted = dn.normalize_ava(&key, &ava.value).1;
         let mut values =
             typed.iter().filter(|(_, t)| t.oid == attribute_type.oid).flat_map(|(a, _)| &a.values).peekable();
         if values.peek().is_none() {
             return Err(naming(format!("naming attribute '{}' is not present in entry", ava.attr)));
         }
-        if !values.any(|v| crate::value::normalize_ava(&key, v).1 == wanted) {
+        if !values.any(|v| dn.normalize_ava(&key, v).1 == wanted) {
             return Err(naming(format!("value of naming attribute '{}' is not present in entry", ava.attr)));
         }
     }
@@ -333,6 +351,7 @@ mod tests {
     use super::*;
     use crate::dn::Dn;
     use crate::ldif::{LdifReader, LdifRecord};
+    use crate::value::PlainAvas;
 
     fn testdata(relative: &str) -> String {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata").join(relative);
@@ -358,7 +377,7 @@ mod tests {
 
     fn check(pairs: &[(&str, &str)], rdn: Option<&str>) -> Result<Checked, Violation> {
         let rdn = rdn.map(|r| Rdn::parse(r).unwrap());
-        check_entry(&Schema::standard(), &entry(pairs), rdn.as_ref())
+        check_entry(&Schema::standard(), &entry(pairs), rdn.as_ref(), &PlainAvas)
     }
 
     fn violation(pairs: &[(&str, &str)], rdn: Option<&str>) -> (u32, String) {
@@ -497,7 +516,7 @@ mod tests {
         // Spread over two spellings of the same description still counts as two values.
         let mut e = entry(&[("objectClass", "posixGroup"), ("cn", "g"), ("gidNumber", "1")]);
         e.attrs.push(Attribute::new("1.3.6.1.1.1.1.1", vec![b"2".to_vec()]));
-        let v = check_entry(&Schema::standard(), &e, None).unwrap_err();
+        let v = check_entry(&Schema::standard(), &e, None, &PlainAvas).unwrap_err();
         assert_eq!(v.code, ResultCode::CONSTRAINT_VIOLATION);
         let pairs = [("objectClass", "posixGroup"), ("cn", "g"), ("gidNumber", "not a number")];
         assert_eq!(violation(&pairs, None), (21, "gidNumber: value #0 invalid per syntax".to_string()));
@@ -520,14 +539,15 @@ mod tests {
     #[test]
     fn check_attribute_for_modify() {
         let schema = Schema::standard();
-        assert!(check_attribute(&schema, "cn", &[b"a".to_vec(), b"b".to_vec()]).is_ok());
-        assert_eq!(check_attribute(&schema, "bogus", &[b"a".to_vec()]).unwrap_err().code.0, 17);
+        assert!(check_attribute(&schema, "cn", &[b"a".to_vec(), b"b".to_vec()], &PlainAvas).is_ok());
+        assert_eq!(check_attribute(&schema, "bogus", &[b"a".to_vec()], &PlainAvas).unwrap_err().code.0, 17);
         let two = [b"1".to_vec(), b"2".to_vec()];
-        let v = check_attribute(&schema, "uidNumber", &two).unwrap_err();
+        let v = check_attribute(&schema, "uidNumber", &two, &PlainAvas).unwrap_err();
         assert_eq!((v.code.0, v.message.as_str()), (19, "attribute 'uidNumber' cannot have multiple values"));
-        let v = check_attribute(&schema, "uidNumber", &[b"x".to_vec()]).unwrap_err();
+        let v = check_attribute(&schema, "uidNumber", &[b"x".to_vec()], &PlainAvas).unwrap_err();
         assert_eq!((v.code.0, v.message.as_str()), (21, "uidNumber: value #0 invalid per syntax"));
-        let v = check_attribute(&schema, "objectClass", &[b"top".to_vec(), b"nope".to_vec()]).unwrap_err();
+        let v = check_attribute(&schema, "objectClass", &[b"top".to_vec(), b"nope".to_vec()], &PlainAvas)
+            .unwrap_err();
         assert_eq!((v.code.0, v.message.as_str()), (21, "objectClass: value #1 invalid per syntax"));
     }
 
@@ -543,7 +563,7 @@ mod tests {
                 panic!("line {line}: expected content records");
             };
             let dn = Dn::parse(&dn).unwrap_or_else(|e| panic!("line {line}: {dn}: {e}"));
-            if let Err(v) = check_entry(&schema, &Entry::new(attrs), dn.rdn()) {
+            if let Err(v) = check_entry(&schema, &Entry::new(attrs), dn.rdn(), &PlainAvas) {
                 panic!("line {line}: {dn}: {} {}", v.code, v.message);
             }
             checked += 1;

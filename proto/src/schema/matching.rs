@@ -24,6 +24,7 @@ use super::syntax::{
     generalized_time, integer, is_bit_string, is_csn, is_oid, is_printable, is_uuid, split_uid,
 };
 use crate::dn::{Dn, Rdn};
+use crate::value::{AvaNormalizer, PlainAvas};
 
 /// A matching rule this server implements. One variant covers a rule family: the equality,
 /// ordering and substrings rules of the same type share their preparation, and [`Kind`]
@@ -203,8 +204,10 @@ pub fn all() -> &'static [(Rule, Kind)] {
 
 /// The normalised form used for equality and as the index key: two values are equal under
 /// `rule` exactly when their normalised forms are byte-equal. `None` when the value is not
-/// valid for the rule, which makes an assertion Undefined (RFC 4511 §4.5.1.7).
-pub fn normalize(rule: Rule, value: &[u8]) -> Option<Vec<u8>> {
+/// valid for the rule, which makes an assertion Undefined (RFC 4511 §4.5.1.7). `dn`
+/// normalises the DN-valued rules (distinguishedNameMatch and like): the schema's normaliser
+/// in the server, so a value compares as the entry it names does.
+pub fn normalize(rule: Rule, value: &[u8], dn: &dyn AvaNormalizer) -> Option<Vec<u8>> {
     let normalized = match rule {
         Rule::CaseIgnore => collapse_spaces(&map_chars(directory_string(value)?, true)),
         Rule::CaseExact => collapse_spaces(&map_chars(directory_string(value)?, false)),
@@ -218,11 +221,9 @@ pub fn normalize(rule: Rule, value: &[u8]) -> Option<Vec<u8>> {
         // RFC 4517 §3.3.3: exactly "TRUE" or "FALSE"; slapd accepts no other case either.
         Rule::Boolean => return matches!(value, b"TRUE" | b"FALSE").then(|| value.to_vec()),
         Rule::GeneralizedTime => generalized_time(text(value)?)?,
-        // TODO(schema): Dn::normalized compares every AVA value with caseIgnoreMatch (see
-        // crate::value); it should use each attribute type's own equality rule.
-        Rule::DistinguishedName => Dn::parse(text(value)?).ok()?.normalized(),
-        Rule::Rdn => Rdn::parse(text(value)?).ok()?.normalized(),
-        Rule::UniqueMember => unique_member(text(value)?)?,
+        Rule::DistinguishedName => Dn::parse_with(text(value)?, dn).ok()?.normalized(dn),
+        Rule::Rdn => Rdn::parse_with(text(value)?, dn).ok()?.normalized(dn),
+        Rule::UniqueMember => unique_member(text(value)?, dn)?,
         Rule::OctetString => return Some(value.to_vec()),
         Rule::ObjectIdentifier => oid(text(value)?)?,
         Rule::ObjectIdentifierFirstComponent => oid(first_component(text(value)?)?)?,
@@ -233,7 +234,7 @@ pub fn normalize(rule: Rule, value: &[u8]) -> Option<Vec<u8>> {
         Rule::CsnMatch => csn(text(value)?)?,
         Rule::CsnSid => csn_sid(text(value)?)?,
         Rule::IntegerBitAnd | Rule::IntegerBitOr => integer(text(value)?)?.to_owned(),
-        Rule::InChain => Dn::parse(text(value)?).ok()?.normalized(),
+        Rule::InChain => Dn::parse_with(text(value)?, dn).ok()?.normalized(dn),
     };
     Some(normalized.into_bytes())
 }
@@ -254,7 +255,8 @@ pub fn compare(rule: Rule, a: &[u8], b: &[u8]) -> Option<Ordering> {
         | Rule::NumericString
         | Rule::OctetString
         | Rule::UuidMatch
-        | Rule::CsnMatch => Some(normalize(rule, a)?.cmp(&normalize(rule, b)?)),
+        // None of these reads a DN.
+        | Rule::CsnMatch => Some(normalize(rule, a, &PlainAvas)?.cmp(&normalize(rule, b, &PlainAvas)?)),
         _ => None,
     }
 }
@@ -350,7 +352,7 @@ fn match_pieces(value: &[u8], initial: Option<&[u8]>, any: &[Vec<u8>], final_: O
 /// chose the predictable rule.) uniqueMemberMatch ignores a UID given on one side only, as
 /// slapd does. Every other rule uses equality, as slapd does for types without an approximate
 /// rule. `None` when either side is invalid for the rule.
-pub fn approx_match(rule: Rule, value: &[u8], assertion: &[u8]) -> Option<bool> {
+pub fn approx_match(rule: Rule, value: &[u8], assertion: &[u8], dn: &dyn AvaNormalizer) -> Option<bool> {
     let letters_and_digits = |raw: &[u8]| -> Option<String> {
         Some(map_chars(text(raw)?, true).chars().filter(|ch| ch.is_alphanumeric()).collect())
     };
@@ -364,11 +366,11 @@ pub fn approx_match(rule: Rule, value: &[u8], assertion: &[u8]) -> Option<bool> 
             let ((value_dn, value_uid), (asserted_dn, asserted_uid)) =
                 (split_uid(text(value)?), split_uid(text(assertion)?));
             let uids_agree = !matches!((value_uid, asserted_uid), (Some(a), Some(b)) if a != b);
-            let dns_agree =
-                Dn::parse(value_dn).ok()?.normalized() == Dn::parse(asserted_dn).ok()?.normalized();
+            let dns_agree = Dn::parse_with(value_dn, dn).ok()?.normalized(dn)
+                == Dn::parse_with(asserted_dn, dn).ok()?.normalized(dn);
             Some(uids_agree && dns_agree)
         }
-        _ => Some(normalize(rule, value)? == normalize(rule, assertion)?),
+        _ => Some(normalize(rule, value, dn)? == normalize(rule, assertion, dn)?),
     }
 }
 
@@ -540,9 +542,9 @@ fn compare_times(a: &str, b: &str) -> Ordering {
 
 /// uniqueMemberMatch (RFC 4517 §4.2.31): the normalised DN plus the UID as written. A value
 /// with a UID never equals one without (slapd's uniqueMemberMatch agrees).
-fn unique_member(text: &str) -> Option<String> {
+fn unique_member(text: &str, avas: &dyn AvaNormalizer) -> Option<String> {
     let (dn, uid) = split_uid(text);
-    let mut out = Dn::parse(dn).ok()?.normalized();
+    let mut out = Dn::parse_with(dn, avas).ok()?.normalized(avas);
     if let Some(uid) = uid {
         out.push('#');
         out.push_str(uid);
@@ -597,7 +599,8 @@ mod tests {
     use Ordering::{Equal, Greater, Less};
 
     fn norm(rule: Rule, value: &str) -> Option<String> {
-        normalize(rule, value.as_bytes()).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        normalize(rule, value.as_bytes(), &PlainAvas)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
     }
 
     fn equal(rule: Rule, a: &str, b: &str) -> bool {
@@ -711,7 +714,7 @@ mod tests {
         assert!(!equal(Rule::CaseExact, "Babs", "babs"));
         assert!(equal(Rule::CaseExact, " Babs  Jensen", "Babs Jensen "));
         assert_eq!(norm(Rule::CaseIgnore, ""), None, "a Directory String is never empty");
-        assert_eq!(normalize(Rule::CaseIgnore, b"\xff"), None);
+        assert_eq!(normalize(Rule::CaseIgnore, b"\xff", &PlainAvas), None);
         assert!(equal(Rule::CaseIgnoreIa5, "  Mail@Example.COM", "mail@example.com"));
         assert_eq!(norm(Rule::CaseIgnoreIa5, "café"), None, "IA5 is ASCII");
         assert!(equal(Rule::CaseIgnoreList, "1 Main  St$Springfield", "1 main st$SPRINGFIELD"));
@@ -815,7 +818,10 @@ mod tests {
         assert!(equal(Rule::UniqueMember, "CN=A, O=X#'0101'B", "cn=a,o=x#'0101'B"));
         assert!(!equal(Rule::UniqueMember, "cn=a,o=x#'0101'B", "cn=a,o=x"));
         assert!(!equal(Rule::UniqueMember, "cn=a,o=x#'0101'B", "cn=a,o=x#'0110'B"));
-        assert_eq!(approx_match(Rule::UniqueMember, b"cn=a,o=x#'0101'B", b"CN=A,O=X"), Some(true));
+        assert_eq!(
+            approx_match(Rule::UniqueMember, b"cn=a,o=x#'0101'B", b"CN=A,O=X", &PlainAvas),
+            Some(true)
+        );
         assert!(equal(Rule::Rdn, "CN=A+SN=B", "sn=b+cn=a"));
     }
 
@@ -846,12 +852,15 @@ mod tests {
 
     #[test]
     fn approximate_matching() {
-        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs Jensen", b"babsjensen"), Some(true));
-        assert_eq!(approx_match(Rule::CaseIgnore, b"O'Brien", b"o brien"), Some(true));
-        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs Jensen", b"Babs Jenson"), Some(false));
-        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs", &[0xff]), None);
-        assert_eq!(approx_match(Rule::Integer, b"10", b"10"), Some(true));
-        assert_eq!(approx_match(Rule::Integer, b"10", b"1x"), None);
-        assert_eq!(approx_match(Rule::UniqueMember, b"cn=a,o=x#'01'B", b"cn=a,o=x#'10'B"), Some(false));
+        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs Jensen", b"babsjensen", &PlainAvas), Some(true));
+        assert_eq!(approx_match(Rule::CaseIgnore, b"O'Brien", b"o brien", &PlainAvas), Some(true));
+        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs Jensen", b"Babs Jenson", &PlainAvas), Some(false));
+        assert_eq!(approx_match(Rule::CaseIgnore, b"Babs", &[0xff], &PlainAvas), None);
+        assert_eq!(approx_match(Rule::Integer, b"10", b"10", &PlainAvas), Some(true));
+        assert_eq!(approx_match(Rule::Integer, b"10", b"1x", &PlainAvas), None);
+        assert_eq!(
+            approx_match(Rule::UniqueMember, b"cn=a,o=x#'01'B", b"cn=a,o=x#'10'B", &PlainAvas),
+            Some(false)
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! - [`builtin`]: the standard schemas loaded by default (data files under `proto/schema/`,
 //!   generated from what slapd 2.5 publishes).
 //! - [`check`]: checking an entry against the schema (object class chain, MUST/MAY, ...).
+//! - [`dn_rules`]: the DN normaliser built from a schema ([`DnNormalizer`]).
 //! - [`matching`]: matching rules: normalisation, ordering, substrings (RFC 4517, 4518).
 //! - [`syntax`]: value syntax validation (RFC 4517).
 
@@ -16,7 +17,10 @@ pub mod syntax;
 
 pub mod builtin;
 pub mod check;
+pub mod dn_rules;
 mod parse;
+
+pub use dn_rules::DnNormalizer;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -170,6 +170,21 @@ fn numeric_string(value: &[u8]) -> bool {
     !value.is_empty() && value.iter().all(|&b| b.is_ascii_digit() || b == b' ')
 }
 
+/// For the DN-valued syntaxes (Distinguished Name, RDN, Name And Optional UID): whether each
+/// RDN of `value` names its types once by `avas`' canonical names, so `cn=a+commonName=b` is
+/// refused as slapd refuses it ([`validate`], which has no schema, compares the types as
+/// spelled). True for every other syntax, and for a value that is not text (`validate` has
+/// its say on that).
+pub fn names_types_once(syntax_oid: &str, value: &[u8], avas: &dyn crate::value::AvaNormalizer) -> bool {
+    let Some(text) = text(value) else { return true };
+    match syntax_oid {
+        "1.3.6.1.4.1.1466.115.121.1.12" => Dn::parse_with(text, avas).is_ok(),
+        "1.2.36.79672281.1.5.0" => Rdn::parse_with(text, avas).is_ok(),
+        "1.3.6.1.4.1.1466.115.121.1.34" => Dn::parse_with(split_uid(text).0, avas).is_ok(),
+        _ => true,
+    }
+}
+
 /// RFC 4517 §3.3.21; slapd also accepts the empty value.
 fn name_and_optional_uid(value: &[u8]) -> bool {
     text(value).is_some_and(|t| Dn::parse(split_uid(t).0).is_ok())

@@ -6,17 +6,15 @@
 use ferrodir_proto::entry::Entry;
 use ferrodir_shard::eval;
 
-use crate::access::Identity;
 use crate::acl::rule::{Attr, Level, NormDn, Rule, RuleSet, Who};
-use crate::session::Transport;
+use crate::requester::Identity;
+use crate::requester::Transport;
 
 /// Who asks, with what the rules need to know of them, gathered once per operation. Plain
 /// data (no `Rc`), so that a search's per-entry decisions can run on the search pool.
 #[derive(Clone, Debug)]
 pub struct Subject {
     pub identity: Identity,
-    /// The requester's DN, normalised, when it is an entry (not anonymous, not the rootDN).
-    user: Option<NormDn>,
     confidential: bool,
     tls: bool,
     loopback_ip: bool,
@@ -26,13 +24,8 @@ pub struct Subject {
 
 impl Subject {
     pub fn new(identity: Identity, transport: &Transport, member_of: Vec<bool>) -> Self {
-        let user = match &identity {
-            Identity::User(dn) => Some(NormDn::new(dn.clone())),
-            Identity::Anonymous | Identity::Root(_) => None,
-        };
         Self {
             identity,
-            user,
             confidential: transport.confidential(),
             tls: transport.tls,
             loopback_ip: transport.local && !transport.ldapi,
@@ -46,12 +39,15 @@ impl Subject {
 
     /// The requester's own entry, normalised; None when anonymous or the rootDN.
     pub fn user(&self) -> Option<&NormDn> {
-        self.user.as_ref()
+        match &self.identity {
+            Identity::User(dn) => Some(dn),
+            Identity::Anonymous | Identity::Root(_) => None,
+        }
     }
 
     /// Whether `dn` is the requester's own entry.
     pub fn is_self(&self, dn: &NormDn) -> bool {
-        self.user.as_ref().is_some_and(|user| user.rdns == dn.rdns)
+        self.user().is_some_and(|user| user.rdns == dn.rdns)
     }
 
     /// Whether one `<who>` condition holds; `is_self` says whether the target is the
@@ -61,7 +57,7 @@ impl Subject {
             Who::Anonymous => matches!(self.identity, Identity::Anonymous),
             Who::Users => !matches!(self.identity, Identity::Anonymous),
             Who::SelfEntry => is_self(),
-            Who::Dn(scope) => self.user.as_ref().is_some_and(|user| scope.contains(user)),
+            Who::Dn(scope) => self.user().is_some_and(|user| scope.contains(user)),
             Who::Group(index) => self.member_of.get(*index).copied().unwrap_or(false),
             Who::Confidential => self.confidential,
             Who::Tls => self.tls,
@@ -126,11 +122,11 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn norm(text: &str) -> NormDn {
-        NormDn::new(Dn::parse(text).unwrap())
+        NormDn::new(Dn::parse(text).unwrap(), &ferrodir_proto::value::PlainAvas)
     }
 
     pub(crate) fn user(text: &str) -> Subject {
-        Subject::new(Identity::User(Dn::parse(text).unwrap()), &Transport::default(), vec![])
+        Subject::new(Identity::User(norm(text).into()), &Transport::default(), vec![])
     }
 
     pub(crate) fn anonymous() -> Subject {
@@ -155,7 +151,7 @@ pub(crate) mod tests {
         assert_eq!(ask(&user(BOB), Attr::Type("cn")), Level::Read);
         assert_eq!(ask(&user(ALICE), Attr::Type("cn")), Level::Read, "no write on the rest");
         assert_eq!(ask(&anonymous(), Attr::Entry), Level::Read);
-        let root = Subject::new(Identity::Root(Dn::default()), &Transport::default(), vec![]);
+        let root = Subject::new(Identity::Root(Default::default()), &Transport::default(), vec![]);
         assert_eq!(ask(&root, password), Level::Manage, "the rootDN is above the rules");
     }
 
@@ -214,7 +210,7 @@ pub(crate) mod tests {
         let rules = set(&[RuleText::new("*", &["group=\"cn=admins,dc=example,dc=com\" write", "* read"])]);
         let alice = norm(ALICE);
         let target = Target { dn: &alice, entry: None };
-        let member = Subject::new(Identity::User(Dn::parse(BOB).unwrap()), &Transport::default(), vec![true]);
+        let member = Subject::new(Identity::User(norm(BOB).into()), &Transport::default(), vec![true]);
         assert_eq!(level(&rules, &member, &target, Attr::Entry), Level::Write);
         assert_eq!(level(&rules, &user(BOB), &target, Attr::Entry), Level::Read);
     }

@@ -8,10 +8,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ferrodir_proto::filter::parse_filter;
-use ferrodir_proto::Dn;
 use ferrodir_shard::rules::RuleTable;
 
-use crate::acl::rule::{AttrList, By, DnScope, Group, Level, NormDn, Rule, RuleSet, What, Who};
+use crate::acl::rule::{AttrList, By, DnScope, Group, Level, Rule, RuleSet, What, Who};
 
 /// One rule as configured: `to` is slapd's `<what>`, each of `by` one `<who> <level>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,7 +120,7 @@ fn parse_what(text: &str, matching: &RuleTable) -> Result<What, String> {
             if std::mem::replace(&mut seen_dn, true) {
                 return Err("more than one dn clause".into());
             }
-            what.dn = dn_scope(&key, value)?;
+            what.dn = dn_scope(&key, value, matching)?;
         } else if key == "filter" {
             if std::mem::replace(&mut seen_filter, true) {
                 return Err("more than one filter".into());
@@ -143,7 +142,7 @@ fn parse_what(text: &str, matching: &RuleTable) -> Result<What, String> {
 }
 
 /// `dn[.style]=value`, in `<what>` or in `<who>`. slapd's default style is base.
-fn dn_scope(key: &str, value: &str) -> Result<DnScope, String> {
+fn dn_scope(key: &str, value: &str, matching: &RuleTable) -> Result<DnScope, String> {
     let style = key.strip_prefix("dn").unwrap_or("").trim_start_matches('.');
     let style = style.split(',').next().unwrap_or("");
     if style == "regex" {
@@ -156,7 +155,7 @@ fn dn_scope(key: &str, value: &str) -> Result<DnScope, String> {
     if value == "*" && style.is_empty() {
         return Ok(DnScope::All);
     }
-    let dn = NormDn::new(Dn::parse(value).map_err(|e| format!("dn {value:?}: {e}"))?);
+    let dn = matching.dn().parse(value).map_err(|e| format!("dn {value:?}: {e}"))?;
     match style {
         "" | "base" | "baseobject" | "exact" => Ok(DnScope::Base(dn)),
         "one" | "onelevel" => Ok(DnScope::One(dn)),
@@ -252,7 +251,7 @@ fn parse_who(part: &str, matching: &RuleTable, groups: &mut Vec<Group>) -> Resul
         part.split_once('=').ok_or_else(|| format!("{part:?} is not a <who> this server knows"))?;
     let key = key.to_ascii_lowercase();
     if key == "dn" || key.starts_with("dn.") {
-        return Ok(match dn_scope(&key, value)? {
+        return Ok(match dn_scope(&key, value, matching)? {
             DnScope::All => None,
             scope => Some(Who::Dn(scope)),
         });
@@ -306,7 +305,7 @@ fn parse_group(key: &str, value: &str, matching: &RuleTable) -> Result<Group, St
         .ok_or_else(|| format!("group: unknown attribute type {member:?}"))?
         .canonical
         .clone();
-    let dn = NormDn::new(Dn::parse(value).map_err(|e| format!("group {value:?}: {e}"))?);
+    let dn = matching.dn().parse(value).map_err(|e| format!("group {value:?}: {e}"))?;
     Ok(Group { dn, class, member_attr })
 }
 

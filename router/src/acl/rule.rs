@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ferrodir_proto::filter::Filter;
-use ferrodir_proto::Dn;
 use ferrodir_shard::rules::RuleTable;
 
 /// slapd's access levels, each implying those below it (slapd.access(5)).
@@ -49,25 +48,8 @@ pub enum DnScope {
     Children(NormDn),
 }
 
-/// A DN as the rules compare it: its normalised RDNs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NormDn {
-    pub dn: Dn,
-    pub rdns: Vec<String>,
-}
-
-impl NormDn {
-    pub fn new(dn: Dn) -> Self {
-        let rdns = dn.rdns.iter().map(|rdn| rdn.normalized()).collect();
-        Self { dn, rdns }
-    }
-
-    /// How many RDNs `self` has below `ancestor`, if it is `ancestor` or lies below it.
-    pub fn depth_below(&self, ancestor: &NormDn) -> Option<usize> {
-        let extra = self.rdns.len().checked_sub(ancestor.rdns.len())?;
-        self.rdns.iter().skip(extra).eq(ancestor.rdns.iter()).then_some(extra)
-    }
-}
+/// A DN as the rules compare it: its normalised RDNs (normalised once, where it was parsed).
+pub use ferrodir_proto::NormDn;
 
 impl DnScope {
     /// Whether `dn` lies in this scope.
@@ -224,7 +206,7 @@ mod tests {
     use super::*;
 
     fn norm(text: &str) -> NormDn {
-        NormDn::new(Dn::parse(text).unwrap())
+        NormDn::new(ferrodir_proto::Dn::parse(text).unwrap(), &ferrodir_proto::value::PlainAvas)
     }
 
     #[test]

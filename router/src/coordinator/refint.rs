@@ -33,6 +33,8 @@ pub struct RefintConfig {
     pub nothing: Option<String>,
     /// modifiersName of every rewrite.
     pub modifiers_name: String,
+    /// The schema's rules: the old DN is normalised as the index keys of `attrs` are.
+    pub rules: Arc<ferrodir_shard::rules::RuleTable>,
 }
 
 /// Where a change comes from. Referential integrity runs for changes made here; a change
@@ -98,8 +100,10 @@ impl Inner {
         if !happened {
             return Ok(());
         }
-        let parse =
-            |text: &str| Dn::parse(text).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()));
+        let parse = |text: &str| {
+            Dn::parse_with(text, config.rules.dn())
+                .map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))
+        };
         let rewrite = Arc::new(RefRewrite {
             attrs: config.attrs.clone(),
             old: parse(old_dn)?,
@@ -112,7 +116,7 @@ impl Inner {
 
     /// Finds the referencing entries on every shard and rewrites each on its shard.
     async fn rewrite_refs(&self, config: &RefintConfig, rewrite: Arc<RefRewrite>) -> LdapResultOf<()> {
-        let base_norm = rewrite.old.normalized();
+        let base_norm = config.rules.dn().dn(&rewrite.old);
         for (shard, addr) in self.shards.iter().enumerate() {
             let find = FindRefs {
                 attrs: config.attrs.clone(),

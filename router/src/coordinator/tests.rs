@@ -22,7 +22,7 @@ use ferrodir_proto::Dn;
 
 use super::{AddUnder, Coordinator, DeleteEntry, MoveEntry, Origin, Recover, RefintConfig};
 use crate::intent::IntentLog;
-use crate::resolve::Located;
+use crate::located::Located;
 
 const SHARDS: usize = 2;
 
@@ -260,6 +260,7 @@ fn refint_config(nothing: Option<&str>) -> Option<Arc<RefintConfig>> {
         attrs: vec!["member".into(), "seealso".into()],
         nothing: nothing.map(String::from),
         modifiers_name: "cn=Referential Integrity Overlay".into(),
+        rules: Arc::new(RuleTable::from_schema(&Schema::standard())),
     }))
 }
 

@@ -26,10 +26,13 @@ use crate::stats::WorkerStats;
 /// The subtree's base, as slapd names it.
 pub const MONITOR_DN: &str = "cn=Monitor";
 
+/// The normalised form of [`MONITOR_DN`]'s one RDN (the same with and without a schema).
+const MONITOR_RDN_NORM: &str = "cn=monitor";
+
 /// Whether `dn` is cn=Monitor or below it (compared RDN by RDN, so an escaped comma in a
 /// value can't fake it).
-pub fn is_monitor_dn(dn: &ferrodir_proto::Dn) -> bool {
-    ferrodir_proto::Dn::parse(MONITOR_DN).is_ok_and(|monitor| dn.is_descendant_or_self_of(&monitor))
+pub fn is_monitor_dn(dn: &ferrodir_proto::NormDn) -> bool {
+    dn.rdns.last().is_some_and(|rdn| rdn == MONITOR_RDN_NORM)
 }
 
 /// One bound listener, for cn=Listener N.
@@ -207,7 +210,11 @@ mod tests {
 
     #[test]
     fn monitor_dns_are_recognised_by_their_last_rdn() {
-        let dn = |text: &str| ferrodir_proto::Dn::parse(text).unwrap();
+        let rules =
+            ferrodir_proto::schema::DnNormalizer::from_schema(&ferrodir_proto::schema::Schema::standard());
+        let dn = |text: &str| rules.parse(text).unwrap();
+        assert!(is_monitor_dn(&dn("commonName=monitor")));
+        assert!(is_monitor_dn(&ferrodir_proto::schema::DnNormalizer::plain().parse(MONITOR_DN).unwrap()));
         assert!(is_monitor_dn(&dn("CN=Monitor")));
         assert!(is_monitor_dn(&dn("cn=Total,cn=Connections,cn=Monitor")));
         assert!(!is_monitor_dn(&dn("cn=Monitors")));

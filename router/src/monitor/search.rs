@@ -11,25 +11,22 @@ use std::time::SystemTime;
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
-use ferrodir_proto::schema::Schema;
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::schema::{DnNormalizer, Schema};
+use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::eval;
 use ferrodir_shard::search::AttrSelection;
 
 use super::tree::{self, MonitorEntry};
-use crate::access::Identity;
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
 use crate::op::rootdse;
-use crate::session::OpContext;
+use crate::requester::Identity;
 
 /// Whether `identity` may read cn=Monitor: the rootDN, or an entry listed in `readers`.
-pub fn may_read(readers: &[Dn], identity: &Identity) -> bool {
+pub fn may_read(readers: &[NormDn], identity: &Identity) -> bool {
     match identity {
         Identity::Root(_) => true,
-        Identity::User(dn) => {
-            let dn = dn.normalized();
-            readers.iter().any(|reader| reader.normalized() == dn)
-        }
+        Identity::User(dn) => readers.iter().any(|reader| reader.same_entry(dn)),
         Identity::Anonymous => false,
     }
 }
@@ -38,7 +35,7 @@ pub fn may_read(readers: &[Dn], identity: &Identity) -> bool {
 pub async fn search(
     ctx: &OpContext,
     request: &SearchRequest,
-    base: &Dn,
+    base: &NormDn,
     attrs: &AttrSelection,
 ) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
@@ -46,7 +43,7 @@ pub async fn search(
         return Err(LdapError::no_such_object(""));
     }
     let entries = tree::build(&tree::Setup::of(config), &config.monitor, SystemTime::now());
-    let selected = select(&entries, base, request.scope)?;
+    let selected = select(&entries, base, request.scope, config.dn_rules())?;
     let size_limit = usize::try_from(request.size_limit).unwrap_or(usize::MAX);
     let mut sent = 0usize;
     for entry in selected {
@@ -69,16 +66,17 @@ pub async fn search(
 }
 
 /// The entries `scope` reaches from `base`, in the tree's order; noSuchObject (with the
-/// deepest existing ancestor as matchedDN) when the base isn't there.
+/// deepest existing ancestor as matchedDN) when the base isn't there. `rules`: the schema's
+/// DN normaliser, which `base` was normalised by.
 pub fn select<'a>(
     entries: &'a [MonitorEntry],
-    base: &Dn,
+    base: &NormDn,
     scope: SearchScope,
+    rules: &DnNormalizer,
 ) -> LdapResultOf<Vec<&'a MonitorEntry>> {
-    let parsed: Vec<(Dn, &MonitorEntry)> =
-        entries.iter().filter_map(|e| Dn::parse(&e.dn).ok().map(|dn| (dn, e))).collect();
-    let base_norm = base.normalized();
-    if !parsed.iter().any(|(dn, _)| dn.normalized() == base_norm) {
+    let parsed: Vec<(NormDn, &MonitorEntry)> =
+        entries.iter().filter_map(|e| rules.parse(&e.dn).ok().map(|dn| (dn, e))).collect();
+    if !parsed.iter().any(|(dn, _)| dn.same_entry(base)) {
         let matched = parsed
             .iter()
             .filter(|(dn, _)| base.is_descendant_or_self_of(dn))
@@ -120,12 +118,22 @@ mod tests {
     use crate::monitor::Sources;
 
     fn entries() -> Vec<MonitorEntry> {
-        let setup = tree::Setup { suffixes: vec!["dc=example,dc=com"], vendor_version: "test" };
+        let plain = DnNormalizer::plain();
+        let setup =
+            tree::Setup { suffixes: vec!["dc=example,dc=com"], vendor_version: "test", dn_rules: &plain };
         tree::build(&setup, &Sources::default(), SystemTime::now())
     }
 
-    fn dn(text: &str) -> Dn {
-        Dn::parse(text).unwrap()
+    fn dn(text: &str) -> NormDn {
+        DnNormalizer::plain().parse(text).unwrap()
+    }
+
+    fn select<'a>(
+        entries: &'a [MonitorEntry],
+        base: &NormDn,
+        scope: SearchScope,
+    ) -> LdapResultOf<Vec<&'a MonitorEntry>> {
+        super::select(entries, base, scope, &DnNormalizer::plain())
     }
 
     fn dns(found: &[&MonitorEntry]) -> Vec<String> {
@@ -180,9 +188,9 @@ mod tests {
     #[test]
     fn only_the_root_dn_and_listed_readers_may_read_the_monitor() {
         let readers = [dn("cn=Exporter,dc=example,dc=com")];
-        assert!(may_read(&readers, &Identity::Root(dn("cn=Manager,dc=example,dc=com"))));
-        assert!(may_read(&readers, &Identity::User(dn("CN=exporter, dc=example,dc=com"))));
-        assert!(!may_read(&readers, &Identity::User(dn("cn=Someone,dc=example,dc=com"))));
+        assert!(may_read(&readers, &Identity::Root(dn("cn=Manager,dc=example,dc=com").into())));
+        assert!(may_read(&readers, &Identity::User(dn("CN=exporter, dc=example,dc=com").into())));
+        assert!(!may_read(&readers, &Identity::User(dn("cn=Someone,dc=example,dc=com").into())));
         assert!(!may_read(&readers, &Identity::Anonymous));
     }
 }

@@ -140,6 +140,8 @@ pub struct Setup<'a> {
     /// The naming contexts, as configured.
     pub suffixes: Vec<&'a str>,
     pub vendor_version: &'a str,
+    /// The schema's DN normaliser (a consumer's base is matched to its naming context).
+    pub dn_rules: &'a ferrodir_proto::schema::DnNormalizer,
 }
 
 impl<'a> Setup<'a> {
@@ -147,6 +149,7 @@ impl<'a> Setup<'a> {
         Self {
             suffixes: config.suffixes.iter().map(|s| s.display.as_str()).collect(),
             vendor_version: &config.vendor_version,
+            dn_rules: config.dn_rules(),
         }
     }
 }
@@ -320,9 +323,9 @@ fn databases(b: &mut Builder, config: &Setup<'_>, shards: Vec<super::ShardFacts>
 /// naming context it replicates, class olmSyncReplInstance.
 fn consumers(b: &mut Builder, config: &Setup<'_>, consumers: Vec<super::ConsumerFacts>) {
     for consumer in consumers {
-        let Ok(base) = ferrodir_proto::Dn::parse(&consumer.search_base) else { continue };
+        let Ok(base) = config.dn_rules.parse(&consumer.search_base) else { continue };
         let database = config.suffixes.iter().position(|s| {
-            ferrodir_proto::Dn::parse(s).is_ok_and(|suffix| base.is_descendant_or_self_of(&suffix))
+            config.dn_rules.parse(s).is_ok_and(|suffix| base.is_descendant_or_self_of(&suffix))
         });
         let Some(index) = database else { continue };
         let parent = format!("cn=Database {},cn=Databases,{MONITOR_DN}", index + 1);

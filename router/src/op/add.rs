@@ -16,9 +16,9 @@ use crate::acl::rule::Attr;
 use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate_parent_of;
-use crate::session::OpContext;
 use ferrodir_shard::modify::{find_attr, value_key};
 
 /// How often an add retries while its parent is briefly closed by the coordinator.
@@ -26,7 +26,7 @@ const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
 const PARENT_CLOSED_RETRY_DELAY_MS: u64 = 5;
 
 pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
-    let dn = parse_dn(&request.entry)?;
+    let dn = parse_dn(&ctx.worker.config, &request.entry)?;
     if request.attributes.is_empty() {
         return Err(LdapError::protocol("no attributes"));
     }
@@ -39,7 +39,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         Err(e) => return Err(access::undisclosed(ctx, &subject, e).await),
     };
     let mut entry = build_entry(&request, &ctx.worker.config)?;
-    if let Some(named_by) = dn.rdns.first() {
+    if let Some(named_by) = dn.dn.rdns.first() {
         add_rdn_values(&ctx.worker.config, &mut entry, named_by)?;
     }
     crate::op::stored_password::hash_entry(&ctx.worker.config, &mut entry).await?;
@@ -79,7 +79,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
 async fn check_access(
     ctx: &OpContext,
     subject: &Subject,
-    dn: &ferrodir_proto::Dn,
+    dn: &ferrodir_proto::NormDn,
     parent_id: EntryId,
     entry: &Entry,
 ) -> LdapResultOf<()> {

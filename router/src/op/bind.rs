@@ -9,11 +9,11 @@
 use ferrodir_proto::message::{AuthenticationChoice, BindRequest, BindResponse, LdapResult, ProtocolOp};
 use ferrodir_proto::ResultCode;
 
-use crate::access::Identity;
 use crate::error::LdapError;
+use crate::op::context::OpContext;
 use crate::op::{parse_dn, sasl};
+use crate::requester::Identity;
 use crate::resolve::locate;
-use crate::session::OpContext;
 
 pub fn response(result: LdapResult) -> ProtocolOp {
     ProtocolOp::BindResponse(BindResponse { result, server_sasl_creds: None })
@@ -51,7 +51,7 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
     if !ctx.transport.password_allowed(ctx.worker.config.require_tls_for_binds) {
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "confidentiality required"));
     }
-    let dn = parse_dn(&request.name)?;
+    let dn = parse_dn(&ctx.worker.config, &request.name)?;
     verify_password(ctx, dn, &password).await
 }
 
@@ -60,16 +60,16 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
 /// userPassword values. Every failure is the same invalidCredentials.
 pub async fn verify_password(
     ctx: &OpContext,
-    dn: ferrodir_proto::Dn,
+    dn: ferrodir_proto::NormDn,
     password: &[u8],
 ) -> Result<Identity, LdapError> {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let config = &ctx.worker.config;
     let (stored, identity) = if config.is_root_dn(&dn) {
         let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
-        (stored, Identity::Root(dn))
+        (stored, Identity::Root(dn.into()))
     } else {
-        (stored_passwords(ctx, &dn).await?, Identity::User(dn))
+        (stored_passwords(ctx, &dn).await?, Identity::User(dn.into()))
     };
     if config.passwords.check(stored, password.to_vec()).await? {
         Ok(identity)
@@ -82,7 +82,7 @@ pub async fn verify_password(
 /// when the access rules give no `auth` on them (slapd asks for it, as the still anonymous
 /// connection): the bind then checks the dummy hash and fails like a wrong password, so
 /// the rules can't be probed, by the answer or by its timing.
-async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::Dn) -> Result<Vec<Vec<u8>>, LdapError> {
+async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::NormDn) -> Result<Vec<Vec<u8>>, LdapError> {
     let Ok(located) = locate(&ctx.worker, dn).await else {
         return Ok(Vec::new());
     };

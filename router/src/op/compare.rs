@@ -10,8 +10,8 @@ use ferrodir_shard::eval::{has_class, has_options};
 
 use crate::access::{self, Subject};
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
 use crate::op::{parse_dn, rootdse, text};
-use crate::session::OpContext;
 
 pub async fn compare(ctx: &OpContext, request: CompareRequest) -> LdapResult {
     match evaluate(ctx, request).await {
@@ -21,7 +21,7 @@ pub async fn compare(ctx: &OpContext, request: CompareRequest) -> LdapResult {
 }
 
 async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<ResultCode> {
-    let dn = parse_dn(&request.entry)?;
+    let dn = parse_dn(&ctx.worker.config, &request.entry)?;
     let desc = text(&request.ava.attribute_desc)?;
     if desc.is_empty() {
         return Err(LdapError::protocol("empty attribute description"));
@@ -62,7 +62,8 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     let rule = rules.equality.ok_or_else(|| {
         LdapError::new(ResultCode::INAPPROPRIATE_MATCHING, format!("{desc}: no equality matching rule"))
     })?;
-    let assertion = matching::normalize(rule, &request.ava.assertion_value).ok_or_else(|| {
+    let dn_rules = config.dn_rules();
+    let assertion = matching::normalize(rule, &request.ava.assertion_value, dn_rules).ok_or_else(|| {
         LdapError::new(ResultCode::INVALID_ATTRIBUTE_SYNTAX, format!("{desc}: value invalid per syntax"))
     })?;
     let options: Vec<String> = desc.split(';').skip(1).map(str::to_ascii_lowercase).collect();
@@ -76,7 +77,7 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     if values.peek().is_none() {
         return Err(LdapError::new(ResultCode::NO_SUCH_ATTRIBUTE, ""));
     }
-    if values.any(|v| matching::normalize(rule, v).as_deref() == Some(&assertion)) {
+    if values.any(|v| matching::normalize(rule, v, dn_rules).as_deref() == Some(&assertion)) {
         Ok(ResultCode::COMPARE_TRUE)
     } else {
         Ok(ResultCode::COMPARE_FALSE)
@@ -89,12 +90,12 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
 async fn target_entry(
     ctx: &OpContext,
     subject: &Subject,
-    dn: &ferrodir_proto::Dn,
+    dn: &ferrodir_proto::NormDn,
 ) -> LdapResultOf<(Entry, bool)> {
     let config = &ctx.worker.config;
     let (user, operational) = if dn.is_root() {
         rootdse::root_dse(config)
-    } else if dn.normalized() == "cn=subschema" {
+    } else if dn.is("cn=subschema") {
         rootdse::subschema(&config.schema)
     } else {
         let target = access::locate(ctx, subject, dn).await?;

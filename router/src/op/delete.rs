@@ -9,11 +9,11 @@ use crate::access::{self, check_not_anonymous};
 use crate::acl::rule::Attr;
 use crate::coordinator::{DeleteEntry, MaybeDemote, Origin};
 use crate::error::LdapResultOf;
+use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
-use crate::session::OpContext;
 
 pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
-    let dn = parse_dn(dn_bytes)?;
+    let dn = parse_dn(&ctx.worker.config, dn_bytes)?;
     check_writable(&ctx.worker.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let subject = access::subject(ctx).await;
@@ -30,7 +30,11 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
     }
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
     if target.container || name_shard != target.id.shard() || ctx.worker.config.refint.is_some() {
-        return ctx.worker.coordinator.send(DeleteEntry { target, dn, origin: Origin::Client }).await?;
+        return ctx
+            .worker
+            .coordinator
+            .send(DeleteEntry { target, dn: dn.dn, origin: Origin::Client })
+            .await?;
     }
     let outcome = ctx.worker.write(target.id.shard(), WriteOp::Delete { id: target.id }).await?;
     let maybe_last_child = match outcome {

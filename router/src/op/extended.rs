@@ -6,8 +6,11 @@ use ferrodir_proto::message::{ExtendedRequest, ExtendedResponse, LdapResult, Oct
 use ferrodir_proto::ResultCode;
 
 use crate::config::DirectoryConfig;
+use crate::op::context::OpContext;
 use crate::op::passmod::{self, PASSWORD_MODIFY_OID};
-use crate::session::{OpContext, START_TLS_OID};
+
+/// RFC 4511 §4.14.1: the requestName (and responseName) of StartTLS.
+pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
 
 pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 

@@ -25,7 +25,8 @@ use std::sync::Arc;
 
 use ferrodir_proto::filter::{Filter, MatchingRuleAssertion};
 use ferrodir_proto::schema::matching::{self, Rule};
-use ferrodir_proto::Dn;
+use ferrodir_proto::schema::DnNormalizer;
+use ferrodir_proto::NormDn;
 use ferrodir_shard::candidates::Plan;
 use ferrodir_shard::eval::{id_set_filter, is_id_set};
 use ferrodir_shard::memberof::{
@@ -38,7 +39,7 @@ use ferrodir_shard::EntryId;
 
 use crate::access::{self, Subject};
 use crate::error::LdapResultOf;
-use crate::session::OpContext;
+use crate::op::context::OpContext;
 
 /// One assertion the router answers from the group graph.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -197,7 +198,7 @@ fn classify(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter, unsearchabl
         Filter::EqualityMatch(ava)
             if !unsearchable && canonical(rules, &ava.attribute_desc) == Some(MEMBER_OF) =>
         {
-            Some(dn_of(&ava.assertion_value).map_or(Ask::Undefined, Ask::Members))
+            Some(dn_of(rules.dn(), &ava.assertion_value).map_or(Ask::Undefined, Ask::Members))
         }
         Filter::ExtensibleMatch(mra) if !mra.dn_attributes => {
             let rule = std::str::from_utf8(mra.matching_rule.as_deref()?).ok()?;
@@ -205,7 +206,7 @@ fn classify(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter, unsearchabl
                 return None;
             }
             let target = canonical(rules, mra.r#type.as_deref()?)?;
-            let dn = dn_of(&mra.match_value);
+            let dn = dn_of(rules.dn(), &mra.match_value);
             if target == MEMBER_OF {
                 if unsearchable {
                     return None;
@@ -229,14 +230,14 @@ fn mentions_member_of(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter) -
 
 /// The DN a value names (a uniqueMember value may end in `#'0101'B`, RFC 4517 §3.3.21),
 /// as given.
-fn dn_of(value: &[u8]) -> Option<String> {
+fn dn_of(rules: &DnNormalizer, value: &[u8]) -> Option<String> {
     let text = dn_text(value)?;
-    Dn::parse(text).is_ok().then(|| text.to_string())
+    rules.parse(text).is_ok().then(|| text.to_string())
 }
 
-/// The DN a member value names, parsed (once: it is resolved from this).
-fn parsed_dn_of(value: &[u8]) -> Option<Dn> {
-    Dn::parse(dn_text(value)?).ok()
+/// The DN a member value names, parsed and normalised (once: it is resolved from this).
+fn parsed_dn_of(rules: &DnNormalizer, value: &[u8]) -> Option<NormDn> {
+    rules.parse(dn_text(value)?).ok()
 }
 
 /// A value's DN part: RFC 4517 §3.3.21, a trailing `#'bits'B` is the UID, as slapd reads it.
@@ -290,7 +291,7 @@ async fn members_down(
     let mut found = BTreeSet::new();
     // Read before any of the data: resolutions made from it are good while it holds.
     let token = resolution_token(tree);
-    let Ok(group) = Dn::parse(group) else { return Ok(found) };
+    let Ok(group) = ctx.worker.config.dn_rules().parse(group) else { return Ok(found) };
     let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
     let mut frontier = vec![start];
@@ -358,7 +359,7 @@ async fn member_ids(
 }
 
 /// The DNs a group's member and uniqueMember values name.
-fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<Dn> {
+fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<NormDn> {
     let rules = &ctx.worker.config.rules;
     record
         .entry
@@ -366,12 +367,12 @@ fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<Dn> {
         .iter()
         .filter(|a| rules.get(&a.name).is_some_and(|r| MEMBER_TYPES.contains(&r.canonical.as_str())))
         .flat_map(|a| a.values.iter())
-        .filter_map(|v| parsed_dn_of(v))
+        .filter_map(|v| parsed_dn_of(rules.dn(), v))
         .collect()
 }
 
 /// The id of the entry `dn` names; None if there is none (a dangling member value).
-async fn resolve(ctx: &OpContext, dn: &Dn) -> LdapResultOf<Option<EntryId>> {
+async fn resolve(ctx: &OpContext, dn: &NormDn) -> LdapResultOf<Option<EntryId>> {
     match crate::resolve::locate(&ctx.worker, dn).await {
         Ok(found) => Ok(Some(found.id)),
         Err(e) if e.code == ferrodir_proto::ResultCode::NO_SUCH_OBJECT => Ok(None),
@@ -427,10 +428,11 @@ mod tests {
 
     #[test]
     fn unique_member_values_lose_their_uid() {
-        assert_eq!(dn_of(b"cn=a,dc=x").as_deref(), Some("cn=a,dc=x"));
-        assert_eq!(dn_of(b"cn=a,dc=x#'0101'B").as_deref(), Some("cn=a,dc=x"));
-        assert_eq!(dn_of(b"not a dn"), None);
-        assert_eq!(parsed_dn_of(b"cn=a,dc=x#'0101'B"), Dn::parse("cn=a,dc=x").ok());
-        assert_eq!(parsed_dn_of(b"cn=a,dc=x#'01'B,dc=y").map(|d| d.len()), Some(3));
+        let rules = DnNormalizer::plain();
+        assert_eq!(dn_of(&rules, b"cn=a,dc=x").as_deref(), Some("cn=a,dc=x"));
+        assert_eq!(dn_of(&rules, b"cn=a,dc=x#'0101'B").as_deref(), Some("cn=a,dc=x"));
+        assert_eq!(dn_of(&rules, b"not a dn"), None);
+        assert_eq!(parsed_dn_of(&rules, b"cn=a,dc=x#'0101'B"), rules.parse("cn=a,dc=x").ok());
+        assert_eq!(parsed_dn_of(&rules, b"cn=a,dc=x#'01'B,dc=y").map(|d| d.len()), Some(3));
     }
 }

@@ -3,6 +3,7 @@
 pub mod add;
 pub mod bind;
 pub mod compare;
+pub mod context;
 pub mod controls;
 pub mod delete;
 pub mod extended;
@@ -22,7 +23,7 @@ use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownE
 use ferrodir_proto::ResultCode;
 
 use crate::error::LdapError;
-use crate::session::OpContext;
+use crate::op::context::OpContext;
 
 /// Whether `op` is a request this server answers (other than Bind, Unbind and Abandon, which
 /// the session handles itself).
@@ -121,12 +122,12 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
 /// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words).
 pub fn check_writable(
     config: &crate::config::DirectoryConfig,
-    dn: &ferrodir_proto::Dn,
+    dn: &ferrodir_proto::NormDn,
 ) -> Result<(), LdapError> {
     if crate::monitor::is_monitor_dn(dn) {
         return Err(LdapError::unwilling("operation not supported within namingContext"));
     }
-    if dn.is_root() || dn.normalized() == "cn=subschema" || config.suffix_of(dn).is_none() {
+    if dn.is_root() || dn.is("cn=subschema") || config.suffix_of(dn).is_none() {
         return Err(LdapError::unwilling("no global superior knowledge"));
     }
     // A replica's replicated subtree takes writes from its provider only.
@@ -136,9 +137,13 @@ pub fn check_writable(
     Ok(())
 }
 
-/// Parses an LDAPDN, mapping every failure (bad UTF-8 included, as slapd does) to
-/// invalidDNSyntax.
-pub fn parse_dn(bytes: &[u8]) -> Result<ferrodir_proto::Dn, LdapError> {
+/// Parses an LDAPDN and normalises it, once for the whole request, by the schema's rules
+/// (`config.dn_rules()`): everything after takes the [`ferrodir_proto::NormDn`]. Every
+/// failure (bad UTF-8 included, as slapd does) is invalidDNSyntax.
+pub fn parse_dn(
+    config: &crate::config::DirectoryConfig,
+    bytes: &[u8],
+) -> Result<ferrodir_proto::NormDn, LdapError> {
     let text = std::str::from_utf8(bytes).map_err(|_| LdapError::invalid_dn("not UTF-8"))?;
-    ferrodir_proto::Dn::parse(text).map_err(LdapError::invalid_dn)
+    config.dn_rules().parse(text).map_err(LdapError::invalid_dn)
 }

@@ -3,24 +3,25 @@
 //! and home shard, and its descendants don't change at all.
 
 use ferrodir_proto::message::ModifyDnRequest;
-use ferrodir_proto::{Rdn, ResultCode};
+use ferrodir_proto::schema::DnNormalizer;
+use ferrodir_proto::ResultCode;
 use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
 use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
-use crate::session::OpContext;
 
 pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultOf<()> {
-    let dn = parse_dn(&request.entry)?;
-    let new_rdn = Rdn::parse(text(&request.newrdn)?).map_err(LdapError::invalid_dn)?;
-    let new_superior = request.new_superior.as_deref().map(parse_dn).transpose()?;
-    check_writable(&ctx.worker.config, &dn)?;
-    check_not_anonymous(&ctx.identity)?;
     let config = &ctx.worker.config;
+    let dn = parse_dn(config, &request.entry)?;
+    let new_rdn = config.dn_rules().parse_rdn(text(&request.newrdn)?).map_err(LdapError::invalid_dn)?;
+    let new_superior = request.new_superior.as_deref().map(|bytes| parse_dn(config, bytes)).transpose()?;
+    check_writable(config, &dn)?;
+    check_not_anonymous(&ctx.identity)?;
     if let Some(ava) = new_rdn.avas.iter().find(|a| config.rules.get(&a.attr).is_none()) {
         return Err(LdapError::invalid_dn(format!("{}: attribute type undefined", ava.attr)));
     }
@@ -64,13 +65,14 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         }
         None => target.parent,
     };
-    let old_rdn = dn.rdn().cloned().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
-    let new_rdn_norm = new_rdn.normalized();
+    let old_rdn = dn.dn.rdn().cloned().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let dn_rules = config.dn_rules();
+    let new_rdn_norm = dn_rules.rdn(&new_rdn);
     let drop_values = if request.deleteoldrdn {
         old_rdn
             .avas
             .iter()
-            .filter(|old| !new_rdn.avas.iter().any(|new| same_ava(old, new)))
+            .filter(|old| !new_rdn.avas.iter().any(|new| same_ava(dn_rules, old, new)))
             .map(|a| (a.attr.clone(), a.value.clone()))
             .collect()
     } else {
@@ -84,7 +86,12 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
             access::may_write_attr(config, &subject, &dn, entry.as_ref(), attr)?;
         }
     }
-    let new_dn = new_superior.clone().or_else(|| dn.parent()).unwrap_or_default().child(new_rdn.clone());
+    let new_dn = new_superior
+        .as_ref()
+        .map(|superior| superior.dn.clone())
+        .or_else(|| dn.dn.parent())
+        .unwrap_or_default()
+        .child(new_rdn.clone());
     let request = MoveEntry {
         target,
         new_parent,
@@ -93,7 +100,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         drop_values,
         add_values,
         author: ctx.identity.author(),
-        old_dn: dn,
+        old_dn: dn.dn,
         new_dn,
         origin: Origin::Client,
     };
@@ -102,7 +109,11 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
 
 /// `write` on the old parent's `children`, when the parent exists (a missing one is left
 /// to the entry's own lookup to answer).
-async fn check_old_parent(ctx: &OpContext, subject: &Subject, dn: &ferrodir_proto::Dn) -> LdapResultOf<()> {
+async fn check_old_parent(
+    ctx: &OpContext,
+    subject: &Subject,
+    dn: &ferrodir_proto::NormDn,
+) -> LdapResultOf<()> {
     if subject.is_root() {
         return Ok(());
     }
@@ -125,7 +136,7 @@ async fn check_old_parent(ctx: &OpContext, subject: &Subject, dn: &ferrodir_prot
 async fn check_new_parent(
     ctx: &OpContext,
     subject: &Subject,
-    superior: &ferrodir_proto::Dn,
+    superior: &ferrodir_proto::NormDn,
     id: EntryId,
 ) -> LdapResultOf<()> {
     if subject.is_root() {
@@ -136,6 +147,6 @@ async fn check_new_parent(
     access::check_write(&ctx.worker.config, subject, superior, entry.as_ref(), Attr::Children, message)
 }
 
-fn same_ava(a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {
-    Rdn { avas: vec![a.clone()] }.normalized() == Rdn { avas: vec![b.clone()] }.normalized()
+fn same_ava(rules: &DnNormalizer, a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {
+    a.normalized(rules) == b.normalized(rules)
 }

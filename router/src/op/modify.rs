@@ -9,13 +9,13 @@ use crate::access::{self, check_not_anonymous};
 use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::add::canonical_values;
+use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn, text};
-use crate::session::OpContext;
 use ferrodir_proto::schema::matching::Rule;
 use ferrodir_proto::ResultCode;
 
 pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()> {
-    let dn = parse_dn(&request.object)?;
+    let dn = parse_dn(&ctx.worker.config, &request.object)?;
     check_writable(&ctx.worker.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let mut changes = Vec::with_capacity(request.changes.len());

@@ -21,13 +21,14 @@ use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::message::{
     ExtendedResponse, LdapResult, OctetString, PasswdModifyRequest, PasswdModifyResponse,
 };
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::batch::WriteOp;
 
-use crate::access::{self, Identity};
+use crate::access;
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
-use crate::session::OpContext;
+use crate::requester::Identity;
 
 pub const PASSWORD_MODIFY_OID: &str = "1.3.6.1.4.1.4203.1.11.1";
 
@@ -70,7 +71,7 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
             .map_err(|_| LdapError::protocol("data decoding error"))?,
     };
     let target = match &request.user_identity {
-        Some(identity) => parse_dn(identity)?,
+        Some(identity) => parse_dn(config, identity)?,
         None => bound_dn(&ctx.identity)?,
     };
     if config.is_root_dn(&target) {
@@ -105,9 +106,9 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
     Ok(generated)
 }
 
-fn bound_dn(identity: &Identity) -> LdapResultOf<Dn> {
+fn bound_dn(identity: &Identity) -> LdapResultOf<NormDn> {
     match identity {
-        Identity::Root(dn) | Identity::User(dn) => Ok(dn.clone()),
+        Identity::Root(dn) | Identity::User(dn) => Ok(dn.as_ref().clone()),
         Identity::Anonymous => Err(LdapError::new(
             ResultCode::STRONGER_AUTH_REQUIRED,
             "only authenticated users may change passwords",

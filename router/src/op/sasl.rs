@@ -17,13 +17,14 @@
 //! authorization is not offered.
 
 use ferrodir_proto::message::SaslCredentials;
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::schema::DnNormalizer;
+use ferrodir_proto::{NormDn, ResultCode};
 
-use crate::access::Identity;
 use crate::config::DirectoryConfig;
 use crate::error::LdapError;
 use crate::op::bind::verify_password;
-use crate::session::OpContext;
+use crate::op::context::OpContext;
+use crate::requester::Identity;
 
 /// The mechanisms listed in the root DSE's supportedSASLMechanisms.
 pub const MECHANISMS: &[&str] = &["EXTERNAL", "PLAIN"];
@@ -50,7 +51,7 @@ fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
         ));
     };
     let identity = identity_for(&ctx.worker.config, &name)?;
-    check_authzid(&identity, authzid)?;
+    check_authzid(ctx.worker.config.dn_rules(), &identity, authzid)?;
     Ok(identity)
 }
 
@@ -77,10 +78,10 @@ async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
     };
     let dn = match mapped(config, &name) {
         Some(dn) => dn,
-        None => Dn::parse(&name).map_err(|_| invalid())?,
+        None => config.dn_rules().parse(&name).map_err(|_| invalid())?,
     };
     let identity = verify_password(ctx, dn, password).await?;
-    check_authzid(&identity, authzid)?;
+    check_authzid(config.dn_rules(), &identity, authzid)?;
     Ok(identity)
 }
 
@@ -88,23 +89,25 @@ async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
 fn identity_for(config: &DirectoryConfig, name: &str) -> Result<Identity, LdapError> {
     let dn = match mapped(config, name) {
         Some(dn) => dn,
-        None => Dn::parse(name)
+        None => config
+            .dn_rules()
+            .parse(name)
             .map_err(|_| LdapError::new(ResultCode::INVALID_CREDENTIALS, "the SASL name is not a DN"))?,
     };
     if config.is_root_dn(&dn) {
-        Ok(Identity::Root(dn))
+        Ok(Identity::Root(dn.into()))
     } else {
-        Ok(Identity::User(dn))
+        Ok(Identity::User(dn.into()))
     }
 }
 
 /// `name` rewritten by the first `authz_regexp` rule that matches it, if any.
-fn mapped(config: &DirectoryConfig, name: &str) -> Option<Dn> {
+fn mapped(config: &DirectoryConfig, name: &str) -> Option<NormDn> {
     let rule = config.authz_rules.iter().find(|rule| rule.pattern.is_match(name))?;
     let captures = rule.pattern.captures(name)?;
     let mut replaced = String::new();
     captures.expand(&rule.replace, &mut replaced);
-    match Dn::parse(&replaced) {
+    match config.dn_rules().parse(&replaced) {
         Ok(dn) => Some(dn),
         Err(e) => {
             tracing::warn!(name, replaced, error = %e, "authz_regexp produced something that is not a DN");
@@ -116,16 +119,16 @@ fn mapped(config: &DirectoryConfig, name: &str) -> Option<Dn> {
 /// An authzid (RFC 4513 §5.2.1.8) names who to act as: empty, or the authenticated
 /// identity itself (`dn:` form), is accepted; anything else would be proxy
 /// authorization, which this server does not grant.
-fn check_authzid(identity: &Identity, authzid: &[u8]) -> Result<(), LdapError> {
+fn check_authzid(rules: &DnNormalizer, identity: &Identity, authzid: &[u8]) -> Result<(), LdapError> {
     if authzid.is_empty() {
         return Ok(());
     }
     let same = std::str::from_utf8(authzid)
         .ok()
         .and_then(|text| text.strip_prefix("dn:"))
-        .and_then(|dn| Dn::parse(dn).ok())
+        .and_then(|dn| rules.parse(dn).ok())
         .zip(identity_dn(identity))
-        .is_some_and(|(asked, own)| asked.normalized() == own.normalized());
+        .is_some_and(|(asked, own)| asked.same_entry(own));
     if same {
         Ok(())
     } else {
@@ -133,10 +136,10 @@ fn check_authzid(identity: &Identity, authzid: &[u8]) -> Result<(), LdapError> {
     }
 }
 
-fn identity_dn(identity: &Identity) -> Option<&Dn> {
+fn identity_dn(identity: &Identity) -> Option<&NormDn> {
     match identity {
         Identity::Anonymous => None,
-        Identity::Root(dn) | Identity::User(dn) => Some(dn),
+        Identity::Root(dn) | Identity::User(dn) => Some(dn.as_ref()),
     }
 }
 
@@ -158,11 +161,13 @@ mod tests {
 
     #[test]
     fn an_authzid_other_than_oneself_is_refused() {
-        let alice = Identity::User(Dn::parse("uid=alice,dc=example,dc=com").unwrap());
-        assert!(check_authzid(&alice, b"").is_ok());
-        assert!(check_authzid(&alice, b"dn:UID=alice,dc=example,dc=com").is_ok());
-        assert_eq!(check_authzid(&alice, b"dn:uid=bob,dc=example,dc=com").unwrap_err().code, ResultCode(50));
-        assert_eq!(check_authzid(&alice, b"u:bob").unwrap_err().code, ResultCode(50));
+        let rules = DnNormalizer::plain();
+        let alice = Identity::User(rules.parse("uid=alice,dc=example,dc=com").unwrap().into());
+        let check = |authzid: &[u8]| check_authzid(&rules, &alice, authzid);
+        assert!(check(b"").is_ok());
+        assert!(check(b"dn:UID=alice,dc=example,dc=com").is_ok());
+        assert_eq!(check(b"dn:uid=bob,dc=example,dc=com").unwrap_err().code, ResultCode(50));
+        assert_eq!(check(b"u:bob").unwrap_err().code, ResultCode(50));
     }
 
     #[test]

@@ -23,14 +23,16 @@ use ferrodir_shard::search::{
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
-use crate::access::{self, Identity};
+use crate::access;
 use crate::acl::view::{Region, RegionKind};
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::UnindexedPolicy;
+use crate::located::Located;
+use crate::op::context::{OpContext, Outbound};
 use crate::op::paged::{self, PagedSearch, Paging};
 use crate::op::{parse_dn, rootdse};
-use crate::resolve::{locate, Located};
-use crate::session::{OpContext, Outbound};
+use crate::requester::Identity;
+use crate::resolve::locate;
 
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
     if crate::op::syncrepl::requested(ctx).is_some() {
@@ -89,10 +91,12 @@ async fn run(
     sorting: Option<&crate::op::sort::Sorting>,
 ) -> LdapResultOf<LdapResult> {
     let config = &ctx.worker.config;
-    let base = parse_dn(&request.base_object)?;
+    // Normalised once: the special bases, the suffix, the resolution and the access rules
+    // all read this.
+    let base = parse_dn(config, &request.base_object)?;
     let mut attrs =
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
-    if base.is_root() || base.normalized() == "cn=subschema" {
+    if base.is_root() || base.is("cn=subschema") {
         // Readable by everyone: the rules are for the naming contexts.
         return serve_special(ctx, &request, &base, &attrs).await;
     }
@@ -111,8 +115,7 @@ async fn run(
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
     let base_entry = access::entry_for_rules(ctx, &subject, target.id).await?;
-    let base_norm = access::norm_dn(config, &base);
-    let base_access = access::entry_access(config, &subject, &base_norm, base_entry.as_ref());
+    let base_access = access::entry_access(config, &subject, &base, base_entry.as_ref());
     if let Some(refusal) = access::base_refusal(base_access) {
         return Err(refusal);
     }
@@ -129,7 +132,8 @@ async fn run(
         SearchScope::SubordinateSubtree => RegionKind::Children,
     };
     // Without DN scopes or `self` in the rules, the region can't matter.
-    let region = (region_known && config.access_rules.uses_dns()).then_some(Region { base: base_norm, kind });
+    let region =
+        (region_known && config.access_rules.uses_dns()).then(|| Region { base: base.clone(), kind });
     if !access::restrict_search(ctx, &subject, region.as_ref(), target.id, &mut attrs).await {
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
@@ -396,7 +400,7 @@ async fn scatter(
 async fn serve_special(
     ctx: &OpContext,
     request: &SearchRequest,
-    base: &ferrodir_proto::Dn,
+    base: &ferrodir_proto::NormDn,
     attrs: &AttrSelection,
 ) -> LdapResultOf<LdapResult> {
     let (dn, (user, operational)) = if base.is_root() {
@@ -431,7 +435,11 @@ async fn deref_base(ctx: &OpContext, mut target: Located) -> LdapResultOf<Locate
         let Some(aliased) = record.entry.first_str("aliasedObjectName") else {
             return Err(LdapError::new(ResultCode::ALIAS_PROBLEM, "alias without aliasedObjectName"));
         };
-        let dn = ferrodir_proto::Dn::parse(aliased)
+        let dn = ctx
+            .worker
+            .config
+            .dn_rules()
+            .parse(aliased)
             .map_err(|_| LdapError::new(ResultCode::ALIAS_PROBLEM, "bad aliasedObjectName"))?;
         target = locate(&ctx.worker, &dn)
             .await

@@ -73,7 +73,7 @@ pub struct Metrics {
     /// Set once every shard is open and every listener bound.
     pub serving: AtomicBool,
     /// The TLS configuration in force, when there is one (its certificate's expiry).
-    pub tls: Mutex<Option<Arc<crate::tls::TlsContext>>>,
+    pub tls: Mutex<Option<Arc<crate::serve::tls::TlsContext>>>,
     /// The coordinator's count of intents not yet cleared.
     pub intents_pending: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
     process: prometheus::Registry,

@@ -22,9 +22,10 @@ use std::time::Duration;
 use actix::dev::Request;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::PartialAttribute;
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
-use ferrodir_router::resolve::{locate, locate_parent_of, Located};
+use ferrodir_router::located::Located;
+use ferrodir_router::resolve::{locate, locate_parent_of};
 use ferrodir_router::{LdapError, Worker};
 use ferrodir_shard::actor::{ShardActor, Write};
 use ferrodir_shard::batch::{WriteOp, WriteOutcome, REPLICA_AUTHOR};
@@ -75,7 +76,7 @@ struct PendingAdd {
 
 pub struct Applier {
     worker: Rc<Worker>,
-    base: Dn,
+    base: NormDn,
     uuids: HashMap<Uuid, EntryId>,
     window: VecDeque<PendingAdd>,
     in_flight_dns: HashSet<String>,
@@ -90,7 +91,7 @@ impl Applier {
     pub fn new(
         worker: Rc<Worker>,
         views: &[Rc<ShardCore>],
-        base: Dn,
+        base: NormDn,
         status: std::sync::Arc<Status>,
     ) -> Result<Self> {
         let mut uuids = HashMap::new();
@@ -100,8 +101,9 @@ impl Applier {
             let snapshot = view.snapshot();
             for id in view.all_ids(&*snapshot)? {
                 let Some(record) = view.record_in(&*snapshot, id)? else { continue };
-                let in_scope = Dn::parse(&tree.dn_of_child(record.parent, &record.rdn))
-                    .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
+                let in_scope =
+                    (worker.config.dn_rules().parse(&tree.dn_of_child(record.parent, &record.rdn)))
+                        .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
                 if let (true, Some(uuid)) = (in_scope, uuid_of(&record)) {
                     uuids.insert(uuid, id);
                 }
@@ -170,15 +172,15 @@ impl Applier {
     ) -> Result<()> {
         let dn = std::str::from_utf8(dn_bytes)
             .ok()
-            .and_then(|t| Dn::parse(t).ok())
+            .and_then(|t| self.worker.config.dn_rules().parse(t).ok())
             .ok_or_else(|| ApplyError::Bad(format!("a bad DN {:?}", String::from_utf8_lossy(dn_bytes))))?;
         if !dn.is_descendant_or_self_of(&self.base) {
             return Err(ApplyError::Bad(format!("an entry outside the search base: {dn}")));
         }
         let entry = self.entry_of(attributes, &uuid);
         let csn = entry.first_str("entryCSN").map(str::to_string);
-        let dn_norm = dn.normalized();
-        let parent_norm = dn.parent().map(|p| p.normalized()).unwrap_or_default();
+        let dn_norm = dn.joined();
+        let parent_norm = dn.parent().map(|p| p.joined()).unwrap_or_default();
         let known = self.uuids.contains_key(&uuid) || self.in_flight_uuids.contains(&uuid);
         if known || self.in_flight_dns.contains(&parent_norm) || self.in_flight_dns.contains(&dn_norm) {
             self.drain().await?;
@@ -254,12 +256,12 @@ impl Applier {
         &mut self,
         id: EntryId,
         record: &EntryRecord,
-        dn: &Dn,
+        dn: &NormDn,
         entry: Entry,
         csn: Option<String>,
     ) -> Result<()> {
         let local_dn = self.dn_of(record)?;
-        let same_dn = local_dn.normalized() == dn.normalized();
+        let same_dn = local_dn.same_entry(dn);
         let local_csn = record.entry.first_str("entryCSN");
         if same_dn && matches!((&csn, local_csn), (Some(theirs), Some(ours)) if theirs.as_str() <= ours) {
             return Ok(());
@@ -276,7 +278,13 @@ impl Applier {
     }
 
     /// Modify DN of a local entry to where the provider has it (its subtree follows).
-    async fn rename(&mut self, id: EntryId, record: &EntryRecord, old_dn: &Dn, new_dn: &Dn) -> Result<()> {
+    async fn rename(
+        &mut self,
+        id: EntryId,
+        record: &EntryRecord,
+        old_dn: &NormDn,
+        new_dn: &NormDn,
+    ) -> Result<()> {
         if record.parent == EntryId::ROOT {
             return Err(ApplyError::Bad(format!("a rename of the naming context {old_dn}")));
         }
@@ -288,8 +296,8 @@ impl Applier {
         }
         let (parent, new_rdn_norm, new_rdn) = locate_parent_of(&self.worker, new_dn).await?;
         let new_parent = parent.map_or(EntryId::ROOT, |p| p.id);
-        let old_rdn = old_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
-        let new_rdn_parsed = new_dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
+        let old_rdn = old_dn.dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
+        let new_rdn_parsed = new_dn.dn.rdn().cloned().ok_or_else(|| ApplyError::Bad("an empty DN".into()))?;
         // The replace that follows sets every value; these only keep the schema on the way:
         // the new RDN's values added, and the old RDN's dropped only where the new RDN names
         // the same type (a single-valued naming attribute can't hold both; a type the new
@@ -315,8 +323,8 @@ impl Applier {
             drop_values,
             add_values,
             author: REPLICA_AUTHOR.to_string(),
-            old_dn: old_dn.clone(),
-            new_dn: new_dn.clone(),
+            old_dn: old_dn.dn.clone(),
+            new_dn: new_dn.dn.clone(),
             origin: Origin::Replication,
         };
         self.worker.coordinator.send(request).await??;
@@ -352,7 +360,7 @@ impl Applier {
         }
     }
 
-    async fn delete_one(&mut self, id: EntryId, record: &EntryRecord, dn: &Dn) -> Result<()> {
+    async fn delete_one(&mut self, id: EntryId, record: &EntryRecord, dn: &NormDn) -> Result<()> {
         let target = Located {
             id,
             parent: record.parent,
@@ -361,7 +369,7 @@ impl Applier {
         };
         let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.worker.shard_count());
         if target.container || name_shard != id.shard() {
-            let request = DeleteEntry { target, dn: dn.clone(), origin: Origin::Replication };
+            let request = DeleteEntry { target, dn: dn.dn.clone(), origin: Origin::Replication };
             self.worker.coordinator.send(request).await??;
         } else {
             let outcome = self.worker.write(id.shard(), WriteOp::Delete { id }).await?;
@@ -383,7 +391,10 @@ impl Applier {
     }
 
     /// Every local entry of the subtree strictly below `dn`, deepest first.
-    async fn local_descendants(&self, dn: &Dn) -> Result<Vec<(EntryId, std::sync::Arc<EntryRecord>, Dn)>> {
+    async fn local_descendants(
+        &self,
+        dn: &NormDn,
+    ) -> Result<Vec<(EntryId, std::sync::Arc<EntryRecord>, NormDn)>> {
         let mut below = Vec::new();
         let ids: Vec<EntryId> = self.uuids.values().copied().collect();
         for id in ids {
@@ -425,9 +436,13 @@ impl Applier {
         Ok(self.worker.write_to_shard(shard, op).await?)
     }
 
-    fn dn_of(&self, record: &EntryRecord) -> Result<Dn> {
+    fn dn_of(&self, record: &EntryRecord) -> Result<NormDn> {
         let text = self.worker.tree().dn_of_child(record.parent, &record.rdn);
-        Dn::parse(&text).map_err(|e| ApplyError::Bad(format!("a local DN that does not parse: {e}")))
+        self.worker
+            .config
+            .dn_rules()
+            .parse(&text)
+            .map_err(|e| ApplyError::Bad(format!("a local DN that does not parse: {e}")))
     }
 
     /// The entry to store: the provider's attributes but those a consumer never stores and

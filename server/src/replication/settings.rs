@@ -171,7 +171,8 @@ pub fn check(entries: &[Replication], suffixes: &[String]) -> anyhow::Result<()>
         let under_suffix = suffixes
             .iter()
             .filter_map(|s| Dn::parse(s).ok())
-            .any(|suffix| base.is_descendant_or_self_of(&suffix));
+            // Checked with the config, before any schema is loaded: names as written.
+            .any(|suffix| base.is_descendant_or_self_of(&suffix, &ferrodir_proto::value::PlainAvas));
         if !under_suffix {
             anyhow::bail!("{at}: search_base {:?} is not at or under a configured suffix", r.search_base);
         }
@@ -185,7 +186,8 @@ pub fn check(entries: &[Replication], suffixes: &[String]) -> anyhow::Result<()>
     let bases: Vec<Dn> = entries.iter().filter_map(|r| Dn::parse(&r.search_base).ok()).collect();
     for (i, a) in bases.iter().enumerate() {
         for b in bases.iter().skip(i + 1) {
-            if a.is_descendant_or_self_of(b) || b.is_descendant_or_self_of(a) {
+            let plain = &ferrodir_proto::value::PlainAvas;
+            if a.is_descendant_or_self_of(b, plain) || b.is_descendant_or_self_of(a, plain) {
                 anyhow::bail!("[[replication]]: search bases {a} and {b} overlap");
             }
         }

@@ -39,9 +39,9 @@ use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
 use self::cookie::{CookieError, Position, SearchDigest};
-use crate::access::Identity;
 use crate::error::{LdapError, LdapResultOf};
-use crate::session::{OpContext, Outbound};
+use crate::op::context::{OpContext, Outbound};
+use crate::requester::Identity;
 
 /// A search's paged-results control, decoded, and the cookie its response will carry.
 #[derive(Debug)]
@@ -113,8 +113,8 @@ impl Paging {
 fn identity_key(identity: &Identity) -> String {
     match identity {
         Identity::Anonymous => String::new(),
-        Identity::Root(dn) => format!("root:{}", dn.normalized()),
-        Identity::User(dn) => format!("user:{}", dn.normalized()),
+        Identity::Root(dn) => format!("root:{}", dn.joined()),
+        Identity::User(dn) => format!("user:{}", dn.joined()),
     }
 }
 

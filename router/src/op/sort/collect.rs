@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::Input;
 use crate::error::{LdapError, LdapResultOf};
-use crate::session::OpContext;
+use crate::op::context::OpContext;
 
 /// How a collection ended.
 pub enum Collected {

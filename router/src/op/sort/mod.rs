@@ -47,7 +47,7 @@ use ferrodir_shard::sortkeys::{Row, SortKey, SortSpec};
 
 use crate::error::LdapResultOf;
 use crate::limits::ClassLimits;
-use crate::session::{OpContext, Outbound};
+use crate::op::context::{OpContext, Outbound};
 use collect::Collected;
 use store::{Kept, Kind, Refused, Slot};
 
@@ -372,7 +372,12 @@ pub async fn run(ctx: &OpContext, sorting: &Sorting, input: Input<'_>) -> LdapRe
                     vlv::by_offset(n, *before, *after, offset, count)
                 }
                 VlvTarget::GreaterThanOrEqual(value) => {
-                    match sorting.spec.keys.first().and_then(|k| k.encode(value)) {
+                    match sorting
+                        .spec
+                        .keys
+                        .first()
+                        .and_then(|k| k.encode(value, ctx.worker.config.rules.dn()))
+                    {
                         Some(assertion) => Ok(vlv::by_value(
                             n,
                             *before,

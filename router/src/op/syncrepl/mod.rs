@@ -52,10 +52,11 @@ use ferrodir_shard::search::{inline_search, AttrSelection, Query, Scope, SearchC
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
-use crate::access::{self, Identity};
+use crate::access;
 use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::{OpContext, Outbound};
 use crate::op::parse_dn;
-use crate::session::{OpContext, Outbound};
+use crate::requester::Identity;
 
 pub use ferrodir_proto::message::sync::SYNC_REQUEST_OID as OID;
 
@@ -150,7 +151,7 @@ async fn serve(
     };
     let mut entries = entries;
     if let (Some(log), Some(now)) = (&log, now_micros) {
-        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree());
+        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree(), &scope);
     }
     let log = if since_micros.is_some() { log } else { None };
     let points = refresh::Points { since: since.as_deref(), since_micros, now: now_micros };
@@ -290,14 +291,16 @@ fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
 
 /// The search's base and scope, resolved once.
 pub(crate) struct Located {
-    pub base: ferrodir_proto::Dn,
+    pub base: ferrodir_proto::NormDn,
     pub scope: Scope,
     pub kind: SearchScope,
+    /// The schema's rules: every DN the search compares is normalised by them ([`Self::parse`]).
+    pub rules: std::sync::Arc<ferrodir_shard::rules::RuleTable>,
 }
 
 impl Located {
     async fn of(ctx: &OpContext, request: &SearchRequest) -> LdapResultOf<Self> {
-        let base = parse_dn(&request.base_object)?;
+        let base = parse_dn(&ctx.worker.config, &request.base_object)?;
         let subject = access::subject(ctx).await;
         let target = access::locate(ctx, &subject, &base).await?;
         let scope = match request.scope {
@@ -306,11 +309,16 @@ impl Located {
             SearchScope::WholeSubtree => Scope::Subtree(target.id),
             SearchScope::SubordinateSubtree => Scope::Children(target.id),
         };
-        Ok(Self { base, scope, kind: request.scope })
+        Ok(Self { base, scope, kind: request.scope, rules: ctx.worker.config.rules.clone() })
+    }
+
+    /// `text` parsed and normalised as the base was; None if it is no DN.
+    pub fn parse(&self, text: &str) -> Option<ferrodir_proto::NormDn> {
+        self.rules.dn().parse(text).ok()
     }
 
     /// Whether `dn` lies in the search's scope.
-    pub fn holds(&self, dn: &ferrodir_proto::Dn) -> bool {
+    pub fn holds(&self, dn: &ferrodir_proto::NormDn) -> bool {
         if !dn.is_descendant_or_self_of(&self.base) {
             return false;
         }
@@ -327,7 +335,7 @@ impl Located {
 /// One entry of sync content.
 pub(crate) struct SyncEntry {
     pub dn: OctetString,
-    pub parsed: ferrodir_proto::Dn,
+    pub parsed: ferrodir_proto::NormDn,
     pub depth: usize,
     pub uuid: [u8; 16],
     pub csn: Option<String>,
@@ -359,8 +367,7 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
             attributes.push(attr);
         }
     }
-    let parsed =
-        std::str::from_utf8(&entry.object_name).ok().and_then(|d| ferrodir_proto::Dn::parse(d).ok())?;
+    let parsed = std::str::from_utf8(&entry.object_name).ok().and_then(|d| wanted.1.dn().parse(d).ok())?;
     Some(SyncEntry { dn: entry.object_name, depth: parsed.len(), parsed, uuid: uuid?, csn, attributes })
 }
 

@@ -38,7 +38,7 @@ use ferrodir_proto::message::{
     encode_message, Control, IntermediateResponse, LdapMessage, LdapResult, OctetString, PartialAttribute,
     ProtocolOp, SearchRequest, SearchScope,
 };
-use ferrodir_proto::{Dn, ResultCode};
+use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::eval;
 use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::search::{AttrSelection, Scope};
@@ -46,7 +46,7 @@ use ferrodir_shard::watermark::{Change, FeedBatch, Subscription};
 
 use super::{entry_pdu, stats, uuid_octets, Located, LEFT_OUT};
 use crate::error::{LdapError, LdapResultOf};
-use crate::session::{OpContext, Outbound};
+use crate::op::context::{OpContext, Outbound};
 
 /// How many committed batches a persist search may fall behind before it is dropped.
 pub const FEED_BATCHES: usize = 4096;
@@ -208,11 +208,18 @@ async fn changes(
     let mut out: Vec<Bytes> = Vec::new();
     for held in ready {
         let change = &held.change;
-        let judge = |record: &EntryRecord| -> Option<(String, Dn)> {
+        let judge = |record: &EntryRecord| -> Option<(String, NormDn)> {
             let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
-            let dn = Dn::parse(&text).ok()?;
+            let dn = located.parse(&text)?;
             let wanted = located.holds(&dn)
-                && eval::matches_entry(rules, &request.filter, &record.entry, Some(&dn), &hidden, change.id);
+                && eval::matches_entry(
+                    rules,
+                    &request.filter,
+                    &record.entry,
+                    Some(&dn.dn),
+                    &hidden,
+                    change.id,
+                );
             wanted.then_some((text, dn))
         };
         if let (Some(old), Some(new)) = (&change.old, &change.new) {
@@ -278,16 +285,22 @@ async fn subtree_moved(
     old_dn: &str,
     new_dn: &str,
 ) -> LdapResultOf<Option<Vec<Bytes>>> {
-    let (Ok(old_root), Ok(new_root)) = (Dn::parse(old_dn), Dn::parse(new_dn)) else { return Ok(None) };
-    let meets = |root: &Dn| located.holds(root) || located.base.is_descendant_or_self_of(root);
+    let (Some(old_root), Some(new_root)) = (located.parse(old_dn), located.parse(new_dn)) else {
+        return Ok(None);
+    };
+    let meets = |root: &NormDn| located.holds(root) || located.base.is_descendant_or_self_of(root);
     let whole = matches!(located.kind, SearchScope::WholeSubtree | SearchScope::SubordinateSubtree);
     if !(meets(&old_root) || meets(&new_root))
         || (whole && located.holds(&old_root) && located.holds(&new_root))
     {
         return Ok(None);
     }
-    let moved =
-        Located { base: new_root.clone(), scope: Scope::Subtree(change.id), kind: SearchScope::WholeSubtree };
+    let moved = Located {
+        base: new_root.clone(),
+        scope: Scope::Subtree(change.id),
+        kind: SearchScope::WholeSubtree,
+        rules: located.rules.clone(),
+    };
     let subtree_request = SearchRequest {
         base_object: OctetString::from(new_dn.as_bytes().to_vec()),
         scope: SearchScope::WholeSubtree,
@@ -303,7 +316,7 @@ async fn subtree_moved(
             continue;
         };
         let old_text = format!("{below}{old_dn}");
-        let Ok(old) = Dn::parse(&old_text) else { continue };
+        let Some(old) = located.parse(&old_text) else { continue };
         let (was_in, is_in) = (located.holds(&old), located.holds(&entry.parsed));
         if is_in && !was_in {
             adds.push(entry_pdu(ctx.message_id, entry.dn, entry.attributes, SyncStateKind::Add, entry.uuid)?);

@@ -24,13 +24,13 @@
 
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::sync::SyncInfo;
-use ferrodir_proto::Dn;
+use ferrodir_proto::NormDn;
 use ferrodir_shard::deletelog::LogView;
 use ferrodir_shard::skeleton::Skeleton;
 
 use super::{Located, SyncEntry};
 use crate::error::{LdapError, LdapResultOf};
-use crate::session::{OpContext, Outbound};
+use crate::op::context::{OpContext, Outbound};
 
 /// Uuids per syncIdSet message (16 bytes each: 16 KiB).
 const UUIDS_PER_MESSAGE: usize = 1024;
@@ -74,10 +74,10 @@ pub(super) fn plan(
     let now = points.now.map(ferrodir_shard::stamp::csn_of);
     let records = || log.into_iter().flatten().flat_map(|view| &view.records);
     // Roots of subtrees moved since the cookie and up to `now`, where they are now.
-    let moved: Vec<Dn> = records()
+    let moved: Vec<NormDn> = records()
         .filter(|r| r.subtree && points.now.is_none_or(|now| r.csn <= now))
         .filter_map(|r| tree.get(r.id))
-        .filter_map(|node| Dn::parse(&node.dn).ok())
+        .filter_map(|node| located.parse(&node.dn))
         .collect();
     let changed: Vec<bool> = entries
         .iter()
@@ -103,15 +103,16 @@ pub(super) fn plan(
     };
     let subtree_left = records().any(|r| {
         r.subtree
-            && Dn::parse(&r.old_dn)
-                .is_ok_and(|old| located.holds(&old) || located.base.is_descendant_or_self_of(&old))
+            && located
+                .parse(&r.old_dn)
+                .is_some_and(|old| located.holds(&old) || located.base.is_descendant_or_self_of(&old))
     });
     if !covered || !matches_everything(filter) || subtree_left {
         return Plan { changed, deletes: None };
     }
     let mut left: Vec<(usize, u64, [u8; 16])> = Vec::new();
     for record in records() {
-        let Ok(old) = Dn::parse(&record.old_dn) else { continue };
+        let Some(old) = located.parse(&record.old_dn) else { continue };
         if !located.holds(&old) {
             continue;
         }
@@ -135,7 +136,13 @@ pub(super) fn plan(
 /// and an entry sent below the moved container's new place before the move itself is sent
 /// would be moved there alone by a slapd consumer, which makes glue entries for the new
 /// place and then refuses the container's own move (68). Moves are undone latest first.
-pub(super) fn undo_later_moves(entries: &mut [SyncEntry], log: &[LogView], now: u64, tree: &Skeleton) {
+pub(super) fn undo_later_moves(
+    entries: &mut [SyncEntry],
+    log: &[LogView],
+    now: u64,
+    tree: &Skeleton,
+    located: &Located,
+) {
     let mut later: Vec<&ferrodir_shard::deletelog::LogRecord> =
         log.iter().flat_map(|v| &v.records).filter(|r| r.subtree && !r.deleted && r.csn > now).collect();
     if later.is_empty() {
@@ -159,7 +166,7 @@ pub(super) fn undo_later_moves(entries: &mut [SyncEntry], log: &[LogView], now: 
         let Ok(text) = std::str::from_utf8(&entry.dn) else { continue };
         let before = super::persist::undo_moves(text.to_string(), now, &moves);
         if before != text {
-            if let Ok(parsed) = Dn::parse(&before) {
+            if let Some(parsed) = located.parse(&before) {
                 entry.depth = parsed.len();
                 entry.parsed = parsed;
                 entry.dn = ferrodir_proto::message::OctetString::from(before.into_bytes());
@@ -193,11 +200,12 @@ mod tests {
     const SINCE: u64 = 1_764_547_200_000_000;
 
     fn located(base: &str, kind: SearchScope) -> Located {
-        Located { base: Dn::parse(base).unwrap(), scope: Scope::Subtree(EntryId(1)), kind }
+        let rules = std::sync::Arc::new(ferrodir_shard::rules::RuleTable::default());
+        Located { base: rules.dn().parse(base).unwrap(), scope: Scope::Subtree(EntryId(1)), kind, rules }
     }
 
     fn entry(dn: &str, uuid: u8, csn: u64) -> SyncEntry {
-        let parsed = Dn::parse(dn).unwrap();
+        let parsed = ferrodir_proto::schema::DnNormalizer::plain().parse(dn).unwrap();
         SyncEntry {
             dn: OctetString::from(dn.as_bytes().to_vec()),
             depth: parsed.len(),

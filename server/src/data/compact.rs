@@ -15,8 +15,7 @@ use std::path::Path;
 
 use ferrodir_shard::storage::{compact_redb_file, EngineKind};
 
-use crate::backup::INTENT_LOG_FILE;
-use crate::manifest::Manifest;
+use crate::data::manifest::{Manifest, INTENT_LOG_FILE};
 
 /// One file's result.
 #[derive(Debug)]
@@ -36,7 +35,7 @@ pub fn compact_dir(dir: &Path) -> anyhow::Result<Vec<FileResult>> {
     if kind != EngineKind::Redb {
         anyhow::bail!("engine {}: only redb data directories can be compacted", kind.name());
     }
-    if crate::admin::server_answers(dir) {
+    if crate::admin::client::server_answers(dir) {
         anyhow::bail!("a server is serving {}; stop it, then compact", dir.display());
     }
     let mut files: Vec<_> = (0..manifest.shards).map(|i| kind.shard_path(dir, i)).collect();

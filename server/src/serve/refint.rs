@@ -9,7 +9,7 @@ use ferrodir_router::coordinator::RefintConfig;
 use ferrodir_shard::index::IndexKind;
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::data::store::Store;
 
 /// None when refint is off. Refuses an attribute the schema doesn't know or whose equality
 /// rule is neither distinguishedNameMatch nor uniqueMemberMatch (its values would not be DNs), and one whose equality
@@ -42,5 +42,6 @@ pub fn resolve(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<Refi
         attrs,
         nothing: (!table.nothing.is_empty()).then(|| table.nothing.clone()),
         modifiers_name: table.modifiers_name.clone(),
+        rules: store.rules.clone(),
     })))
 }

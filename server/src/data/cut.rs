@@ -31,8 +31,8 @@ use ferrodir_router::intent::{Intent, IntentLog};
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
 
 use crate::config::Config;
-use crate::manifest::Manifest;
-use crate::store::Store;
+use crate::data::manifest::Manifest;
+use crate::data::store::Store;
 
 /// How long a cut waits for the commits in flight to finish before it gives up. A commit
 /// is one fsync; this much means the disk is stuck, and the cut must not hold writes longer.
@@ -53,7 +53,7 @@ impl Cut {
     /// The views of a data directory nobody else has open: nothing commits meanwhile.
     pub fn offline(store: &Store, data_dir: &Path) -> anyhow::Result<Self> {
         let views = store.engines.iter().map(|engine| engine.snapshot()).collect::<Result<_, _>>()?;
-        let log_path = data_dir.join(crate::backup::INTENT_LOG_FILE);
+        let log_path = data_dir.join(crate::data::manifest::INTENT_LOG_FILE);
         let intents = if log_path.exists() {
             let log = IntentLog::open(&log_path).map_err(|e| anyhow::anyhow!("{e}"))?;
             log.pending().map_err(|e| anyhow::anyhow!("{e}"))?.into_iter().map(|(_, i)| i).collect()
@@ -99,7 +99,7 @@ pub fn open_offline(config: &Config, data_dir: &Path) -> anyhow::Result<Store> {
         anyhow::bail!(
             "{} is not a ferrodir data directory (no {})",
             data_dir.display(),
-            crate::manifest::FILE_NAME
+            crate::data::manifest::FILE_NAME
         );
     }
     Store::open(config, data_dir)

@@ -26,8 +26,8 @@ use ferrodir_shard::skeleton::SkeletonCell;
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::config::Config;
-use crate::connection;
-use crate::store::Store;
+use crate::data::store::Store;
+use crate::serve::connection;
 
 thread_local! {
     /// The worker owned by this arbiter thread; set once at start.
@@ -41,7 +41,7 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
     let nice = config.password_hash_threads_nice;
     let pool =
         HashPool::start(config.password_hash_thread_count(), config.password_hash_queue_max, move || {
-            crate::priority::lower_this_thread(nice, "password-hash")
+            crate::serve::priority::lower_this_thread(nice, "password-hash")
         })
         .context("cannot start the password hash threads")?;
     Ok(Arc::new(pool))
@@ -58,15 +58,17 @@ pub fn directory_config(
     store: &Store,
     hash_pool: Arc<HashPool>,
 ) -> anyhow::Result<DirectoryConfig> {
+    // Every configured DN is normalised once, here, by the schema's rules.
+    let dn_rules = store.rules.dn();
     let mut suffixes = Vec::new();
     for text in &config.suffixes {
-        let dn = ferrodir_proto::Dn::parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
-        suffixes.push(Suffix::new(dn));
+        let dn = dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+        suffixes.push(Suffix::new(dn.dn, dn_rules));
     }
     let root_dn = if config.root_dn.is_empty() {
         None
     } else {
-        Some(ferrodir_proto::Dn::parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
+        Some(dn_rules.parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
     };
     let access_rules = Arc::new(access_rules(config, store)?);
     Ok(DirectoryConfig {
@@ -89,7 +91,7 @@ pub fn directory_config(
                     .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
             })
             .collect::<anyhow::Result<_>>()?,
-        limits: config.limits.resolve()?,
+        limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         sort: ferrodir_router::op::sort::SortLimits {
             entries_max: config.limits.sort_entries_max,
@@ -111,8 +113,7 @@ pub fn directory_config(
             .monitor_readers
             .iter()
             .map(|text| {
-                ferrodir_proto::Dn::parse(text)
-                    .map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
+                dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
             })
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
@@ -121,14 +122,15 @@ pub fn directory_config(
             key: CookieKey::random(),
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
-        refint: crate::refint::resolve(config, store)?,
+        refint: crate::serve::refint::resolve(config, store)?,
         memberof: memberof_groups(config, store)?,
         replicated: config
             .replication
             .iter()
             .map(|r| {
                 Ok(ferrodir_router::config::ReplicatedArea {
-                    base: ferrodir_proto::Dn::parse(&r.search_base)
+                    base: dn_rules
+                        .parse(&r.search_base)
                         .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
                     update_referral: r.update_referral.clone(),
                 })
@@ -222,7 +224,7 @@ fn access_rules(config: &Config, store: &Store) -> anyhow::Result<acl::RuleSet> 
 pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     // First, before anything clones the engines: commits pass through the gates a
     // consistent cut pauses (cut.rs).
-    let gates = crate::cut::install_gates(&mut store.engines);
+    let gates = crate::data::cut::install_gates(&mut store.engines);
     // Then the meters, around the gates: a commit held at a gate isn't timed as a slow sync.
     let shard_stats = crate::metrics::engine::install(&mut store.engines);
     let mut directory = directory_config(&config, &store, start_hash_pool(&config)?)?;
@@ -238,13 +240,13 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let shard_count = store.manifest.shards;
     let shard_files = match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
         Some(kind) => {
-            (0..shard_count).map(|i| crate::backup::shard_path(kind, &config.data_dir, i)).collect()
+            (0..shard_count).map(|i| crate::data::backup::shard_path(kind, &config.data_dir, i)).collect()
         }
         None => Vec::new(),
     };
     let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
-    let log_format = crate::accesslog::format(&config.access_log)?;
-    let mut log_queues = crate::accesslog::start(&config.access_log, shard_count)?
+    let log_format = crate::serve::accesslog::format(&config.access_log)?;
+    let mut log_queues = crate::serve::accesslog::start(&config.access_log, shard_count)?
         .map(|(buffers, lines_max)| buffers.into_iter().map(move |buffer| (buffer, lines_max)));
 
     // Before any shard starts: CSNs carry the server id, and each shard's actor publishes
@@ -278,10 +280,10 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         arbiters.push(arbiter);
     }
 
-    let search_pool = crate::search_pool::SearchPool::start(&config, &store)?;
+    let search_pool = crate::serve::search_pool::SearchPool::start(&config, &store)?;
 
     let coordinator_arbiter = Arbiter::new();
-    let log = IntentLog::open(&config.data_dir.join("coordinator.redb"))?;
+    let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE))?;
     *metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
@@ -347,7 +349,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let admin = start_admin(&config, &store, coordinator.clone(), gates);
 
     let tls = match &config.tls {
-        Some(settings) => Some(crate::tls::TlsContext::load(settings).context("[tls]")?),
+        Some(settings) => Some(crate::serve::tls::TlsContext::load(settings).context("[tls]")?),
         None => None,
     };
     *metrics.tls.lock().unwrap_or_else(|p| p.into_inner()) = tls.clone();
@@ -356,12 +358,14 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         let bound = crate::metrics::http::start(addr, metrics.clone())?;
         println!("ferrodir metrics on http://{bound}/metrics");
     }
-    directory.monitor.set_server(Arc::new(crate::monitor::Facts::new(metrics.clone(), listeners.describe())));
+    directory
+        .monitor
+        .set_server(Arc::new(crate::serve::monitor::Facts::new(metrics.clone(), listeners.describe())));
     // Ready before the listening line: whoever waits for that line may ask /readyz at once.
     metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
     announce(&config, &listeners, shard_count);
-    crate::systemd::ready();
-    actix::spawn(crate::systemd::watchdog(coordinator.clone(), shards.clone()));
+    crate::serve::systemd::ready();
+    actix::spawn(crate::serve::systemd::watchdog(coordinator.clone(), shards.clone()));
     if let Some(tls) = &tls {
         actix::spawn(tls.clone().poll());
     }
@@ -417,7 +421,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         next = next.wrapping_add(1);
     }
     tracing::info!("shutting down: no new connections");
-    crate::systemd::stopping();
+    crate::serve::systemd::stopping();
     drop(listeners);
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
@@ -515,10 +519,10 @@ fn start_admin(
     config: &Config,
     store: &Store,
     coordinator: Addr<Coordinator>,
-    gates: Vec<Arc<crate::cut::CommitGate>>,
-) -> Option<crate::admin::AdminSocket> {
+    gates: Vec<Arc<crate::data::cut::CommitGate>>,
+) -> Option<crate::admin::server::AdminSocket> {
     let kind = ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine)?;
-    let context = crate::admin::AdminContext {
+    let context = crate::admin::server::AdminContext {
         coordinator,
         engines: store.engines.clone(),
         gates,
@@ -526,7 +530,7 @@ fn start_admin(
         manifest: store.manifest.clone(),
         rules: store.rules.clone(),
     };
-    match crate::admin::start(&config.data_dir, context) {
+    match crate::admin::server::start(&config.data_dir, context) {
         Ok(socket) => Some(socket),
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), "no admin socket: export and backup work only offline");
@@ -685,7 +689,7 @@ fn announce(config: &Config, listeners: &Listeners, shards: usize) {
 /// SIGHUP (systemd's ExecReload) reloads what can change while serving: today the TLS
 /// certificate and key. Handled even without TLS, so that a reload never terminates the
 /// server (SIGHUP's default action).
-async fn reload_on_hangup(tls: Option<Arc<crate::tls::TlsContext>>) {
+async fn reload_on_hangup(tls: Option<Arc<crate::serve::tls::TlsContext>>) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => signal,
         Err(e) => {
@@ -694,12 +698,12 @@ async fn reload_on_hangup(tls: Option<Arc<crate::tls::TlsContext>>) {
         }
     };
     while hangup.recv().await.is_some() {
-        crate::systemd::reloading();
+        crate::serve::systemd::reloading();
         match &tls {
             Some(tls) => tls.reload("SIGHUP"),
             None => tracing::info!("SIGHUP: nothing to reload (no [tls])"),
         }
-        crate::systemd::ready();
+        crate::serve::systemd::ready();
     }
 }
 

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use crate::config::Config;
-use crate::load::{self, LoadOptions, LoadProgress, LoadReport};
-use crate::manifest::Manifest;
-use crate::store::Store;
+use crate::data::load::{self, LoadOptions, LoadProgress, LoadReport};
+use crate::data::manifest::Manifest;
+use crate::data::store::Store;
 
 /// `--progress`: when to show progress on stderr.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -102,7 +102,8 @@ fn load_into(
     // The CSNs it stamps carry this server's id.
     ferrodir_shard::stamp::set_server_id(config.server_id);
     // Offline: values are stored as the file holds them, never hashed.
-    let directory = crate::runtime::directory_config(config, &store, crate::runtime::offline_hash_pool())?;
+    let directory =
+        crate::serve::runtime::directory_config(config, &store, crate::serve::runtime::offline_hash_pool())?;
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
     let options = LoadOptions {
         spill_dir: dir,

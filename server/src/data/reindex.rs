@@ -3,12 +3,12 @@
 //! shard, searches don't use it (see `shard::index`).
 
 use anyhow::Context as _;
-use ferrodir_shard::index::IndexKind;
 use ferrodir_shard::keys;
 use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::{Mutation, Table};
 
-use crate::store::Store;
+use crate::data::index_marks::{ready_marks, READY_PREFIX};
+use crate::data::store::Store;
 
 /// Rebuilds all shards in parallel; returns the number of entries indexed.
 pub fn reindex(store: &Store) -> anyhow::Result<usize> {
@@ -62,24 +62,7 @@ fn reindex_shard(store: &Store, shard: usize) -> anyhow::Result<usize> {
     if let Some(e) = failure {
         return Err(e);
     }
-    batch.extend(ready_marks(store));
+    batch.extend(ready_marks(&store.indexes));
     engine.commit(&batch)?;
     Ok(entries)
-}
-
-/// The meta-key prefix of index readiness marks: `index:<attr>:<kind>`.
-pub const READY_PREFIX: &str = "index:";
-
-pub fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
-    keys::meta(&format!("{READY_PREFIX}{attr}:{}", kind.name()))
-}
-
-/// Marks saying every configured index is complete on a shard.
-pub fn ready_marks(store: &Store) -> Vec<Mutation> {
-    store
-        .indexes
-        .configured()
-        .into_iter()
-        .map(|(attr, kind)| Mutation { key: ready_key(&attr, kind), value: Some(b"ready".to_vec()) })
-        .collect()
 }

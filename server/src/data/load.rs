@@ -23,7 +23,7 @@
 //!   records go in as they come, as appends ([`BulkSink::append`]: a shard's ids count up,
 //!   and redb takes an ascending run a leaf at a time); the entries that got children are
 //!   flagged as containers after the last entry, so that no read breaks that run. Every
-//!   other key goes through an external sort ([`crate::import_sort`], runs spilled to the
+//!   other key goes through an external sort ([`crate::data::import_sort`], runs spilled to the
 //!   spill directory past a memory budget) and into the transaction in key order after the
 //!   last entry, appended the same way. A failure anywhere drops the channels, every writer
 //!   abandons its transaction, and nothing is written.
@@ -46,6 +46,7 @@ use ferrodir_proto::dn::Rdn;
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::ldif::{LdifReader, LdifRecord};
 use ferrodir_proto::schema::check::check_entry;
+use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::id::shard_for_child;
@@ -56,8 +57,8 @@ use ferrodir_shard::stamp::{set_structural_class, stamp_imported, Stamp};
 use ferrodir_shard::storage::{BulkSink, StorageError, StorageResult, Table};
 use ferrodir_shard::EntryId;
 
-use crate::import_sort::{SortedKeys, SortedOut};
-use crate::store::Store;
+use crate::data::import_sort::{SortedKeys, SortedOut};
+use crate::data::store::Store;
 
 /// A chunk is cut at the first record boundary after this many bytes: large enough that
 /// channel traffic is negligible, small enough that the queues hold little.
@@ -356,7 +357,13 @@ impl SuffixTable {
         let suffixes = directory
             .suffixes
             .iter()
-            .map(|s| (s.dn.rdns.iter().map(|r| r.normalized()).collect(), s.display.clone(), s.norm.clone()))
+            .map(|s| {
+                (
+                    s.dn.rdns.iter().map(|r| directory.dn_rules().rdn(r)).collect(),
+                    s.display.clone(),
+                    s.norm.clone(),
+                )
+            })
             .collect();
         Self { suffixes }
     }
@@ -428,11 +435,11 @@ struct ParentCache {
 impl ParentCache {
     /// The normalised form of `parent` (RDNs, leftmost first), normalised again only when
     /// it differs from the last one asked for.
-    fn normalized(&mut self, parent: &[Rdn]) -> Arc<[String]> {
+    fn normalized(&mut self, parent: &[Rdn], rules: &DnNormalizer) -> Arc<[String]> {
         match &self.last {
             Some((rdns, norm)) if rdns.as_slice() == parent => norm.clone(),
             _ => {
-                let norm: Arc<[String]> = parent.iter().map(Rdn::normalized).collect();
+                let norm: Arc<[String]> = parent.iter().map(|rdn| rules.rdn(rdn)).collect();
                 self.last = Some((parent.to_vec(), norm.clone()));
                 norm
             }
@@ -452,15 +459,15 @@ fn parse_entry(
         LdifRecord::Content { dn, attrs } | LdifRecord::Add { dn, attrs } => (dn, attrs),
         _ => return Err("import takes content records only".into()),
     };
-    let dn = Dn::parse(&dn_text).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
+    let dn = Dn::parse_with(&dn_text, store.rules.dn()).map_err(|e| format!("bad DN {dn_text:?}: {e}"))?;
     let under_no_suffix = || format!("{dn_text} is under no configured suffix");
     let (own, parent) = dn.rdns.split_first().ok_or_else(under_no_suffix)?;
-    let rdn_norm = own.normalized();
-    let parent_norm = parents.normalized(parent);
+    let rdn_norm = store.rules.dn().rdn(own);
+    let parent_norm = parents.normalized(parent, store.rules.dn());
     let suffix = suffixes.of(&rdn_norm, &parent_norm).ok_or_else(under_no_suffix)?;
     let is_suffix = dn.len() == suffixes.len_of(suffix);
     let mut entry = Entry::new(attrs);
-    let checked = check_entry(&store.schema, &entry, dn.rdn())
+    let checked = check_entry(&store.schema, &entry, dn.rdn(), store.rules.dn())
         .map_err(|v| format!("{dn_text}: {} ({})", v.message, v.code))?;
     check_structural_given(&store.rules, &entry, &checked.structural_class).map_err(|given| {
         format!(
@@ -699,7 +706,7 @@ fn write_shard(
                     for id in containers.drain(..) {
                         mark_container(sink, id)?;
                     }
-                    for mark in crate::reindex::ready_marks(store) {
+                    for mark in crate::data::index_marks::ready_marks(&store.indexes) {
                         keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
                     }
                     let next_seq = layout::next_seq(next_seq);
@@ -887,12 +894,13 @@ member: UID=bjensen, OU=people, DC=example, DC=com
             let LdifRecord::Content { dn, attrs } = item.unwrap().1 else { panic!("content records only") };
             let dn = Dn::parse(&dn).unwrap();
             let suffix = &directory.suffixes[0];
-            let (parent, rdn, rdn_norm) = if dn.normalized() == suffix.norm {
+            let dn_rules = directory.dn_rules();
+            let (parent, rdn, rdn_norm) = if dn.normalized(dn_rules) == suffix.norm {
                 (EntryId::ROOT, suffix.display.clone(), suffix.norm.clone())
             } else {
-                let parent = ids[&dn.parent().unwrap().normalized()];
+                let parent = ids[&dn.parent().unwrap().normalized(dn_rules)];
                 let rdn = dn.rdn().unwrap();
-                (parent, rdn.to_string(), rdn.normalized())
+                (parent, rdn.to_string(), rdn.normalized(dn_rules))
             };
             if parent != EntryId::ROOT && containers.insert(parent) {
                 let (reply, _) = tokio::sync::oneshot::channel();
@@ -902,7 +910,7 @@ member: UID=bjensen, OU=people, DC=example, DC=com
             let (reply, _) = tokio::sync::oneshot::channel();
             stager.stage(&core, op, &|_| false, reply);
             match &stager.pending.replies.last().unwrap().1 {
-                Ok(WriteOutcome::Added(id)) => ids.insert(dn.normalized(), *id),
+                Ok(WriteOutcome::Added(id)) => ids.insert(dn.normalized(dn_rules), *id),
                 other => panic!("{dn}: {other:?}"),
             };
         }
@@ -914,9 +922,12 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let (imported_dir, added_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let imported = Store::open(&config, imported_dir.path()).unwrap();
-        let directory =
-            crate::runtime::directory_config(&config, &imported, crate::runtime::offline_hash_pool())
-                .unwrap();
+        let directory = crate::serve::runtime::directory_config(
+            &config,
+            &imported,
+            crate::serve::runtime::offline_hash_pool(),
+        )
+        .unwrap();
         let report = load_ldif(&imported, imported_dir.path(), &directory, LDIF.as_bytes(), false).unwrap();
         assert_eq!(report.entries, 4);
         let added = Store::open(&config, added_dir.path()).unwrap();
@@ -939,8 +950,12 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&config, dir.path()).unwrap();
-        let directory =
-            crate::runtime::directory_config(&config, &store, crate::runtime::offline_hash_pool()).unwrap();
+        let directory = crate::serve::runtime::directory_config(
+            &config,
+            &store,
+            crate::serve::runtime::offline_hash_pool(),
+        )
+        .unwrap();
         let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\nstructuralObjectClass: person\n";
         let error =
             load_ldif(&store, dir.path(), &directory, ldif.as_bytes(), false).unwrap_err().to_string();

@@ -7,15 +7,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use ferrodir_shard::core::{ShardCore, ShardInfo};
-use std::collections::HashSet;
 
 use ferrodir_proto::schema::Schema;
 use ferrodir_shard::bloom::EqBloom;
 use ferrodir_shard::entrycache::EntryCache;
-use ferrodir_shard::index::{IndexConfig, IndexKind};
-use ferrodir_shard::rules::{equality_key, RuleTable};
+use ferrodir_shard::index::IndexConfig;
+use ferrodir_shard::rules::RuleTable;
 
-use crate::reindex::ready_key;
+use crate::data::index_marks::{mark_all_ready, ready_everywhere};
 use ferrodir_shard::keys;
 use ferrodir_shard::record::FLAG_CONTAINER;
 use ferrodir_shard::skeleton::Skeleton;
@@ -23,7 +22,7 @@ use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, OpenError, Stora
 use ferrodir_shard::storage::{Mutation, Table};
 
 use crate::config::Config;
-use crate::manifest::Manifest;
+use crate::data::manifest::Manifest;
 
 pub struct Store {
     pub manifest: Manifest,
@@ -114,7 +113,6 @@ impl Store {
         let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
-        install_dn_rules(rules.clone());
         let mut indexes = IndexConfig::from_directives(&config.index_directives(), &rules)?;
         if created {
             mark_all_ready(&engines, &indexes)?;
@@ -320,43 +318,4 @@ pub fn load_schema(config: &Config) -> anyhow::Result<Schema> {
         schema.load_openldap_schema(&text).with_context(|| format!("schema file {}", path.display()))?;
     }
     Ok(schema)
-}
-
-/// Makes DN normalisation schema-aware: each AVA by its type's canonical name and equality
-/// rule, so `CN=Foo`, `commonName=foo` and `2.5.4.3=foo` name the same entry.
-fn install_dn_rules(rules: Arc<RuleTable>) {
-    ferrodir_proto::value::install_ava_normalizer(Box::new(move |attr: &str, value: &[u8]| {
-        let attr_rules = rules.get(attr)?;
-        let key = equality_key(attr_rules, value).unwrap_or_else(|| value.to_vec());
-        Some((attr_rules.canonical.clone(), key))
-    }));
-}
-
-fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> anyhow::Result<()> {
-    let marks: Vec<Mutation> = indexes
-        .configured()
-        .into_iter()
-        .map(|(attr, kind)| Mutation { key: ready_key(&attr, kind), value: Some(b"ready".to_vec()) })
-        .collect();
-    for engine in engines {
-        engine.commit(&marks)?;
-    }
-    Ok(())
-}
-
-/// The configured indices marked complete on every shard.
-fn ready_everywhere(
-    engines: &[Arc<dyn KvEngine>],
-    indexes: &IndexConfig,
-) -> anyhow::Result<HashSet<(String, IndexKind)>> {
-    let mut ready = HashSet::new();
-    'index: for (attr, kind) in indexes.configured() {
-        for engine in engines {
-            if engine.snapshot()?.get(&ready_key(&attr, kind))?.is_none() {
-                continue 'index;
-            }
-        }
-        ready.insert((attr, kind));
-    }
-    Ok(ready)
 }

@@ -39,8 +39,8 @@ use ferrodir_router::monitor::{ConnectionEntry, ConnectionInfo};
 use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
 
 use crate::config::Limits;
-use crate::stream::{self, Reader, Stream, Writer};
-use crate::tls::TlsContext;
+use crate::serve::stream::{self, Reader, Stream, Writer};
+use crate::serve::tls::TlsContext;
 
 /// The read buffer a connection gets without drawing on the shared budget. Most requests
 /// (a search, a bind, a small modify) fit in it whole.
@@ -287,7 +287,7 @@ async fn handshake(
         .1
         .peer_certificates()
         .and_then(|certs| certs.first())
-        .and_then(crate::tls::certificate_subject);
+        .and_then(crate::serve::tls::certificate_subject);
     Some((stream, Transport { tls: true, client_cert_subject, ..before }))
 }
 

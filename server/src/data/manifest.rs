@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub const FILE_NAME: &str = "ferrodir-manifest.toml";
+/// The coordinator's intent log in a data directory: the server opens it, a cut reads it,
+/// a backup copies it, compaction skips it. Named here, with the manifest, so that none of
+/// them takes it from another.
+pub const INTENT_LOG_FILE: &str = "coordinator.redb";
 const FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use ferrodir_shard::rules::RuleTable;
 use ferrodir_shard::skeleton::Skeleton;
 use ferrodir_shard::EntryId;
 
-use crate::cut::Cut;
+use crate::data::cut::Cut;
 
 /// What goes into the LDIF.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -118,18 +118,22 @@ pub fn run_command(
 ) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let summary = match crate::admin::connect(data_dir)? {
-        Some(stream) => crate::admin::call(stream, &crate::admin::Request::Export(options), &mut out)?,
+    let summary = match crate::admin::client::connect(data_dir)? {
+        Some(stream) => crate::admin::client::call(
+            stream,
+            &crate::admin::Request::Export { operational: options.operational },
+            &mut out,
+        )?,
         // Nothing to export, and nothing created: opening would make a new, empty data
         // directory. Not an error, as before (a failed import leaves no directory, and its
         // export is the empty LDIF), but said plainly, for a mistyped path.
-        None if crate::manifest::Manifest::load(data_dir)?.is_none() => {
+        None if crate::data::manifest::Manifest::load(data_dir)?.is_none() => {
             format!("exported 0 entries: no data directory at {}", data_dir.display())
         }
         None => {
             // A damaged shard is left out, so that what can be read is saved: the recovery a
             // refused start prints. The summary names what is missing.
-            let store = crate::store::Store::open_salvaging(config, data_dir)?;
+            let store = crate::data::store::Store::open_salvaging(config, data_dir)?;
             let count = export(&Cut::offline(&store, data_dir)?, &store.rules, options, &mut out)?;
             match store.damaged.iter().map(|(shard, _)| format!("shard {shard}")).collect::<Vec<_>>() {
                 left_out if left_out.is_empty() => format!("exported {count} entries"),

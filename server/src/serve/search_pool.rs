@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use ferrodir_shard::scan::{ScanLimits, ScanPool, ScanSource};
 
 use crate::config::Config;
-use crate::store::Store;
+use crate::data::store::Store;
 
 /// The pool's runtime and the handle every worker spawns scans with.
 pub struct SearchPool {
@@ -43,7 +43,7 @@ impl SearchPool {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(config.search_thread_count())
                     .thread_name("search")
-                    .on_thread_start(move || crate::priority::lower_this_thread(nice, "search"))
+                    .on_thread_start(move || crate::serve::priority::lower_this_thread(nice, "search"))
                     .build()
                     .context("cannot start the search threads")?;
                 Some(runtime)

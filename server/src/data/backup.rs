@@ -21,14 +21,12 @@ use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::cut::Cut;
-use crate::manifest::{self, Manifest};
+use crate::data::cut::Cut;
+use crate::data::manifest::{self, Manifest, INTENT_LOG_FILE};
 
 /// The completion marker's file name; its presence means the backup is whole.
 pub const MARKER_FILE: &str = "ferrodir-backup.toml";
 const MARKER_FORMAT_VERSION: u32 = 1;
-/// The intent log's file name in a data directory (see runtime.rs).
-pub const INTENT_LOG_FILE: &str = "coordinator.redb";
 /// Keys per commit while copying: bounds the memory a copy holds and the size of each
 /// transaction, and still amortises each commit's fsync over many keys.
 const CHUNK_KEYS_MAX: usize = 4096;
@@ -216,10 +214,12 @@ pub struct Restored {
 pub fn run_backup_command(config: &Config, data_dir: &Path, to: &Path) -> anyhow::Result<()> {
     // The server resolves no relative path against its own working directory.
     let to = std::path::absolute(to).with_context(|| format!("bad backup path {}", to.display()))?;
-    let summary = match crate::admin::connect(data_dir)? {
-        Some(stream) => crate::admin::call(stream, &crate::admin::Request::Backup(to), &mut std::io::sink())?,
+    let summary = match crate::admin::client::connect(data_dir)? {
+        Some(stream) => {
+            crate::admin::client::call(stream, &crate::admin::Request::Backup(to), &mut std::io::sink())?
+        }
         None => {
-            let store = crate::cut::open_offline(config, data_dir)?;
+            let store = crate::data::cut::open_offline(config, data_dir)?;
             let kind = EngineKind::parse(&store.manifest.engine)
                 .ok_or_else(|| anyhow::anyhow!("unknown engine {:?}", store.manifest.engine))?;
             let marker = backup(&Cut::offline(&store, data_dir)?, &store.manifest, kind, &to)?;
@@ -240,7 +240,7 @@ pub fn run_backup_command(config: &Config, data_dir: &Path, to: &Path) -> anyhow
 /// and runs `verify` on the restored directory; fails if anything is off.
 pub fn run_restore_command(config: &Config, from: &Path, to: &Path, force: bool) -> anyhow::Result<()> {
     let Restored { marker, pending_intents } = restore(from, to, force)?;
-    let store = crate::store::Store::open(config, to)?;
+    let store = crate::data::store::Store::open(config, to)?;
     let keys = count_keys(&store.engines)?;
     if keys != marker.keys_per_shard {
         anyhow::bail!(
@@ -258,7 +258,7 @@ pub fn run_restore_command(config: &Config, from: &Path, to: &Path, force: bool)
         );
         return Ok(());
     }
-    let report = crate::verify::verify(&store)?;
+    let report = crate::data::verify::verify(&store)?;
     for problem in &report.problems {
         println!("problem: {problem}");
     }
@@ -321,7 +321,7 @@ fn clear_data_dir(dir: &Path) -> anyhow::Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    if crate::admin::server_answers(dir) {
+    if crate::admin::client::server_answers(dir) {
         anyhow::bail!("a server is serving {}; stop it before restoring over it", dir.display());
     }
     if let Some(existing) = Manifest::load(dir)? {
@@ -429,7 +429,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let config = Config { shards: 2, ..Config::default() };
-        let store = crate::store::Store::open(&config, &data).unwrap();
+        let store = crate::data::store::Store::open(&config, &data).unwrap();
         let intent = ferrodir_router::intent::Intent::DeleteWithRemoteName {
             id: ferrodir_shard::EntryId::new(1, 7),
             parent: ferrodir_shard::EntryId::ROOT,

@@ -14,7 +14,7 @@ use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::Table;
 use ferrodir_shard::EntryId;
 
-use crate::store::Store;
+use crate::data::store::Store;
 
 #[derive(Debug, Default)]
 pub struct Report {
@@ -119,7 +119,7 @@ fn expected_keys(
             }
         }
         let rdn = Dn::parse(&record.rdn).ok().and_then(|dn| dn.rdns.into_iter().next());
-        if let Err(violation) = check_entry(&store.schema, &record.entry, rdn.as_ref()) {
+        if let Err(violation) = check_entry(&store.schema, &record.entry, rdn.as_ref(), store.rules.dn()) {
             report.problems.push(format!("entry {id} ({}): schema: {}", record.rdn, violation.message));
         }
     }

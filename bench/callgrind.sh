@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Instructions per request of one operation, counted by callgrind: deterministic on a busy
+# machine, where wall and CPU times are not. The release server runs under valgrind with N
+# gen-data users (imported with `ferrodir import`, 2 shards); after a warm-up the counters
+# are zeroed (`callgrind_control -z`), COUNT operations run one at a time, and the counters
+# are dumped (`callgrind_control -d`). Everything the server does in between counts: the
+# worker, the search pool, the commit and hash-pool threads, the socket calls.
+#
+#   BIN=$CARGO_TARGET_DIR/release bash bench/callgrind.sh --op base    # a base lookup
+#   BIN=... bash bench/callgrind.sh --op bind --count 2000 --out DIR   # a simple bind
+# Ops: base (ldap-search-load, base scope on one user entry, one connection), bind (ldclt
+# -e bindeach,bindonly: a connection, a bind as a user and an unbind each). BIN holds the
+# release ferrodir and ldap-search-load (`cargo build --release -p ferrodir-server -p
+# ferrodir-bench`). Prints "<op>: <n> instructions per op". Stops what it starts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib/common.sh
+N=10000; OP=base; COUNT=2000; WARMUP=300; OUT=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --n) N=$2; shift ;;
+    --op) OP=$2; shift ;;
+    --count) COUNT=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+: "${BIN:?BIN: the folder with the release ferrodir and ldap-search-load}"
+FERRODIR=$BIN/ferrodir
+OUT=${OUT:-bench/out/callgrind-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+trap 'stop_all' EXIT
+trap 'exit 130' INT TERM
+PORT=${PORT:-13901}
+
+data=$OUT/data-$N.ldif
+[ -s "$data" ] || python3 bench/gen-data.py "$N" > "$data"
+load_ferrodir "$OUT/fd" "$data" "$N" 2 >/dev/null 2>"$OUT/import.log"
+valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.out" "$FERRODIR" serve \
+  --config "$OUT/fd/ferrodir.toml" --data-dir "$OUT/fd/data" --listen "127.0.0.1:$PORT" \
+  >"$OUT/serve.log" 2>&1 &
+SERVER=$!; track $SERVER
+for _ in $(seq 600); do
+  "$LDAPSEARCH" -x -H "ldap://127.0.0.1:$PORT" -b "" -s base 1.1 >/dev/null 2>&1 && break
+  sleep 0.5
+done
+
+user=42
+user_dn="uid=$(printf 'user%05d' $user),ou=people,$SUFFIX"
+run_op() {  # count
+  case $OP in
+    base) "$BIN/ldap-search-load" --url "ldap://127.0.0.1:$PORT" --base "$user_dn" --scope base \
+            --filter "(objectClass=*)" --expect-entries 1 --count-max "$1" --duration-s 86400 ;;
+    bind) "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -e bindeach,bindonly \
+            -D "$user_dn" -w "password$user" ;;
+    *) echo "unknown op $OP" >&2; exit 2 ;;
+  esac
+}
+run_op "$WARMUP" >"$OUT/warmup.log" 2>&1
+callgrind_control -z "$SERVER" >/dev/null
+run_op "$COUNT" >"$OUT/run.log" 2>&1
+callgrind_control -d "$SERVER" >/dev/null
+sleep 1
+# The dump just asked for (cg.out.1); the server's exit writes one more, for the shutdown.
+dump=$(ls -t "$OUT"/cg.out.* | head -1)
+stop_pid "$SERVER"
+total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+echo "$OP: $((total / COUNT)) instructions per op ($COUNT ops, $dump)"
+echo "client: $(tail -c 300 "$OUT/run.log")"

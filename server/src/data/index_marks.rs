@@ -1,0 +1,54 @@
+//! The index-ready marks: one meta key per (attribute, kind) on each shard, saying that
+//! index is complete there. An index configured after data exists is maintained by writes
+//! but used by searches only once `ferrodir reindex` rebuilt it and set the mark on every
+//! shard (docs/ARCHITECTURE.md, "Indices"). Opening a data directory reads the marks
+//! (`store`), reindex and import write them: this module is their one owner.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use ferrodir_shard::index::{IndexConfig, IndexKind};
+use ferrodir_shard::keys;
+use ferrodir_shard::storage::{KvEngine, Mutation};
+
+/// The meta-key prefix of index readiness marks: `index:<attr>:<kind>`.
+pub const READY_PREFIX: &str = "index:";
+
+pub fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
+    keys::meta(&format!("{READY_PREFIX}{attr}:{}", kind.name()))
+}
+
+/// Marks saying every configured index is complete on a shard.
+pub fn ready_marks(indexes: &IndexConfig) -> Vec<Mutation> {
+    indexes
+        .configured()
+        .into_iter()
+        .map(|(attr, kind)| Mutation { key: ready_key(&attr, kind), value: Some(b"ready".to_vec()) })
+        .collect()
+}
+
+/// Marks every configured index complete on every shard (a new, empty data directory).
+pub fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> anyhow::Result<()> {
+    let marks = ready_marks(indexes);
+    for engine in engines {
+        engine.commit(&marks)?;
+    }
+    Ok(())
+}
+
+/// The configured indices marked complete on every shard.
+pub fn ready_everywhere(
+    engines: &[Arc<dyn KvEngine>],
+    indexes: &IndexConfig,
+) -> anyhow::Result<HashSet<(String, IndexKind)>> {
+    let mut ready = HashSet::new();
+    'index: for (attr, kind) in indexes.configured() {
+        for engine in engines {
+            if engine.snapshot()?.get(&ready_key(&attr, kind))?.is_none() {
+                continue 'index;
+            }
+        }
+        ready.insert((attr, kind));
+    }
+    Ok(ready)
+}
