@@ -521,13 +521,19 @@ mod tests {
         cached.rdn().to_string()
     }
 
-    /// An owner and a replica sharing one cache, over one redb engine holding entry 5.
-    fn owner_and_replica() -> (tempfile::TempDir, Arc<dyn KvEngine>, ShardCore, ShardCore) {
+    /// A redb engine in a temporary directory holding entry 5 ("v1").
+    fn engine_holding_entry_5() -> (tempfile::TempDir, Arc<dyn KvEngine>) {
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
         engine
             .commit(&[Mutation { key: keys::entry(EntryId(5)), value: Some(record("v1").encode()) }])
             .unwrap();
+        (dir, engine)
+    }
+
+    /// An owner and a replica sharing one cache, over one redb engine holding entry 5.
+    fn owner_and_replica() -> (tempfile::TempDir, Arc<dyn KvEngine>, ShardCore, ShardCore) {
+        let (dir, engine) = engine_holding_entry_5();
         let base = info();
         let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
         let shared = ShardInfo { entry_cache: Some(cache), ..base };
@@ -623,11 +629,7 @@ mod tests {
     /// engine), every read goes around it.
     #[test]
     fn no_owner_no_cache() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
-        engine
-            .commit(&[Mutation { key: keys::entry(EntryId(5)), value: Some(record("v1").encode()) }])
-            .unwrap();
+        let (dir, engine) = engine_holding_entry_5();
         let base = info();
         let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
         let core = ShardCore::new(ShardInfo { entry_cache: Some(cache.clone()), ..base }, engine).unwrap();
