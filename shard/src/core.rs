@@ -629,7 +629,7 @@ mod tests {
     /// engine), every read goes around it.
     #[test]
     fn no_owner_no_cache() {
-        let (dir, engine) = engine_holding_entry_5();
+        let (_dir, engine) = engine_holding_entry_5();
         let base = info();
         let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
         let core = ShardCore::new(ShardInfo { entry_cache: Some(cache.clone()), ..base }, engine).unwrap();
