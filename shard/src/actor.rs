@@ -507,6 +507,7 @@ mod tests {
             schema,
             rules,
             bloom: Default::default(),
+            grams: Default::default(),
         }
     }
 

@@ -434,6 +434,7 @@ impl Stager {
             if let Some(prefix) = eqkey::bloom_key(&put.key) {
                 core.info.bloom.insert(prefix);
             }
+            core.info.grams.insert_posting(core.info.index, &put.key);
         }
     }
 }

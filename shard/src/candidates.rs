@@ -15,6 +15,7 @@ use ferrodir_proto::filter::{Filter, Substring};
 
 use crate::eqkey::{self, Lookup};
 use crate::error::ShardResult;
+use crate::gramsummary::{GramShards, ShardMask};
 use crate::id::EntryId;
 use crate::index::{assertion_grams, ordering_key, IndexConfig, IndexKind};
 use crate::keys;
@@ -126,6 +127,40 @@ impl Plan {
         match self {
             Plan::Equality(prefix) => Some(prefix),
             Plan::And(parts) => parts.iter().find_map(Plan::required_equality),
+            _ => None,
+        }
+    }
+
+    /// The shards that may hold a match by the substring grams the plan requires, from the
+    /// server's gram table (`gramsummary`): a shard lacking one gram of an assertion every
+    /// match must satisfy holds no match, as reading that gram's postings there would find
+    /// none. None: the plan requires no gram (or an OR has a part that doesn't), so every
+    /// shard may hold matches.
+    pub fn gram_shards(&self, table: &GramShards, shards: usize) -> Option<ShardMask> {
+        match self {
+            Plan::Grams { canonical, grams } => {
+                let mut mask = ShardMask::all(shards);
+                for gram in grams {
+                    table.restrict(&keys::sub_prefix(canonical, gram), &mut mask);
+                }
+                Some(mask)
+            }
+            // Every part is required: any part's gram prunes.
+            Plan::And(parts) => {
+                parts.iter().filter_map(|part| part.gram_shards(table, shards)).reduce(|mut a, b| {
+                    a.and(&b);
+                    a
+                })
+            }
+            // A match satisfies some part: only when every part prunes does the union.
+            Plan::Or(parts) => {
+                let masks =
+                    parts.iter().map(|part| part.gram_shards(table, shards)).collect::<Option<Vec<_>>>()?;
+                masks.into_iter().reduce(|mut a, b| {
+                    a.or(&b);
+                    a
+                })
+            }
             _ => None,
         }
     }
