@@ -397,6 +397,7 @@ impl Stager {
         }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
+        let touched_first = batch.touched.len();
         if let Some(next) = fx.next_seq {
             batch.mutations.push(layout::next_seq(next));
         }
@@ -435,6 +436,11 @@ impl Stager {
                 core.info.bloom.insert(prefix);
             }
             core.info.grams.insert_posting(core.info.index, &put.key);
+        }
+        for (_, record) in batch.touched.iter().skip(touched_first) {
+            if let Some(record) = record {
+                core.info.grams.insert_entry(core.info.index, indexes, rules, &record.entry);
+            }
         }
     }
 }

@@ -13,20 +13,30 @@
 //! Bits are never cleared while the server runs; the table is rebuilt from the substring
 //! index at every start ([`GramShards::fill_from`]), so deletes stop costing once restarted.
 //!
+//! Beside the index's 3-byte grams the table holds 4-byte ones ("wide" grams,
+//! `index::IndexConfig::each_wide_gram`), which are in no index: `123` is in about twice as
+//! many entries as match `(cn=user 123*)`, ` 123` only in those that match. A shard sets
+//! their bits from each entry it stages; at start they are read from the entries themselves.
+//!
 //! Until it is filled ([`GramShards::enable`]) the table answers "every shard": a table made
 //! by a tool or a test that never read the index can't prune anything.
 //!
-//! Memory: [`SLOTS`] slots of one 64-bit word per 64 shards: 2 MiB for the whole server up to
-//! 64 shards, whatever the entry count (2 bytes per entry at 1M). A directory with many
+//! Memory: [`SLOTS`] slots of one 64-bit word per 64 shards: 4 MiB for the whole server up to
+//! 64 shards, whatever the entry count (4 bytes per entry at 1M). A directory with many
 //! distinct grams fills more slots with more bits and prunes less; it never answers wrong.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use ferrodir_proto::entry::Entry;
+
 use crate::error::ShardResult;
+use crate::index::IndexConfig;
+use crate::record::EntryRecord;
+use crate::rules::RuleTable;
 use crate::storage::{KvSnapshot, Table};
 
-/// Slots in the table (2^18).
-const SLOTS_LOG2: u32 = 18;
+/// Slots in the table (2^19).
+const SLOTS_LOG2: u32 = 19;
 pub const SLOTS: usize = 1 << SLOTS_LOG2;
 
 pub struct GramShards {
@@ -155,6 +165,12 @@ impl GramShards {
         }
     }
 
+    /// Records the wide grams of an entry version staged on `shard` (`index::IndexConfig::
+    /// each_wide_gram`).
+    pub fn insert_entry(&self, shard: usize, indexes: &IndexConfig, rules: &RuleTable, entry: &Entry) {
+        indexes.each_wide_gram(rules, entry, &mut |key| self.insert(shard, key));
+    }
+
     /// From now on the table prunes: call once it holds every posting of every shard.
     pub fn enable(&self) {
         self.enabled.store(true, Ordering::Release);
@@ -174,10 +190,34 @@ impl GramShards {
         }
     }
 
-    /// Sets `shard`'s bit for every gram posting in `snapshot` (that shard's index), reading
-    /// one posting per distinct gram: the scan seeks past each gram's postings. Run at
-    /// start for every shard, then [`GramShards::enable`].
-    pub fn fill_from(&self, shard: usize, snapshot: &dyn KvSnapshot) -> ShardResult<()> {
+    /// Sets `shard`'s bits for every gram posting in `snapshot` (that shard's index), reading
+    /// one posting per distinct gram: the scan seeks past each gram's postings; then for the
+    /// wide grams of every entry, when some attribute has a substring index (one read of
+    /// every entry). Run at start for every shard, then [`GramShards::enable`]. An entry
+    /// that does not decode stops all pruning: its grams can't be known.
+    pub fn fill_from(
+        &self,
+        shard: usize,
+        snapshot: &dyn KvSnapshot,
+        indexes: &IndexConfig,
+        rules: &RuleTable,
+    ) -> ShardResult<()> {
+        self.fill_grams(shard, snapshot)?;
+        if !indexes.configured().iter().any(|(_, kind)| *kind == crate::index::IndexKind::Substring) {
+            return Ok(());
+        }
+        snapshot.scan_prefix(&[Table::Entries as u8], &mut |_, value| {
+            match EntryRecord::decode(value) {
+                Ok(record) => self.insert_entry(shard, indexes, rules, &record.entry),
+                Err(_) => self.overflowed.store(true, Ordering::Release),
+            }
+            true
+        })?;
+        Ok(())
+    }
+
+    /// The index's 3-byte grams of [`GramShards::fill_from`].
+    fn fill_grams(&self, shard: usize, snapshot: &dyn KvSnapshot) -> ShardResult<()> {
         let table = [Table::Sub as u8];
         let mut from = table.to_vec();
         loop {
@@ -307,7 +347,7 @@ mod tests {
         }
         engine.commit(&batch).unwrap();
         let t = GramShards::new(4);
-        t.fill_from(2, engine.snapshot().unwrap().as_ref()).unwrap();
+        t.fill_grams(2, engine.snapshot().unwrap().as_ref()).unwrap();
         t.enable();
         for gram in [b"abc", b"abd", b"xyz"] {
             assert_eq!(shards_for(&t, &[gram]), vec![2]);
@@ -337,16 +377,32 @@ mod tests {
         use crate::rules::RuleTable;
         use crate::storage::EngineKind;
 
-        /// Every gram key of the shard's committed substring postings is in `t` for shard 0.
+        /// Every gram key of the shard's committed substring postings, and every wide gram
+        /// of its committed entries, is in `t` for shard 0.
         fn assert_covers(t: &GramShards, core: &ShardCore, when: &str) -> usize {
+            let has = |key: &[u8]| {
+                let mut mask = ShardMask::all(2);
+                t.restrict(key, &mut mask);
+                mask.contains(0)
+            };
             let mut postings = 0;
-            core.snapshot()
+            let snapshot = core.snapshot();
+            snapshot
                 .scan_prefix(&[Table::Sub as u8], &mut |key, _| {
-                    let gram = gram_key(key).expect("a posting");
-                    let mut mask = ShardMask::all(2);
-                    t.restrict(gram, &mut mask);
-                    assert!(mask.contains(0), "{when}: {key:?} missing");
+                    assert!(has(gram_key(key).expect("a posting")), "{when}: {key:?} missing");
                     postings += 1;
+                    true
+                })
+                .unwrap();
+            snapshot
+                .scan_prefix(&[Table::Entries as u8], &mut |_, value| {
+                    let record = EntryRecord::decode(value).unwrap();
+                    let mut wide = 0;
+                    core.info.indexes.each_wide_gram(&core.info.rules, &record.entry, &mut |key| {
+                        assert!(has(key), "{when}: wide {key:?} missing");
+                        wide += 1;
+                    });
+                    assert!(wide > 0, "{when}: an entry without wide grams");
                     true
                 })
                 .unwrap();
@@ -432,9 +488,19 @@ mod tests {
             let mut mask = ShardMask::all(2);
             table.restrict(&keys::sub_prefix("cn", b"zzz"), &mut mask);
             assert!(mask.is_empty());
+            // A wide gram only a modify brought in, and one no entry had.
+            let mut key = Vec::new();
+            crate::index::wide_key_into(&mut key, "sn", b"zzy3");
+            let mut mask = ShardMask::all(2);
+            table.restrict(&key, &mut mask);
+            assert!(mask.contains(0));
+            crate::index::wide_key_into(&mut key, "sn", b"zzy4");
+            let mut mask = ShardMask::all(2);
+            table.restrict(&key, &mut mask);
+            assert!(mask.is_empty());
             // As at a restart: a new table filled from the file.
             let refilled = GramShards::new(2);
-            refilled.fill_from(0, core.snapshot().as_ref()).unwrap();
+            refilled.fill_from(0, core.snapshot().as_ref(), &core.info.indexes, &core.info.rules).unwrap();
             refilled.enable();
             let postings = assert_covers(&refilled, &core, "after the refill");
             assert!(postings > 300, "{postings} postings");

@@ -199,7 +199,7 @@ impl Store {
     pub fn fill_blooms(&self) -> anyhow::Result<()> {
         for (index, engine) in self.engines.iter().enumerate() {
             self.grams
-                .fill_from(index, engine.snapshot()?.as_ref())
+                .fill_from(index, engine.snapshot()?.as_ref(), &self.indexes, &self.rules)
                 .with_context(|| format!("shard {index}"))?;
         }
         self.grams.enable();
