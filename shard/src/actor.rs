@@ -544,6 +544,7 @@ mod tests {
             schema,
             rules,
             bloom: Default::default(),
+            grams: Default::default(),
         }
     }
 

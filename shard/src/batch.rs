@@ -397,6 +397,7 @@ impl Stager {
         }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
+        let touched_first = batch.touched.len();
         if let Some(next) = fx.next_seq {
             batch.mutations.push(layout::next_seq(next));
         }
@@ -433,6 +434,12 @@ impl Stager {
             // Staged, so possibly not committed yet: the filter may only err towards "maybe".
             if let Some(prefix) = eqkey::bloom_key(&put.key) {
                 core.info.bloom.insert(prefix);
+            }
+            core.info.grams.insert_posting(core.info.index, &put.key);
+        }
+        for (_, record) in batch.touched.iter().skip(touched_first) {
+            if let Some(record) = record {
+                core.info.grams.insert_entry(core.info.index, indexes, rules, &record.entry);
             }
         }
     }

@@ -15,8 +15,9 @@ use ferrodir_proto::filter::{Filter, Substring};
 
 use crate::eqkey::{self, Lookup};
 use crate::error::ShardResult;
+use crate::gramsummary::{GramShards, ShardMask};
 use crate::id::EntryId;
-use crate::index::{assertion_grams, ordering_key, IndexConfig, IndexKind};
+use crate::index::{assertion_grams, assertion_wide_keys, ordering_key, IndexConfig, IndexKind};
 use crate::keys;
 use crate::rights::TypeSet;
 use crate::rules::{AttrRules, RuleTable};
@@ -34,8 +35,9 @@ pub enum Plan {
     Postings(Vec<u8>),
     /// Nothing can match (an equality on an unknown object class).
     Empty,
-    /// Substring grams of one attribute.
-    Grams { canonical: String, grams: Vec<Vec<u8>> },
+    /// Substring grams of one attribute; `wide`: the gram table's keys of the assertion's
+    /// 4-byte grams (`index::assertion_wide_keys`), which only prune shards.
+    Grams { canonical: String, grams: Vec<Vec<u8>>, wide: Vec<Vec<u8>> },
     /// An ordering range over one attribute.
     Range { prefix: Vec<u8>, bound: Vec<u8>, greater: bool },
     /// The intersection of the parts that are indexed (at least one).
@@ -95,7 +97,8 @@ impl<'a> Planner<'a> {
                     }
                 }
                 let grams = assertion_grams(attr, initial, &any, final_);
-                (!grams.is_empty()).then(|| Plan::Grams { canonical: attr.canonical.clone(), grams })
+                let wide = assertion_wide_keys(attr, initial, &any, final_);
+                (!grams.is_empty()).then(|| Plan::Grams { canonical: attr.canonical.clone(), grams, wide })
             }
             Filter::GreaterOrEqual(ava) | Filter::LessOrEqual(ava) => {
                 let attr = self.usable(&ava.attribute_desc, IndexKind::Ordering)?;
@@ -129,6 +132,44 @@ impl Plan {
             _ => None,
         }
     }
+
+    /// The shards that may hold a match by the substring grams the plan requires, from the
+    /// server's gram table (`gramsummary`): a shard lacking one gram of an assertion every
+    /// match must satisfy holds no match, as reading that gram's postings there would find
+    /// none; likewise for its 4-byte grams, which every matching value has and whose bits
+    /// the shard set when it staged the entry. None: the plan requires no gram (or an OR has
+    /// a part that doesn't), so every shard may hold matches.
+    pub fn gram_shards(&self, table: &GramShards, shards: usize) -> Option<ShardMask> {
+        match self {
+            Plan::Grams { canonical, grams, wide } => {
+                let mut mask = ShardMask::all(shards);
+                for gram in grams {
+                    table.restrict(&keys::sub_prefix(canonical, gram), &mut mask);
+                }
+                for key in wide {
+                    table.restrict(key, &mut mask);
+                }
+                Some(mask)
+            }
+            // Every part is required: any part's gram prunes.
+            Plan::And(parts) => {
+                parts.iter().filter_map(|part| part.gram_shards(table, shards)).reduce(|mut a, b| {
+                    a.and(&b);
+                    a
+                })
+            }
+            // A match satisfies some part: only when every part prunes does the union.
+            Plan::Or(parts) => {
+                let masks =
+                    parts.iter().map(|part| part.gram_shards(table, shards)).collect::<Option<Vec<_>>>()?;
+                masks.into_iter().reduce(|mut a, b| {
+                    a.or(&b);
+                    a
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A substring gram with more postings than this is too common to narrow a search.
@@ -153,7 +194,7 @@ pub fn read_plan(
         Plan::Empty => Ok(Some(BTreeSet::new())),
         Plan::Ids(ids) => Ok((ids.len() <= cap).then(|| ids.iter().copied().collect())),
         Plan::Equality(prefix) | Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
-        Plan::Grams { canonical, grams } => {
+        Plan::Grams { canonical, grams, .. } => {
             // Common grams ("use" of "user 123") match nearly everything: reading their
             // postings costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with
             // more than GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to

@@ -37,6 +37,9 @@ pub struct ShardInfo {
     pub rules: Arc<RuleTable>,
     /// This shard's equality-key Bloom filter, read by every worker.
     pub bloom: Arc<EqBloom>,
+    /// Which shards may hold each substring gram: one table that every shard writes its
+    /// own bit in and every worker reads (`gramsummary`).
+    pub grams: Arc<crate::gramsummary::GramShards>,
 }
 
 pub struct ShardCore {
@@ -398,7 +401,16 @@ mod tests {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
-        ShardInfo { index: 0, count: 1, entry_cache: None, indexes, schema, rules, bloom: Default::default() }
+        ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache: None,
+            indexes,
+            schema,
+            rules,
+            bloom: Default::default(),
+            grams: Default::default(),
+        }
     }
 
     fn key(i: u32) -> Vec<u8> {

@@ -194,8 +194,45 @@ impl IndexConfig {
     }
 }
 
+impl IndexConfig {
+    /// The wide-gram keys of `entry` (`gramsummary`: 4-byte windows of each substring-indexed
+    /// value, anchored like the index's grams), each handed to `visit`, possibly repeated.
+    /// They are in no index, only in the server's gram table, where they prune shards more
+    /// sharply than the index's 3-byte grams do.
+    pub fn each_wide_gram(&self, rules: &RuleTable, entry: &Entry, visit: &mut dyn FnMut(&[u8])) {
+        let mut key = Vec::with_capacity(32);
+        for attr in &entry.attrs {
+            let Some(attr_rules) = rules.get(&attr.name) else { continue };
+            if !self.by_attr.get(&attr_rules.canonical).is_some_and(|k| k.substring) {
+                continue;
+            }
+            for value in &attr.values {
+                if let Some(form) = substring_form(attr_rules, value) {
+                    for gram in anchored(&form).windows(WIDE_GRAM_BYTES) {
+                        wide_key_into(&mut key, &attr_rules.canonical, gram);
+                        visit(&key);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Bytes of a substring gram.
 pub const GRAM_BYTES: usize = 3;
+/// Bytes of a wide gram: kept only in the gram table (`gramsummary`), never in the index.
+pub const WIDE_GRAM_BYTES: usize = 4;
+/// The first byte of a wide-gram key; no table of the store starts with it.
+const WIDE_MARK: u8 = b'w';
+
+/// The gram table's key of a wide gram of `attr_lower` (into `key`, cleared first).
+pub fn wide_key_into(key: &mut Vec<u8>, attr_lower: &str, gram: &[u8]) {
+    key.clear();
+    key.push(WIDE_MARK);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key.extend_from_slice(gram);
+}
 const INITIAL_MARK: u8 = 0x01;
 const FINAL_MARK: u8 = 0x02;
 
@@ -236,6 +273,34 @@ pub fn assertion_grams(
     any: &[&[u8]],
     final_: Option<&[u8]>,
 ) -> Vec<Vec<u8>> {
+    assertion_windows(rules, initial, any, final_, GRAM_BYTES)
+}
+
+/// The wide-gram keys (`wide_key_into`) a substring assertion requires: the 4-byte windows of
+/// its pieces, anchored as [`assertion_grams`] anchors them, for the gram table.
+pub fn assertion_wide_keys(
+    rules: &AttrRules,
+    initial: Option<&[u8]>,
+    any: &[&[u8]],
+    final_: Option<&[u8]>,
+) -> Vec<Vec<u8>> {
+    let mut key = Vec::new();
+    assertion_windows(rules, initial, any, final_, WIDE_GRAM_BYTES)
+        .into_iter()
+        .map(|gram| {
+            wide_key_into(&mut key, &rules.canonical, &gram);
+            key.clone()
+        })
+        .collect()
+}
+
+fn assertion_windows(
+    rules: &AttrRules,
+    initial: Option<&[u8]>,
+    any: &[&[u8]],
+    final_: Option<&[u8]>,
+    width: usize,
+) -> Vec<Vec<u8>> {
     let mut pieces = Vec::new();
     if let Some(piece) = initial.and_then(|p| substring_form(rules, p)) {
         let mut anchored = vec![INITIAL_MARK];
@@ -252,7 +317,7 @@ pub fn assertion_grams(
     // In piece order (the search tries the last, usually rarest, grams first), no repeats.
     let mut out: Vec<Vec<u8>> = Vec::new();
     for piece in &pieces {
-        for gram in grams(piece) {
+        for gram in piece.windows(width) {
             if !out.iter().any(|g| g.as_slice() == gram) {
                 out.push(gram.to_vec());
             }
@@ -356,6 +421,39 @@ mod tests {
         for gram in &wanted {
             assert!(keys.contains(&keys::sub("cn", gram, EntryId(5))), "{gram:?}");
         }
+    }
+
+    /// Every wide key an assertion requires is among the entry's when the entry matches.
+    #[test]
+    fn an_entry_has_every_wide_key_its_matching_assertions_need() {
+        let rules = rules();
+        let config = IndexConfig::from_directives(&["cn sub", "sn eq"], &rules).unwrap();
+        let entry = Entry::new(vec![
+            Attribute::new("commonName", vec![b"Babs  Jensen".to_vec(), b"user 1234".to_vec()]),
+            Attribute::new("sn", vec![b"Jensen".to_vec()]),
+        ]);
+        let mut keys = BTreeSet::new();
+        config.each_wide_gram(&rules, &entry, &mut |k| {
+            keys.insert(k.to_vec());
+        });
+        let cn = rules.get("cn").unwrap();
+        for (initial, any, final_) in [
+            (Some(b"babs j".as_slice()), vec![], None),
+            (Some(b"USER 12".as_slice()), vec![], None),
+            (None, vec![b"ser 1".as_slice()], Some(b"234".as_slice())),
+            (None, vec![b"ensen".as_slice()], None),
+        ] {
+            let wanted = assertion_wide_keys(cn, initial, &any, final_);
+            assert!(!wanted.is_empty());
+            for key in wanted {
+                assert!(keys.contains(&key), "{key:?}");
+            }
+        }
+        // sn has no substring index: no wide keys for it; a piece of 3 bytes has none.
+        assert!(keys.iter().all(|k| k.starts_with(b"wcn\0")));
+        assert_eq!(assertion_wide_keys(cn, Some(b"abc"), &[], None).len(), 1);
+        assert!(assertion_wide_keys(cn, Some(b"ab"), &[], None).is_empty());
+        assert!(assertion_wide_keys(cn, None, &[b"abc".as_slice()], None).is_empty());
     }
 
     #[test]

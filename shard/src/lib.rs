@@ -8,6 +8,8 @@
 //!   [`layout`]: the keys storing or changing an entry writes (staging and import alike).
 //! - [`index`]: per-attribute index configuration and the keys an entry contributes.
 //! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.
+//! - [`gramsummary`]: which shards may hold a substring gram, to skip shards on substring
+//!   searches.
 //! - [`eqkey`]: the equality-key rule that index keys, lookups and Bloom filters share.
 //! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
 //! - [`rights`]: what a requester may see of an entry, as the router decided it (the
@@ -58,6 +60,7 @@ pub mod eqkey;
 pub mod error;
 pub mod eval;
 pub mod fatal;
+pub mod gramsummary;
 pub mod id;
 pub mod index;
 pub mod keys;

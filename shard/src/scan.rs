@@ -429,7 +429,16 @@ mod tests {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
-        ShardInfo { index: 0, count: 1, entry_cache: None, indexes, schema, rules, bloom: Default::default() }
+        ShardInfo {
+            index: 0,
+            count: 1,
+            entry_cache: None,
+            indexes,
+            schema,
+            rules,
+            bloom: Default::default(),
+            grams: Default::default(),
+        }
     }
 
     fn person(i: usize) -> Write {

@@ -405,25 +405,47 @@ pub fn inline_search(
     scope: Scope,
     plan: Option<&Plan>,
 ) -> ShardResult<Option<Vec<Bytes>>> {
-    let Some(plan) = plan else { return Ok(None) };
+    let mut out = Vec::new();
+    let answered = inline_search_into(core, query, scope, plan, &InlinePrep::default(), &mut out)?;
+    Ok(answered.then_some(out))
+}
+
+/// What an inline search works out from the filter and the selection alone, once for all
+/// the shards it asks (a subtree search asks every shard), and only once a shard has a
+/// candidate to judge: a shard with none costs its index read and nothing more.
+#[derive(Default)]
+pub struct InlinePrep {
+    needs: OnceCell<(bool, bool)>,
+    names: OnceCell<Option<Vec<String>>>,
+}
+
+/// [`inline_search`], appending the matches to `out`, with `prep` shared by the shards of
+/// one search. False: too big (or unindexed) for this thread; nothing was appended.
+pub fn inline_search_into(
+    core: &ShardCore,
+    query: &Query,
+    scope: Scope,
+    plan: Option<&Plan>,
+    prep: &InlinePrep,
+    out: &mut Vec<Bytes>,
+) -> ShardResult<bool> {
+    let Some(plan) = plan else { return Ok(false) };
     let snapshot = core.snapshot();
     let Some(ids) = read_plan(plan, snapshot.as_ref(), INLINE_CANDIDATES_MAX, &|| false)? else {
-        return Ok(None);
+        return Ok(false);
     };
     let rules = &core.info.rules;
-    let needs = filter_needs(rules, query.filter);
-    let names = OnceCell::new();
-    let mut out = Vec::new();
     for id in ids.into_iter().filter(|id| id.shard() == core.info.index) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
+        let needs = *prep.needs.get_or_init(|| filter_needs(rules, query.filter));
         if let Some(seen) =
-            judge(rules, query, scope, needs, id, &*for_filter(rules, query, &cached, &names)?)
+            judge(rules, query, scope, needs, id, &*for_filter(rules, query, &cached, &prep.names)?)
         {
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
     crate::memberof::check(query.attrs.memberof.as_ref())?;
-    Ok(Some(out))
+    Ok(true)
 }
 
 /// [`inline_search`] for one page of a paged search: the plan's candidates are already in

@@ -7,6 +7,7 @@ mod backup;
 mod cache;
 mod cli;
 mod concurrency;
+mod fanout;
 mod faults;
 mod footprint;
 mod harness;

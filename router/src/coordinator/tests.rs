@@ -64,6 +64,7 @@ fn info(index: usize) -> ShardInfo {
         schema,
         rules,
         bloom: Default::default(),
+        grams: Default::default(),
     }
 }
 

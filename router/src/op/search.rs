@@ -18,7 +18,8 @@ use ferrodir_proto::ResultCode;
 use ferrodir_shard::candidates::{Plan, Planner};
 use ferrodir_shard::eval;
 use ferrodir_shard::search::{
-    base_entry, base_record, inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask,
+    base_entry, base_record, inline_search_into, AttrSelection, InlinePrep, Query, Scope, SearchChunk,
+    SearchTask, CHUNK_ENTRIES_MAX,
 };
 use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
@@ -199,22 +200,29 @@ async fn run(
         return paged::page(ctx, &search, position, paging).await;
     }
     // Shards whose part is small enough are answered right here; the rest go to the pool.
+    // Their matches go out together, a chunk at a time, not one send per shard.
     let mut sent: u64 = 0;
     let mut pooled = Vec::with_capacity(shards.len());
+    let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+    let prep = InlinePrep::default();
+    let mut matched = Vec::new();
     for shard in shards {
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
         let inline = match ctx.worker.readable(shard)? {
-            Some(view) => inline_search(view, &query, scope, plan.as_ref())?,
-            None => None,
+            Some(view) => inline_search_into(view, &query, scope, plan.as_ref(), &prep, &mut matched)?,
+            None => false,
         };
-        match inline {
-            Some(pdus) => {
-                if let Some(done) = forward(ctx, pdus, &mut sent, size_limit).await {
-                    return Ok(done);
-                }
-            }
-            None => pooled.push(shard),
+        if !inline {
+            pooled.push(shard);
         }
+        let over_limit = size_limit.is_some_and(|max| sent + matched.len() as u64 > u64::from(max));
+        if matched.len() >= CHUNK_ENTRIES_MAX || over_limit {
+            if let Some(done) = forward(ctx, std::mem::take(&mut matched), &mut sent, size_limit).await {
+                return Ok(done);
+            }
+        }
+    }
+    if let Some(done) = forward(ctx, matched, &mut sent, size_limit).await {
+        return Ok(done);
     }
     if pooled.is_empty() {
         return Ok(LdapResult::success());
@@ -264,6 +272,12 @@ pub(crate) fn plan_shards(
         }
         None => (0..ctx.worker.shard_count()).collect(),
     };
+    if let Some(mask) =
+        plan.as_ref().and_then(|p| p.gram_shards(&ctx.worker.local.info.grams, ctx.worker.shard_count()))
+    {
+        // Only the shards that may hold every gram a match needs (`shard::gramsummary`).
+        shards.retain(|s| mask.contains(*s));
+    }
     crate::op::memberof::prune_shards(plan.as_ref(), &mut shards);
     Ok((plan, shards))
 }

@@ -11,6 +11,7 @@ use ferrodir_shard::core::{ShardCore, ShardInfo};
 use ferrodir_proto::schema::Schema;
 use ferrodir_shard::bloom::EqBloom;
 use ferrodir_shard::entrycache::EntryCache;
+use ferrodir_shard::gramsummary::GramShards;
 use ferrodir_shard::index::IndexConfig;
 use ferrodir_shard::rules::RuleTable;
 
@@ -32,6 +33,9 @@ pub struct Store {
     pub rules: Arc<RuleTable>,
     /// Per shard: the equality-key Bloom filter, rebuilt from the index at every open.
     pub blooms: Vec<Arc<EqBloom>>,
+    /// Which shards may hold each substring gram, for all shards (`gramsummary`); filled
+    /// with the Bloom filters.
+    pub grams: Arc<GramShards>,
     /// Per shard: its entry cache, shared by its owner and every replica (`shard::entrycache`);
     /// sized by `[limits] cache_bytes` when serving, empty for tools.
     pub entry_caches: Vec<Arc<EntryCache>>,
@@ -130,6 +134,7 @@ impl Store {
         indexes.set_searchable(ready);
         // Filled by `fill_blooms` when the server starts, after any initial load.
         let blooms = engines.iter().map(|_| Arc::new(EqBloom::new())).collect();
+        let grams = Arc::new(GramShards::new(engines.len()));
         let per_shard = if serving { config.limits.entry_cache_bytes_per_shard(manifest.shards) } else { 0 };
         let entry_caches =
             engines.iter().map(|_| Arc::new(EntryCache::new(per_shard, rules.clone()))).collect();
@@ -140,6 +145,7 @@ impl Store {
             schema,
             rules,
             blooms,
+            grams,
             entry_caches,
             created,
             damaged,
@@ -155,6 +161,7 @@ impl Store {
             schema: self.schema.clone(),
             rules: self.rules.clone(),
             bloom: self.blooms[index].clone(),
+            grams: self.grams.clone(),
         }
     }
 
@@ -187,8 +194,15 @@ impl Store {
         Ok(settled)
     }
 
-    /// Fills every shard's Bloom filter from its equality postings; run once before serving.
+    /// Fills every shard's Bloom filter from its equality postings, and the gram table from
+    /// the substring postings (then lets it prune); run once before serving.
     pub fn fill_blooms(&self) -> anyhow::Result<()> {
+        for (index, engine) in self.engines.iter().enumerate() {
+            self.grams
+                .fill_from(index, engine.snapshot()?.as_ref(), &self.indexes, &self.rules)
+                .with_context(|| format!("shard {index}"))?;
+        }
+        self.grams.enable();
         for (engine, bloom) in self.engines.iter().zip(&self.blooms) {
             engine.snapshot()?.scan_prefix(&keys::table_prefix(Table::Eq), &mut |key, _| {
                 // The same key staging records (`eqkey::bloom_key`).
