@@ -152,7 +152,12 @@ impl GramShards {
         let (a, b) = slots(gram_key);
         for slot in [a, b] {
             if let Some(cell) = self.cells.get(slot * self.words + word) {
-                cell.fetch_or(bit, Ordering::Relaxed);
+                // Read first: once a gram's bit is set (nearly always, after the start's
+                // fill), staging leaves the line shared instead of taking it exclusive,
+                // so shards on other cores reading or writing nearby slots don't pay.
+                if cell.load(Ordering::Relaxed) & bit == 0 {
+                    cell.fetch_or(bit, Ordering::Relaxed);
+                }
             }
         }
     }
