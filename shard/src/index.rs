@@ -154,12 +154,52 @@ impl IndexConfig {
     /// gram that repeats in a value): `ferrodir import` hands them to its sort, which drops
     /// repeats, instead of allocating a set of vectors per entry.
     pub fn each_key(&self, rules: &RuleTable, id: EntryId, entry: &Entry, visit: &mut dyn FnMut(&[u8])) {
+        self.each_key_of(rules, id, entry, &|_| true, visit);
+    }
+
+    /// Whether canonical attribute `attr` has any index kind configured (its values make keys).
+    pub fn indexes_attr(&self, attr: &str) -> bool {
+        self.by_attr.contains_key(attr)
+    }
+
+    /// The keys of [`IndexConfig::keys_for`] that the attributes whose canonical name passes
+    /// `keep` contribute. A key names its attribute (`attr ‖ 0 ‖ …`), so the keys of one
+    /// attribute depend on its values alone: a modify that leaves an attribute's values as
+    /// they were leaves its keys as they were, and need not build them (`layout`).
+    pub fn keys_for_attrs(
+        &self,
+        rules: &RuleTable,
+        id: EntryId,
+        entry: &Entry,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> BTreeSet<Vec<u8>> {
+        let mut out = BTreeSet::new();
+        self.each_key_of(rules, id, entry, keep, &mut |key| {
+            if !out.contains(key) {
+                out.insert(key.to_vec());
+            }
+        });
+        out
+    }
+
+    /// [`IndexConfig::each_key`] over the attributes whose canonical name passes `keep`.
+    fn each_key_of(
+        &self,
+        rules: &RuleTable,
+        id: EntryId,
+        entry: &Entry,
+        keep: &dyn Fn(&str) -> bool,
+        visit: &mut dyn FnMut(&[u8]),
+    ) {
         let mut key = Vec::with_capacity(64);
         let id_bytes = id.to_be_bytes();
         for attr in &entry.attrs {
             let Some(attr_rules) = rules.get(&attr.name) else { continue };
             let name = &attr_rules.canonical;
             let Some(kinds) = self.by_attr.get(name).copied() else { continue };
+            if !keep(name) {
+                continue;
+            }
             if kinds.presence && !attr.values.is_empty() {
                 keys::pres_into(&mut key, name, id);
                 visit(&key);
