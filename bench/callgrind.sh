@@ -9,9 +9,14 @@
 #   BIN=$CARGO_TARGET_DIR/release bash bench/callgrind.sh --op base    # a base lookup
 #   BIN=... bash bench/callgrind.sh --op bind --count 2000 --out DIR   # a simple bind
 # Ops: base (ldap-search-load, base scope on one user entry, one connection), bind (ldclt
-# -e bindeach,bindonly: a connection, a bind as a user and an unbind each). BIN holds the
+# -e bindeach,bindonly: a connection, a bind as a user and an unbind each), modify (ldclt,
+# one thread, `attreplace=description` on random users as bench/run.sh's modify scenario)
+# and add (ldclt, one thread, `add,person` with fresh names as the add scenario): one
+# client waiting for each answer, so every write is a commit of its own. BIN holds the
 # release ferrodir and ldap-search-load (`cargo build --release -p ferrodir-server -p
-# ferrodir-bench`). Prints "<op>: <n> instructions per op". Stops what it starts.
+# ferrodir-bench`). Prints "<op>: <n> instructions per op", and for the writes also the
+# part inside the commit thread's redb transaction (`commit_batch`, inclusive) and inside
+# redb's commit (`WriteTransaction::commit`). Stops what it starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
@@ -55,6 +60,12 @@ run_op() {  # count
             --filter "(objectClass=*)" --expect-entries 1 --count-max "$1" --duration-s 86400 ;;
     bind) "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -e bindeach,bindonly \
             -D "$user_dn" -w "password$user" ;;
+    modify) "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -D "$ROOT_DN" -w "$ROOT_PW" \
+              -e "attreplace=description:XXXXXX,random" -b "ou=people,$SUFFIX" -f "uid=userXXXXX" \
+              -r 0 -R $((N - 1)) ;;
+    add) ADDED=$((${ADDED:-0} + 1000000))  # fresh names for each run (the warm-up's, the count's)
+         "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -D "$ROOT_DN" -w "$ROOT_PW" \
+           -e add,person,incr,noloop -b "ou=people,$SUFFIX" -f "cn=cgXXXXXXX" -r "$ADDED" -R 9999999 ;;
     *) echo "unknown op $OP" >&2; exit 2 ;;
   esac
 }
@@ -68,4 +79,12 @@ dump=$(ls -t "$OUT"/cg.out.* | head -1)
 stop_pid "$SERVER"
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 echo "$OP: $((total / COUNT)) instructions per op ($COUNT ops, $dump)"
+case $OP in
+  modify|add)
+    callgrind_annotate --inclusive=yes "$dump" 2>/dev/null > "$OUT/inclusive.txt" || true
+    for fn in 'storage::redb_engine::commit_batch' 'redb::transactions::WriteTransaction::commit '; do
+      n=$(awk -v fn="$fn" 'index($0, fn) {gsub(",", "", $1); print $1; exit}' "$OUT/inclusive.txt")
+      echo "  inside ${fn% }: $(( ${n:-0} / COUNT )) per op"
+    done ;;
+esac
 echo "client: $(tail -c 300 "$OUT/run.log")"
