@@ -71,7 +71,7 @@ pub fn entry_mutations(
             if changed.is_empty() {
                 Default::default()
             } else {
-                let keep = |attr: &str| changed.iter().any(|c| *c == attr);
+                let keep = |attr: &str| changed.contains(&attr);
                 (
                     indexes.keys_for_attrs(rules, id, &old.entry, &keep),
                     indexes.keys_for_attrs(rules, id, &new.entry, &keep),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::schema::Schema;
 use redb::backends::FileBackend;
-use redb::{BackendError, Database, ReadableDatabase, ReadableTable, StorageBackend, TableDefinition};
+use redb::{BackendError, Database, ReadableDatabase, StorageBackend, TableDefinition};
 
 use super::redb_engine::commit_batch;
 use super::Mutation;
