@@ -15,8 +15,8 @@
 # client waiting for each answer, so every write is a commit of its own. BIN holds the
 # release ferrodir and ldap-search-load (`cargo build --release -p ferrodir-server -p
 # ferrodir-bench`). Prints "<op>: <n> instructions per op", and for the writes also the
-# part inside the commit thread's redb transaction (`commit_batch`, inclusive) and inside
-# redb's commit (`WriteTransaction::commit`). Stops what it starts.
+# parts (inclusive) inside the engine's commit, redb's commit, the shard's staging of the
+# write and `layout::entry_mutations`. Stops what it starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
@@ -81,10 +81,13 @@ total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(","
 echo "$OP: $((total / COUNT)) instructions per op ($COUNT ops, $dump)"
 case $OP in
   modify|add)
-    callgrind_annotate --inclusive=yes "$dump" 2>/dev/null > "$OUT/inclusive.txt" || true
-    for fn in 'storage::redb_engine::commit_batch' 'redb::transactions::WriteTransaction::commit '; do
+    callgrind_annotate --auto=no --inclusive=yes "$dump" 2>/dev/null > "$OUT/inclusive.txt" || true
+    for fn in 'redb_engine::RedbEngine as ferrodir_shard::storage::KvEngine>::commit [' \
+              'redb::transactions::WriteTransaction::commit_with [' \
+              'ShardActor as actix::handler::Handler<ferrodir_shard::actor::Write>>::handle [' \
+              'ferrodir_shard::layout::entry_mutations ['; do
       n=$(awk -v fn="$fn" 'index($0, fn) {gsub(",", "", $1); print $1; exit}' "$OUT/inclusive.txt")
-      echo "  inside ${fn% }: $(( ${n:-0} / COUNT )) per op"
+      echo "  inside ${fn% [}: $(( ${n:-0} / COUNT )) per op"
     done ;;
 esac
 echo "client: $(tail -c 300 "$OUT/run.log")"
