@@ -14,10 +14,15 @@
 # sub10 (ldclt, one thread, the random filters of bench/run.sh's scenarios of those names:
 # `(uid=userNNNNN)` and `(cn=user DDD*)` from the suffix, about 11 entries; --warmup
 # operations first, 300 by default: 3000 sub10 searches bring most candidates into the
-# entry cache, so that the count is not of first reads). BIN holds the
+# entry cache, so that the count is not of first reads), modify (ldclt, one thread,
+# `attreplace=description` on random users as bench/run.sh's modify scenario) and add
+# (ldclt, one thread, `add,person` with fresh names as the add scenario): one client
+# waiting for each answer, so every write is a commit of its own. BIN holds the
 # release ferrodir and ldap-search-load (`cargo build --release -p ferrodir-server -p
-# ferrodir-bench`). Prints "<op>: <n> instructions per op"; OUT/annotate.txt holds the
-# inclusive costs per function (`callgrind_annotate --inclusive=yes`). Stops what it starts.
+# ferrodir-bench`). Prints "<op>: <n> instructions per op", and for the writes also the
+# parts (inclusive) inside the engine's commit, redb's commit, the shard's staging of the
+# write and `layout::entry_mutations`; OUT/annotate.txt holds the inclusive costs per
+# function (`callgrind_annotate --inclusive=yes`). Stops what it starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
@@ -71,6 +76,12 @@ run_op() {  # count
               -f "uid=user$mask" -r 0 -R $((N - 1)) ;;
     sub10) "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -e esearch,random -s subtree -b "$SUFFIX" \
              -f "cn=user $(printf 'X%.0s' $(seq "$digits"))*" -r "$sub_low" -R "$sub_high" ;;
+    modify) "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -D "$ROOT_DN" -w "$ROOT_PW" \
+              -e "attreplace=description:XXXXXX,random" -b "ou=people,$SUFFIX" -f "uid=userXXXXX" \
+              -r 0 -R $((N - 1)) ;;
+    add) ADDED=$((${ADDED:-0} + 1000000))  # fresh names for each run (the warm-up's, the count's)
+         "$LDCLT" -h 127.0.0.1 -p "$PORT" -n 1 -T "$1" -D "$ROOT_DN" -w "$ROOT_PW" \
+           -e add,person,incr,noloop -b "ou=people,$SUFFIX" -f "cn=cgXXXXXXX" -r "$ADDED" -R 9999999 ;;
     *) echo "unknown op $OP" >&2; exit 2 ;;
   esac
 }
@@ -85,4 +96,15 @@ stop_pid "$SERVER"
 total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
 callgrind_annotate --inclusive=yes --threshold=99.5 "$dump" >"$OUT/annotate.txt" 2>/dev/null || true
 echo "$OP: $((total / COUNT)) instructions per op ($SHARDS shards, $COUNT ops, $dump)"
+case $OP in
+  modify|add)
+    callgrind_annotate --auto=no --inclusive=yes "$dump" 2>/dev/null > "$OUT/inclusive.txt" || true
+    for fn in 'redb_engine::RedbEngine as ferrodir_shard::storage::KvEngine>::commit [' \
+              'redb::transactions::WriteTransaction::commit_with [' \
+              'ShardActor as actix::handler::Handler<ferrodir_shard::actor::Write>>::handle [' \
+              'ferrodir_shard::layout::entry_mutations ['; do
+      n=$(awk -v fn="$fn" 'index($0, fn) {gsub(",", "", $1); print $1; exit}' "$OUT/inclusive.txt")
+      echo "  inside ${fn% [}: $(( ${n:-0} / COUNT )) per op"
+    done ;;
+esac
 echo "client: $(tail -c 300 "$OUT/run.log")"

@@ -11,6 +11,8 @@
 //! ([`OpenError::Damaged`]); `frozen` is how a redb shard keeps serving reads after a failed
 //! commit.
 
+#[cfg(test)]
+mod commit_pages;
 mod compact;
 mod frozen;
 mod overlay;

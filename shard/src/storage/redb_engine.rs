@@ -198,7 +198,7 @@ impl KvEngine for RedbEngine {
 }
 
 /// One atomic redb transaction holding every mutation of `batch`, synced before it returns.
-fn commit_batch(db: &Database, batch: &[Mutation]) -> StorageResult<()> {
+pub(super) fn commit_batch(db: &Database, batch: &[Mutation]) -> StorageResult<()> {
     let mut txn = db.begin_write().map_err(err)?;
     // Explicit, not a default: the acknowledgement waits for fdatasync.
     txn.set_durability(redb::Durability::Immediate).map_err(err)?;
