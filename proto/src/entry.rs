@@ -67,4 +67,71 @@ impl Entry {
         self.attrs.retain(|a| !a.name.eq_ignore_ascii_case(name));
         before != self.attrs.len()
     }
+
+    /// Which attributes a change left exactly as they were: of `self` (the entry after the
+    /// change) and of `old` (before it), a flag per attribute, set where the other entry
+    /// holds an attribute with the same description, spelled the same, and the same values
+    /// in the same order, each paired with at most one. A write checks and indexes only what
+    /// is not flagged (`Kept`). A change keeps the order of the attributes it does not touch
+    /// (a replaced one moves to the end), so the pairing walks both lists once, looking
+    /// further only past a removed attribute.
+    pub fn kept_from(&self, old: &Entry) -> Kept {
+        let mut kept = Kept { new: vec![false; self.attrs.len()], old: vec![false; old.attrs.len()] };
+        let mut cursor = 0;
+        for (i, attr) in self.attrs.iter().enumerate() {
+            let found = (cursor..old.attrs.len())
+                .chain(0..cursor.min(old.attrs.len()))
+                .find(|&j| !kept.old[j] && old.attrs[j] == *attr);
+            if let Some(j) = found {
+                kept.new[i] = true;
+                kept.old[j] = true;
+                cursor = j + 1;
+            }
+        }
+        kept
+    }
+}
+
+/// [`Entry::kept_from`]'s answer: `new[i]` for the changed entry's attribute `i`, `old[j]`
+/// for the earlier entry's attribute `j`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Kept {
+    pub new: Vec<bool>,
+    pub old: Vec<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(attrs: &[(&str, &[&str])]) -> Entry {
+        Entry::new(
+            attrs
+                .iter()
+                .map(|(name, values)| {
+                    Attribute::new(*name, values.iter().map(|v| v.as_bytes().to_vec()).collect())
+                })
+                .collect(),
+        )
+    }
+
+    /// A replace moves its attribute to the end and a removal shifts the rest: every
+    /// attribute left alone is still paired, and only the changed ones are not.
+    #[test]
+    fn kept_pairs_the_attributes_a_change_left_alone() {
+        let old =
+            entry(&[("objectClass", &["top", "person"]), ("cn", &["a"]), ("sn", &["x"]), ("l", &["p"])]);
+        let new =
+            entry(&[("objectClass", &["top", "person"]), ("sn", &["x"]), ("l", &["q"]), ("cn", &["a"])]);
+        let kept = new.kept_from(&old);
+        assert_eq!(kept.new, [true, true, false, true]);
+        assert_eq!(kept.old, [true, true, true, false]);
+        // Same values under another spelling, another order of values, or a second
+        // attribute equal to an already paired one: not kept.
+        let old = entry(&[("cn", &["a", "b"]), ("sn", &["x"])]);
+        let new = entry(&[("CN", &["a", "b"]), ("sn", &["x"]), ("sn", &["x"]), ("cn", &["b", "a"])]);
+        let kept = new.kept_from(&old);
+        assert_eq!(kept.new, [false, true, false, false]);
+        assert_eq!(kept.old, [false, true]);
+    }
 }
