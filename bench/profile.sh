@@ -7,10 +7,14 @@
 #   bash bench/profile.sh --scenario mixed --n 10000 --server slapd --out DIR
 # Scenarios: base, uid-eq, sub10, modify, add, mixed (8 search + 2 modify threads), null (the
 # do-nothing responder under the base load). Needs perf, ldclt, slapd; stops what it starts.
+# --bin PATH runs that ferrodir binary as it is (no build; the bench tools come from
+# CARGO_TARGET_DIR's release folder). --count counts instead of sampling: `perf stat`
+# (context switches, system calls) and each thread's CPU from /proc over the same window,
+# in OUT/<server>-<scenario>.txt. bench/ab.sh alternates two binaries with it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib/common.sh
-N=10000; SCENARIO=base; SERVER=ferrodir; SECONDS_RUN=12; OUT=""
+N=10000; SCENARIO=base; SERVER=ferrodir; SECONDS_RUN=12; OUT=""; BIN=""; COUNT=0
 while [ $# -gt 0 ]; do
   case $1 in
     --n) N=$2; shift ;;
@@ -18,7 +22,9 @@ while [ $# -gt 0 ]; do
     --server) SERVER=$2; shift ;;
     --seconds) SECONDS_RUN=$2; shift ;;
     --out) OUT=$2; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --bin) BIN=$2; shift ;;
+    --count) COUNT=1 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -28,9 +34,11 @@ mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 trap 'stop_all' EXIT
 trap 'exit 130' INT TERM
 PORT=${PORT:-13495}
-cargo build --release --bin ferrodir -p ferrodir-server -p ferrodir-bench >&2 2>"$OUT/build.log"
+if [ -z "$BIN" ]; then
+  cargo build --release --bin ferrodir -p ferrodir-server -p ferrodir-bench >&2 2>"$OUT/build.log"
+fi
 RELEASE_DIR=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/release  # CARGO_TARGET_DIR is honoured
-FERRODIR=$RELEASE_DIR/ferrodir; TOOLS_DIR=$RELEASE_DIR
+FERRODIR=${BIN:-$RELEASE_DIR/ferrodir}; TOOLS_DIR=$RELEASE_DIR
 
 data=$OUT/data-$N.ldif
 [ -s "$data" ] || python3 bench/gen-data.py "$N" > "$data"
@@ -67,15 +75,34 @@ if [ "$SCENARIO" = mixed ]; then
   ldclt_start "$OUT/ldclt-$SERVER-mixed-modify.out" 1 "$PORT" "$samples" 2 "${modify[@]}"
 fi
 sleep 2
+window=$((samples * 10 - 4))
+# Each thread's name and CPU ticks (user + system), to see which threads a change moved.
+threads() { local t; for t in /proc/"$pid"/task/*; do
+  echo "$(basename "$t") $(tr ' ' _ < "$t/comm") $(awk '{print $14 + $15}' "$t/stat")"; done; }
 before=$($UTIL cpu "$pid")
-perf record -F 1999 -g -p "$pid" -o "$OUT/$SERVER-$SCENARIO.perf" -- sleep $((samples * 10 - 4)) 2>"$OUT/perf-record.log"
+if [ $COUNT = 1 ]; then
+  threads > "$OUT/threads-before"
+  perf stat -e context-switches,raw_syscalls:sys_enter -p "$pid" -o "$OUT/$SERVER-$SCENARIO.stat" \
+    -- sleep "$window" 2>"$OUT/perf-record.log"
+  threads > "$OUT/threads-after"
+else
+  perf record -F 1999 -g -p "$pid" -o "$OUT/$SERVER-$SCENARIO.perf" -- sleep "$window" 2>"$OUT/perf-record.log"
+fi
 after=$($UTIL cpu "$pid")
 wait "$main_ldclt" || true; [ "$SCENARIO" = mixed ] && { wait "$LDCLT_PID" || true; }
 {
-  echo "# $SERVER, scenario $SCENARIO, N=$N: $(cpu_delta "$before" "$after")"
+  echo "# $SERVER, scenario $SCENARIO, N=$N: $(cpu_delta "$before" "$after") window_s=$window"
   for f in "$OUT"/ldclt-"$SERVER"-*.out; do echo "# $(basename "$f"): $($UTIL ldclt "$f" 2>/dev/null)"; done
-  perf report -i "$OUT/$SERVER-$SCENARIO.perf" --no-children --sort dso,symbol --percent-limit 0.7 --stdio -g none 2>/dev/null \
-    | grep -v '^$' | head -80
+  if [ $COUNT = 1 ]; then
+    grep -E 'context-switches|sys_enter|elapsed' "$OUT/$SERVER-$SCENARIO.stat" | sed 's/^ */# /'
+    # CPU share per thread name over the window (100 = one CPU); threads of one name summed.
+    join <(sort "$OUT/threads-before") <(sort "$OUT/threads-after") \
+      | awk -v w="$window" '{ d = $5 - $3; if (d > 0) c[$2] += d } END { for (k in c) printf "# cpu %s %.1f%%\n", k, c[k] / w }' \
+      | sort -t' ' -k4 -rn
+  else
+    perf report -i "$OUT/$SERVER-$SCENARIO.perf" --no-children --sort dso,symbol --percent-limit 0.7 --stdio -g none 2>/dev/null \
+      | grep -v '^$' | head -80
+  fi
 } > "$OUT/$SERVER-$SCENARIO.txt"
 rm -f "$OUT/$SERVER-$SCENARIO.perf"
 log "profile in $OUT/$SERVER-$SCENARIO.txt"

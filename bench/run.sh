@@ -19,7 +19,9 @@
 #                                           # pages of 1,000, a sorted search of 1,000
 #                                           # entries, (memberOf=<a 1,000-member group>)
 # Other options: --reps R (default 5), --samples S (10-s ldclt samples per run, default 1),
-# --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8, --no-install, --out DIR.
+# --shards K (default 2), --scenarios a,b,c, --matrix-threads 1,8,
+# --matrix-reps R (matrix repetitions, default 1; the matrix then gives medians),
+# --matrix-scenarios a,b (default base,uid-eq,same,rootdse), --no-install, --out DIR.
 # --compare-shards K (issue #14, item 7): a second ferrodir with K shards (e.g. 16) on the same
 # data, on the same one CPU, joins the base, uid-eq and sub10 runs; the report compares its
 # CPU per operation with the --shards one (target: at most 1.3x).
@@ -45,7 +47,7 @@ source bench/lib/common.sh
 
 ORIG_ARGS="$*"
 SIZES=10000; REPS=5; SAMPLES=1; SHARDS=2; QUICK=0; MATRIX=0; SMOKE=0; INSTALL=1
-SCENARIOS=""; OUT_DIR=""; MATRIX_THREADS=1,2,4,8,16,50; COMPARE_SHARDS=""
+SCENARIOS=""; OUT_DIR=""; MATRIX_THREADS=1,2,4,8,16,50; MATRIX_REPS=1; MATRIX_SCENARIOS=base,uid-eq,same,rootdse; COMPARE_SHARDS=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) QUICK=1 ;;
@@ -58,6 +60,8 @@ while [ $# -gt 0 ]; do
     --compare-shards) COMPARE_SHARDS=$2; shift ;;
     --scenarios) SCENARIOS=$2; shift ;;
     --matrix-threads) MATRIX_THREADS=$2; shift ;;
+    --matrix-reps) MATRIX_REPS=$2; shift ;;
+    --matrix-scenarios) MATRIX_SCENARIOS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-install) INSTALL=0 ;;
     -h|--help) sed -n '2,37p' bench/run.sh; exit 0 ;;
@@ -355,7 +359,7 @@ check_sub10() {
 
 # --- 5. the matrix: client threads x pinning, for information ---------------------------
 matrix() {
-  local n=$1 pinned threads sc server
+  local n=$1 pinned threads sc server rep
   for pinned in pinned unpinned; do
     local cpus=$CLIENT_CPU
     if [ $pinned = unpinned ]; then
@@ -365,9 +369,12 @@ matrix() {
       done
     fi
     for threads in ${MATRIX_THREADS//,/ }; do
-      for sc in base uid-eq same rootdse; do
+      for sc in ${MATRIX_SCENARIOS//,/ }; do
         scenario_def "$sc" "$n"
-        for server in ferrodir slapd null; do run_one "$n" "$sc" "$server" 1 "$threads" "$cpus" $pinned matrix; done
+        # Interleaved repetitions, as the main table's: drift hits every server alike.
+        for rep in $(seq 1 "$MATRIX_REPS"); do
+          for server in ferrodir slapd null; do run_one "$n" "$sc" "$server" "$rep" "$threads" "$cpus" $pinned matrix; done
+        done
       done
     done
   done

@@ -190,12 +190,17 @@ def server_table(size, lines):
 def matrix_table(size, lines):
     if not size["matrix"]:
         return {}
-    lines += ["", "Matrix (one run each):", "",
+    reps = max(sum(1 for r in runs if r["server"] == "ferrodir") for runs in size["matrix"].values()) or 1
+    title = "Matrix (one run each):" if reps == 1 else f"Matrix (medians of {reps} interleaved runs):"
+    lines += ["", title, "",
               "| scenario | client threads | pinning | ferrodir ops/s | slapd ops/s | ferrodir/slapd | null ops/s |",
               "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     out = []
     for (scenario, threads, pinned), runs in sorted(size["matrix"].items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
-        by = {r["server"]: summarize([r]) for r in runs}
+        per_server = defaultdict(list)
+        for r in runs:
+            per_server[r["server"]].append(r)
+        by = {server: summarize(rs) for server, rs in per_server.items()}
         out.append({"scenario": scenario, "threads": threads, "pinned": pinned, **by})
         lines.append(f"| {scenario} | {threads} | {pinned} | {cell_ops(by.get('ferrodir'))} | "
                      f"{cell_ops(by.get('slapd'))} | {ratio(by.get('ferrodir'), by.get('slapd'))} | "

@@ -20,6 +20,7 @@
 mod admin;
 mod config;
 mod data;
+mod directory;
 mod metrics;
 mod replication;
 mod serve;
@@ -187,7 +188,11 @@ fn main() -> anyhow::Result<()> {
             ferrodir_shard::stamp::set_server_id(config.server_id);
             let store = Store::open_serving(&config, &config.data_dir)?;
             if store.created && config.example_data {
-                let directory = runtime::directory_config(&config, &store, runtime::offline_hash_pool())?;
+                let directory = crate::directory::directory_config(
+                    &config,
+                    &store,
+                    crate::directory::offline_hash_pool(),
+                )?;
                 let report =
                     load::load_ldif(&store, &config.data_dir, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
                 tracing::info!(entries = report.entries, "new data directory: loaded the example entries");

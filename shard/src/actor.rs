@@ -54,6 +54,10 @@ pub struct ShardActor {
     /// every commit starts as soon as the last one is done.
     coalesce: Duration,
     coalescing: Option<Coalescing>,
+    /// Times `coalesce` to the microsecond (`alarm`); made on the actor's thread at its first
+    /// wait (None until then). Some(None) if the timerfd could not be made: then `run_later`,
+    /// which rounds the wait up to the next millisecond.
+    alarm: Option<Option<crate::alarm::Alarm>>,
 }
 
 struct DrainWaiter {
@@ -83,6 +87,7 @@ impl ShardActor {
             drain_waiters: Vec::new(),
             coalesce: Duration::ZERO,
             coalescing: None,
+            alarm: None,
         })
     }
 
@@ -94,7 +99,8 @@ impl ShardActor {
     /// staged as it answered plus those already waiting, lets one fsync carry both halves.
     /// Nothing is acknowledged before its fsync, so durability is unchanged: only fewer
     /// fsyncs per acknowledged write, for at most `wait` more latency. A writer that does
-    /// not come back costs nothing more: the wait ends with its timer.
+    /// not come back costs nothing more: the wait ends with its timer, a timerfd (`alarm`)
+    /// so that 250 µs means 250 µs and not tokio's next millisecond tick.
     pub fn with_commit_coalesce(mut self, wait: Duration) -> Self {
         self.coalesce = wait;
         self
@@ -109,12 +115,39 @@ impl ShardActor {
             self.start_commit(ctx);
             return;
         }
-        let timer = ctx.run_later(self.coalesce, |act, ctx| {
-            act.coalescing = None;
-            act.start_commit(ctx);
-            act.count_waiting();
-        });
+        let timer = match self.precise_wait() {
+            Some(rung) => ctx.spawn(fut::wrap_future::<_, Self>(rung).map(|_, act, ctx| act.waited(ctx))),
+            None => ctx.run_later(self.coalesce, |act, ctx| act.waited(ctx)),
+        };
         self.coalescing = Some(Coalescing { target, timer });
+    }
+
+    /// The coalescing wait ran out: commit whatever is staged.
+    fn waited(&mut self, ctx: &mut Context<Self>) {
+        self.coalescing = None;
+        self.start_commit(ctx);
+        self.count_waiting();
+    }
+
+    /// The alarm armed for `coalesce`, and what resolves when it rings; None when no timerfd
+    /// can be had (the caller falls back to tokio's millisecond timer). An alarm that fails
+    /// to ring (an I/O error on the timerfd) ends the wait too: a commit is never left
+    /// waiting for a timer.
+    fn precise_wait(&mut self) -> Option<impl std::future::Future<Output = ()> + 'static> {
+        let shard = self.core.info.index;
+        let alarm = self.alarm.get_or_insert_with(|| match crate::alarm::Alarm::new() {
+            Ok(alarm) => Some(alarm),
+            Err(e) => {
+                tracing::warn!(shard, error = %e, "no timerfd: group commit waits round up to a millisecond");
+                None
+            }
+        });
+        let alarm = alarm.as_ref()?;
+        alarm.set(self.coalesce).ok()?;
+        let rung = alarm.rung();
+        Some(async move {
+            let _ = rung.await;
+        })
     }
 
     /// A write was staged: start its commit unless a wait for more is on and not yet met.
@@ -125,6 +158,10 @@ impl ShardActor {
             }
             ctx.cancel_future(coalescing.timer);
             self.coalescing = None;
+            if let Some(Some(alarm)) = &self.alarm {
+                // Nobody waits for it now: do not wake the thread for it.
+                let _ = alarm.disarm();
+            }
         }
         self.start_commit(ctx);
     }

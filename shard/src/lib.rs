@@ -44,6 +44,7 @@
 )]
 
 pub mod actor;
+pub mod alarm;
 pub mod batch;
 pub mod bloom;
 pub mod candidates;

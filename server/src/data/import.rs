@@ -103,7 +103,7 @@ fn load_into(
     ferrodir_shard::stamp::set_server_id(config.server_id);
     // Offline: values are stored as the file holds them, never hashed.
     let directory =
-        crate::serve::runtime::directory_config(config, &store, crate::serve::runtime::offline_hash_pool())?;
+        crate::directory::directory_config(config, &store, crate::directory::offline_hash_pool())?;
     let mut report_skip = |problem: &str| eprintln!("skipped: {problem}");
     let options = LoadOptions {
         spill_dir: dir,

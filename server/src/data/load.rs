@@ -922,12 +922,9 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let (imported_dir, added_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let imported = Store::open(&config, imported_dir.path()).unwrap();
-        let directory = crate::serve::runtime::directory_config(
-            &config,
-            &imported,
-            crate::serve::runtime::offline_hash_pool(),
-        )
-        .unwrap();
+        let directory =
+            crate::directory::directory_config(&config, &imported, crate::directory::offline_hash_pool())
+                .unwrap();
         let report = load_ldif(&imported, imported_dir.path(), &directory, LDIF.as_bytes(), false).unwrap();
         assert_eq!(report.entries, 4);
         let added = Store::open(&config, added_dir.path()).unwrap();
@@ -950,12 +947,9 @@ member: UID=bjensen, OU=people, DC=example, DC=com
         let config = config();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&config, dir.path()).unwrap();
-        let directory = crate::serve::runtime::directory_config(
-            &config,
-            &store,
-            crate::serve::runtime::offline_hash_pool(),
-        )
-        .unwrap();
+        let directory =
+            crate::directory::directory_config(&config, &store, crate::directory::offline_hash_pool())
+                .unwrap();
         let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\nstructuralObjectClass: person\n";
         let error =
             load_ldif(&store, dir.path(), &directory, ldif.as_bytes(), false).unwrap_err().to_string();

@@ -8,7 +8,6 @@ pub mod accesslog;
 pub mod connection;
 pub mod monitor;
 pub mod priority;
-pub mod refint;
 pub mod runtime;
 pub mod search_pool;
 pub mod stream;

@@ -1,0 +1,152 @@
+//! What the router is given to serve with: its `DirectoryConfig`, built from the parsed
+//! config and the opened data directory. One place for the serving path (serve/runtime.rs)
+//! and the offline tools (data/import.rs, data/load.rs, main.rs) alike, so that neither
+//! reaches into the other.
+
+pub mod refint;
+
+use std::sync::Arc;
+
+use ferrodir_router::acl::{self, RuleText};
+use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
+use ferrodir_router::op::paged::cookie::CookieKey;
+use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
+
+use crate::config::Config;
+use crate::data::store::Store;
+
+/// For the offline paths (loading the example data, import): they store values as given
+/// and check none, so they need no threads.
+pub fn offline_hash_pool() -> Arc<HashPool> {
+    Arc::new(HashPool::offline())
+}
+
+pub fn directory_config(
+    config: &Config,
+    store: &Store,
+    hash_pool: Arc<HashPool>,
+) -> anyhow::Result<DirectoryConfig> {
+    // Every configured DN is normalised once, here, by the schema's rules.
+    let dn_rules = store.rules.dn();
+    let mut suffixes = Vec::new();
+    for text in &config.suffixes {
+        let dn = dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+        suffixes.push(Suffix::new(dn.dn, dn_rules));
+    }
+    let root_dn = if config.root_dn.is_empty() {
+        None
+    } else {
+        Some(dn_rules.parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
+    };
+    let access_rules = Arc::new(access_rules(config, store)?);
+    Ok(DirectoryConfig {
+        suffixes,
+        root_dn,
+        root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
+        passwords: PasswordConfig::new(
+            config.password_hash_on_write(),
+            StorageScheme::parse(&config.password_scheme)?,
+            hash_pool,
+        ),
+        access_rules,
+        require_tls_for_binds: config.require_tls_for_binds,
+        tls_offered: config.tls.is_some(),
+        authz_rules: config
+            .authz_regexp
+            .iter()
+            .map(|rule| {
+                ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
+                    .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
+            })
+            .collect::<anyhow::Result<_>>()?,
+        limits: config.limits.resolve(dn_rules)?,
+        search_chunks_in_flight: config.limits.search_chunks_in_flight,
+        sort: ferrodir_router::op::sort::SortLimits {
+            entries_max: config.limits.sort_entries_max,
+            keys_max: config.limits.sort_keys_max,
+            sessions_per_connection_max: config.limits.sort_sessions_per_connection_max,
+            session_idle: std::time::Duration::from_secs(config.limits.sort_session_idle_s),
+        },
+        vendor_version: env!("CARGO_PKG_VERSION").to_string(),
+        remote_reads: match config.remote_reads.as_str() {
+            "message" => RemoteReads::Message,
+            "snapshot" => RemoteReads::Snapshot,
+            other => anyhow::bail!("unknown remote_reads {other:?}: use \"message\" or \"snapshot\""),
+        },
+        schema: store.schema.clone(),
+        rules: store.rules.clone(),
+        blooms: store.blooms.clone(),
+        indexes: store.indexes.clone(),
+        monitor_readers: config
+            .monitor_readers
+            .iter()
+            .map(|text| {
+                dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?,
+        monitor: Arc::default(),
+        // The offline tools never page: a key for this run; `serve` reads the kept one.
+        paged: ferrodir_router::config::PagedConfig {
+            key: CookieKey::random(),
+            cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
+        },
+        refint: refint::resolve(config, store)?,
+        memberof: memberof_groups(config, store)?,
+        replicated: config
+            .replication
+            .iter()
+            .map(|r| {
+                Ok(ferrodir_router::config::ReplicatedArea {
+                    base: dn_rules
+                        .parse(&r.search_base)
+                        .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
+                    update_referral: r.update_referral.clone(),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?,
+    })
+}
+
+/// memberOf's source (router::op::memberof): every shard's engine. Its values come from
+/// the equality postings of member and uniqueMember, which `memberof` keeps configured
+/// (`Config::index_directives`); on a data directory that had neither, they stay
+/// incomplete until `ferrodir reindex` builds them, and the start says so.
+fn memberof_groups(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+    if !config.memberof {
+        return Ok(None);
+    }
+    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+            tracing::warn!(
+                attr = canonical,
+                "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
+            );
+        }
+    }
+    let options = ferrodir_shard::memberof::MemberOfOptions {
+        transitive: config.memberof_transitive,
+        chain_depth_max: config.memberof_chain_depth_max,
+        chain_entries_max: config.memberof_chain_entries_max,
+    };
+    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    Ok(Some(Arc::new(groups)))
+}
+
+/// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set
+/// `access` names. A rule that doesn't compile stops the server, naming the rule.
+fn access_rules(config: &Config, store: &Store) -> anyhow::Result<acl::RuleSet> {
+    let (texts, origin) = if config.access_rules.is_empty() {
+        let texts = acl::profile(&config.access).ok_or_else(|| {
+            anyhow::anyhow!("unknown access profile {:?}: use \"default\" or \"open-read\"", config.access)
+        })?;
+        (texts, config.access.clone())
+    } else {
+        let texts =
+            config.access_rules.iter().map(|r| RuleText { to: r.to.clone(), by: r.by.clone() }).collect();
+        (texts, "access_rules".to_string())
+    };
+    acl::compile(&texts, store.rules.clone(), &origin).map_err(|e| anyhow::anyhow!("[[access_rules]]: {e}"))
+}
