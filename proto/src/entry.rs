@@ -76,19 +76,23 @@ impl Entry {
     /// (a replaced one moves to the end), so the pairing walks both lists once, looking
     /// further only past a removed attribute.
     pub fn kept_from(&self, old: &Entry) -> Kept {
-        let mut kept = Kept { new: vec![false; self.attrs.len()], old: vec![false; old.attrs.len()] };
+        let mut new_flags = vec![false; self.attrs.len()];
+        let mut old_flags = vec![false; old.attrs.len()];
+        let len = old.attrs.len();
         let mut cursor = 0;
-        for (i, attr) in self.attrs.iter().enumerate() {
-            let found = (cursor..old.attrs.len())
-                .chain(0..cursor.min(old.attrs.len()))
-                .find(|&j| !kept.old[j] && old.attrs[j] == *attr);
+        for (attr, new_flag) in self.attrs.iter().zip(new_flags.iter_mut()) {
+            let found = (cursor..len)
+                .chain(0..cursor.min(len))
+                .find(|&j| old_flags.get(j) == Some(&false) && old.attrs.get(j) == Some(attr));
+            if let Some(flag) = found.and_then(|j| old_flags.get_mut(j)) {
+                *flag = true;
+                *new_flag = true;
+            }
             if let Some(j) = found {
-                kept.new[i] = true;
-                kept.old[j] = true;
                 cursor = j + 1;
             }
         }
-        kept
+        Kept { new: new_flags, old: old_flags }
     }
 }
 

@@ -521,16 +521,24 @@ fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
 
 /// Checks the entry against the schema and records its structural object class. `old`:
 /// the stored entry a change started from, whose attributes left as they were have their
-/// values' syntax checked no more (`check_changed_entry`); None checks everything.
+/// values' syntax checked no more (`check_changed_entry`), nor the modification stamps
+/// this shard just wrote (`stamp_modified`: no client may write them, the router refuses
+/// NO-USER-MODIFICATION types); None checks everything.
 fn check_schema(core: &ShardCore, record: &mut EntryRecord, old: Option<&Entry>) -> ShardResult<()> {
     let rdn = parsed_rdn(&record.rdn);
-    let kept = old.map(|old| record.entry.kept_from(old).new).unwrap_or_default();
+    let mut kept = old.map(|old| record.entry.kept_from(old).new).unwrap_or_default();
+    for (flag, attr) in kept.iter_mut().zip(&record.entry.attrs) {
+        *flag = *flag || MODIFY_STAMPS.iter().any(|stamp| attr.name.eq_ignore_ascii_case(stamp));
+    }
     let checked =
         check_changed_entry(&core.info.schema, &record.entry, &kept, rdn.as_ref(), core.info.rules.dn())
             .map_err(ShardError::Schema)?;
     set_structural_class(&mut record.entry, checked.structural_class);
     Ok(())
 }
+
+/// The attributes `stamp_modified` writes on every change of an entry.
+const MODIFY_STAMPS: [&str; 3] = ["entryCSN", "modifiersName", "modifyTimestamp"];
 
 /// RFC 4512 §2.4.2: an entry's structural object class can't change (slapd:
 /// objectClassModsProhibited). Checked before the rest of the schema, as slapd does: the
