@@ -194,7 +194,7 @@ impl IndexConfig {
         }
         let keys = |entry: &Entry| {
             let mut out = BTreeSet::new();
-            self.each_key_of(rules, id, entry, &|name| touched.iter().any(|t| *t == name), &mut |key| {
+            self.each_key_of(rules, id, entry, &|name| touched.contains(&name), &mut |key| {
                 if !out.contains(key) {
                     out.insert(key.to_vec());
                 }
