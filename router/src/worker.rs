@@ -7,8 +7,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use actix::prelude::SendError;
 use actix::Addr;
-use ferrodir_shard::actor::{Fetch, Lookup, ShardActor, Write};
+use ferrodir_shard::actor::{Fetch, Lookup, ShardActor, Stage};
 use ferrodir_shard::batch::{WriteOp, WriteOutcome};
 use ferrodir_shard::core::ShardCore;
 use ferrodir_shard::record::EntryRecord;
@@ -190,10 +191,22 @@ impl Worker {
 
     /// Like [`Worker::write`], answered with the shard's own error, for callers that decide
     /// what to do from it (a retry on a closed parent) rather than from an LDAP code.
+    ///
+    /// The write goes by `try_send` with its own reply channel (`actor::Stage`): the
+    /// mailbox stays bounded (when it is full this waits for room with `send`), and the
+    /// batch's reply reaches this operation directly.
     pub async fn write_to_shard(&self, shard: usize, op: WriteOp) -> ShardResult<WriteOutcome> {
         let addr =
             self.shards.get(shard).ok_or_else(|| ShardError::Unavailable(format!("no shard {shard}")))?;
-        addr.send(Write(op)).await.map_err(|e| ShardError::Unavailable(e.to_string()))?
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        match addr.try_send(Stage { op, reply }) {
+            Ok(()) => {}
+            Err(SendError::Full(stage)) => {
+                addr.send(stage).await.map_err(|e| ShardError::Unavailable(e.to_string()))?
+            }
+            Err(SendError::Closed(_)) => return Err(ShardError::Unavailable("shard stopped".into())),
+        }
+        answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
     }
 
     /// Starts one shard's part of a long search on the search pool.

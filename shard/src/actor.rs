@@ -355,17 +355,44 @@ impl Handler<Write> for ShardActor {
 
     fn handle(&mut self, msg: Write, ctx: &mut Context<Self>) -> Self::Result {
         let (reply, answer) = oneshot::channel();
+        self.stage_write(msg.0, reply, ctx);
+        Box::pin(async move {
+            answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
+        })
+    }
+}
+
+/// A [`Write`] whose answer goes to `reply`, once the batch holding it is durable, instead
+/// of back through the message: what the routers send (`Worker::write_to_shard`, by
+/// `try_send`, waiting for room with `send` only when the mailbox is full). A [`Write`]'s
+/// answer takes two steps (the batch's reply wakes the actor's boxed future, which then
+/// answers the message); this one takes one, and the actor's thread does not run again for
+/// it after the commit.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Stage {
+    pub op: WriteOp,
+    pub reply: crate::batch::Reply,
+}
+
+impl Handler<Stage> for ShardActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Stage, ctx: &mut Context<Self>) {
+        self.stage_write(msg.op, msg.reply, ctx);
+    }
+}
+
+impl ShardActor {
+    fn stage_write(&mut self, op: WriteOp, reply: crate::batch::Reply, ctx: &mut Context<Self>) {
         let shard = self.core.info.index;
         // A panic while staging leaves overlays, cache and Bloom bits half-updated.
         crate::fatal::abort_on_panic("staging a write", shard, || {
             let closed = &self.closed;
-            self.stager.stage(&self.core, msg.0, &|p| closed.contains(&p), reply);
+            self.stager.stage(&self.core, op, &|p| closed.contains(&p), reply);
             self.staged(ctx);
             self.count_waiting();
         });
-        Box::pin(async move {
-            answer.await.unwrap_or_else(|_| Err(ShardError::Unavailable("shard stopped".into())))
-        })
     }
 }
 
@@ -762,6 +789,35 @@ mod tests {
             assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 2);
             addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().unwrap();
             assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 3);
+        });
+    }
+
+    /// A router's write (`Stage`, by `try_send`) is answered on its own channel once its
+    /// batch is durable, and a failure comes back the same way.
+    #[test]
+    fn a_staged_write_answers_on_its_own_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&["cn eq"]), engine).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let stage = |op: WriteOp| {
+                let (reply, answer) = oneshot::channel();
+                addr.try_send(Stage { op, reply }).unwrap();
+                answer
+            };
+            let Write(op) = add("s", EntryId::ROOT);
+            let Ok(WriteOutcome::Added(id)) = stage(op.clone()).await.unwrap() else { panic!("add failed") };
+            // Answered after the commit: the snapshot shows it.
+            assert!(core.record(id).unwrap().is_some());
+            assert!(matches!(stage(op).await.unwrap(), Err(ShardError::AlreadyExists)));
+            let Write(modify) = replace_sn(id, "changed");
+            let Ok(WriteOutcome::Record(record)) = stage(modify).await.unwrap() else {
+                panic!("modify failed")
+            };
+            assert_eq!(record.entry.first_str("sn"), Some("changed"));
+            assert_eq!(core.record(id).unwrap().unwrap().entry.first_str("sn"), Some("changed"));
         });
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::ldif::LdifMod;
-use ferrodir_proto::schema::check::{check_entry, Violation};
+use ferrodir_proto::schema::check::{check_changed_entry, Violation};
 use ferrodir_proto::{Dn, Rdn};
 use tokio::sync::oneshot;
 
@@ -176,7 +176,7 @@ impl Stager {
         if let Some(r) = self.committing.as_ref().and_then(|c| c.records.get(&id)) {
             return Ok(r.clone());
         }
-        core.record(id)
+        core.record_to_change(id)
     }
 
     fn dn(&self, core: &ShardCore, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
@@ -248,7 +248,7 @@ impl Stager {
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-                check_schema(core, &mut record)?;
+                check_schema(core, &mut record, None)?;
                 stamp_created(&mut record.entry, &self.stamp(&author));
                 fx.added = Some((id, Arc::new(record)));
                 Ok(WriteOutcome::Added(id))
@@ -278,7 +278,7 @@ impl Stager {
                     check_rdn_kept(&core.info.rules, &next)?;
                 }
                 check_structural_kept(&core.info.rules, &old, &next)?;
-                check_schema(core, &mut next)?;
+                check_schema(core, &mut next, Some(&old.entry))?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -322,7 +322,7 @@ impl Stager {
                     add_value_if_absent(rules, &mut entry, name, value);
                 }
                 let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
-                check_schema(core, &mut next)?;
+                check_schema(core, &mut next, Some(&old.entry))?;
                 let stamp = self.stamp(&author);
                 // A replicated move keeps the provider's stamps (the replace that follows
                 // carries them); it is logged at this server's clock all the same, later
@@ -345,7 +345,7 @@ impl Stager {
                     return Ok(WriteOutcome::Done);
                 }
                 stamp_modified(&mut next.entry, &self.stamp(&author));
-                check_schema(core, &mut next)?;
+                check_schema(core, &mut next, Some(&old.entry))?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -363,7 +363,7 @@ impl Stager {
                 crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
                 self.count_replicated_csn(&entry);
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-                check_schema(core, &mut record)?;
+                check_schema(core, &mut record, None)?;
                 fx.added = Some((id, Arc::new(record)));
                 Ok(WriteOutcome::Added(id))
             }
@@ -378,7 +378,7 @@ impl Stager {
                     flags: old.flags,
                     entry,
                 };
-                check_schema(core, &mut next)?;
+                check_schema(core, &mut next, None)?;
                 let next = Arc::new(next);
                 fx.records.push((id, Some(old), Some(next.clone())));
                 Ok(WriteOutcome::Record(next))
@@ -526,14 +526,26 @@ fn check_rdn_kept(rules: &RuleTable, record: &EntryRecord) -> ShardResult<()> {
     Ok(())
 }
 
-/// Checks the entry against the schema and records its structural object class.
-fn check_schema(core: &ShardCore, record: &mut EntryRecord) -> ShardResult<()> {
+/// Checks the entry against the schema and records its structural object class. `old`:
+/// the stored entry a change started from, whose attributes left as they were have their
+/// values' syntax checked no more (`check_changed_entry`), nor the modification stamps
+/// this shard just wrote (`stamp_modified`: no client may write them, the router refuses
+/// NO-USER-MODIFICATION types); None checks everything.
+fn check_schema(core: &ShardCore, record: &mut EntryRecord, old: Option<&Entry>) -> ShardResult<()> {
     let rdn = parsed_rdn(&record.rdn);
-    let checked = check_entry(&core.info.schema, &record.entry, rdn.as_ref(), core.info.rules.dn())
-        .map_err(ShardError::Schema)?;
+    let mut kept = old.map(|old| record.entry.kept_from(old).new).unwrap_or_default();
+    for (flag, attr) in kept.iter_mut().zip(&record.entry.attrs) {
+        *flag = *flag || MODIFY_STAMPS.iter().any(|stamp| attr.name.eq_ignore_ascii_case(stamp));
+    }
+    let checked =
+        check_changed_entry(&core.info.schema, &record.entry, &kept, rdn.as_ref(), core.info.rules.dn())
+            .map_err(ShardError::Schema)?;
     set_structural_class(&mut record.entry, checked.structural_class);
     Ok(())
 }
+
+/// The attributes `stamp_modified` writes on every change of an entry.
+const MODIFY_STAMPS: [&str; 3] = ["entryCSN", "modifiersName", "modifyTimestamp"];
 
 /// RFC 4512 §2.4.2: an entry's structural object class can't change (slapd:
 /// objectClassModsProhibited). Checked before the rest of the schema, as slapd does: the

@@ -198,6 +198,26 @@ impl ShardCore {
         }
     }
 
+    /// An entry by id for a write that is about to change it (`batch::Stager`): from the
+    /// shared cache when it holds the entry, else from the snapshot without filling the
+    /// cache, whose copy the write's commit would replace moments later
+    /// (`ShardActor::publish` puts the new version).
+    pub fn record_to_change(&self, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
+        let snapshot = self.snapshot();
+        let snapshot = snapshot.as_ref();
+        if let Some((cache, label)) = self.entry_cache().zip(self.label_of(snapshot)) {
+            self.stats.lookups.fetch_add(1, Ordering::Relaxed);
+            if let Lookup::Hit(entry) = cache.get(id, label) {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(Cached::Kept(entry).record()?));
+            }
+        }
+        match snapshot.get(&keys::entry(id))? {
+            Some(bytes) => Ok(Some(Arc::new(EntryRecord::decode(&bytes)?))),
+            None => Ok(None),
+        }
+    }
+
     /// The label of `snapshot` if it is the one this core holds; None for any other (an
     /// older one a search is pinned to), which then reads around the cache.
     fn label_of(&self, snapshot: &dyn KvSnapshot) -> Option<u64> {

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use ferrodir_proto::entry::Entry;
+use ferrodir_proto::entry::{Attribute, Entry, Kept};
 use ferrodir_proto::schema::matching::{self, Rule};
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::value::PlainAvas;
@@ -154,12 +154,74 @@ impl IndexConfig {
     /// gram that repeats in a value): `ferrodir import` hands them to its sort, which drops
     /// repeats, instead of allocating a set of vectors per entry.
     pub fn each_key(&self, rules: &RuleTable, id: EntryId, entry: &Entry, visit: &mut dyn FnMut(&[u8])) {
+        self.each_key_of(rules, id, entry, &|_| true, visit);
+    }
+
+    /// The index keys that differ between `old` and `new`, one entry before and after a
+    /// change whose untouched attributes `kept` flags ([`Entry::kept_from`]): each entry's
+    /// keys ([`IndexConfig::keys_for`]), restricted to the indexed types of which some
+    /// attribute was not kept. Every key names its type, and a type whose attributes were
+    /// all kept contributes the same keys to both sets, so the difference between the two is
+    /// that of the full sets; but only the attributes a change touched are normalised and
+    /// cut into grams, not the whole entry twice (a Modify of one unindexed attribute builds
+    /// no key at all).
+    pub fn changed_keys(
+        &self,
+        rules: &RuleTable,
+        id: EntryId,
+        old: &Entry,
+        new: &Entry,
+        kept: &Kept,
+    ) -> (BTreeSet<Vec<u8>>, BTreeSet<Vec<u8>>) {
+        fn unkept<'e>(entry: &'e Entry, flags: &'e [bool]) -> impl Iterator<Item = &'e Attribute> + 'e {
+            entry
+                .attrs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !flags.get(*i).copied().unwrap_or(false))
+                .map(|(_, a)| a)
+        }
+        let mut touched: Vec<&str> = Vec::new();
+        for attr in unkept(old, &kept.old).chain(unkept(new, &kept.new)) {
+            let Some(attr_rules) = rules.get(&attr.name) else { continue };
+            let name = attr_rules.canonical.as_str();
+            if self.by_attr.contains_key(name) && !touched.contains(&name) {
+                touched.push(name);
+            }
+        }
+        if touched.is_empty() {
+            return (BTreeSet::new(), BTreeSet::new());
+        }
+        let keys = |entry: &Entry| {
+            let mut out = BTreeSet::new();
+            self.each_key_of(rules, id, entry, &|name| touched.contains(&name), &mut |key| {
+                if !out.contains(key) {
+                    out.insert(key.to_vec());
+                }
+            });
+            out
+        };
+        (keys(old), keys(new))
+    }
+
+    /// [`IndexConfig::each_key`] for the attributes whose canonical type `wanted` accepts.
+    fn each_key_of(
+        &self,
+        rules: &RuleTable,
+        id: EntryId,
+        entry: &Entry,
+        wanted: &dyn Fn(&str) -> bool,
+        visit: &mut dyn FnMut(&[u8]),
+    ) {
         let mut key = Vec::with_capacity(64);
         let id_bytes = id.to_be_bytes();
         for attr in &entry.attrs {
             let Some(attr_rules) = rules.get(&attr.name) else { continue };
             let name = &attr_rules.canonical;
             let Some(kinds) = self.by_attr.get(name).copied() else { continue };
+            if !wanted(name) {
+                continue;
+            }
             if kinds.presence && !attr.values.is_empty() {
                 keys::pres_into(&mut key, name, id);
                 visit(&key);

@@ -52,6 +52,8 @@ pub fn next_seq(next: u64) -> Mutation {
 }
 
 /// The entry, one-level and index mutations that turn `old` into `new` (`None`: absent).
+/// Between two versions of one entry, only the index keys of the attribute types the
+/// change touched are built and compared ([`IndexConfig::changed_keys`]).
 pub fn entry_mutations(
     indexes: &IndexConfig,
     rules: &RuleTable,
@@ -60,10 +62,20 @@ pub fn entry_mutations(
     new: Option<&EntryRecord>,
     out: &mut Vec<Mutation>,
 ) {
-    let old_keys = old.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
-    let new_keys = new.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default();
+    let (old_keys, new_keys) = match (old, new) {
+        // A change of a stored entry: only the keys of the types it touched.
+        (Some(old), Some(new)) => {
+            let kept = new.entry.kept_from(&old.entry);
+            indexes.changed_keys(rules, id, &old.entry, &new.entry, &kept)
+        }
+        _ => (
+            old.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default(),
+            new.map(|r| indexes.keys_for(rules, id, &r.entry)).unwrap_or_default(),
+        ),
+    };
     if old_keys.is_empty() {
-        // A new entry (an Add, every entry of an import): its keys as they are, uncopied.
+        // No old keys (an Add, every entry of an import, or a change whose touched types
+        // had none): the new keys as they are, uncopied.
         out.extend(new_keys.into_iter().map(|key| Mutation { key, value: Some(Vec::new()) }));
     } else {
         for gone in old_keys.difference(&new_keys) {
@@ -92,6 +104,73 @@ mod tests {
     use ferrodir_proto::entry::{Attribute, Entry};
     use ferrodir_proto::schema::Schema;
     use std::collections::BTreeMap;
+
+    /// A change's mutations, built from the keys of the types it touched only, are those of
+    /// the full key sets before and after: replaced, added and removed values, a type
+    /// spelled two ways or with options, a change of an unindexed type (no index key).
+    #[test]
+    fn a_change_writes_the_difference_of_the_full_key_sets() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let indexes = IndexConfig::from_directives(
+            &["objectClass eq", "uid,mail eq", "cn eq,sub,pres", "sn pres"],
+            &rules,
+        )
+        .unwrap();
+        let record = |attrs: Vec<Attribute>| EntryRecord {
+            parent: EntryId::new(0, 3),
+            rdn: "uid=anna".into(),
+            rdn_norm: "uid=anna".into(),
+            flags: 0,
+            entry: Entry::new(attrs),
+        };
+        let attr = |name: &str, values: &[&str]| {
+            Attribute::new(name, values.iter().map(|v| v.as_bytes().to_vec()).collect())
+        };
+        let base = vec![
+            attr("objectClass", &["top", "person", "inetOrgPerson"]),
+            attr("cn", &["Anna Smith"]),
+            attr("commonName;lang-en", &["Anna"]),
+            attr("sn", &["Smith"]),
+            attr("uid", &["anna"]),
+            attr("description", &["old"]),
+        ];
+        let mut changes: Vec<Vec<Attribute>> = Vec::new();
+        let mut replaced = base.clone();
+        replaced.retain(|a| a.name != "description");
+        replaced.push(attr("description", &["new"]));
+        changes.push(replaced);
+        let mut cn = base.clone();
+        cn[1] = attr("cn", &["Anna Smith", "A. Smith"]);
+        changes.push(cn);
+        let mut gone = base.clone();
+        gone.remove(2);
+        gone.remove(3);
+        changes.push(gone);
+        let mut moved = base.clone();
+        let sn = moved.remove(3);
+        moved.push(sn);
+        moved.push(attr("mail", &["anna@example.com"]));
+        changes.push(moved);
+        let id = EntryId::new(0, 9);
+        let old = record(base.clone());
+        for attrs in changes {
+            let new = record(attrs);
+            let mut out = Vec::new();
+            entry_mutations(&indexes, &rules, id, Some(&old), Some(&new), &mut out);
+            let got: BTreeMap<Vec<u8>, Option<Vec<u8>>> = out.into_iter().map(|m| (m.key, m.value)).collect();
+            let (before, after) =
+                (indexes.keys_for(&rules, id, &old.entry), indexes.keys_for(&rules, id, &new.entry));
+            let mut want: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for key in before.difference(&after) {
+                want.insert(key.clone(), None);
+            }
+            for key in after.difference(&before) {
+                want.insert(key.clone(), Some(Vec::new()));
+            }
+            want.insert(keys::entry(id), Some(new.encode()));
+            assert_eq!(got, want, "{:?}", new.entry.attrs);
+        }
+    }
 
     /// The import's visited layout and the Add's mutations store the same keys and values.
     #[test]

@@ -36,16 +36,45 @@ pub fn value_key(rules: &RuleTable, name: &str, value: &[u8]) -> Vec<u8> {
 
 /// The index in `entry.attrs` of the attribute of the same type as `name` (options included).
 pub fn find_attr(rules: &RuleTable, entry: &Entry, name: &str) -> Option<usize> {
-    let (wanted, options) = split_options(rules, name);
+    let wanted = TypeOf::new(rules, name);
+    let options = options_of(name);
     entry.attrs.iter().position(|a| {
-        let (canonical, theirs) = split_options(rules, &a.name);
-        canonical == wanted && theirs == options
+        options_of(&a.name).eq_ignore_ascii_case(options) && wanted.matches(&TypeOf::new(rules, &a.name))
     })
 }
 
-fn split_options(rules: &RuleTable, name: &str) -> (String, String) {
-    let options = name.split_once(';').map(|(_, o)| o.to_ascii_lowercase()).unwrap_or_default();
-    (rules.canonical(name), options)
+/// The options of an attribute description as written (`lang-en` of `cn;lang-en`).
+fn options_of(name: &str) -> &str {
+    name.split_once(';').map_or("", |(_, options)| options)
+}
+
+/// An attribute description's type, compared as `RuleTable::canonical` compares it but
+/// without building that string for every attribute an entry holds: a known type by its
+/// canonical name, an unknown one by its base name, ignoring case.
+enum TypeOf<'a> {
+    Known(&'a str),
+    Unknown(&'a str),
+}
+
+impl<'a> TypeOf<'a> {
+    fn new(rules: &'a RuleTable, name: &'a str) -> Self {
+        match rules.get(name) {
+            Some(found) => TypeOf::Known(found.canonical.as_str()),
+            None => TypeOf::Unknown(name.split(';').next().unwrap_or("")),
+        }
+    }
+
+    fn matches(&self, other: &TypeOf<'_>) -> bool {
+        match (self, other) {
+            (TypeOf::Known(a), TypeOf::Known(b)) => a == b,
+            // An unknown type's canonical form is its lowercased base name, which a known
+            // type's canonical name may happen to equal.
+            (TypeOf::Known(known), TypeOf::Unknown(base)) | (TypeOf::Unknown(base), TypeOf::Known(known)) => {
+                base.eq_ignore_ascii_case(known) && known.bytes().all(|b| !b.is_ascii_uppercase())
+            }
+            (TypeOf::Unknown(a), TypeOf::Unknown(b)) => a.eq_ignore_ascii_case(b),
+        }
+    }
 }
 
 fn remove_attr(rules: &RuleTable, entry: &mut Entry, name: &str) -> bool {
@@ -176,5 +205,22 @@ mod tests {
         .unwrap();
         assert_eq!(e.get("cn").unwrap().values, vec![b"z".to_vec()]);
         assert!(e.get("uidnumber").is_none());
+    }
+
+    /// A type by any of its names, options compared ignoring case and never mixed with the
+    /// type without them, an unknown type by its base name.
+    #[test]
+    fn find_attr_matches_types_as_canonical_names_do() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let e = Entry::new(vec![
+            Attribute::new("cn", vec![b"a".to_vec()]),
+            Attribute::new("cn;lang-EN", vec![b"b".to_vec()]),
+            Attribute::new("x-Unknown", vec![b"c".to_vec()]),
+        ]);
+        assert_eq!(find_attr(&rules, &e, "commonName"), Some(0));
+        assert_eq!(find_attr(&rules, &e, "2.5.4.3;LANG-en"), Some(1));
+        assert_eq!(find_attr(&rules, &e, "cn;lang-de"), None);
+        assert_eq!(find_attr(&rules, &e, "X-UNKNOWN"), Some(2));
+        assert_eq!(find_attr(&rules, &e, "sn"), None);
     }
 }

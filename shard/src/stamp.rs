@@ -90,8 +90,10 @@ impl Stamp {
                 Err(seen) => last = seen,
             }
         };
+        // One civil time for both stamps (`format_csn`'s form, without computing it twice).
         let civil = civil_time(micros / 1_000_000);
-        Self { author: author.to_string(), time: format!("{civil}Z"), csn: csn_of(micros), micros }
+        let csn = format!("{civil}.{:06}Z#000000#{:03x}#000000", micros % 1_000_000, server_id());
+        Self { author: author.to_string(), time: format!("{civil}Z"), csn, micros }
     }
 }
 
@@ -216,6 +218,9 @@ mod tests {
         let b = Stamp::now("cn=a");
         assert!(b.csn > a.csn, "{} then {}", a.csn, b.csn);
         assert_eq!(a.time.len(), 15);
+        // The stamp's CSN is the clock tick's, and its time the same second.
+        assert_eq!(b.csn, csn_of(b.micros));
+        assert_eq!(b.time[..14], b.csn[..14]);
         assert_eq!(format_csn(1_796_000_000_000_007, 0xabc), "20261130005320.000007Z#000000#abc#000000");
     }
 

@@ -54,10 +54,28 @@ pub fn check_entry(
     rdn: Option<&Rdn>,
     dn: &dyn AvaNormalizer,
 ) -> Result<Checked, Violation> {
+    check_changed_entry(schema, entry, &[], rdn, dn)
+}
+
+/// [`check_entry`] for a stored entry after a change (a Modify, a Modify DN, a referential
+/// integrity rewrite): `kept[i]` says that attribute `i` is exactly as it was stored
+/// ([`Entry::kept_from`]), so its values, checked against their syntax when they were
+/// written, are not validated again. As slapd: `slap_mods_check` validates the values a
+/// Modify names, and `entry_schema_check` then checks the whole entry's shape, as here
+/// (the type of every attribute, SINGLE-VALUE, that each objectClass value names a known
+/// class, the class chain, the RDN, MUST and MAY). A missing flag counts as changed.
+pub fn check_changed_entry(
+    schema: &Schema,
+    entry: &Entry,
+    kept: &[bool],
+    rdn: Option<&Rdn>,
+    dn: &dyn AvaNormalizer,
+) -> Result<Checked, Violation> {
     let mut typed: Vec<(&Attribute, &AttributeType)> = Vec::with_capacity(entry.attrs.len());
-    for attribute in &entry.attrs {
+    for (position, attribute) in entry.attrs.iter().enumerate() {
         let attribute_type = find_type(schema, &attribute.name)?;
-        check_values(schema, &attribute.name, attribute_type, &attribute.values, dn)?;
+        let syntax = !kept.get(position).copied().unwrap_or(false);
+        check_values(schema, &attribute.name, attribute_type, &attribute.values, syntax, dn)?;
         typed.push((attribute, attribute_type));
     }
     check_single_values(&typed)?;
@@ -95,7 +113,7 @@ pub fn check_attribute(
     dn: &dyn AvaNormalizer,
 ) -> Result<(), Violation> {
     let attribute_type = find_type(schema, name)?;
-    check_values(schema, name, attribute_type, values, dn)?;
+    check_values(schema, name, attribute_type, values, true, dn)?;
     if attribute_type.single_value && values.len() > 1 {
         return Err(multiple_values(attribute_type, name));
     }
@@ -109,18 +127,24 @@ fn find_type<'s>(schema: &'s Schema, name: &str) -> Result<&'s AttributeType, Vi
     })
 }
 
-/// Each value must be valid for the type's syntax (RFC 4512 §2.5); an objectClass value
-/// must also name a known class, which slapd reports the same way.
+/// Each value must be valid for the type's syntax (RFC 4512 §2.5; not checked again
+/// without `syntax`: values stored unchanged); an objectClass value must also name a known
+/// class, which slapd reports the same way (always checked).
 fn check_values(
     schema: &Schema,
     name: &str,
     attribute_type: &AttributeType,
     values: &[Vec<u8>],
+    syntax: bool,
     dn: &dyn AvaNormalizer,
 ) -> Result<(), Violation> {
     let is_object_class = attribute_type.oid == OBJECT_CLASS_OID;
+    if !syntax && !is_object_class {
+        return Ok(());
+    }
     for (index, value) in values.iter().enumerate() {
-        let valid_syntax = attribute_type.syntax.as_deref().is_none_or(|oid| value_is_valid(oid, value, dn));
+        let valid_syntax =
+            !syntax || attribute_type.syntax.as_deref().is_none_or(|oid| value_is_valid(oid, value, dn));
         let known_class = !is_object_class
             || std::str::from_utf8(value).is_ok_and(|class| schema.object_class(class).is_some());
         if !valid_syntax || !known_class {
@@ -520,6 +544,24 @@ mod tests {
         assert_eq!(v.code, ResultCode::CONSTRAINT_VIOLATION);
         let pairs = [("objectClass", "posixGroup"), ("cn", "g"), ("gidNumber", "not a number")];
         assert_eq!(violation(&pairs, None), (21, "gidNumber: value #0 invalid per syntax".to_string()));
+    }
+
+    /// A changed entry's values are checked only where the change touched them; the rest
+    /// of the checks (here an objectClass value naming no class, a missing MUST) still look
+    /// at the whole entry.
+    #[test]
+    fn a_changed_entry_checks_the_syntax_of_changed_values_only() {
+        let schema = Schema::standard();
+        let e = entry(&[("objectClass", "posixGroup"), ("cn", "g"), ("gidNumber", "not a number")]);
+        let changed = check_changed_entry(&schema, &e, &[false, false, false], None, &PlainAvas).unwrap_err();
+        assert_eq!(changed.message, "gidNumber: value #0 invalid per syntax");
+        assert!(check_changed_entry(&schema, &e, &[false, false, true], None, &PlainAvas).is_ok());
+        let unknown = entry(&[("objectClass", "doesNotExist"), ("cn", "g"), ("gidNumber", "1")]);
+        let kept = check_changed_entry(&schema, &unknown, &[true, true, true], None, &PlainAvas).unwrap_err();
+        assert_eq!(kept.message, "objectClass: value #0 invalid per syntax");
+        let no_gid = entry(&[("objectClass", "posixGroup"), ("cn", "g")]);
+        let missing = check_changed_entry(&schema, &no_gid, &[true, true], None, &PlainAvas).unwrap_err();
+        assert_eq!(missing.code, ResultCode::OBJECT_CLASS_VIOLATION);
     }
 
     #[test]
