@@ -413,11 +413,12 @@ impl KvSnapshot for FailedSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::storage::{EngineKind, Mutation};
 
-    fn info() -> ShardInfo {
+    /// One shard with `cn eq`, no entry cache: shared by the scan tests.
+    pub(crate) fn info() -> ShardInfo {
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());

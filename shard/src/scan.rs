@@ -411,34 +411,19 @@ mod tests {
     use actix::Actor;
     use ferrodir_proto::entry::{Attribute, Entry};
     use ferrodir_proto::filter::parse_filter;
-    use ferrodir_proto::schema::Schema;
     use tokio::sync::mpsc;
 
     use super::*;
     use crate::actor::{ShardActor, Write};
     use crate::batch::WriteOp;
     use crate::core::ShardCore;
-    use crate::index::IndexConfig;
-    use crate::rules::RuleTable;
     use crate::search::{AttrSelection, Scope};
     use crate::skeleton::Skeleton;
     use crate::stop::{StopReason, StopSignal};
     use crate::storage::EngineKind;
 
     fn info() -> ShardInfo {
-        let schema = Arc::new(Schema::standard());
-        let rules = Arc::new(RuleTable::from_schema(&schema));
-        let indexes = Arc::new(IndexConfig::from_directives(&["cn eq"], &rules).unwrap());
-        ShardInfo {
-            index: 0,
-            count: 1,
-            entry_cache: None,
-            indexes,
-            schema,
-            rules,
-            bloom: Default::default(),
-            grams: Default::default(),
-        }
+        crate::core::tests::info()
     }
 
     fn person(i: usize) -> Write {
