@@ -178,6 +178,12 @@ pub struct Limits {
     /// commit answered to send their next write (`ShardActor::with_commit_coalesce`); 0:
     /// each commit starts as soon as the last one is done.
     pub commit_coalesce_us: u64,
+    /// Bytes of each shard's write log (`shard-NNN.wal`, written in full at creation): a
+    /// commit appends its batch there and syncs one contiguous record instead of redb's
+    /// scattered pages, and a durable redb commit (a checkpoint) runs each time the log
+    /// fills. 0: no log, every commit is a durable redb commit (docs/DECISIONS.md, "A write
+    /// log in front of redb").
+    pub write_log_bytes: u64,
     /// SO_RCVBUF of client connections, in bytes (`runtime::listen_tcp`); 0: the kernel's
     /// autotuning, which may grow it to tens of MB per connection.
     pub socket_receive_buffer_bytes: usize,
@@ -490,6 +496,7 @@ impl Default for Limits {
             sort_session_idle_s: 300,
             search_slice_us: 1_000,
             commit_coalesce_us: 250,
+            write_log_bytes: ferrodir_shard::storage::powercut::WRITE_LOG_BYTES_DEFAULT,
             socket_receive_buffer_bytes: 256 * 1024,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
@@ -629,6 +636,12 @@ impl Config {
             if value == 0 {
                 anyhow::bail!("limits.{key} must be at least 1");
             }
+        }
+        if limits.write_log_bytes > 0 && !(64 * 1024..=1 << 30).contains(&limits.write_log_bytes) {
+            anyhow::bail!(
+                "limits.write_log_bytes ({}) must be 0 (no write log) or between 65536 and 1073741824",
+                limits.write_log_bytes
+            );
         }
         if limits.commit_coalesce_us > 100_000 {
             anyhow::bail!(

@@ -150,6 +150,8 @@ fn copy_view(view: &dyn KvSnapshot, engine: &dyn KvEngine) -> anyhow::Result<Sha
     if !chunk.is_empty() {
         engine.commit(&chunk)?;
     }
+    // The copy's shard file must stand alone: restore copies it without its write log.
+    engine.checkpoint()?;
     Ok(copied)
 }
 

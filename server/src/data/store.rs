@@ -114,6 +114,7 @@ impl Store {
         // redb's page cache per file, out of the one budget (`Limits::storage_cache_bytes_per_file`).
         let per_file = config.limits.storage_cache_bytes_per_file(manifest.shards, serving);
         ferrodir_shard::storage::powercut::set_cache_bytes(per_file);
+        ferrodir_shard::storage::powercut::set_write_log_bytes(config.limits.write_log_bytes);
         let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));

@@ -151,7 +151,7 @@ fn commit_pages() {
     let csn_max = |csn: u64| Mutation { key: keys::meta("csn_max"), value: Some(csn.to_be_bytes().to_vec()) };
     let mut run = |what: &str, commits: usize, make: &mut dyn FnMut(&mut Rng) -> Vec<Mutation>| {
         // One commit first, so that a scenario does not pay for the one before it.
-        commit_batch(&db, &make(&mut rng)).unwrap();
+        commit_batch(&db, &make(&mut rng), redb::Durability::Immediate, None).unwrap();
         let (w0, b0, s0) = (
             counts.writes.load(Ordering::Relaxed),
             counts.bytes.load(Ordering::Relaxed),
@@ -161,7 +161,7 @@ fn commit_pages() {
         for _ in 0..commits {
             let batch = make(&mut rng);
             keys_written += batch.len();
-            commit_batch(&db, &batch).unwrap();
+            commit_batch(&db, &batch, redb::Durability::Immediate, None).unwrap();
         }
         let n = commits as f64;
         let writes = (counts.writes.load(Ordering::Relaxed) - w0) as f64 / n;

@@ -29,6 +29,12 @@ pub struct Compacted {
 /// Compacts the redb file at `path`. Refuses a damaged file (the same checks as the server's
 /// open: present, not empty, every checksum right) and one another process holds open.
 pub fn compact_redb_file(path: &Path) -> Result<Compacted, OpenError> {
+    // Records of the write log that the file lacks (a server killed since its last
+    // checkpoint) go into it first, so that the compacted file holds every write.
+    if super::log_path(path).exists() {
+        drop(open_checked(path)?);
+        drop(super::RedbEngine::open(path).map_err(OpenError::Other)?);
+    }
     let mut db = open_checked(path)?;
     let bytes_before = file_len(path)?;
     db.compact().map_err(|e| match e {

@@ -19,11 +19,12 @@ mod overlay;
 pub mod powercut;
 mod redb_engine;
 mod sled_engine;
+pub mod writelog;
 
 use std::path::Path;
 
 pub use compact::{compact_redb_file, Compacted};
-pub use redb_engine::RedbEngine;
+pub use redb_engine::{log_path, RedbEngine};
 pub use sled_engine::SledEngine;
 
 /// The key spaces of a shard. The byte value is part of the on-disk format.
@@ -109,6 +110,13 @@ pub trait KvEngine: Send + Sync {
     /// the latest commit opens a new snapshot (the safe default for wrappers and tests).
     fn commits(&self) -> Option<u64> {
         None
+    }
+
+    /// Makes the engine's own files hold every commit so far without help from a write log
+    /// (redb: a durable commit, after which the log starts over; `super::writelog`). Commits
+    /// are durable without it; a backup calls it so that the copied files stand alone.
+    fn checkpoint(&self) -> StorageResult<()> {
+        Ok(())
     }
 
     /// Offline bulk loading (`ferrodir import`): everything `fill` puts becomes durable at

@@ -19,7 +19,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use redb::backends::FileBackend;
@@ -43,6 +43,37 @@ static CACHE_BYTES: AtomicUsize = AtomicUsize::new(1 << 30);
 /// storage_cache_bytes_per_shard`), set once at start like the test modes.
 pub fn set_cache_bytes(bytes: usize) {
     CACHE_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// `[limits] write_log_bytes`: the size of each shard's write log (`super::writelog`), 0 for
+/// none; set once at start like the cache. The default is the config's.
+static WRITE_LOG_BYTES: AtomicU64 = AtomicU64::new(WRITE_LOG_BYTES_DEFAULT);
+
+/// The write log's size per shard unless the config says otherwise: 2 MiB, 512 records of
+/// one page, each checkpoint carrying up to that many commits.
+pub const WRITE_LOG_BYTES_DEFAULT: u64 = 2 << 20;
+
+/// Sets the write log size of every shard file opened from now on (0: no log).
+pub fn set_write_log_bytes(bytes: u64) {
+    WRITE_LOG_BYTES.store(bytes, Ordering::Relaxed);
+}
+
+/// The write log size shard files open with ([`set_write_log_bytes`]).
+pub fn write_log_bytes() -> u64 {
+    WRITE_LOG_BYTES.load(Ordering::Relaxed)
+}
+
+/// Opens (creating if needed) a shard's write log file, through the test backend when a
+/// test mode is on: under a simulated power cut its unsynced records die with the process,
+/// and `ack_before_sync` makes its syncs do nothing, as for the redb file.
+pub fn open_log_file(path: &Path) -> io::Result<Box<dyn StorageBackend>> {
+    let power_cut = POWER_CUT.load(Ordering::Relaxed);
+    let skip_sync = ACK_BEFORE_SYNC.load(Ordering::Relaxed);
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    if !power_cut && !skip_sync {
+        return Ok(Box::new(FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?));
+    }
+    Ok(Box::new(PowerCutBackend::new(file, power_cut, skip_sync)?))
 }
 
 /// Opens (creating if needed) a redb file with the configured page cache, through the test

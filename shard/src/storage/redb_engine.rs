@@ -1,5 +1,13 @@
-//! The default engine: redb, one file per shard, committed with fdatasync
-//! (`Durability::Immediate`) before [`KvEngine::commit`] returns.
+//! The default engine: redb, one file per shard. A commit is durable before
+//! [`KvEngine::commit`] returns, one of two ways:
+//! - with the shard's write log (`[limits] write_log_bytes`, the default): the batch is
+//!   appended to `shard-NNN.wal` and synced there ([`super::writelog`]), then applied to redb
+//!   with `Durability::None`; a checkpoint (a durable redb commit) makes the redb file whole
+//!   by itself whenever the log is full, before a bulk load, on [`KvEngine::checkpoint`] and
+//!   when the engine is dropped. Opening the file replays the log's records that redb's
+//!   durable state lacks;
+//! - without it (`write_log_bytes = 0`), or for a batch larger than the log: a redb commit
+//!   with `Durability::Immediate` (fdatasync), which also carries every earlier one.
 //!
 //! Faults (docs/ARCHITECTURE.md, "Faults"): an existing file is checked page by page before
 //! use ([`RedbEngine::open_existing`]); the first failed commit stops the shard's writes until
@@ -10,14 +18,19 @@ use std::ops::Bound;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use arc_swap::ArcSwap;
 use redb::{Database, DatabaseError, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::writelog::{Record, WriteLog};
 use super::{prefix_end, BulkSink, KvEngine, KvSnapshot, Mutation, OpenError, StorageError, StorageResult};
 
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
+/// The write log's bookkeeping in the redb file: [`APPLIED`] → the sequence number of the
+/// newest log record whose batch this file holds.
+const LOG_STATE: TableDefinition<&str, u64> = TableDefinition::new("write_log");
+const APPLIED: &str = "applied";
 
 pub struct RedbEngine {
     path: PathBuf,
@@ -32,6 +45,9 @@ pub struct RedbEngine {
     /// [`KvEngine::commits`]: moved by the commit thread (the one writer) after each commit,
     /// failed ones included (they reopen `db`), and after a bulk load.
     commits: AtomicU64,
+    /// The write log, when on. Locked by the one writer (the commit thread, a bulk load, a
+    /// checkpoint): never contended on the commit path.
+    log: Option<Mutex<WriteLog>>,
 }
 
 fn err(e: impl std::fmt::Display) -> StorageError {
@@ -39,17 +55,42 @@ fn err(e: impl std::fmt::Display) -> StorageError {
 }
 
 impl RedbEngine {
+    /// Opens (creating if needed) the file at `path`, with the write log the settings ask
+    /// for (`powercut::write_log_bytes`), replaying the log's records first.
     pub fn open(path: &Path) -> StorageResult<Self> {
+        Self::open_with_log(path, super::powercut::write_log_bytes())
+    }
+
+    /// [`RedbEngine::open`] with a log of `log_bytes` (0: none). A file that had a log keeps
+    /// being replayed from it even when opened without one, so that turning the setting off
+    /// loses nothing.
+    pub fn open_with_log(path: &Path, log_bytes: u64) -> StorageResult<Self> {
         let db = super::powercut::open_redb(path).map_err(err)?;
-        // Create the table up front so that read transactions can always open it.
+        // Create the tables up front so that read transactions can always open them.
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(KV).map_err(err)?;
+        txn.open_table(LOG_STATE).map_err(err)?;
         txn.commit().map_err(err)?;
+        let log_path = log_path(path);
+        let log = if log_bytes > 0 || log_path.exists() {
+            let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE))?;
+            replay(&db, &mut log, &log_path)?;
+            if log_bytes > 0 {
+                Some(Mutex::new(log))
+            } else {
+                drop(log);
+                std::fs::remove_file(&log_path).map_err(err)?;
+                None
+            }
+        } else {
+            None
+        };
         Ok(Self {
             path: path.to_path_buf(),
             db: ArcSwap::from_pointee(db),
             write_failure: OnceLock::new(),
             commits: AtomicU64::new(0),
+            log,
         })
     }
 
@@ -73,14 +114,24 @@ impl RedbEngine {
         }
     }
 
-    /// Stops writes for good and reopens the file for reads; called on a failed commit.
-    fn fail_writes(&self, cause: &StorageError) {
-        if self.write_failure.set(cause.0.clone()).is_err() {
+    /// Stops writes for good and reopens the file for reads; called when redb failed a
+    /// commit (its database latches after an I/O error). The reopen serves the file's last
+    /// durable commit, so the write log's acknowledged records since are applied to it
+    /// again, in memory (`log`: the log, held by the failed writer).
+    fn fail_writes(&self, cause: &StorageError, log: Option<&WriteLog>) {
+        if !self.stop_writes(cause) {
             return;
         }
-        tracing::error!(file = %self.path.display(), error = %cause, "commit failed: this shard takes no more writes until the server restarts");
         match super::frozen::open_frozen(&self.path) {
-            Ok(db) => self.db.store(Arc::new(db)),
+            Ok(db) => {
+                if let Some(log) = log {
+                    if let Err(e) = log.records().map_err(err).and_then(|r| apply_records(&db, &r, false)) {
+                        tracing::error!(file = %self.path.display(), error = %e,
+                            "cannot apply the write log to the read-only reopen: reads miss the writes since the last checkpoint");
+                    }
+                }
+                self.db.store(Arc::new(db))
+            }
             Err(e) => tracing::error!(
                 file = %self.path.display(),
                 error = %e,
@@ -88,6 +139,128 @@ impl RedbEngine {
             ),
         }
     }
+
+    /// Stops writes for good; false if they were stopped already.
+    fn stop_writes(&self, cause: &StorageError) -> bool {
+        if self.write_failure.set(cause.0.clone()).is_err() {
+            return false;
+        }
+        tracing::error!(file = %self.path.display(), error = %cause, "commit failed: this shard takes no more writes until the server restarts");
+        true
+    }
+
+    fn lock_log(&self) -> Option<MutexGuard<'_, WriteLog>> {
+        // The log's state changes only between whole appends: a panicking writer aborts the
+        // process (`fatal::abort_on_panic`) before anyone else could see it.
+        self.log.as_ref().map(|log| log.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A durable redb commit of `batch` (possibly empty) that also makes every record of
+    /// the log durable in the file, after which the log starts over.
+    fn commit_durable(&self, batch: &[Mutation], log: Option<&mut WriteLog>) -> StorageResult<()> {
+        let applied = log.as_ref().map(|log| log.next_seq() - 1);
+        let result = commit_batch(&self.db.load(), batch, redb::Durability::Immediate, applied);
+        match result {
+            Ok(()) => {
+                if let Some(log) = log {
+                    log.start_over();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.fail_writes(&e, log.as_deref());
+                Err(e)
+            }
+        }
+    }
+
+    /// A batch through the write log: appended and synced there, then applied to redb
+    /// without durability. A full log is checkpointed first.
+    fn commit_logged(&self, batch: &[Mutation], log: &mut WriteLog) -> StorageResult<()> {
+        if !log.can_hold(batch) {
+            return self.commit_durable(batch, Some(log));
+        }
+        if !log.has_room(batch) {
+            self.commit_durable(&[], Some(log))?;
+        }
+        let seq = match log.append(batch) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // redb has not seen the batch and is intact: reads go on from it as it is.
+                let e = StorageError(format!("write log: {e}"));
+                self.stop_writes(&e);
+                return Err(e);
+            }
+        };
+        commit_batch(&self.db.load(), batch, redb::Durability::None, Some(seq)).inspect_err(|e| {
+            self.fail_writes(e, Some(log));
+        })
+    }
+}
+
+/// Where the write log of the shard file `path` lives: beside it, `.wal` for `.redb`.
+pub fn log_path(path: &Path) -> PathBuf {
+    path.with_extension("wal")
+}
+
+fn open_log(path: &Path, bytes: u64) -> StorageResult<WriteLog> {
+    let created = !path.exists();
+    let file =
+        super::powercut::open_log_file(path).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    let log = WriteLog::open(file, bytes, 1).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    if created {
+        // The new file's name must be durable before a record in it is acknowledged.
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        }
+    }
+    Ok(log)
+}
+
+/// The newest log record `db`'s durable state holds.
+fn applied(db: &Database) -> StorageResult<u64> {
+    let txn = db.begin_read().map_err(err)?;
+    let table = txn.open_table(LOG_STATE).map_err(err)?;
+    Ok(table.get(APPLIED).map_err(err)?.map(|v| v.value()).unwrap_or(0))
+}
+
+/// Applies the log's records that `db` lacks in one durable commit, and numbers the log's
+/// next record after every record it holds. After this the log holds nothing redb lacks.
+fn replay(db: &Database, log: &mut WriteLog, path: &Path) -> StorageResult<()> {
+    let applied = applied(db)?;
+    let records = log.records().map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    let newer: Vec<&Record> = records.iter().filter(|r| r.seq > applied).collect();
+    if let Some(first) = newer.first() {
+        if first.seq != applied + 1 {
+            return Err(StorageError(format!(
+                "{}: the write log starts at record {} but the shard file holds only up to {applied}: \
+                 records are missing (was the shard file replaced by an older copy?)",
+                path.display(),
+                first.seq
+            )));
+        }
+    }
+    let newest = records.iter().map(|r| r.seq).max().unwrap_or(0).max(applied);
+    if !newer.is_empty() {
+        let started = std::time::Instant::now();
+        let owned: Vec<Record> = records.into_iter().filter(|r| r.seq > applied).collect();
+        apply_records(db, &owned, true)?;
+        tracing::info!(file = %path.display(), records = owned.len(), elapsed_ms = started.elapsed().as_millis(),
+            "replayed the write log's records the shard file lacked");
+    }
+    log.set_next_seq(newest + 1);
+    log.start_over();
+    Ok(())
+}
+
+/// Applies `records` to `db` in one commit (durable or not), recording the newest as
+/// applied. Records `db` already holds may be among them: each mutation is a whole value,
+/// so applying them again changes nothing.
+fn apply_records(db: &Database, records: &[Record], durable: bool) -> StorageResult<()> {
+    let Some(newest) = records.last() else { return Ok(()) };
+    let all: Vec<Mutation> = records.iter().flat_map(|r| r.mutations.iter().cloned()).collect();
+    let durability = if durable { redb::Durability::Immediate } else { redb::Durability::None };
+    commit_batch(db, &all, durability, Some(newest.seq))
 }
 
 /// Checks an existing shard file before it is served: present, not empty, every page's
@@ -164,12 +337,20 @@ impl KvEngine for RedbEngine {
 
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
         self.refuse_after_failure()?;
-        let result = commit_batch(&self.db.load(), batch);
-        if let Err(e) = &result {
-            self.fail_writes(e);
-        }
+        let result = match self.lock_log() {
+            Some(mut log) => self.commit_logged(batch, &mut log),
+            None => self.commit_durable(batch, None),
+        };
         self.commits.fetch_add(1, Ordering::Release);
         result
+    }
+
+    fn checkpoint(&self) -> StorageResult<()> {
+        self.refuse_after_failure()?;
+        match self.lock_log() {
+            Some(mut log) if log.used() > 0 => self.commit_durable(&[], Some(&mut log)),
+            _ => Ok(()),
+        }
     }
 
     fn commits(&self) -> Option<u64> {
@@ -182,6 +363,9 @@ impl KvEngine for RedbEngine {
     fn bulk_load(&self, fill: &mut dyn FnMut(&mut dyn BulkSink) -> StorageResult<()>) -> StorageResult<()> {
         // After a failure `db` is the in-memory reopen: a load into it would vanish.
         self.refuse_after_failure()?;
+        // The load's durable commit makes the log's records durable in redb too; hold the
+        // log so that it starts over after it.
+        let mut log = self.lock_log();
         let mut txn = self.db.load().begin_write().map_err(err)?;
         // Explicit, as in `commit`: the load counts as done only after fdatasync.
         txn.set_durability(redb::Durability::Immediate).map_err(err)?;
@@ -191,17 +375,47 @@ impl KvEngine for RedbEngine {
             fill(&mut sink)?;
             sink.flush_appends()?;
         }
+        if let Some(log) = log.as_deref() {
+            txn.open_table(LOG_STATE).map_err(err)?.insert(APPLIED, log.next_seq() - 1).map_err(err)?;
+        }
         let result = txn.commit().map_err(err);
+        if result.is_ok() {
+            if let Some(log) = log.as_deref_mut() {
+                log.start_over();
+            }
+        }
         self.commits.fetch_add(1, Ordering::Release);
         result
     }
 }
 
-/// One atomic redb transaction holding every mutation of `batch`, synced before it returns.
-pub(super) fn commit_batch(db: &Database, batch: &[Mutation]) -> StorageResult<()> {
+impl Drop for RedbEngine {
+    /// A clean close leaves the redb file whole by itself: a copy of it (restore) or a tool
+    /// that reads it without the log sees every write.
+    fn drop(&mut self) {
+        if self.write_failure.get().is_none() {
+            if let Err(e) = self.checkpoint() {
+                tracing::warn!(file = %self.path.display(), error = %e, "no checkpoint at close: the next open replays the write log");
+            }
+        }
+    }
+}
+
+/// One atomic redb transaction holding every mutation of `batch`; with
+/// `Durability::Immediate`, synced before it returns. `applied`: the newest write log record
+/// the file holds after it.
+pub(super) fn commit_batch(
+    db: &Database,
+    batch: &[Mutation],
+    durability: redb::Durability,
+    applied: Option<u64>,
+) -> StorageResult<()> {
     let mut txn = db.begin_write().map_err(err)?;
-    // Explicit, not a default: the acknowledgement waits for fdatasync.
-    txn.set_durability(redb::Durability::Immediate).map_err(err)?;
+    // Explicit, not a default: without the log the acknowledgement waits for fdatasync.
+    txn.set_durability(durability).map_err(err)?;
+    if let Some(seq) = applied {
+        txn.open_table(LOG_STATE).map_err(err)?.insert(APPLIED, seq).map_err(err)?;
+    }
     {
         let mut table = txn.open_table(KV).map_err(err)?;
         for m in batch {
@@ -453,13 +667,131 @@ mod tests {
         assert!(ours.is_err(), "a visitor's panic was turned into a storage error");
     }
 
+    fn put(key: &str, value: &str) -> Mutation {
+        Mutation { key: key.as_bytes().to_vec(), value: Some(value.as_bytes().to_vec()) }
+    }
+
+    fn value(engine: &RedbEngine, key: &str) -> Option<String> {
+        engine.snapshot().unwrap().get(key.as_bytes()).unwrap().map(|v| String::from_utf8(v).unwrap())
+    }
+
+    /// What a kill -9 leaves of a live engine's files: their bytes as the OS holds them now
+    /// (redb's non-durable commits live in its memory only), copied to `to`.
+    fn crash_image(path: &Path, to: &Path, with_log: bool) -> PathBuf {
+        std::fs::create_dir_all(to).unwrap();
+        let copy = to.join(path.file_name().unwrap());
+        std::fs::copy(path, &copy).unwrap();
+        if with_log {
+            std::fs::copy(log_path(path), log_path(&copy)).unwrap();
+        }
+        copy
+    }
+
+    /// Commits acknowledged through the write log survive a crash across several
+    /// checkpoints (a 16-page log, 40 one-page records), deletes included; the redb file
+    /// alone lacks the ones since the last checkpoint, so the log is what keeps them.
+    #[test]
+    fn log_commits_survive_a_crash_and_the_file_alone_lacks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-000.redb");
+        let engine = RedbEngine::open_with_log(&path, 16 * super::super::writelog::PAGE).unwrap();
+        for i in 0..40 {
+            engine
+                .commit(&[put(&format!("E{i:03}"), &format!("v{i}")), put("Elast", &format!("{i}"))])
+                .unwrap();
+        }
+        engine.commit(&[Mutation { key: b"E007".to_vec(), value: None }]).unwrap();
+        let crashed = crash_image(&path, &dir.path().join("crash"), true);
+        let lacking = crash_image(&path, &dir.path().join("no-log"), false);
+        drop(engine);
+
+        let reopened = RedbEngine::open_with_log(&crashed, 16 * super::super::writelog::PAGE).unwrap();
+        for i in (0..40).filter(|&i| i != 7) {
+            assert_eq!(value(&reopened, &format!("E{i:03}")), Some(format!("v{i}")), "E{i:03}");
+        }
+        assert_eq!(value(&reopened, "E007"), None, "the delete was lost");
+        assert_eq!(value(&reopened, "Elast").as_deref(), Some("39"));
+        // More commits after the replay are numbered after the replayed ones and survive too.
+        reopened.commit(&[put("Eafter", "1")]).unwrap();
+        let again = crash_image(&crashed, &dir.path().join("crash-2"), true);
+        drop(reopened);
+        let twice = RedbEngine::open_with_log(&again, 16 * super::super::writelog::PAGE).unwrap();
+        assert_eq!(value(&twice, "Eafter").as_deref(), Some("1"));
+        assert_eq!(value(&twice, "E039").as_deref(), Some("v39"));
+
+        // Opened without its log, the crash image misses the commits since the last checkpoint.
+        let file_only = RedbEngine::open_with_log(&lacking, 0).unwrap();
+        assert_ne!(
+            value(&file_only, "Elast").as_deref(),
+            Some("39"),
+            "the redb file held every commit by itself"
+        );
+    }
+
+    /// A batch larger than the log goes to redb durably by itself, carrying the logged ones
+    /// before it; a clean close checkpoints, so the file then stands alone; turning the log
+    /// off replays and removes it.
+    #[test]
+    fn large_batches_clean_closes_and_turning_the_log_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-000.redb");
+        let pages = 4 * super::super::writelog::PAGE;
+        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        engine.commit(&[put("Ea", "1")]).unwrap();
+        let big: Vec<Mutation> = (0..100).map(|i| put(&format!("Eb{i:03}"), &"x".repeat(300))).collect();
+        engine.commit(&big).unwrap();
+        engine.commit(&[put("Ec", "3")]).unwrap();
+        let crashed = crash_image(&path, &dir.path().join("crash"), true);
+        drop(engine);
+        let reopened = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        assert_eq!(value(&reopened, "Ea").as_deref(), Some("1"));
+        assert_eq!(value(&reopened, "Eb099").map(|v| v.len()), Some(300));
+        assert_eq!(value(&reopened, "Ec").as_deref(), Some("3"));
+        reopened.commit(&[put("Ed", "4")]).unwrap();
+        drop(reopened);
+        // A clean close checkpointed: the file alone holds everything.
+        let alone = crash_image(&crashed, &dir.path().join("alone"), false);
+        let file_only = RedbEngine::open_with_log(&alone, 0).unwrap();
+        assert_eq!(value(&file_only, "Ed").as_deref(), Some("4"));
+        drop(file_only);
+        // Turning the log off: a crash image with unapplied records is replayed, then the log
+        // file goes.
+        let engine = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        engine.commit(&[put("Ee", "5")]).unwrap();
+        let image = crash_image(&crashed, &dir.path().join("off"), true);
+        drop(engine);
+        let off = RedbEngine::open_with_log(&image, 0).unwrap();
+        assert_eq!(value(&off, "Ee").as_deref(), Some("5"));
+        assert!(!log_path(&image).exists());
+    }
+
+    /// A shard file older than its log's first record (replaced by an older copy) is
+    /// refused rather than served with writes missing in the middle.
+    #[test]
+    fn a_log_that_does_not_follow_its_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-000.redb");
+        let pages = 4 * super::super::writelog::PAGE;
+        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        engine.commit(&[put("Ea", "1")]).unwrap();
+        let old = crash_image(&path, &dir.path().join("old"), false);
+        for i in 0..10 {
+            engine.commit(&[put(&format!("E{i}"), "2")]).unwrap();
+        }
+        let crashed = crash_image(&path, &dir.path().join("crash"), true);
+        drop(engine);
+        std::fs::copy(&old, &crashed).unwrap();
+        let refused = RedbEngine::open_with_log(&crashed, pages).err().expect("opened");
+        assert!(refused.0.contains("records are missing"), "{refused}");
+    }
+
     #[test]
     fn after_a_failed_commit_writes_stop_and_reads_go_on() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         filled(&path);
         let engine = RedbEngine::open_existing(&path).unwrap();
-        engine.fail_writes(&StorageError("I/O error: No space left on device (os error 28)".into()));
+        engine.fail_writes(&StorageError("I/O error: No space left on device (os error 28)".into()), None);
         let refused = engine.commit(&[Mutation { key: b"Ex".to_vec(), value: Some(b"1".to_vec()) }]);
         let message = refused.unwrap_err().0;
         assert!(message.contains("No space left") && message.contains("restart"), "{message}");
