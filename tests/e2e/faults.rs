@@ -34,7 +34,10 @@ const PEOPLE: &str = "ou=people,dc=example,dc=com";
 
 /// Four shards, reads of other shards from their snapshots (the default, so the reads of a
 /// failed shard's reopened file are exercised from every worker), and no entry cache, so
-/// every read goes to the storage.
+/// every read goes to the storage. The write logs are the smallest allowed (64 KiB, 16
+/// records): four of the default 2 MiB would not fit the full-disk test's 4 MiB, and a
+/// small log checkpoints every few commits, so faults reach redb's own durable commits as
+/// well as the log's appends.
 const FAULT_CONFIG: &str = r#"
 shards = 4
 suffixes = ["dc=example,dc=com"]
@@ -43,6 +46,7 @@ root_password = "secret"
 example_data = true
 [limits]
 cache_bytes = 0
+write_log_bytes = 65536
 [log]
 level = "warn"
 "#;

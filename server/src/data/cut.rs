@@ -210,6 +210,10 @@ impl KvEngine for GatedEngine {
     fn commits(&self) -> Option<u64> {
         self.inner.commits()
     }
+
+    fn checkpoint(&self) -> StorageResult<()> {
+        self.inner.checkpoint()
+    }
 }
 
 /// A commit between `enter` and `leave`.

@@ -65,6 +65,10 @@ impl KvEngine for MeteredEngine {
     fn commits(&self) -> Option<u64> {
         self.inner.commits()
     }
+
+    fn checkpoint(&self) -> StorageResult<()> {
+        self.inner.checkpoint()
+    }
 }
 
 /// Wraps every engine; returns each shard's counters.

@@ -294,6 +294,14 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     }
     drop(admin);
     search_pool.shutdown();
+    // A clean stop leaves each shard file whole by itself (the write log's records since
+    // the last checkpoint made durable in redb), so that tools reading the files, or a copy
+    // of them, need no replay. Commits still running finish first (the log's lock).
+    for (index, engine) in store.engines.iter().enumerate() {
+        if let Err(e) = engine.checkpoint() {
+            tracing::warn!(shard = index, error = %e, "no checkpoint at shutdown: the next start replays the write log");
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }

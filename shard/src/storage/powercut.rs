@@ -51,7 +51,7 @@ static WRITE_LOG_BYTES: AtomicU64 = AtomicU64::new(WRITE_LOG_BYTES_DEFAULT);
 
 /// The write log's size per shard unless the config says otherwise: 2 MiB, 512 records of
 /// one page, each checkpoint carrying up to that many commits.
-pub const WRITE_LOG_BYTES_DEFAULT: u64 = 2 << 20;
+pub const WRITE_LOG_BYTES_DEFAULT: u64 = 512 << 10;
 
 /// Sets the write log size of every shard file opened from now on (0: no log).
 pub fn set_write_log_bytes(bytes: u64) {

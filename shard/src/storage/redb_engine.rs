@@ -28,9 +28,11 @@ use super::{prefix_end, BulkSink, KvEngine, KvSnapshot, Mutation, OpenError, Sto
 
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 /// The write log's bookkeeping in the redb file: [`APPLIED`] → the sequence number of the
-/// newest log record whose batch this file holds.
+/// newest log record whose batch this file holds; [`LOG_ID`] → the id its log's records
+/// carry, drawn once.
 const LOG_STATE: TableDefinition<&str, u64> = TableDefinition::new("write_log");
 const APPLIED: &str = "applied";
+const LOG_ID: &str = "id";
 
 pub struct RedbEngine {
     path: PathBuf,
@@ -69,11 +71,22 @@ impl RedbEngine {
         // Create the tables up front so that read transactions can always open them.
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(KV).map_err(err)?;
-        txn.open_table(LOG_STATE).map_err(err)?;
+        let log_id = {
+            let mut state = txn.open_table(LOG_STATE).map_err(err)?;
+            let stored = state.get(LOG_ID).map_err(err)?.map(|v| v.value());
+            match stored {
+                Some(id) => id,
+                None => {
+                    let id = rand::random::<u64>();
+                    state.insert(LOG_ID, id).map_err(err)?;
+                    id
+                }
+            }
+        };
         txn.commit().map_err(err)?;
         let log_path = log_path(path);
         let log = if log_bytes > 0 || log_path.exists() {
-            let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE))?;
+            let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE), log_id)?;
             replay(&db, &mut log, &log_path)?;
             if log_bytes > 0 {
                 Some(Mutex::new(log))
@@ -118,14 +131,20 @@ impl RedbEngine {
     /// commit (its database latches after an I/O error). The reopen serves the file's last
     /// durable commit, so the write log's acknowledged records since are applied to it
     /// again, in memory (`log`: the log, held by the failed writer).
-    fn fail_writes(&self, cause: &StorageError, log: Option<&WriteLog>) {
+    /// `refused`: a record of the log whose batch redb refused, left out of that.
+    fn fail_writes(&self, cause: &StorageError, log: Option<&WriteLog>, refused: Option<u64>) {
         if !self.stop_writes(cause) {
             return;
         }
         match super::frozen::open_frozen(&self.path) {
             Ok(db) => {
                 if let Some(log) = log {
-                    if let Err(e) = log.records().map_err(err).and_then(|r| apply_records(&db, &r, false)) {
+                    let records = log.records().map(|replay| {
+                        let mut records = replay.records;
+                        records.retain(|r| Some(r.seq) != refused);
+                        records
+                    });
+                    if let Err(e) = records.map_err(err).and_then(|r| apply_records(&db, &r, false)) {
                         tracing::error!(file = %self.path.display(), error = %e,
                             "cannot apply the write log to the read-only reopen: reads miss the writes since the last checkpoint");
                     }
@@ -168,7 +187,7 @@ impl RedbEngine {
                 Ok(())
             }
             Err(e) => {
-                self.fail_writes(&e, log.as_deref());
+                self.fail_writes(&e, log.as_deref(), None);
                 Err(e)
             }
         }
@@ -193,7 +212,14 @@ impl RedbEngine {
             }
         };
         commit_batch(&self.db.load(), batch, redb::Durability::None, Some(seq)).inspect_err(|e| {
-            self.fail_writes(e, Some(log));
+            // The batch is answered as failed: its record must not come back at the next
+            // start. If even the cancel can't be written, the outcome is unknown, as after a
+            // failed fdatasync (docs/ARCHITECTURE.md, "Faults").
+            if let Err(cancel) = log.cancel(seq) {
+                tracing::error!(file = %self.path.display(), error = %cancel,
+                    "cannot cancel the refused batch's record in the write log: the next start may apply it");
+            }
+            self.fail_writes(e, Some(log), Some(seq));
         })
     }
 }
@@ -203,11 +229,12 @@ pub fn log_path(path: &Path) -> PathBuf {
     path.with_extension("wal")
 }
 
-fn open_log(path: &Path, bytes: u64) -> StorageResult<WriteLog> {
+fn open_log(path: &Path, bytes: u64, id: u64) -> StorageResult<WriteLog> {
     let created = !path.exists();
     let file =
         super::powercut::open_log_file(path).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
-    let log = WriteLog::open(file, bytes, 1).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    let log =
+        WriteLog::open(file, bytes, 1, id).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
     if created {
         // The new file's name must be durable before a record in it is acknowledged.
         if let Some(dir) = path.parent() {
@@ -228,27 +255,25 @@ fn applied(db: &Database) -> StorageResult<u64> {
 /// next record after every record it holds. After this the log holds nothing redb lacks.
 fn replay(db: &Database, log: &mut WriteLog, path: &Path) -> StorageResult<()> {
     let applied = applied(db)?;
-    let records = log.records().map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
-    let newer: Vec<&Record> = records.iter().filter(|r| r.seq > applied).collect();
-    if let Some(first) = newer.first() {
-        if first.seq != applied + 1 {
+    let replay = log.records().map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    // The run read must begin at or before the first record the file lacks.
+    if let (Some(first), Some(newest)) = (replay.first, replay.newest) {
+        if newest > applied && first > applied + 1 {
             return Err(StorageError(format!(
-                "{}: the write log starts at record {} but the shard file holds only up to {applied}: \
+                "{}: the write log starts at record {first} but the shard file holds only up to {applied}: \
                  records are missing (was the shard file replaced by an older copy?)",
-                path.display(),
-                first.seq
+                path.display()
             )));
         }
     }
-    let newest = records.iter().map(|r| r.seq).max().unwrap_or(0).max(applied);
+    let newer: Vec<Record> = replay.records.into_iter().filter(|r| r.seq > applied).collect();
     if !newer.is_empty() {
         let started = std::time::Instant::now();
-        let owned: Vec<Record> = records.into_iter().filter(|r| r.seq > applied).collect();
-        apply_records(db, &owned, true)?;
-        tracing::info!(file = %path.display(), records = owned.len(), elapsed_ms = started.elapsed().as_millis(),
+        apply_records(db, &newer, true)?;
+        tracing::info!(file = %path.display(), records = newer.len(), elapsed_ms = started.elapsed().as_millis(),
             "replayed the write log's records the shard file lacked");
     }
-    log.set_next_seq(newest + 1);
+    log.set_next_seq(replay.newest.unwrap_or(0).max(applied) + 1);
     log.start_over();
     Ok(())
 }
@@ -785,13 +810,42 @@ mod tests {
         assert!(refused.0.contains("records are missing"), "{refused}");
     }
 
+    /// Another shard file put where this one was (a restore over an old data directory)
+    /// gets nothing from the log left beside it.
+    #[test]
+    fn a_log_left_beside_another_shard_file_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-000.redb");
+        let pages = 4 * super::super::writelog::PAGE;
+        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        engine.commit(&[put("Ea", "old")]).unwrap();
+        let crashed = crash_image(&path, &dir.path().join("crash"), true);
+        drop(engine);
+        let other = dir.path().join("other").join("shard-000.redb");
+        std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+        drop(RedbEngine::open_with_log(&other, 0).unwrap());
+        std::fs::copy(&other, &crashed).unwrap();
+        let reopened = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        assert_eq!(value(&reopened, "Ea"), None, "another file's log was replayed into this one");
+        reopened.commit(&[put("Eb", "new")]).unwrap();
+        let again = crash_image(&crashed, &dir.path().join("crash-2"), true);
+        drop(reopened);
+        let twice = RedbEngine::open_with_log(&again, pages).unwrap();
+        assert_eq!(value(&twice, "Eb").as_deref(), Some("new"));
+        assert_eq!(value(&twice, "Ea"), None);
+    }
+
     #[test]
     fn after_a_failed_commit_writes_stop_and_reads_go_on() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         filled(&path);
         let engine = RedbEngine::open_existing(&path).unwrap();
-        engine.fail_writes(&StorageError("I/O error: No space left on device (os error 28)".into()), None);
+        engine.fail_writes(
+            &StorageError("I/O error: No space left on device (os error 28)".into()),
+            None,
+            None,
+        );
         let refused = engine.commit(&[Mutation { key: b"Ex".to_vec(), value: Some(b"1".to_vec()) }]);
         let message = refused.unwrap_err().0;
         assert!(message.contains("No space left") && message.contains("restart"), "{message}");
