@@ -188,19 +188,16 @@ impl WriteLog {
     /// Writes and syncs one record of `payload` at the tail; returns its number.
     fn write_record(&mut self, payload: &[u8]) -> io::Result<u64> {
         let seq = self.next_seq;
-        let mut record = Vec::with_capacity(round_up((HEADER + payload.len()) as u64) as usize);
-        record.extend_from_slice(MAGIC);
-        record.extend_from_slice(&[0u8; HEADER - 4]);
-        record.extend_from_slice(payload);
         let len = u32::try_from(payload.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a batch over 4 GiB"))?;
         let crc = checksum(seq, self.id, len, payload);
-        if let Some(fields) = record.get_mut(4..HEADER) {
-            fields[..4].copy_from_slice(&len.to_le_bytes());
-            fields[4..12].copy_from_slice(&seq.to_le_bytes());
-            fields[12..20].copy_from_slice(&self.id.to_le_bytes());
-            fields[20..24].copy_from_slice(&crc.to_le_bytes());
-        }
+        let mut record = Vec::with_capacity(round_up((HEADER + payload.len()) as u64) as usize);
+        record.extend_from_slice(MAGIC);
+        record.extend_from_slice(&len.to_le_bytes());
+        record.extend_from_slice(&seq.to_le_bytes());
+        record.extend_from_slice(&self.id.to_le_bytes());
+        record.extend_from_slice(&crc.to_le_bytes());
+        record.extend_from_slice(payload);
         // Pad to the page: the sync then writes whole pages of this record only.
         let padded = round_up(record.len() as u64);
         if self.tail + padded > self.capacity {
