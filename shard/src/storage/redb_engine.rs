@@ -211,7 +211,10 @@ impl RedbEngine {
                 return Err(e);
             }
         };
-        commit_batch(&self.db.load(), batch, redb::Durability::None, Some(seq)).inspect_err(|e| {
+        // No record number stored with it: only a checkpoint's durable state survives a
+        // crash, and the checkpoint stores the number (replaying records the file already
+        // holds, after a clean close, changes nothing).
+        commit_batch(&self.db.load(), batch, redb::Durability::None, None).inspect_err(|e| {
             // The batch is answered as failed: its record must not come back at the next
             // start. If even the cancel can't be written, the outcome is unknown, as after a
             // failed fdatasync (docs/ARCHITECTURE.md, "Faults").
