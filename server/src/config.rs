@@ -495,7 +495,7 @@ impl Default for Limits {
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,
             search_slice_us: 1_000,
-            commit_coalesce_us: 250,
+            commit_coalesce_us: ferrodir_shard::actor::COMMIT_COALESCE_DEFAULT.as_micros() as u64,
             write_log_bytes: ferrodir_shard::storage::powercut::WRITE_LOG_BYTES_DEFAULT,
             socket_receive_buffer_bytes: 256 * 1024,
             search_snapshot_entries_max: 10_000,
