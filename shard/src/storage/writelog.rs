@@ -60,8 +60,11 @@ pub struct WriteLog {
     next_seq: u64,
     /// This log's id, in every record.
     id: u64,
-    /// The record being written, reused between appends.
-    buffer: Vec<u8>,
+    /// The batch's encoding, reused between appends.
+    payload: Vec<u8>,
+    /// The record being written (header, payload, padding), reused between appends: no
+    /// allocation per commit.
+    record: Vec<u8>,
 }
 
 /// What replay reads from a log ([`WriteLog::records`]).
@@ -104,7 +107,7 @@ impl WriteLog {
         // A file larger than asked (the setting was lowered) keeps its size: its tail is
         // simply never written again.
         let capacity = capacity.max(len - len % PAGE);
-        Ok(Self { file, capacity, tail: 0, next_seq, id, buffer: Vec::new() })
+        Ok(Self { file, capacity, tail: 0, next_seq, id, payload: Vec::new(), record: Vec::new() })
     }
 
     /// Every record a replay must consider, oldest first: from the start of the file while
@@ -177,11 +180,11 @@ impl WriteLog {
     /// caller checked [`WriteLog::has_room`]. An error leaves the log unusable (the record
     /// may or may not be in the file): the shard takes no more writes.
     pub fn append(&mut self, batch: &[Mutation]) -> io::Result<u64> {
-        let mut payload = std::mem::take(&mut self.buffer);
+        let mut payload = std::mem::take(&mut self.payload);
         payload.clear();
         encode(batch, &mut payload);
         let result = self.write_record(&payload);
-        self.buffer = payload;
+        self.payload = payload;
         result
     }
 
@@ -191,7 +194,8 @@ impl WriteLog {
         let len = u32::try_from(payload.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a batch over 4 GiB"))?;
         let crc = checksum(seq, self.id, len, payload);
-        let mut record = Vec::with_capacity(round_up((HEADER + payload.len()) as u64) as usize);
+        let mut record = std::mem::take(&mut self.record);
+        record.clear();
         record.extend_from_slice(MAGIC);
         record.extend_from_slice(&len.to_le_bytes());
         record.extend_from_slice(&seq.to_le_bytes());
@@ -201,11 +205,13 @@ impl WriteLog {
         // Pad to the page: the sync then writes whole pages of this record only.
         let padded = round_up(record.len() as u64);
         if self.tail + padded > self.capacity {
+            self.record = record;
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "the record does not fit the write log"));
         }
         record.resize(padded as usize, 0);
-        self.file.write(self.tail, &record)?;
-        self.file.sync_data()?;
+        let written = self.file.write(self.tail, &record).and_then(|()| self.file.sync_data());
+        self.record = record;
+        written?;
         self.tail += padded;
         self.next_seq += 1;
         Ok(seq)
