@@ -92,6 +92,16 @@ struct SessionState {
     disconnected: Cell<bool>,
 }
 
+/// Set once the server stops its workers (`stopping`): an operation dropped after that was
+/// cut off by the shutdown, not by a panic. Written once, read only when an operation ends
+/// unfinished.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says the server is about to stop its workers, dropping the operations still running.
+pub fn stopping() {
+    STOPPING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
 /// operation ends, and marks the session broken if it ended without finishing.
 struct OpGuard {
@@ -115,10 +125,15 @@ impl Drop for OpGuard {
             in_flight.remove(&self.message_id);
         }
         if !self.finished {
-            tracing::error!(
-                message_id = self.message_id,
-                "an operation ended without an answer (panic): closing its connection"
-            );
+            if STOPPING.load(std::sync::atomic::Ordering::Relaxed) {
+                // The workers stop after the shutdown grace: a persist search, say, ends here.
+                tracing::debug!(message_id = self.message_id, "an operation ended by the server's shutdown");
+            } else {
+                tracing::error!(
+                    message_id = self.message_id,
+                    "an operation ended without an answer (panic): closing its connection"
+                );
+            }
             self.state.broken.set(true);
             self.state.broken_notify.notify_one();
         }

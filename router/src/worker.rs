@@ -236,6 +236,20 @@ impl Worker {
         Ok(self.shard(shard)?.send(ask).await??)
     }
 
+    /// Has every shard keep its delete log from now on (a sync search, before it reads the
+    /// watermark its cookie carries: `shard::deletelog`).
+    pub async fn keep_delete_logs(&self) -> LdapResultOf<()> {
+        for shard in &self.shards {
+            shard.send(ferrodir_shard::actor::KeepDeleteLog).await.map_err(|e| {
+                LdapError::new(
+                    ferrodir_proto::ResultCode::UNAVAILABLE,
+                    format!("a shard did not answer: {e}"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {
         self.shards
             .get(index)

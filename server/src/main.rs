@@ -221,9 +221,10 @@ fn main() -> anyhow::Result<()> {
                 println!("problem: {problem}");
             }
             println!(
-                "verified {} entries on {} shards: {} problems",
+                "verified {} entries on {} shards ({} delete-log records): {} problems",
                 report.entries,
                 store.engines.len(),
+                report.delete_log_records,
                 report.problems.len()
             );
             if !report.problems.is_empty() {

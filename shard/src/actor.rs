@@ -224,7 +224,12 @@ impl ShardActor {
                 self.roll_back(&batch, &pending, &e);
                 // The failed batches' log records never landed.
                 match crate::deletelog::DeleteLog::load(self.core.snapshot().as_ref()) {
-                    Ok(log) => self.stager.deletelog = log,
+                    Ok(mut log) => {
+                        if self.stager.deletelog.is_kept() {
+                            log.keep();
+                        }
+                        self.stager.deletelog = log
+                    }
                     Err(e) => {
                         tracing::error!(shard = self.core.info.index, error = %e, "delete log not reloaded")
                     }
@@ -471,6 +476,21 @@ impl Handler<ReadDeleteLog> for ShardActor {
 
     fn handle(&mut self, msg: ReadDeleteLog, _: &mut Context<Self>) -> Self::Result {
         crate::deletelog::read(self.core.snapshot().as_ref(), msg.after)
+    }
+}
+
+/// Keep the delete log from now on (`deletelog`: a server logs deletes and Modify DNs once
+/// replication is in use). A sync search sends it to every shard before it reads the
+/// watermark that becomes its cookie: every change staged after the answer is logged.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct KeepDeleteLog;
+
+impl Handler<KeepDeleteLog> for ShardActor {
+    type Result = ();
+
+    fn handle(&mut self, _: KeepDeleteLog, _: &mut Context<Self>) -> Self::Result {
+        self.stager.deletelog.keep();
     }
 }
 
@@ -737,7 +757,8 @@ mod tests {
     }
 
     /// A delete and a Modify DN each leave a delete-log record, committed with them (read
-    /// back through the actor's message); a failed commit's records never show.
+    /// back through the actor's message), once the log is kept (before, a delete only
+    /// raises the minimum); a failed commit's records never show.
     #[test]
     fn deletes_and_moves_are_logged_in_their_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -750,14 +771,22 @@ mod tests {
             let core = Rc::new(ShardCore::new(test_info(&[]), engine.clone()).unwrap());
             let addr = ShardActor::new(core.clone()).unwrap().start();
             let mut ids = Vec::new();
-            for name in ["a", "b", "c"] {
+            for name in ["z", "a", "b", "c"] {
                 let Ok(WriteOutcome::Added(id)) = addr.send(add(name, EntryId::ROOT)).await.unwrap() else {
                     panic!("add failed")
                 };
                 ids.push(id);
             }
+            let unkept = ids.remove(0);
             let before = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert!(before.records.is_empty());
+            // No sync search yet: a delete leaves no record, and the minimum passes it.
+            addr.send(Write(WriteOp::Delete { id: unkept })).await.unwrap().unwrap();
+            let unlogged = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
+            assert!(unlogged.records.is_empty());
+            assert!(unlogged.min > before.min, "{} after {}", unlogged.min, before.min);
+            assert!(!crate::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
+            addr.send(KeepDeleteLog).await.unwrap();
             let uuid_of = |id: EntryId| {
                 let record = core.record(id).unwrap().unwrap();
                 crate::deletelog::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
@@ -790,7 +819,10 @@ mod tests {
             engine.failing.store(false, Ordering::SeqCst);
             assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 2);
             addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().unwrap();
-            assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 3);
+            let last = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
+            assert_eq!((last.records.len(), last.min), (3, unlogged.min));
+            // A restart keeps logging: the mark is stored.
+            assert!(crate::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
         });
     }
 

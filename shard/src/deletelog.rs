@@ -15,6 +15,16 @@
 //! anything (a data directory older than the log) counts its highest committed CSN as the
 //! minimum, so no cookie from before the log existed is answered from it.
 //!
+//! The log is kept once replication is in use, not before: a server that never answered a
+//! sync search has no consumer to answer from it, and a log of 100,000 records (about 150
+//! bytes each in redb) per shard would be the largest thing in a small directory's files.
+//! Until a sync search reaches the shard (`ShardActor`'s `KeepDeleteLog`, sent before the
+//! search reads the watermark that becomes its cookie), a delete or a Modify DN stages no
+//! record and raises the minimum to its own CSN instead, so "every change above the
+//! minimum is in the log" holds either way: a cookie from before a change that was not
+//! logged gets a present phase. Once kept, the log stays kept (a stored mark,
+//! `meta:deletelog_kept`, and any record at all say so after a restart).
+//!
 //! The actor keeps the CSNs of its log in memory (8 bytes each, at most the bound plus one
 //! batch), so trimming needs no read; it reloads them from the snapshot after a failed
 //! commit, whose records never landed.
@@ -88,6 +98,8 @@ pub fn prefix() -> Vec<u8> {
 }
 
 const MIN_KEY: &str = "deletelog_min";
+/// Stored once the log is kept (replication in use); absent before.
+const KEPT_KEY: &str = "deletelog_kept";
 
 impl LogRecord {
     pub fn encode(&self) -> Vec<u8> {
@@ -194,9 +206,13 @@ pub fn read(snapshot: &dyn KvSnapshot, after: u64) -> ShardResult<LogView> {
 pub struct DeleteLog {
     csns: VecDeque<u64>,
     min: u64,
-    /// Whether `meta:deletelog_min` is stored (a log from before this one's first record
-    /// has none; the first record stores it).
+    /// Whether `meta:deletelog_min` holds `min` (a log from before this one's first record
+    /// has none; a change not logged raises `min` past what is stored).
     min_stored: bool,
+    /// Whether changes are logged: replication is in use (`keep`).
+    kept: bool,
+    /// Whether `meta:deletelog_kept` is stored.
+    kept_stored: bool,
 }
 
 impl DeleteLog {
@@ -210,7 +226,25 @@ impl DeleteLog {
             true
         })?;
         let stored = stored_u64(snapshot, MIN_KEY)?;
-        Ok(Self { csns, min: stored_min(snapshot)?, min_stored: stored.is_some() })
+        let kept_stored = snapshot.get(&keys::meta(KEPT_KEY))?.is_some();
+        Ok(Self {
+            kept: kept_stored || !csns.is_empty(),
+            kept_stored,
+            csns,
+            min: stored_min(snapshot)?,
+            min_stored: stored.is_some(),
+        })
+    }
+
+    /// Whether changes are logged now.
+    pub fn is_kept(&self) -> bool {
+        self.kept
+    }
+
+    /// Logs every change from now on (a sync search reached the shard); stored with the
+    /// next commit.
+    pub fn keep(&mut self) {
+        self.kept = true;
     }
 
     pub fn len(&self) -> usize {
@@ -225,18 +259,31 @@ impl DeleteLog {
         self.min
     }
 
-    /// Stores the minimum if it never was (a shard older than the log: its highest
-    /// committed CSN when it started), so that later commits don't move it.
+    /// Stores the minimum if what is stored is not it (a shard older than the log: its
+    /// highest committed CSN when it started, so that later commits don't move it; or
+    /// raised by changes not logged), and the mark of a log just kept. Once per commit.
     pub fn settle(&mut self, out: &mut Vec<Mutation>) {
         if !self.min_stored {
             out.push(Mutation { key: keys::meta(MIN_KEY), value: Some(self.min.to_be_bytes().to_vec()) });
             self.min_stored = true;
         }
+        if self.kept && !self.kept_stored {
+            out.push(Mutation { key: keys::meta(KEPT_KEY), value: Some(vec![1]) });
+            self.kept_stored = true;
+        }
     }
 
     /// The mutations that log `record` within a bound of `max` records: its put, the
-    /// oldest records' deletes and the new minimum.
+    /// oldest records' deletes and the new minimum. While the log is not kept, only the
+    /// minimum moves (to the record's CSN), stored by the commit's `settle`.
     pub fn record(&mut self, record: &LogRecord, max: usize, out: &mut Vec<Mutation>) {
+        if !self.kept {
+            if record.csn > self.min {
+                self.min = record.csn;
+                self.min_stored = false;
+            }
+            return;
+        }
         out.push(Mutation { key: key(record.csn), value: Some(record.encode()) });
         self.csns.push_back(record.csn);
         let mut trimmed = false;
@@ -290,6 +337,15 @@ mod tests {
             .unwrap();
         let mut log = DeleteLog::load(engine.snapshot().unwrap().as_ref()).unwrap();
         assert_eq!(log.min(), 5);
+        // Not kept yet: a change only raises the minimum.
+        let mut batch = Vec::new();
+        log.record(&record(7, "cn=7"), 3, &mut batch);
+        assert!(batch.is_empty());
+        log.settle(&mut batch);
+        engine.commit(&batch).unwrap();
+        assert_eq!((log.len(), log.min()), (0, 7));
+        assert_eq!(read(engine.snapshot().unwrap().as_ref(), 0).unwrap().min, 7);
+        log.keep();
         for csn in 10..15 {
             let mut batch = Vec::new();
             log.record(&record(csn, &format!("cn={csn}")), 3, &mut batch);
@@ -305,6 +361,6 @@ mod tests {
         // After a restart the same picture comes back from storage.
         let again = DeleteLog::load(snapshot.as_ref()).unwrap();
         assert_eq!((again.len(), again.min()), (3, 11));
-        assert!(again.min_stored);
+        assert!(again.min_stored && again.is_kept());
     }
 }

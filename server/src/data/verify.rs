@@ -19,6 +19,8 @@ use crate::data::store::Store;
 #[derive(Debug, Default)]
 pub struct Report {
     pub entries: usize,
+    /// Records in the shards' syncrepl delete logs (none on a server no consumer synced from).
+    pub delete_log_records: usize,
     pub problems: Vec<String>,
 }
 
@@ -53,6 +55,7 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
         // nothing above checks it: its records must decode. (Its length is not checked: a
         // lowered `sync_delete_log_max` trims it only at the next delete.)
         snapshot.scan_prefix(&ferrodir_shard::deletelog::prefix(), &mut |key, value| {
+            report.delete_log_records += 1;
             if let Err(e) = ferrodir_shard::deletelog::LogRecord::decode(key, value) {
                 report.problems.push(format!("shard {shard}: delete log record {key:02x?}: {e}"));
             }

@@ -289,6 +289,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, connections.acquire_many(all)).await;
+    ferrodir_router::session::stopping();
     for arbiter in arbiters.iter().chain(std::iter::once(&coordinator_arbiter)) {
         arbiter.stop();
     }

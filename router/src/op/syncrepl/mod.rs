@@ -97,6 +97,8 @@ async fn serve(
             "only the rootDN may replicate (the replication identity)",
         ));
     }
+    // Deletes and Modify DNs are logged from here on, before the cookie's CSN is read.
+    ctx.worker.keep_delete_logs().await?;
     let registration = stats::Registration::new();
     let mut cookie = match &sync.cookie {
         Some(bytes) => Cookie::parse(bytes)
