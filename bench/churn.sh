@@ -6,10 +6,7 @@
 # `ferrodir compact` run on its data directory, and the size after that.
 #
 #   bash bench/churn.sh [--n 10000] [--churn 23000] [--cycles 3] [--shards 2]
-#                       [--threads 8] [--out DIR] [--ferrodir PATH] [--servers ferrodir,slapd]
-#
-# --servers ferrodir churns ferrodir alone (slapd is still loaded and measured once, for the
-# ratio), for comparing ferrodir builds or settings (FD_EXTRA_LIMITS) faster.
+#                       [--threads 8] [--out DIR] [--ferrodir PATH]
 #
 # Needs slapd, ldap-utils and ldclt (389-ds-base). Everything listens on 127.0.0.1 (ports
 # FD_PORT, SL_PORT, default 39489 / 39490); every process started is stopped by PID on
@@ -17,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-N=10000 CHURN=23000 CYCLES=3 SHARDS=2 THREADS=8 OUT="" FERRODIR_BIN="" SERVERS="ferrodir,slapd"
+N=10000 CHURN=23000 CYCLES=3 SHARDS=2 THREADS=8 OUT="" FERRODIR_BIN=""
 while [ $# -gt 0 ]; do
   case $1 in
     --n) N=$2; shift 2 ;;
@@ -27,7 +24,6 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --ferrodir) FERRODIR_BIN=$2; shift 2 ;;
-    --servers) SERVERS=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +77,7 @@ record_size slapd loaded "$OUT/slapd/db" "$SL_PORT" 0 0
 
 for cycle in $(seq "$CYCLES"); do
   start=$(((cycle - 1) * CHURN))
-  for server in ${SERVERS//,/ }; do
+  for server in ferrodir slapd; do
     port=$FD_PORT dir=$OUT/ferrodir/data
     [ $server = slapd ] && port=$SL_PORT dir=$OUT/slapd/db
     read -r secs errs < <(churn_phase "$port" add "$start")

@@ -237,15 +237,23 @@ impl Worker {
     }
 
     /// Has every shard keep its delete log from now on (a sync search, before it reads the
-    /// watermark its cookie carries: `shard::deletelog`).
+    /// watermark its cookie carries: `shard::deletelog`). A shard that did not keep it
+    /// before stores the mark durably before this returns, if it can write.
     pub async fn keep_delete_logs(&self) -> LdapResultOf<()> {
-        for shard in &self.shards {
-            shard.send(ferrodir_shard::actor::KeepDeleteLog).await.map_err(|e| {
+        for (index, shard) in self.shards.iter().enumerate() {
+            let newly = shard.send(ferrodir_shard::actor::KeepDeleteLog).await.map_err(|e| {
                 LdapError::new(
                     ferrodir_proto::ResultCode::UNAVAILABLE,
                     format!("a shard did not answer: {e}"),
                 )
             })?;
+            if newly {
+                let name = ferrodir_shard::deletelog::KEPT_KEY.to_string();
+                if let Err(e) = self.write(index, WriteOp::PutMeta { name, value: vec![1] }).await {
+                    // Still kept from now on; the next commit of the shard stores the mark.
+                    tracing::warn!(shard = index, error = %e.message, "the delete log's mark was not stored");
+                }
+            }
         }
         Ok(())
     }

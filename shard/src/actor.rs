@@ -482,15 +482,17 @@ impl Handler<ReadDeleteLog> for ShardActor {
 /// Keep the delete log from now on (`deletelog`: a server logs deletes and Modify DNs once
 /// replication is in use). A sync search sends it to every shard before it reads the
 /// watermark that becomes its cookie: every change staged after the answer is logged.
+/// Answers whether the log was not kept before (then the sender stores the mark at once,
+/// `deletelog::KEPT_KEY`, so that a restart before the next write keeps logging).
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "bool")]
 pub struct KeepDeleteLog;
 
 impl Handler<KeepDeleteLog> for ShardActor {
-    type Result = ();
+    type Result = bool;
 
     fn handle(&mut self, _: KeepDeleteLog, _: &mut Context<Self>) -> Self::Result {
-        self.stager.deletelog.keep();
+        self.stager.deletelog.keep()
     }
 }
 
@@ -786,7 +788,8 @@ mod tests {
             assert!(unlogged.records.is_empty());
             assert!(unlogged.min > before.min, "{} after {}", unlogged.min, before.min);
             assert!(!crate::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
-            addr.send(KeepDeleteLog).await.unwrap();
+            assert!(addr.send(KeepDeleteLog).await.unwrap(), "not kept before");
+            assert!(!addr.send(KeepDeleteLog).await.unwrap(), "kept once asked");
             let uuid_of = |id: EntryId| {
                 let record = core.record(id).unwrap().unwrap();
                 crate::deletelog::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())

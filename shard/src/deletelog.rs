@@ -99,7 +99,7 @@ pub fn prefix() -> Vec<u8> {
 
 const MIN_KEY: &str = "deletelog_min";
 /// Stored once the log is kept (replication in use); absent before.
-const KEPT_KEY: &str = "deletelog_kept";
+pub const KEPT_KEY: &str = "deletelog_kept";
 
 impl LogRecord {
     pub fn encode(&self) -> Vec<u8> {
@@ -241,10 +241,10 @@ impl DeleteLog {
         self.kept
     }
 
-    /// Logs every change from now on (a sync search reached the shard); stored with the
-    /// next commit.
-    pub fn keep(&mut self) {
-        self.kept = true;
+    /// Logs every change from now on (a sync search reached the shard); the mark is stored
+    /// with the next commit. Whether the log was not kept before.
+    pub fn keep(&mut self) -> bool {
+        !std::mem::replace(&mut self.kept, true)
     }
 
     pub fn len(&self) -> usize {
@@ -345,7 +345,7 @@ mod tests {
         engine.commit(&batch).unwrap();
         assert_eq!((log.len(), log.min()), (0, 7));
         assert_eq!(read(engine.snapshot().unwrap().as_ref(), 0).unwrap().min, 7);
-        log.keep();
+        assert!(log.keep() && !log.keep());
         for csn in 10..15 {
             let mut batch = Vec::new();
             log.record(&record(csn, &format!("cn={csn}")), 3, &mut batch);

@@ -541,6 +541,38 @@ fn delete_phase_trimmed_log_and_persist_attributes_and_subtrees() {
     assert_eq!(child_in.2, ["entryCSN", "sn"]);
 }
 
+/// The delete log is kept from a server's first sync search on: a delete before it leaves
+/// no record (the server's files carry no log nobody asked for), and one after a restart
+/// that came before any write is still logged, so a consumer's cookie from before the
+/// restart gets a delete phase.
+#[test]
+fn the_delete_log_is_kept_from_the_first_sync_search_across_a_restart() {
+    let config = format!("{}\n[limits]\nshutdown_grace_s = 1\n", crate::harness::message_reads_config());
+    let mut server = Server::start_with_config(&config);
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    let people = "ou=people,dc=example,dc=com";
+    for uid in ["early", "late"] {
+        add_person(&mut admin, &format!("uid={uid},{people}"), uid);
+    }
+    assert_eq!(admin.delete(&format!("uid=early,{people}")).unwrap().rc, 0);
+    let late = uuid_of(&mut admin, &format!("uid=late,{people}"));
+    let full = refresh_of(&mut admin.0, people, "(objectClass=*)", None);
+    assert_eq!(full.rc, 0, "{}", full.text);
+    let cookie = full.cookie.expect("a cookie");
+    drop(admin);
+    server.stop();
+    let (clean, report) = server.verify();
+    assert!(clean && report.contains("(0 delete-log records)"), "the early delete was logged: {report}");
+    server.restart();
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    assert_eq!(admin.delete(&format!("uid=late,{people}")).unwrap().rc, 0);
+    let delta = refresh_of(&mut admin.0, people, "(objectClass=*)", Some(&cookie));
+    assert_eq!(delta.rc, 0, "{}", delta.text);
+    assert!(delta.refresh_deletes, "a delete phase after the restart");
+    assert_eq!(delta.deleted, [late]);
+    assert!(delta.entries.is_empty(), "{:?}", delta.entries);
+}
+
 /// Persist searches started while four writers add entries on every shard: each one ends
 /// up with every entry, from its refresh or from its feed. A batch fed just before a
 /// search subscribed, while another shard was still committing a lower CSN, used to be in
