@@ -250,7 +250,8 @@ impl Worker {
             if newly {
                 let name = ferrodir_shard::deletelog::KEPT_KEY.to_string();
                 if let Err(e) = self.write(index, WriteOp::PutMeta { name, value: vec![1] }).await {
-                    // Still kept from now on; the next commit of the shard stores the mark.
+                    // Still kept while this server runs; a restart without the mark keeps the
+                    // log only if it holds records (a failed write stops the shard's writes).
                     tracing::warn!(shard = index, error = %e.message, "the delete log's mark was not stored");
                 }
             }

@@ -211,8 +211,6 @@ pub struct DeleteLog {
     min_stored: bool,
     /// Whether changes are logged: replication is in use (`keep`).
     kept: bool,
-    /// Whether `meta:deletelog_kept` is stored.
-    kept_stored: bool,
 }
 
 impl DeleteLog {
@@ -226,10 +224,9 @@ impl DeleteLog {
             true
         })?;
         let stored = stored_u64(snapshot, MIN_KEY)?;
-        let kept_stored = snapshot.get(&keys::meta(KEPT_KEY))?.is_some();
+        let marked = snapshot.get(&keys::meta(KEPT_KEY))?.is_some();
         Ok(Self {
-            kept: kept_stored || !csns.is_empty(),
-            kept_stored,
+            kept: marked || !csns.is_empty(),
             csns,
             min: stored_min(snapshot)?,
             min_stored: stored.is_some(),
@@ -241,8 +238,8 @@ impl DeleteLog {
         self.kept
     }
 
-    /// Logs every change from now on (a sync search reached the shard); the mark is stored
-    /// with the next commit. Whether the log was not kept before.
+    /// Logs every change from now on (a sync search reached the shard). Whether the log was
+    /// not kept before: then the caller stores the mark (`KEPT_KEY`), so a restart keeps it.
     pub fn keep(&mut self) -> bool {
         !std::mem::replace(&mut self.kept, true)
     }
@@ -261,15 +258,11 @@ impl DeleteLog {
 
     /// Stores the minimum if what is stored is not it (a shard older than the log: its
     /// highest committed CSN when it started, so that later commits don't move it; or
-    /// raised by changes not logged), and the mark of a log just kept. Once per commit.
+    /// raised by changes not logged). Once per commit.
     pub fn settle(&mut self, out: &mut Vec<Mutation>) {
         if !self.min_stored {
             out.push(Mutation { key: keys::meta(MIN_KEY), value: Some(self.min.to_be_bytes().to_vec()) });
             self.min_stored = true;
-        }
-        if self.kept && !self.kept_stored {
-            out.push(Mutation { key: keys::meta(KEPT_KEY), value: Some(vec![1]) });
-            self.kept_stored = true;
         }
     }
 
