@@ -264,19 +264,26 @@ rssanon_kb() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }
 
 # --- one ldclt run ---------------------------------------------------------------------
 # ldclt_start OUTFILE CPUS PORT SAMPLES THREADS ARGS... -> sets LDCLT_PID (tracked).
-# CPUS empty = unpinned.
+# CPUS empty = unpinned. ldclt's own CPU (user and system seconds, bash's `time` over it
+# and everything it waited for) lands in OUTFILE.cpu when it ends: on a machine the client
+# shares with the server, that is the other half of the CPU budget an operation costs.
 ldclt_start() {
   local out=$1 cpus=$2 port=$3 samples=$4 threads=$5; shift 5
   local pin=()
   [ -n "$cpus" ] && pin=(taskset -c "$cpus")
-  "${pin[@]}" timeout -k 5 $((samples * 10 + 40)) "$LDCLT" -h 127.0.0.1 -p "$port" \
-    -n "$threads" -N "$samples" -q "$@" > "$out" 2>&1 &
+  ( TIMEFORMAT='client_cpu_user_s=%3U client_cpu_sys_s=%3S'
+    time "${pin[@]}" timeout -k 5 $((samples * 10 + 40)) "$LDCLT" -h 127.0.0.1 -p "$port" \
+      -n "$threads" -N "$samples" -q "$@" > "$out" 2>&1 ) 2> "$out.cpu" &
   LDCLT_PID=$!; track $LDCLT_PID
 }
 
+# The client_cpu_* pair ldclt_start left for OUTFILE (nothing if it left none).
+client_cpu() { grep -ho 'client_cpu_user_s=[0-9.]* client_cpu_sys_s=[0-9.]*' "$1.cpu" 2>/dev/null | tail -1; }
+
 # ldclt_measure OUTFILE CPUS PORT SERVER_PID SAMPLES THREADS ARGS... -> sets MEASURE to
-# "ops_per_s=.. ops_total=.. errors=.. dead_threads=.. cpu_user_s=.. cpu_sys_s=..": the
-# server's utime/stime are read just before and after the run.
+# "ops_per_s=.. ops_total=.. errors=.. dead_threads=.. cpu_user_s=.. cpu_sys_s=..
+# client_cpu_user_s=.. client_cpu_sys_s=..": the server's utime/stime are read just before
+# and after the run, the client's are its own over its whole run.
 ldclt_measure() {
   local out=$1 cpus=$2 port=$3 pid=$4 samples=$5 threads=$6; shift 6
   local before after ignored="" arg prev=""
@@ -285,7 +292,7 @@ ldclt_measure() {
   ldclt_start "$out" "$cpus" "$port" "$samples" "$threads" "$@"
   wait "$LDCLT_PID" || true
   after=$($UTIL cpu "$pid")
-  MEASURE="$($UTIL ldclt "$out" "$ignored" 2>>"$out.errors") $(cpu_delta "$before" "$after")"
+  MEASURE="$($UTIL ldclt "$out" "$ignored" 2>>"$out.errors") $(cpu_delta "$before" "$after") $(client_cpu "$out")"
 }
 
 cpu_delta() {  # "u0 s0" "u1 s1" -> "cpu_user_s=.. cpu_sys_s=.."

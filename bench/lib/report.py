@@ -22,6 +22,21 @@ def per_op_us(run, key):
     return run[key] / ops * 1e6 if ops and key in run else None
 
 
+def client_us_per_op(run):
+    """ldclt's own CPU (user + system) per operation, when the run recorded it."""
+    ops = run.get("ops_total", 0)
+    if not ops or "client_cpu_user_s" not in run:
+        return None
+    return (run["client_cpu_user_s"] + run.get("client_cpu_sys_s", 0)) / ops * 1e6
+
+
+def server_us_per_op(run):
+    ops = run.get("ops_total", 0)
+    if not ops or "cpu_user_s" not in run:
+        return None
+    return (run["cpu_user_s"] + run.get("cpu_sys_s", 0)) / ops * 1e6
+
+
 def summarize(runs):
     """Median over repetitions; a server that answered any error makes the cell broken."""
     if any("na" in r for r in runs):
@@ -30,6 +45,8 @@ def summarize(runs):
         "ops_per_s": median([r.get("ops_per_s") for r in runs]),
         "cpu_user_us_per_op": median([per_op_us(r, "cpu_user_s") for r in runs]),
         "cpu_sys_us_per_op": median([per_op_us(r, "cpu_sys_s") for r in runs]),
+        "client_cpu_us_per_op": median([client_us_per_op(r) for r in runs]),
+        "server_cpu_us_per_op": median([server_us_per_op(r) for r in runs]),
         "errors": sum(r.get("errors", 0) for r in runs),
         "repetitions": len(runs),
         "runs": runs,
@@ -187,14 +204,25 @@ def server_table(size, lines):
                      f"| {fmt(end / 1024 if end else None, 1)} | " + " | ".join(lat_cells) + " |")
 
 
+def cell_cpu(summary):
+    """Server + client CPU µs per operation: what one operation costs a machine the two share."""
+    if not summary or "na" in summary:
+        return "–"
+    server, client = summary.get("server_cpu_us_per_op"), summary.get("client_cpu_us_per_op")
+    if server is None:
+        return "–"
+    return f"{server:.1f} + {client:.1f}" if client is not None else f"{server:.1f}"
+
+
 def matrix_table(size, lines):
     if not size["matrix"]:
         return {}
     reps = max(sum(1 for r in runs if r["server"] == "ferrodir") for runs in size["matrix"].values()) or 1
     title = "Matrix (one run each):" if reps == 1 else f"Matrix (medians of {reps} interleaved runs):"
     lines += ["", title, "",
-              "| scenario | client threads | pinning | ferrodir ops/s | slapd ops/s | ferrodir/slapd | null ops/s |",
-              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+              "| scenario | client threads | pinning | ferrodir ops/s | slapd ops/s | ferrodir/slapd | null ops/s "
+              "| CPU µs/op, server + client: ferrodir · slapd · null |",
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     out = []
     for (scenario, threads, pinned), runs in sorted(size["matrix"].items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1])):
         per_server = defaultdict(list)
@@ -204,7 +232,8 @@ def matrix_table(size, lines):
         out.append({"scenario": scenario, "threads": threads, "pinned": pinned, **by})
         lines.append(f"| {scenario} | {threads} | {pinned} | {cell_ops(by.get('ferrodir'))} | "
                      f"{cell_ops(by.get('slapd'))} | {ratio(by.get('ferrodir'), by.get('slapd'))} | "
-                     f"{cell_ops(by.get('null')) if 'null' in by else '–'} |")
+                     f"{cell_ops(by.get('null')) if 'null' in by else '–'} | "
+                     f"{' · '.join(cell_cpu(by.get(s)) for s in ('ferrodir', 'slapd', 'null'))} |")
     return out
 
 

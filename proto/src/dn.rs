@@ -302,6 +302,9 @@ impl Rdn {
     /// The canonical comparable form: each AVA's [`Ava::normalized`], sorted (the order of a
     /// multi-valued RDN carries no meaning, RFC 4512 §2.3.1) and joined by `+`.
     pub fn normalized(&self, avas: &dyn AvaNormalizer) -> String {
+        if let [only] = self.avas.as_slice() {
+            return only.normalized(avas);
+        }
         let mut parts: Vec<String> = self.avas.iter().map(|ava| ava.normalized(avas)).collect();
         parts.sort();
         parts.join("+")
@@ -326,22 +329,43 @@ impl Ava {
     /// `lowercase(attr)=escaped(normalised value)`. The value keeps the RFC 4514 escaping so
     /// that a `,` or `+` inside it cannot be mistaken for a separator in the joined form.
     pub fn normalized(&self, avas: &dyn AvaNormalizer) -> String {
-        let (attr, value) = avas.normalize_ava(&normalize_attr_name(&self.attr), &self.value);
-        let mut out = attr;
-        out.push('=');
-        // Writing into a String cannot fail.
-        let _ = write_escaped_value(&mut out, &value);
+        // Room for the usual case (a canonical name no longer than the one written, a value
+        // that needs no escape): one allocation.
+        let mut out = String::with_capacity(self.attr.len() + 1 + self.value.len());
+        avas.write_normalized_ava(&normalize_attr_name(&self.attr), &self.value, &mut out);
         out
     }
 }
 
 /// Lowercases an attribute type and drops the RFC 1779 `oid.` prefix, so `OID.2.5.4.3` and
-/// `2.5.4.3` agree. Mapping names to OIDs waits for the schema layer.
-fn normalize_attr_name(attr: &str) -> String {
+/// `2.5.4.3` agree. Mapping names to OIDs waits for the schema layer. Borrowed when the type
+/// is written that way already (the common case).
+fn normalize_attr_name(attr: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !attr.bytes().any(|b| b.is_ascii_uppercase())
+        && !attr.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("oid."));
+    if plain {
+        return std::borrow::Cow::Borrowed(attr);
+    }
     let lower = attr.to_ascii_lowercase();
     match lower.strip_prefix("oid.") {
-        Some(rest) => rest.to_owned(),
-        None => lower,
+        Some(rest) => std::borrow::Cow::Owned(rest.to_owned()),
+        None => std::borrow::Cow::Owned(lower),
+    }
+}
+
+/// Appends `value` escaped as [`write_escaped_value`] does; a value with nothing to escape
+/// (printable ASCII without the special characters, no space or `#` where they'd need one)
+/// is copied as it is.
+pub(crate) fn push_escaped_value(out: &mut String, value: &[u8]) {
+    let plain = value.iter().all(|&b| (0x20..0x7f).contains(&b) && !b",+\"\\<>;".contains(&b))
+        && value.first().is_none_or(|&b| b != b' ' && b != b'#')
+        && value.last().is_none_or(|&b| b != b' ');
+    match std::str::from_utf8(value) {
+        Ok(text) if plain => out.push_str(text),
+        // Writing into a String cannot fail.
+        _ => {
+            let _ = write_escaped_value(out, value);
+        }
     }
 }
 
@@ -662,6 +686,57 @@ fn hex_value(digit: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plain_escape_path_writes_what_the_general_one_does() {
+        let values: [&[u8]; 14] = [
+            b"",
+            b"plain",
+            b"with space",
+            b" lead",
+            b"trail ",
+            b"#hash",
+            b"in#side",
+            b"a,b+c;d",
+            b"q\"uote\\",
+            b"<tag>",
+            b"ctl\x01x",
+            b"del\x7f",
+            "caf\u{e9}".as_bytes(),
+            b"bad\xff",
+        ];
+        for value in values {
+            let mut general = String::new();
+            write_escaped_value(&mut general, value).unwrap();
+            let mut fast = String::new();
+            push_escaped_value(&mut fast, value);
+            assert_eq!(fast, general, "{value:?}");
+        }
+        let schema = crate::schema::DnNormalizer::from_schema(&crate::schema::Schema::standard());
+        for text in ["UID=Babs,OU=People", "oid.2.5.4.3=A  B", "cn=a+sn=b", "cn=\\#x\\ "] {
+            let dn = Dn::parse(text).unwrap();
+            let by_parts: Vec<String> = dn
+                .rdns
+                .iter()
+                .map(|rdn| {
+                    let mut parts: Vec<String> = rdn
+                        .avas
+                        .iter()
+                        .map(|ava| {
+                            let (attr, value) =
+                                schema.normalize_ava(&normalize_attr_name(&ava.attr), &ava.value);
+                            let mut out = format!("{attr}=");
+                            write_escaped_value(&mut out, &value).unwrap();
+                            out
+                        })
+                        .collect();
+                    parts.sort();
+                    parts.join("+")
+                })
+                .collect();
+            assert_eq!(dn.normalized(&schema), by_parts.join(","), "{text}");
+        }
+    }
 
     #[test]
     fn an_rdn_names_each_type_once() {

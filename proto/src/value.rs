@@ -20,6 +20,16 @@ pub trait AvaNormalizer: Send + Sync {
     /// The normalised (attribute, value) of one AVA. `attr_lower` is the type as written,
     /// lowercased and without an `oid.` prefix.
     fn normalize_ava(&self, attr_lower: &str, value: &[u8]) -> (String, Vec<u8>);
+
+    /// Appends `type=value` as [`crate::dn::Ava::normalized`] writes it (the value escaped
+    /// as RFC 4514 §2.4 asks) to `out`. What every DN a request names goes through, so a
+    /// normaliser that can do it without the two owned parts of `normalize_ava` should.
+    fn write_normalized_ava(&self, attr_lower: &str, value: &[u8], out: &mut String) {
+        let (attr, value) = self.normalize_ava(attr_lower, value);
+        out.push_str(&attr);
+        out.push('=');
+        crate::dn::push_escaped_value(out, &value);
+    }
 }
 
 /// Normalisation without a schema: the type stays as written (lowercased) and the value

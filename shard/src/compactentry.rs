@@ -145,24 +145,26 @@ impl CompactEntry {
 
     /// The whole entry, decoded (a write's staging, a fetch by id, a sort's keys).
     pub fn decode(&self) -> Result<EntryRecord, CorruptRecord> {
-        self.decode_keeping(&|_| true)
+        self.decode_keeping(None)
     }
 
-    /// The entry with only the attributes whose base name is in `names` (lowercased), or
-    /// all of them for None: what evaluating a filter needs ([`crate::search::selected_names`]).
-    pub fn decode_selected(&self, names: Option<&[String]>) -> Result<EntryRecord, CorruptRecord> {
-        match names {
-            Some(names) => self.decode_keeping(&|description| base_name_in(description, names)),
-            None => self.decode(),
-        }
+    /// The entry with only the attributes `wanted` names, or all of them for None: what
+    /// evaluating a filter needs ([`crate::search::selected_names`]).
+    pub fn decode_selected(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
+        self.decode_keeping(wanted)
     }
 
-    fn decode_keeping(&self, keep: &dyn Fn(&[u8]) -> bool) -> Result<EntryRecord, CorruptRecord> {
+    fn decode_keeping(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
         let mut attrs = Vec::new();
-        for i in 0..self.spans.len() {
+        for (i, span) in self.spans.iter().enumerate() {
+            // A type the schema knows is judged by its slot, without parsing the segment.
+            let known = span.slot != UNKNOWN_TYPE;
+            if known && wanted.is_some_and(|w| !w.slots.contains(&span.slot)) {
+                continue;
+            }
             let segment = self.segment(i).ok_or(CorruptRecord("cached entry: span"))?;
             let parsed = parse_segment(segment).ok_or(CorruptRecord("cached entry: segment"))?;
-            if !keep(parsed.description) {
+            if !known && wanted.is_some_and(|w| !base_name_in(parsed.description, &w.names)) {
                 continue;
             }
             let name = std::str::from_utf8(parsed.description).map_err(|_| CorruptRecord("utf-8"))?;
@@ -182,6 +184,26 @@ impl CompactEntry {
             flags: self.flags,
             entry: Entry { attrs },
         })
+    }
+}
+
+/// The attributes a filter needs, as [`CompactEntry::decode_selected`] looks for them: the
+/// lowercased base names, and the rule-table slots of those the schema knows. A cached
+/// entry's attribute of a known type is kept when its slot is listed (any spelling of the
+/// type: the slot is the type's), one of an unknown type when its base name is; a known
+/// type's name resolves to its slot, so no attribute the names select is left out.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    names: Vec<String>,
+    slots: Vec<u32>,
+}
+
+impl Wanted {
+    pub fn new(rules: &RuleTable, names: Vec<String>) -> Self {
+        let mut slots: Vec<u32> = names.iter().filter_map(|n| rules.get(n)).map(|r| r.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        Self { names, slots }
     }
 }
 
@@ -275,9 +297,16 @@ mod tests {
         let rules = RuleTable::from_schema(&schema);
         let compact = CompactEntry::build(&rules, &record()).unwrap();
         let names = vec!["cn".to_string(), "objectclass".to_string()];
-        let some = compact.decode_selected(Some(&names)).unwrap();
+        let some = compact.decode_selected(Some(&Wanted::new(&rules, names))).unwrap();
         let kept: Vec<_> = some.entry.attrs.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(kept, ["objectClass", "cn;lang-en"]);
+        // Another spelling of a known type selects it; an unknown type is matched by name.
+        let names = vec!["commonname".to_string(), "x-unknown".to_string()];
+        let some = compact.decode_selected(Some(&Wanted::new(&rules, names))).unwrap();
+        let kept: Vec<_> = some.entry.attrs.iter().map(|a| a.name.to_ascii_lowercase()).collect();
+        assert_eq!(kept, ["cn;lang-en", "x-unknown"]);
+        let none = compact.decode_selected(Some(&Wanted::new(&rules, vec!["x-other".into()]))).unwrap();
+        assert!(none.entry.attrs.is_empty());
         assert_eq!(some.rdn, "uid=Babs");
         assert_eq!(compact.decode_selected(None).unwrap(), record());
     }

@@ -22,6 +22,7 @@ use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
 use crate::candidates::{read_plan, Plan};
+use crate::compactentry::Wanted;
 use crate::core::ShardCore;
 use crate::error::ShardResult;
 use crate::eval;
@@ -362,10 +363,12 @@ fn for_filter<'c>(
     rules: &RuleTable,
     query: &Query,
     cached: &'c Cached,
-    names: &OnceCell<Option<Vec<String>>>,
+    names: &OnceCell<Option<Wanted>>,
 ) -> ShardResult<Cow<'c, EntryRecord>> {
     let names = match cached {
-        Cached::Kept(_) => names.get_or_init(|| selected_names(rules, query.filter, query.attrs)).as_deref(),
+        Cached::Kept(_) => names
+            .get_or_init(|| selected_names(rules, query.filter, query.attrs).map(|n| Wanted::new(rules, n)))
+            .as_ref(),
         Cached::Transient(_) => None,
     };
     Ok(cached.for_filter(names)?)
@@ -416,7 +419,7 @@ pub fn inline_search(
 #[derive(Default)]
 pub struct InlinePrep {
     needs: OnceCell<(bool, bool)>,
-    names: OnceCell<Option<Vec<String>>>,
+    names: OnceCell<Option<Wanted>>,
 }
 
 /// [`inline_search`], appending the matches to `out`, with `prep` shared by the shards of
@@ -513,10 +516,25 @@ fn dn_of(tree: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
 fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'static str, &'a [u8]); 3] {
     let has_subordinates: &'static [u8] = if tree.contains(id) { b"TRUE" } else { b"FALSE" };
     [
-        ("entryDN", dn.as_bytes()),
-        ("hasSubordinates", has_subordinates),
-        ("subschemaSubentry", b"cn=Subschema"),
+        (COMPUTED_NAMES[0].0, dn.as_bytes()),
+        (COMPUTED_NAMES[1].0, has_subordinates),
+        (COMPUTED_NAMES[2].0, b"cn=Subschema"),
     ]
+}
+
+/// The computed attributes' names as sent, and lowercased (what selection compares), so
+/// that sending an entry lowercases nothing.
+const COMPUTED_NAMES: [(&str, &str); 3] = [
+    ("entryDN", "entrydn"),
+    ("hasSubordinates", "hassubordinates"),
+    ("subschemaSubentry", "subschemasubentry"),
+];
+
+fn lowercased_computed(name: &str) -> std::borrow::Cow<'static, str> {
+    match COMPUTED_NAMES.iter().find(|(sent, _)| *sent == name) {
+        Some((_, lower)) => std::borrow::Cow::Borrowed(lower),
+        None => std::borrow::Cow::Owned(name.to_ascii_lowercase()),
+    }
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes the requester may
@@ -575,7 +593,7 @@ pub(crate) fn encode_entry(
         }
     }
     for (name, value) in computed_attributes(query.tree, id, &dn) {
-        let canonical = name.to_ascii_lowercase();
+        let canonical = lowercased_computed(name);
         if sel.wants_operational(&canonical) && !hidden.contains(&canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));

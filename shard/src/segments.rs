@@ -44,11 +44,14 @@ impl Cached {
         }
     }
 
-    /// The record with at least the attributes named in `names` (lowercased base names;
-    /// None: all): what judging the entry against a filter needs.
-    pub fn for_filter(&self, names: Option<&[String]>) -> Result<Cow<'_, EntryRecord>, CorruptRecord> {
+    /// The record with at least the attributes `wanted` names (None: all): what judging
+    /// the entry against a filter needs.
+    pub fn for_filter(
+        &self,
+        wanted: Option<&crate::compactentry::Wanted>,
+    ) -> Result<Cow<'_, EntryRecord>, CorruptRecord> {
         match self {
-            Cached::Kept(c) => Ok(Cow::Owned(c.decode_selected(names)?)),
+            Cached::Kept(c) => Ok(Cow::Owned(c.decode_selected(wanted)?)),
             Cached::Transient(r) => Ok(Cow::Borrowed(r.as_ref())),
         }
     }

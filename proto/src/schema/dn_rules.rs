@@ -7,6 +7,7 @@
 //! test and the server can't disagree about it by which of them set a global first.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use super::matching::{self, Kind, Rule};
 use super::Schema;
@@ -14,10 +15,11 @@ use crate::dn::{Dn, DnError, NormDn, Rdn};
 use crate::value::{normalize_value, AvaNormalizer};
 
 /// Lowercased attribute name, alias or OID → how its AVAs normalise. Empty: no schema, which
-/// normalises as [`crate::value::PlainAvas`] does.
+/// normalises as [`crate::value::PlainAvas`] does. Hashed with FNV-1a, as the schema's own
+/// name index is: every AVA of every DN a request names looks up its type here.
 #[derive(Clone, Debug, Default)]
 pub struct DnNormalizer {
-    types: HashMap<String, AvaType>,
+    types: HashMap<String, AvaType, BuildHasherDefault<super::Fnv1a>>,
 }
 
 #[derive(Clone, Debug)]
@@ -34,7 +36,7 @@ impl DnNormalizer {
     }
 
     pub fn from_schema(schema: &Schema) -> Self {
-        let mut types = HashMap::new();
+        let mut types = HashMap::default();
         for attr in schema.attribute_types() {
             let equality = attr
                 .equality
@@ -87,6 +89,24 @@ impl AvaNormalizer for DnNormalizer {
                 (ava.canonical.clone(), key.unwrap_or_else(|| value.to_vec()))
             }
             None => (attr_lower.to_string(), normalize_value(attr_lower, value)),
+        }
+    }
+
+    fn write_normalized_ava(&self, attr_lower: &str, value: &[u8], out: &mut String) {
+        match self.types.get(attr_lower) {
+            Some(ava) => {
+                out.push_str(&ava.canonical);
+                out.push('=');
+                match ava.equality.and_then(|rule| matching::normalize(rule, value, self)) {
+                    Some(key) => crate::dn::push_escaped_value(out, &key),
+                    None => crate::dn::push_escaped_value(out, value),
+                }
+            }
+            None => {
+                out.push_str(attr_lower);
+                out.push('=');
+                crate::dn::push_escaped_value(out, &normalize_value(attr_lower, value));
+            }
         }
     }
 }

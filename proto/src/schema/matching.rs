@@ -209,10 +209,10 @@ pub fn all() -> &'static [(Rule, Kind)] {
 /// in the server, so a value compares as the entry it names does.
 pub fn normalize(rule: Rule, value: &[u8], dn: &dyn AvaNormalizer) -> Option<Vec<u8>> {
     let normalized = match rule {
-        Rule::CaseIgnore => collapse_spaces(&map_chars(directory_string(value)?, true)),
-        Rule::CaseExact => collapse_spaces(&map_chars(directory_string(value)?, false)),
-        Rule::CaseIgnoreIa5 => collapse_spaces(&map_chars(ia5_string(value)?, true)),
-        Rule::CaseExactIa5 => collapse_spaces(&map_chars(ia5_string(value)?, false)),
+        Rule::CaseIgnore => collapse_spaces(map_chars(directory_string(value)?, true)),
+        Rule::CaseExact => collapse_spaces(map_chars(directory_string(value)?, false)),
+        Rule::CaseIgnoreIa5 => collapse_spaces(map_chars(ia5_string(value)?, true)),
+        Rule::CaseExactIa5 => collapse_spaces(map_chars(ia5_string(value)?, false)),
         Rule::CaseIgnoreList => postal_address(text(value)?),
         Rule::TelephoneNumber => telephone_number(value)?,
         Rule::NumericString => numeric_string(value)?,
@@ -438,7 +438,13 @@ fn maps_to_nothing(ch: char) -> bool {
 /// two inside); we store the equivalent "a b" (trimmed, single inner spaces), which is equal
 /// exactly when the RFC form is and orders the same way. A value with no non-space character
 /// becomes " ", as in slapd.
-fn collapse_spaces(mapped: &str) -> String {
+fn collapse_spaces(mapped: String) -> String {
+    // Most values have no space to drop: they are their own collapsed form.
+    let bytes = mapped.as_bytes();
+    let edges_clear = bytes.first().is_some_and(|&b| b != b' ') && bytes.last().is_some_and(|&b| b != b' ');
+    if edges_clear && !bytes.windows(2).any(|w| w == b"  ") {
+        return mapped;
+    }
     let mut collapsed = String::with_capacity(mapped.len());
     for word in mapped.split(' ').filter(|w| !w.is_empty()) {
         if !collapsed.is_empty() {
@@ -475,7 +481,7 @@ fn spaced(mapped: &str, piece: Piece) -> String {
 fn postal_address(text: &str) -> String {
     let lines: Vec<String> = text
         .split('$')
-        .map(|line| if line.is_empty() { String::new() } else { collapse_spaces(&map_chars(line, true)) })
+        .map(|line| if line.is_empty() { String::new() } else { collapse_spaces(map_chars(line, true)) })
         .collect();
     lines.join("$")
 }

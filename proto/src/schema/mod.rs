@@ -33,8 +33,9 @@ use parse::{AttributeTypeDescription, ObjectClassDescription, OidMacros, SyntaxD
 /// lookup walks, so flooding (what SipHash guards against) can't be forced.
 type NameIndex = HashMap<String, usize, BuildHasherDefault<Fnv1a>>;
 
+/// FNV-1a over a schema-defined key (see [`NameIndex`]); also the DN normaliser's type map.
 #[derive(Default)]
-struct Fnv1a(u64);
+pub(crate) struct Fnv1a(u64);
 
 impl Hasher for Fnv1a {
     fn finish(&self) -> u64 {

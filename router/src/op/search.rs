@@ -132,9 +132,10 @@ async fn run(
         SearchScope::WholeSubtree => RegionKind::Subtree,
         SearchScope::SubordinateSubtree => RegionKind::Children,
     };
-    // Without DN scopes or `self` in the rules, the region can't matter.
-    let region =
-        (region_known && config.access_rules.uses_dns()).then(|| Region { base: base.clone(), kind });
+    // Without DN scopes or `self` in the rules, the region can't matter. The base's last
+    // use: it moves into the region rather than being copied (a DN is an allocation per
+    // RDN, per AVA and per value).
+    let region = (region_known && config.access_rules.uses_dns()).then_some(Region { base, kind });
     if !access::restrict_search(ctx, &subject, region.as_ref(), target.id, &mut attrs).await {
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
