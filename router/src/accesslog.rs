@@ -286,7 +286,6 @@ fn looks_numeric(value: &str) -> bool {
     !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
 }
 
-/// Nine digits, zero-padded.
 /// `value` in decimal, without `core::fmt`: every line has several numbers, and the
 /// formatting machinery cost more than the rest of the line (callgrind, issue #14).
 fn push_decimal(out: &mut String, mut value: u64) {
@@ -312,6 +311,7 @@ fn push_signed(out: &mut String, value: i64) {
     push_decimal(out, value.unsigned_abs());
 }
 
+/// Nine digits, zero-padded.
 fn push_nanos(out: &mut String, nanos: u32) {
     let mut digits = [b'0'; 9];
     let mut rest = nanos;

@@ -145,16 +145,12 @@ impl CompactEntry {
 
     /// The whole entry, decoded (a write's staging, a fetch by id, a sort's keys).
     pub fn decode(&self) -> Result<EntryRecord, CorruptRecord> {
-        self.decode_keeping(None)
+        self.decode_selected(None)
     }
 
     /// The entry with only the attributes `wanted` names, or all of them for None: what
     /// evaluating a filter needs ([`crate::search::selected_names`]).
     pub fn decode_selected(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
-        self.decode_keeping(wanted)
-    }
-
-    fn decode_keeping(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
         let mut attrs = Vec::new();
         for (i, span) in self.spans.iter().enumerate() {
             // A type the schema knows is judged by its slot, without parsing the segment.

@@ -330,7 +330,7 @@ pub(crate) fn entry_matches(
         return eval::matches_entry(rules, query.filter, &record.entry, dn.as_ref(), hidden, id);
     }
     let mut entry = record.entry.clone();
-    for (name, value) in computed_attributes(query.tree, id, &dn_text) {
+    for (name, _, value) in computed_attributes(query.tree, id, &dn_text) {
         entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
     }
     if let Some(memberof) = query.attrs.memberof.as_ref().filter(|m| m.in_filter) {
@@ -363,15 +363,15 @@ fn for_filter<'c>(
     rules: &RuleTable,
     query: &Query,
     cached: &'c Cached,
-    names: &OnceCell<Option<Wanted>>,
+    wanted: &OnceCell<Option<Wanted>>,
 ) -> ShardResult<Cow<'c, EntryRecord>> {
-    let names = match cached {
-        Cached::Kept(_) => names
+    let wanted = match cached {
+        Cached::Kept(_) => wanted
             .get_or_init(|| selected_names(rules, query.filter, query.attrs).map(|n| Wanted::new(rules, n)))
             .as_ref(),
         Cached::Transient(_) => None,
     };
-    Ok(cached.for_filter(names)?)
+    Ok(cached.for_filter(wanted)?)
 }
 
 /// The attribute names decoded before a candidate is judged: those the filter reads and
@@ -513,28 +513,19 @@ fn dn_of(tree: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
 }
 
 /// entryDN (RFC 5020), hasSubordinates and subschemaSubentry (RFC 4512 §4.2) of an entry.
-fn computed_attributes<'a>(tree: &Skeleton, id: EntryId, dn: &'a str) -> [(&'static str, &'a [u8]); 3] {
+/// The computed attributes: each one's name as sent, lowercased (what selection compares,
+/// so that sending an entry lowercases nothing), and value.
+fn computed_attributes<'a>(
+    tree: &Skeleton,
+    id: EntryId,
+    dn: &'a str,
+) -> [(&'static str, &'static str, &'a [u8]); 3] {
     let has_subordinates: &'static [u8] = if tree.contains(id) { b"TRUE" } else { b"FALSE" };
     [
-        (COMPUTED_NAMES[0].0, dn.as_bytes()),
-        (COMPUTED_NAMES[1].0, has_subordinates),
-        (COMPUTED_NAMES[2].0, b"cn=Subschema"),
+        ("entryDN", "entrydn", dn.as_bytes()),
+        ("hasSubordinates", "hassubordinates", has_subordinates),
+        ("subschemaSubentry", "subschemasubentry", b"cn=Subschema"),
     ]
-}
-
-/// The computed attributes' names as sent, and lowercased (what selection compares), so
-/// that sending an entry lowercases nothing.
-const COMPUTED_NAMES: [(&str, &str); 3] = [
-    ("entryDN", "entrydn"),
-    ("hasSubordinates", "hassubordinates"),
-    ("subschemaSubentry", "subschemasubentry"),
-];
-
-fn lowercased_computed(name: &str) -> std::borrow::Cow<'static, str> {
-    match COMPUTED_NAMES.iter().find(|(sent, _)| *sent == name) {
-        Some((_, lower)) => std::borrow::Cow::Borrowed(lower),
-        None => std::borrow::Cow::Owned(name.to_ascii_lowercase()),
-    }
 }
 
 /// One SearchResultEntry PDU for `record`, with the requested attributes the requester may
@@ -592,9 +583,8 @@ pub(crate) fn encode_entry(
             }
         }
     }
-    for (name, value) in computed_attributes(query.tree, id, &dn) {
-        let canonical = lowercased_computed(name);
-        if sel.wants_operational(&canonical) && !hidden.contains(&canonical) {
+    for (name, canonical, value) in computed_attributes(query.tree, id, &dn) {
+        if sel.wants_operational(canonical) && !hidden.contains(canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(segments::partial_attribute(name.as_bytes(), values));
         }
