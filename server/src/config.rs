@@ -326,6 +326,23 @@ pub struct Refint {
     pub modifiers_name: String,
 }
 
+impl Refint {
+    /// Its DNs parse and it names attributes, when enabled.
+    fn check(&self) -> anyhow::Result<()> {
+        if self.enabled {
+            for (key, dn) in [("nothing", &self.nothing), ("modifiers_name", &self.modifiers_name)] {
+                Dn::parse(dn).map_err(|e| anyhow::anyhow!("refint.{key} {dn:?} is not a DN: {e}"))?;
+            }
+            if self.attributes.is_empty() {
+                anyhow::bail!(
+                    "refint.attributes is empty: name the attributes, or set refint.enabled = false"
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Refint {
     fn default() -> Self {
         Self {
@@ -476,6 +493,65 @@ impl Default for Config {
     }
 }
 
+impl Limits {
+    /// No retired key, no zero where at least 1 is needed, the write log and commit
+    /// coalescing within their bounds.
+    fn check_values(&self) -> anyhow::Result<()> {
+        let retired = [
+            &self.pdu_bytes_max,
+            &self.ops_in_flight_per_connection_max,
+            &self.search_entries_max,
+            &self.search_time_max_s,
+            &self.idle_timeout_s,
+            &self.entry_cache_entries_max,
+            &self.storage_cache_bytes_per_shard,
+        ];
+        for ((key, replacement), value) in RETIRED_LIMITS.iter().zip(retired) {
+            if value.is_some() {
+                anyhow::bail!("limits.{key} was replaced by {replacement}");
+            }
+        }
+        for (key, value) in [
+            ("sort_entries_max", self.sort_entries_max as u64),
+            ("sort_keys_max", self.sort_keys_max as u64),
+            ("sort_sessions_per_connection_max", self.sort_sessions_per_connection_max as u64),
+            ("sort_session_idle_s", self.sort_session_idle_s),
+            ("sync_delete_log_max", self.sync_delete_log_max as u64),
+        ] {
+            if value == 0 {
+                anyhow::bail!("limits.{key} must be at least 1");
+            }
+        }
+        if self.write_log_bytes > 0 && !(64 * 1024..=1 << 30).contains(&self.write_log_bytes) {
+            anyhow::bail!(
+                "limits.write_log_bytes ({}) must be 0 (no write log) or between 65536 and 1073741824",
+                self.write_log_bytes
+            );
+        }
+        if self.commit_coalesce_us > 100_000 {
+            anyhow::bail!(
+                "limits.commit_coalesce_us ({}) is above 100000 (100 ms): every write would wait that long",
+                self.commit_coalesce_us
+            );
+        }
+        Ok(())
+    }
+
+    /// The read buffers hold at least the largest PDU a class may send. Only the bounds are
+    /// checked here, before any schema is loaded.
+    fn check_buffers(&self) -> anyhow::Result<()> {
+        let resolved = self.resolve(&DnNormalizer::plain())?;
+        let pdu_ceiling = resolved.pdu_bytes_ceiling();
+        if self.read_buffers_bytes_max < pdu_ceiling {
+            anyhow::bail!(
+                "limits.read_buffers_bytes_max ({}) is smaller than the largest pdu_bytes_max ({pdu_ceiling})",
+                self.read_buffers_bytes_max
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -599,68 +675,12 @@ impl Config {
         if self.server_id > ferrodir_shard::stamp::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
         }
-        if self.refint.enabled {
-            for (key, dn) in
-                [("nothing", &self.refint.nothing), ("modifiers_name", &self.refint.modifiers_name)]
-            {
-                Dn::parse(dn).map_err(|e| anyhow::anyhow!("refint.{key} {dn:?} is not a DN: {e}"))?;
-            }
-            if self.refint.attributes.is_empty() {
-                anyhow::bail!(
-                    "refint.attributes is empty: name the attributes, or set refint.enabled = false"
-                );
-            }
-        }
-        let limits = &self.limits;
-        let retired = [
-            &limits.pdu_bytes_max,
-            &limits.ops_in_flight_per_connection_max,
-            &limits.search_entries_max,
-            &limits.search_time_max_s,
-            &limits.idle_timeout_s,
-            &limits.entry_cache_entries_max,
-            &limits.storage_cache_bytes_per_shard,
-        ];
-        for ((key, replacement), value) in RETIRED_LIMITS.iter().zip(retired) {
-            if value.is_some() {
-                anyhow::bail!("limits.{key} was replaced by {replacement}");
-            }
-        }
-        for (key, value) in [
-            ("sort_entries_max", limits.sort_entries_max as u64),
-            ("sort_keys_max", limits.sort_keys_max as u64),
-            ("sort_sessions_per_connection_max", limits.sort_sessions_per_connection_max as u64),
-            ("sort_session_idle_s", limits.sort_session_idle_s),
-            ("sync_delete_log_max", limits.sync_delete_log_max as u64),
-        ] {
-            if value == 0 {
-                anyhow::bail!("limits.{key} must be at least 1");
-            }
-        }
-        if limits.write_log_bytes > 0 && !(64 * 1024..=1 << 30).contains(&limits.write_log_bytes) {
-            anyhow::bail!(
-                "limits.write_log_bytes ({}) must be 0 (no write log) or between 65536 and 1073741824",
-                limits.write_log_bytes
-            );
-        }
-        if limits.commit_coalesce_us > 100_000 {
-            anyhow::bail!(
-                "limits.commit_coalesce_us ({}) is above 100000 (100 ms): every write would wait that long",
-                limits.commit_coalesce_us
-            );
-        }
+        self.refint.check()?;
+        self.limits.check_values()?;
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
         }
-        // Only the bounds are checked here, before any schema is loaded.
-        let resolved = limits.resolve(&DnNormalizer::plain())?;
-        let pdu_ceiling = resolved.pdu_bytes_ceiling();
-        if limits.read_buffers_bytes_max < pdu_ceiling {
-            anyhow::bail!(
-                "limits.read_buffers_bytes_max ({}) is smaller than the largest pdu_bytes_max ({pdu_ceiling})",
-                limits.read_buffers_bytes_max
-            );
-        }
+        self.limits.check_buffers()?;
         Ok(())
     }
 

@@ -1,39 +1,12 @@
-//! The `ferrodir` binary.
-//!
-//! # Layout
-//! - `main.rs`: the command line (serve, import, export, ...) and logging.
-//! - `config.rs`: the TOML configuration, which every command reads.
-//! - `serve/`: the serving path: `runtime` (worker threads, shard actors, the coordinator
-//!   and the accept loop), `connection` (one client connection's read and write loops),
-//!   `stream`, `tls`, `search_pool`, `priority`, `systemd`, `accesslog`, `monitor`, `refint`.
-//! - `data/`: the data directory and its tools: `store` (opening the shards), `manifest`
-//!   (what a data directory is fixed to, its file names), `index_marks`, `load` and `export`
-//!   (LDIF in and out; `import`: the import command's staging directory and progress
-//!   display; `import_sort`), `reindex`, `backup` (backup and restore), `cut` (a consistent
-//!   cut of every shard, taken while serving), `compact`, `verify`.
-//! - `admin/`: the admin socket through which export and backup reach a serving server
-//!   (the protocol, its server and its client).
-//! - `metrics/`: the HTTP endpoint; `replication/`: the RFC 4533 consumer
-//!   (`[[replication]]`): its connection to the provider, applying, the cookie store and its
-//!   status (metrics, cn=Monitor, /readyz).
-
-mod admin;
-mod config;
-mod data;
-mod directory;
-mod metrics;
-mod replication;
-mod serve;
+//! The `ferrodir` binary: the command line (serve, import, export, ...) and logging, over
+//! the `ferrodir_server` library. SIGTERM and SIGINT stop `ferrodir serve` (the shutdown
+//! it passes to [`ferrodir_server::serve`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-
-use crate::config::Config;
-use crate::data::store::Store;
-use data::{backup, compact, export, import, load, reindex, verify};
-use serve::runtime;
+use ferrodir_server::{commands, Config, Listen};
 
 /// mimalloc instead of glibc's malloc: the import pipeline frees on one thread what another
 /// allocated (parsed entries travel from parse workers to shard writers), which glibc's
@@ -41,8 +14,6 @@ use serve::runtime;
 /// entries took about a fifth less CPU (docs/BENCHMARKS.md, "Import").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const EXAMPLE_LDIF: &str = include_str!("example.ldif");
 
 #[derive(Parser)]
 #[command(name = "ferrodir", version, about = "An LDAPv3 directory server")]
@@ -75,10 +46,10 @@ enum Command {
         /// Progress on stderr: a bar on a terminal (auto), also plain lines when stderr is
         /// not a terminal (always), or none.
         #[arg(long, value_enum, default_value = "auto")]
-        progress: import::ProgressMode,
+        progress: commands::ProgressMode,
         /// Memory for sorting the index keys, all shards together (K, M, G: binary units);
         /// past it, sorted runs go to files in the data directory being made.
-        #[arg(long, value_parser = import::parse_memory_size, default_value_t = load::SORT_MEMORY_DEFAULT_BYTES)]
+        #[arg(long, value_parser = commands::parse_memory_size, default_value_t = commands::SORT_MEMORY_DEFAULT_BYTES)]
         sort_memory: usize,
         file: PathBuf,
     },
@@ -173,110 +144,93 @@ fn init_logging(config: &Config) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Serve { config, listen, data_dir } => {
-            let mut config = load_config(config.as_ref())?;
-            if let Some(listen) = listen {
-                config.listen = listen;
-            }
-            if let Some(dir) = data_dir {
-                config.data_dir = dir;
-            }
-            init_logging(&config);
-            // Every CSN carries the server id, the example entries' too.
-            ferrodir_shard::stamp::set_server_id(config.server_id);
-            let store = Store::open_serving(&config, &config.data_dir)?;
-            if store.created && config.example_data {
-                let directory = crate::directory::directory_config(
-                    &config,
-                    &store,
-                    crate::directory::offline_hash_pool(),
-                )?;
-                let report =
-                    load::load_ldif(&store, &config.data_dir, &directory, EXAMPLE_LDIF.as_bytes(), false)?;
-                tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
-            }
-            let system = actix_rt::System::new();
-            system.block_on(runtime::serve(config, store))
-        }
+    match Cli::parse().command {
+        Command::Serve { config, listen, data_dir } => serve(config.as_ref(), listen, data_dir),
         Command::Import { config, data_dir, keep_going, progress, sort_memory, file } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            let args = import::ImportArgs {
+            let config = start(config.as_ref())?;
+            let args = commands::ImportArgs {
                 data_dir: &data_dir,
                 file: &file,
                 keep_going,
                 mode: progress,
                 sort_memory_bytes: sort_memory,
             };
-            import::run(&config, args)
+            commands::import(&config, args)
         }
-        Command::Verify { config, data_dir } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            let store = Store::open_salvaging(&config, &data_dir)?;
-            let report = verify::verify(&store)?;
-            for problem in &report.problems {
-                println!("problem: {problem}");
-            }
-            println!(
-                "verified {} entries on {} shards ({} delete-log records): {} problems",
-                report.entries,
-                store.engines.len(),
-                report.delete_log_records,
-                report.problems.len()
-            );
-            if !report.problems.is_empty() {
-                anyhow::bail!("{} problems found; to recover, export what can be read and import it into a new data directory", report.problems.len());
-            }
-            Ok(())
-        }
-        Command::Healthcheck { config, addr, live } => {
-            let config = load_config(config.as_ref())?;
-            let Some(addr) = addr.or(config.metrics_listen) else {
-                anyhow::bail!("no endpoint to ask: set metrics_listen in the config or pass --addr");
-            };
-            let path = if live { "/healthz" } else { "/readyz" };
-            match metrics::http::check(addr, path) {
-                Ok(body) => {
-                    println!("{body}");
-                    Ok(())
-                }
-                Err(e) => {
-                    eprintln!("{e:#}");
-                    std::process::exit(1);
-                }
-            }
-        }
-        Command::Reindex { config, data_dir } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            let store = Store::open(&config, &data_dir)?;
-            let started = std::time::Instant::now();
-            let entries = reindex::reindex(&store)?;
-            eprintln!("reindexed {entries} entries in {:.2}s", started.elapsed().as_secs_f64());
-            Ok(())
-        }
+        Command::Verify { config, data_dir } => commands::verify(&start(config.as_ref())?, &data_dir),
+        Command::Healthcheck { config, addr, live } => healthcheck(config.as_ref(), addr, live),
+        Command::Reindex { config, data_dir } => commands::reindex(&start(config.as_ref())?, &data_dir),
         Command::Export { config, data_dir, no_operational } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            export::run_command(&config, &data_dir, export::ExportOptions { operational: !no_operational })
+            commands::export(&start(config.as_ref())?, &data_dir, !no_operational)
         }
         Command::Backup { config, data_dir, to } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            backup::run_backup_command(&config, &data_dir, &to)
+            commands::backup(&start(config.as_ref())?, &data_dir, &to)
         }
         Command::Compact { config, data_dir } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            compact::run_command(&data_dir)
+            start(config.as_ref())?;
+            commands::compact(&data_dir)
         }
         Command::Restore { config, from, data_dir, force } => {
-            let config = load_config(config.as_ref())?;
-            init_logging(&config);
-            backup::run_restore_command(&config, &from, &data_dir, force)
+            commands::restore(&start(config.as_ref())?, &from, &data_dir, force)
         }
+    }
+}
+
+/// What every command but healthcheck does first: its config, then logging as it says.
+fn start(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    let config = load_config(path)?;
+    init_logging(&config);
+    Ok(config)
+}
+
+/// `ferrodir serve`: the config with the command line's overrides, until SIGTERM or SIGINT.
+fn serve(
+    path: Option<&PathBuf>,
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let mut config = load_config(path)?;
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = data_dir {
+        config.data_dir = dir;
+    }
+    init_logging(&config);
+    ferrodir_server::serve(config, Listen::Configured, shutdown_signal())
+}
+
+/// `ferrodir healthcheck`: exits 1, with the reason on stderr, when the server isn't ready.
+fn healthcheck(path: Option<&PathBuf>, addr: Option<SocketAddr>, live: bool) -> anyhow::Result<()> {
+    let config = load_config(path)?;
+    let Some(addr) = addr.or(config.metrics_listen) else {
+        anyhow::bail!("no endpoint to ask: set metrics_listen in the config or pass --addr");
+    };
+    match commands::healthcheck(addr, live) {
+        Ok(body) => {
+            println!("{body}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("{e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// SIGTERM (systemd's stop, `kill`) or SIGINT (Ctrl-C). Installed when the accept loop
+/// first polls it; before that, either signal ends the process at once.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
     }
 }

@@ -1,5 +1,13 @@
 //! Starting the real `ferrodir` binary for a test: a fresh data directory, a config file, a
 //! free loopback port, and helpers to stop, kill and restart it.
+//!
+//! In process or the binary: spawn the binary ([`Server`]) by default. It is what users
+//! run, so its tests keep the command line honest (flags, messages, exit codes, signals,
+//! stdout), and a test can kill it. Run the server in the test process through
+//! `ferrodir_server::serve(config, listener, shutdown)` (see `in_process.rs`) when the test
+//! is about the library's seam itself, or needs to hand it a listener or stop it without a
+//! signal. Only one such server per test process: the shard and router crates still keep
+//! a few settings in process-wide statics.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

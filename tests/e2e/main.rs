@@ -1,5 +1,7 @@
 //! End-to-end tests: the real `ferrodir` binary on a loopback port, driven by real clients
-//! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input.
+//! (the ldap3 crate, OpenLDAP's command-line tools) and by raw BER for broken input; and
+//! the same server run in process through `ferrodir_server::serve` (`in_process`). When to
+//! use which: harness.rs.
 
 mod accesslog;
 mod acl;
@@ -13,6 +15,7 @@ mod footprint;
 mod harness;
 mod hostile;
 mod import;
+mod in_process;
 mod isolation;
 mod limits;
 mod memberof;

@@ -5,7 +5,8 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use actix::Addr;
@@ -34,13 +35,28 @@ pub struct AdminContext {
     pub rules: Arc<RuleTable>,
 }
 
-/// The bound socket; dropping it removes the socket file (clean shutdown).
+/// The bound socket. Dropping it (clean shutdown) ends the admin thread, which lets go of
+/// the engines it holds, and removes the socket file.
 pub struct AdminSocket {
     path: PathBuf,
+    stopping: Arc<AtomicBool>,
+    /// Disconnected once the admin thread has ended and dropped what it held.
+    ended: mpsc::Receiver<()>,
 }
+
+/// How long a stop waits for the admin thread: a request in progress (an online backup)
+/// may hold it, and a stop never waits on a request for long.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 impl Drop for AdminSocket {
     fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        // Wakes the thread's accept, after which it sees `stopping` and ends.
+        if UnixStream::connect(&self.path).is_ok()
+            && self.ended.recv_timeout(STOP_WAIT) == Err(mpsc::RecvTimeoutError::Timeout)
+        {
+            tracing::warn!("the admin thread is still busy with a request; not waiting for it");
+        }
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -57,8 +73,14 @@ pub fn start(data_dir: &Path, context: AdminContext) -> anyhow::Result<AdminSock
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot rename to {}", path.display()))?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stop = stopping.clone();
+    let (ended_tx, ended) = mpsc::channel();
     std::thread::Builder::new().name("admin".into()).spawn(move || {
         for stream in listener.incoming() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             match stream {
                 Ok(stream) => serve_one(&context, &runtime, stream),
                 Err(e) => {
@@ -67,8 +89,11 @@ pub fn start(data_dir: &Path, context: AdminContext) -> anyhow::Result<AdminSock
                 }
             }
         }
+        // What it held first, then the word that it has.
+        drop((context, runtime));
+        drop(ended_tx);
     })?;
-    Ok(AdminSocket { path })
+    Ok(AdminSocket { path, stopping, ended })
 }
 
 fn serve_one(context: &AdminContext, runtime: &tokio::runtime::Runtime, stream: UnixStream) {

@@ -3,8 +3,8 @@
 //!
 //! redb reuses the pages that deletes free, so a file stays flat under steady churn, but it
 //! returns space only from the end of the file. A file that grew (a big delete after a big
-//! load, or, before issue #14's fix, freed pages pinned by idle readers) keeps its length
-//! until this command moves its live pages to the front and cuts the free tail off.
+//! load; docs/DECISIONS.md, "Disk footprint under churn") keeps its length until this
+//! command moves its live pages to the front and cuts the free tail off.
 //! redb's `compact()` needs the database to itself, so the server must be stopped: the
 //! command refuses while the admin socket answers, and redb's file lock refuses any file
 //! that another process holds open. Each file is checked (redb's integrity check, as at

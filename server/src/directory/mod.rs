@@ -7,6 +7,8 @@ pub mod refint;
 
 use std::sync::Arc;
 
+use ferrodir_proto::schema::DnNormalizer;
+use ferrodir_proto::NormDn;
 use ferrodir_router::acl::{self, RuleText};
 use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
 use ferrodir_router::op::paged::cookie::CookieKey;
@@ -28,20 +30,11 @@ pub fn directory_config(
 ) -> anyhow::Result<DirectoryConfig> {
     // Every configured DN is normalised once, here, by the schema's rules.
     let dn_rules = store.rules.dn();
-    let mut suffixes = Vec::new();
-    for text in &config.suffixes {
-        let dn = dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
-        suffixes.push(Suffix::new(dn.dn, dn_rules));
-    }
-    let root_dn = if config.root_dn.is_empty() {
-        None
-    } else {
-        Some(dn_rules.parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
-    };
+    let names = Names::parse(config, dn_rules)?;
     let access_rules = Arc::new(access_rules(config, store)?);
     Ok(DirectoryConfig {
-        suffixes,
-        root_dn,
+        suffixes: names.suffixes,
+        root_dn: names.root_dn,
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
         passwords: PasswordConfig::new(
             config.password_hash_on_write(),
@@ -51,39 +44,17 @@ pub fn directory_config(
         access_rules,
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
-        authz_rules: config
-            .authz_regexp
-            .iter()
-            .map(|rule| {
-                ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
-                    .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
-            })
-            .collect::<anyhow::Result<_>>()?,
+        authz_rules: authz_rules(config)?,
         limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
-        sort: ferrodir_router::op::sort::SortLimits {
-            entries_max: config.limits.sort_entries_max,
-            keys_max: config.limits.sort_keys_max,
-            sessions_per_connection_max: config.limits.sort_sessions_per_connection_max,
-            session_idle: std::time::Duration::from_secs(config.limits.sort_session_idle_s),
-        },
+        sort: sort_limits(&config.limits),
         vendor_version: env!("CARGO_PKG_VERSION").to_string(),
-        remote_reads: match config.remote_reads.as_str() {
-            "message" => RemoteReads::Message,
-            "snapshot" => RemoteReads::Snapshot,
-            other => anyhow::bail!("unknown remote_reads {other:?}: use \"message\" or \"snapshot\""),
-        },
+        remote_reads: remote_reads(config)?,
         schema: store.schema.clone(),
         rules: store.rules.clone(),
         blooms: store.blooms.clone(),
         indexes: store.indexes.clone(),
-        monitor_readers: config
-            .monitor_readers
-            .iter()
-            .map(|text| {
-                dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
-            })
-            .collect::<anyhow::Result<_>>()?,
+        monitor_readers: names.monitor_readers,
         monitor: Arc::default(),
         // The offline tools never page: a key for this run; `serve` reads the kept one.
         paged: ferrodir_router::config::PagedConfig {
@@ -92,19 +63,85 @@ pub fn directory_config(
         },
         refint: refint::resolve(config, store)?,
         memberof: memberof_groups(config, store)?,
-        replicated: config
-            .replication
-            .iter()
-            .map(|r| {
-                Ok(ferrodir_router::config::ReplicatedArea {
-                    base: dn_rules
-                        .parse(&r.search_base)
-                        .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
-                    update_referral: r.update_referral.clone(),
-                })
-            })
-            .collect::<anyhow::Result<_>>()?,
+        replicated: replicated_areas(config, dn_rules)?,
     })
+}
+
+/// The DNs the config names, normalised: suffixes, the root identity, cn=Monitor's readers.
+struct Names {
+    suffixes: Vec<Suffix>,
+    root_dn: Option<NormDn>,
+    monitor_readers: Vec<NormDn>,
+}
+
+impl Names {
+    fn parse(config: &Config, dn_rules: &DnNormalizer) -> anyhow::Result<Self> {
+        let mut suffixes = Vec::new();
+        for text in &config.suffixes {
+            let dn = dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad suffix {text:?}: {e}"))?;
+            suffixes.push(Suffix::new(dn.dn, dn_rules));
+        }
+        let root_dn = if config.root_dn.is_empty() {
+            None
+        } else {
+            Some(dn_rules.parse(&config.root_dn).map_err(|e| anyhow::anyhow!("bad root_dn: {e}"))?)
+        };
+        let monitor_readers = config
+            .monitor_readers
+            .iter()
+            .map(|text| {
+                dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad monitor_readers DN {text:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self { suffixes, root_dn, monitor_readers })
+    }
+}
+
+fn authz_rules(config: &Config) -> anyhow::Result<Vec<ferrodir_router::config::AuthzRule>> {
+    config
+        .authz_regexp
+        .iter()
+        .map(|rule| {
+            ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
+                .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
+        })
+        .collect()
+}
+
+fn sort_limits(limits: &crate::config::Limits) -> ferrodir_router::op::sort::SortLimits {
+    ferrodir_router::op::sort::SortLimits {
+        entries_max: limits.sort_entries_max,
+        keys_max: limits.sort_keys_max,
+        sessions_per_connection_max: limits.sort_sessions_per_connection_max,
+        session_idle: std::time::Duration::from_secs(limits.sort_session_idle_s),
+    }
+}
+
+fn remote_reads(config: &Config) -> anyhow::Result<RemoteReads> {
+    match config.remote_reads.as_str() {
+        "message" => Ok(RemoteReads::Message),
+        "snapshot" => Ok(RemoteReads::Snapshot),
+        other => anyhow::bail!("unknown remote_reads {other:?}: use \"message\" or \"snapshot\""),
+    }
+}
+
+/// The areas `[[replication]]` consumers write, where local writes are referred to the provider.
+fn replicated_areas(
+    config: &Config,
+    dn_rules: &DnNormalizer,
+) -> anyhow::Result<Vec<ferrodir_router::config::ReplicatedArea>> {
+    config
+        .replication
+        .iter()
+        .map(|r| {
+            Ok(ferrodir_router::config::ReplicatedArea {
+                base: dn_rules
+                    .parse(&r.search_base)
+                    .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
+                update_referral: r.update_referral.clone(),
+            })
+        })
+        .collect()
 }
 
 /// memberOf's source (router::op::memberof): every shard's engine. Its values come from

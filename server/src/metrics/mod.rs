@@ -21,6 +21,7 @@ use ferrodir_router::stats::{
 };
 use ferrodir_shard::core::CoreStats;
 use ferrodir_shard::skeleton::SkeletonCell;
+use prometheus::proto::MetricFamily;
 use prometheus::Encoder as _;
 
 use self::engine::{ShardStats, BATCH_BUCKETS};
@@ -145,14 +146,35 @@ impl Metrics {
         self.workers.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn server_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+    fn server_families(&self) -> Vec<MetricFamily> {
         let workers = self.workers();
-        let sum = |f: &dyn Fn(&WorkerStats) -> u64| workers.iter().map(|w| f(w)).sum::<u64>() as f64;
         let mut build = Family::gauge("ferrodir_build_info", "The running build; always 1.");
         build.value(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         let mut start =
             Family::gauge("ferrodir_start_time_seconds", "When the server started, in Unix time.");
         start.value(&[], self.started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+        let mut out = vec![self.tls_expiry_family(), build.done(), start.done()];
+        out.extend(self.connection_families(&workers));
+        out.extend(request_families(&workers));
+        out
+    }
+
+    /// notAfter of the certificate in use; a family with no series without [tls].
+    fn tls_expiry_family(&self) -> MetricFamily {
+        let mut expiry = Family::gauge(
+            "ferrodir_tls_certificate_expiry_timestamp_seconds",
+            "notAfter of the TLS certificate in use, in Unix time (absent without [tls]).",
+        );
+        let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(not_after) = tls.and_then(|tls| tls.not_after_s()) {
+            expiry.value(&[], not_after as f64);
+        }
+        expiry.done()
+    }
+
+    /// Connections per listener: accepted, rejected at once (by which limit), closed (by
+    /// reason), open now.
+    fn connection_families(&self, workers: &[Arc<WorkerStats>]) -> Vec<MetricFamily> {
         let mut accepted = Family::counter("ferrodir_connections_accepted_total", "Connections accepted.");
         let mut rejected =
             Family::counter("ferrodir_connections_rejected_total", "Connections closed at once by a limit.");
@@ -176,82 +198,16 @@ impl Metrics {
             }
             let mut ended = 0.0;
             for reason in CloseReason::ALL {
-                let count = sum(&|w| w.closed_count(listener, reason));
+                let count = sum(workers, |w| w.closed_count(listener, reason));
                 ended += count;
                 closed.value(&[("listener", name), ("reason", reason.name())], count);
             }
             open.value(&[("listener", name)], (taken as f64 - ended).max(0.0));
         }
-        let mut binds = Family::counter("ferrodir_binds_total", "Binds, by method and outcome.");
-        for method in BindMethod::ALL {
-            for (ok, label) in [(true, "success"), (false, "failure")] {
-                binds.value(
-                    &[("method", method.name()), ("result", label)],
-                    sum(&|w| w.bind_count(method, ok)),
-                );
-            }
-        }
-        let mut searches = Family::counter("ferrodir_searches_total", "Searches, by scope.");
-        for (i, scope) in ["base", "one", "sub", "children"].into_iter().enumerate() {
-            searches.value(&[("scope", scope)], sum(&|w| w.scope_count(i)));
-        }
-        let counter = |name: &str, help: &str, value: f64| {
-            let mut family = Family::counter(name, help);
-            family.value(&[], value);
-            family.done()
-        };
-        let mut expiry = Family::gauge(
-            "ferrodir_tls_certificate_expiry_timestamp_seconds",
-            "notAfter of the TLS certificate in use, in Unix time (absent without [tls]).",
-        );
-        let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(not_after) = tls.and_then(|tls| tls.not_after_s()) {
-            expiry.value(&[], not_after as f64);
-        }
-        vec![
-            expiry.done(),
-            build.done(),
-            start.done(),
-            accepted.done(),
-            rejected.done(),
-            closed.done(),
-            open.done(),
-            binds.done(),
-            searches.done(),
-            counter(
-                "ferrodir_searches_unindexed_total",
-                "Searches no index narrows (389-ds's notes=A).",
-                sum(&|w| w.unindexed_searches.load(Ordering::Relaxed)),
-            ),
-            counter(
-                "ferrodir_search_entries_returned_total",
-                "SearchResultEntry PDUs sent.",
-                sum(&|w| w.entries_returned.load(Ordering::Relaxed)),
-            ),
-            counter(
-                "ferrodir_received_pdus_total",
-                "LDAP PDUs received.",
-                sum(&|w| w.pdus_in.load(Ordering::Relaxed)),
-            ),
-            counter(
-                "ferrodir_received_bytes_total",
-                "Bytes received on LDAP connections (after TLS).",
-                sum(&|w| w.bytes_in.load(Ordering::Relaxed)),
-            ),
-            counter(
-                "ferrodir_sent_pdus_total",
-                "LDAP PDUs sent.",
-                sum(&|w| w.pdus_out.load(Ordering::Relaxed)),
-            ),
-            counter(
-                "ferrodir_sent_bytes_total",
-                "Bytes sent on LDAP connections (before TLS).",
-                sum(&|w| w.bytes_out.load(Ordering::Relaxed)),
-            ),
-        ]
+        vec![accepted.done(), rejected.done(), closed.done(), open.done()]
     }
 
-    fn operation_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+    fn operation_families(&self) -> Vec<MetricFamily> {
         let workers = self.workers();
         let mut initiated =
             Family::counter("ferrodir_operations_initiated_total", "Operations received, by operation.");
@@ -308,7 +264,28 @@ impl Metrics {
         out
     }
 
-    fn shard_families(&self) -> Vec<prometheus::proto::MetricFamily> {
+    fn shard_families(&self) -> Vec<MetricFamily> {
+        let mut out = self.commit_families();
+        out.extend(self.cache_families());
+        let mut skeleton = Family::gauge(
+            "ferrodir_skeleton_version",
+            "Version of the published tree skeleton (moves on tree changes).",
+        );
+        skeleton.value(&[], self.skeleton.version() as f64);
+        let mut intents = Family::gauge(
+            "ferrodir_intents_pending",
+            "Cross-shard changes recorded in the intent log and not yet cleared (left to recovery).",
+        );
+        if let Some(count) = self.intents_pending.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            intents.value(&[], count.load(Ordering::Relaxed) as f64);
+        }
+        out.extend([skeleton.done(), intents.done()]);
+        out
+    }
+
+    /// Per shard, from its engine's meters: commits, their duration and size, whether it
+    /// takes writes, and its file's size.
+    fn commit_families(&self) -> Vec<MetricFamily> {
         let mut commits = Family::counter("ferrodir_shard_commits_total", "Batches committed, by outcome.");
         let mut duration = Family::histogram(
             "ferrodir_shard_commit_duration_seconds",
@@ -341,6 +318,11 @@ impl Metrics {
                 self.shard_files.get(index).and_then(|f| std::fs::metadata(f).ok()).map_or(0, |m| m.len());
             file.value(&labels, bytes as f64);
         }
+        vec![commits.done(), duration.done(), batch.done(), writable.done(), file.done()]
+    }
+
+    /// Per shard, from its owning core: entry cache lookups and hits, entries, writes waiting.
+    fn cache_families(&self) -> Vec<MetricFamily> {
         let mut lookups = Family::counter("ferrodir_shard_cache_lookups_total", "Entry cache lookups.");
         let mut hits = Family::counter("ferrodir_shard_cache_hits_total", "Entry cache hits.");
         let mut entries = Family::gauge("ferrodir_shard_entries", "Entries held by the shard.");
@@ -355,30 +337,52 @@ impl Metrics {
             entries.value(&[("shard", &shard)], core.entries.load(Ordering::Relaxed) as f64);
             waiting.value(&[("shard", &shard)], core.writes_waiting.load(Ordering::Relaxed) as f64);
         }
-        let mut skeleton = Family::gauge(
-            "ferrodir_skeleton_version",
-            "Version of the published tree skeleton (moves on tree changes).",
-        );
-        skeleton.value(&[], self.skeleton.version() as f64);
-        let mut intents = Family::gauge(
-            "ferrodir_intents_pending",
-            "Cross-shard changes recorded in the intent log and not yet cleared (left to recovery).",
-        );
-        if let Some(count) = self.intents_pending.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            intents.value(&[], count.load(Ordering::Relaxed) as f64);
-        }
-        vec![
-            commits.done(),
-            duration.done(),
-            batch.done(),
-            writable.done(),
-            file.done(),
-            lookups.done(),
-            hits.done(),
-            entries.done(),
-            waiting.done(),
-            skeleton.done(),
-            intents.done(),
-        ]
+        vec![lookups.done(), hits.done(), entries.done(), waiting.done()]
     }
+}
+
+/// A counter summed over the workers.
+fn sum(workers: &[Arc<WorkerStats>], count: impl Fn(&WorkerStats) -> u64) -> f64 {
+    workers.iter().map(|w| count(w)).sum::<u64>() as f64
+}
+
+/// Requests summed over the workers: binds (by method and outcome), searches (by scope,
+/// unindexed, entries sent), PDUs and bytes each way.
+fn request_families(workers: &[Arc<WorkerStats>]) -> Vec<MetricFamily> {
+    let mut binds = Family::counter("ferrodir_binds_total", "Binds, by method and outcome.");
+    for method in BindMethod::ALL {
+        for (ok, label) in [(true, "success"), (false, "failure")] {
+            binds.value(
+                &[("method", method.name()), ("result", label)],
+                sum(workers, |w| w.bind_count(method, ok)),
+            );
+        }
+    }
+    let mut searches = Family::counter("ferrodir_searches_total", "Searches, by scope.");
+    for (i, scope) in ["base", "one", "sub", "children"].into_iter().enumerate() {
+        searches.value(&[("scope", scope)], sum(workers, |w| w.scope_count(i)));
+    }
+    let counter = |name: &str, help: &str, count: fn(&WorkerStats) -> &AtomicU64| {
+        let mut family = Family::counter(name, help);
+        family.value(&[], sum(workers, |w| count(w).load(Ordering::Relaxed)));
+        family.done()
+    };
+    vec![
+        binds.done(),
+        searches.done(),
+        counter("ferrodir_searches_unindexed_total", "Searches no index narrows (389-ds's notes=A).", |w| {
+            &w.unindexed_searches
+        }),
+        counter("ferrodir_search_entries_returned_total", "SearchResultEntry PDUs sent.", |w| {
+            &w.entries_returned
+        }),
+        counter("ferrodir_received_pdus_total", "LDAP PDUs received.", |w| &w.pdus_in),
+        counter("ferrodir_received_bytes_total", "Bytes received on LDAP connections (after TLS).", |w| {
+            &w.bytes_in
+        }),
+        counter("ferrodir_sent_pdus_total", "LDAP PDUs sent.", |w| &w.pdus_out),
+        counter("ferrodir_sent_bytes_total", "Bytes sent on LDAP connections (before TLS).", |w| {
+            &w.bytes_out
+        }),
+    ]
 }

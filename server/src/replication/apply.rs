@@ -195,27 +195,44 @@ impl Applier {
         }
         let (parent, rdn_norm, rdn) = locate_parent_of(&self.worker, &dn).await?;
         match locate(&self.worker, &dn).await {
-            Ok(existing) => {
-                // Another entry holds the name: it becomes this one (its uuid changes).
-                self.drain().await?;
-                let record = self.worker.fetch(existing.id).await?.ok_or(ShardError::NoSuchObject)?;
-                if let Some(old) = uuid_of(&record) {
-                    self.uuids.remove(&old);
-                }
-                self.write(existing.id.shard(), WriteOp::ReplicaReplace { id: existing.id, entry }).await?;
-                self.uuids.insert(uuid, existing.id);
-                self.status.count(Applied::Modify);
-                if let Some(csn) = &csn {
-                    self.status.applied_csn(csn);
-                }
-                return Ok(());
-            }
+            // Another entry holds the name: it becomes this one (its uuid changes).
+            Ok(existing) => return self.take_over(existing.id, uuid, entry, csn).await,
             Err(e) if e.code == ResultCode::NO_SUCH_OBJECT => {}
             Err(e) => return Err(e.into()),
         }
         let parent_id = parent.as_ref().map_or(EntryId::ROOT, |p| p.id);
         let shard = shard_for_child(parent_id, &rdn_norm, self.worker.shard_count());
         let op = WriteOp::ReplicaAdd { parent: parent_id, rdn, rdn_norm, entry };
+        self.add(uuid, dn_norm, csn, shard, parent_id, op).await
+    }
+
+    /// The entry already under this name becomes the provider's `uuid` (a name taken over).
+    async fn take_over(&mut self, id: EntryId, uuid: Uuid, entry: Entry, csn: Option<String>) -> Result<()> {
+        self.drain().await?;
+        let record = self.worker.fetch(id).await?.ok_or(ShardError::NoSuchObject)?;
+        if let Some(old) = uuid_of(&record) {
+            self.uuids.remove(&old);
+        }
+        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry }).await?;
+        self.uuids.insert(uuid, id);
+        self.status.count(Applied::Modify);
+        if let Some(csn) = &csn {
+            self.status.applied_csn(csn);
+        }
+        Ok(())
+    }
+
+    /// A new entry: under a container, into the window of adds in flight; under a leaf,
+    /// through the coordinator (which makes the parent a container first).
+    async fn add(
+        &mut self,
+        uuid: Uuid,
+        dn_norm: String,
+        csn: Option<String>,
+        shard: usize,
+        parent_id: EntryId,
+        op: WriteOp,
+    ) -> Result<()> {
         let parent_is_container = parent_id == EntryId::ROOT || self.worker.tree().contains(parent_id);
         if !parent_is_container {
             self.drain().await?;
@@ -497,23 +514,14 @@ fn uuid_of(record: &EntryRecord) -> Option<Uuid> {
     record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
 }
 
-/// The 16 octets of an entryUUID's text form.
+/// The 16 octets of an entryUUID's text form (RFC 4122's, hyphens or none).
 pub fn uuid_octets(text: &[u8]) -> Option<Uuid> {
-    let hex: Vec<u8> = text.iter().copied().filter(|b| *b != b'-').collect();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (octet, pair) in out.iter_mut().zip(hex.chunks(2)) {
-        *octet = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
+    uuid::Uuid::try_parse_ascii(text).ok().map(uuid::Uuid::into_bytes)
 }
 
 /// The text form of a uuid (RFC 4122, lower case).
 pub fn uuid_text(uuid: &Uuid) -> String {
-    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    uuid::Uuid::from_bytes(*uuid).hyphenated().to_string()
 }
 
 #[cfg(test)]

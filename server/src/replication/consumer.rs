@@ -13,7 +13,8 @@ use ferrodir_proto::message::sync::{
     SYNC_REQUEST_OID, SYNC_STATE_OID,
 };
 use ferrodir_proto::message::{
-    Control, DerefAliases, LdapMessage, OctetString, ProtocolOp, SearchRequest, SearchScope,
+    Control, DerefAliases, LdapMessage, LdapResult, OctetString, ProtocolOp, SearchRequest,
+    SearchResultEntry, SearchScope,
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_router::Worker;
@@ -197,23 +198,7 @@ async fn follow(
         match protocol_op {
             ProtocolOp::SearchResultEntry(entry) => {
                 let state = sync_state(controls.as_deref())?;
-                match state.state {
-                    SyncStateKind::Present => {
-                        progress.presented.insert(state.entry_uuid);
-                        applier.present();
-                    }
-                    SyncStateKind::Add | SyncStateKind::Modify => {
-                        if progress.refreshing {
-                            progress.presented.insert(state.entry_uuid);
-                        }
-                        applier.upsert(&entry.object_name, entry.attributes, state.entry_uuid).await?;
-                    }
-                    SyncStateKind::Delete => applier.delete(&state.entry_uuid).await?,
-                }
-                progress.uncommitted += 1;
-                if let Some(c) = state.cookie {
-                    progress.pending_cookie = Some(c);
-                }
+                sync_entry(applier, progress, entry, state).await?;
                 if progress.uncommitted >= CHANGES_PER_COOKIE_MAX && !progress.refreshing {
                     commit_pending(settings, worker, applier, stored, status, progress).await?;
                 }
@@ -228,38 +213,75 @@ async fn follow(
                 sync_info(settings, worker, applier, stored, status, attempt, progress, info).await?;
             }
             ProtocolOp::SearchResultDone(result) => {
-                if result.result_code == SYNC_REFRESH_REQUIRED {
-                    return Ok(Ended::RefreshRequired);
-                }
-                if result.result_code != ResultCode::SUCCESS {
-                    return Err(SessionError::Other(format!(
-                        "the sync search failed: {} {}",
-                        result.result_code,
-                        String::from_utf8_lossy(&result.diagnostic_message)
-                    )));
-                }
-                let done = sync_done(controls.as_deref())?;
-                if !done.refresh_deletes {
-                    let deleted = applier.delete_unpresented(&progress.presented).await?;
-                    tracing::debug!(
-                        rid = settings.rid,
-                        deleted,
-                        "present phase: entries not presented deleted"
-                    );
-                }
-                if let Some(c) = done.cookie {
-                    progress.pending_cookie = Some(c);
-                }
+                let ended = search_done(settings, applier, progress, &result, controls.as_deref()).await?;
                 commit_pending(settings, worker, applier, stored, status, progress).await?;
                 if settings.persist() {
                     return Err(SessionError::Other("the provider ended the persist search".into()));
                 }
                 refresh_finished(settings, status, attempt, progress);
-                return Ok(Ended::Refreshed);
+                return Ok(ended);
             }
             _ => {}
         }
     }
+}
+
+/// One entry of the sync search, by its Sync State: present, added or modified, deleted.
+async fn sync_entry(
+    applier: &mut Applier,
+    progress: &mut Progress,
+    entry: SearchResultEntry,
+    state: SyncState,
+) -> Result<(), SessionError> {
+    match state.state {
+        SyncStateKind::Present => {
+            progress.presented.insert(state.entry_uuid);
+            applier.present();
+        }
+        SyncStateKind::Add | SyncStateKind::Modify => {
+            if progress.refreshing {
+                progress.presented.insert(state.entry_uuid);
+            }
+            applier.upsert(&entry.object_name, entry.attributes, state.entry_uuid).await?;
+        }
+        SyncStateKind::Delete => applier.delete(&state.entry_uuid).await?,
+    }
+    progress.uncommitted += 1;
+    if let Some(c) = state.cookie {
+        progress.pending_cookie = Some(c);
+    }
+    Ok(())
+}
+
+/// The end of the sync search: a refresh the provider requires (`Ok(RefreshRequired)`, to
+/// commit nothing), a failure, or the end of a refresh, whose present phase deletes what
+/// was not presented (then `Ok(Refreshed)`, once the caller committed its cookie).
+async fn search_done(
+    settings: &Replication,
+    applier: &mut Applier,
+    progress: &mut Progress,
+    result: &LdapResult,
+    controls: Option<&[Control]>,
+) -> Result<Ended, SessionError> {
+    if result.result_code == SYNC_REFRESH_REQUIRED {
+        return Ok(Ended::RefreshRequired);
+    }
+    if result.result_code != ResultCode::SUCCESS {
+        return Err(SessionError::Other(format!(
+            "the sync search failed: {} {}",
+            result.result_code,
+            String::from_utf8_lossy(&result.diagnostic_message)
+        )));
+    }
+    let done = sync_done(controls)?;
+    if !done.refresh_deletes {
+        let deleted = applier.delete_unpresented(&progress.presented).await?;
+        tracing::debug!(rid = settings.rid, deleted, "present phase: entries not presented deleted");
+    }
+    if let Some(c) = done.cookie {
+        progress.pending_cookie = Some(c);
+    }
+    Ok(Ended::Refreshed)
 }
 
 #[allow(clippy::too_many_arguments)]

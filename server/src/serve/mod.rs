@@ -1,12 +1,16 @@
-//! The serving path: worker threads and the accept loop (`runtime`), connections
-//! (`connection`) over plain TCP, TLS or ldapi (`stream`), TLS configuration and reload
-//! (`tls`), the search pool (`search_pool`) and thread priorities (`priority`), systemd
-//! notification (`systemd`), the access-log writer (`accesslog`), what cn=Monitor reads
-//! (`monitor`), and `[refint]` resolved for the router (`refint`).
+//! The serving path: starting, running and stopping the server (`runtime`), its listeners
+//! (`listeners`) and the per-IP limit at accept (`per_ip`), connections (`connection`) over
+//! plain TCP, TLS or ldapi (`stream`), TLS configuration and reload (`tls`), the search
+//! pool (`search_pool`) and thread priorities (`priority`), systemd notification
+//! (`systemd`), the access-log writer (`accesslog`), what cn=Monitor reads (`monitor`), and
+//! the key that seals paged-results cookies (`paged_key`).
 
 pub mod accesslog;
 pub mod connection;
+pub mod listeners;
 pub mod monitor;
+pub mod paged_key;
+pub mod per_ip;
 pub mod priority;
 pub mod runtime;
 pub mod search_pool;

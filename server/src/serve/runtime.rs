@@ -1,32 +1,45 @@
-//! Starting the server: one worker thread (an actix arbiter) per shard, each holding its
-//! shard actor and the connections assigned to it; the coordinator on a thread of its own;
-//! the accept loop on the main thread, handing each connection to a worker in turn; the
-//! admin socket (admin.rs) on a thread of its own; the password hash pool
-//! (`router::password::pool`) on threads of its own, at a lower priority.
+//! Starting, running and stopping the server: [`serve`], one function per phase. Open the
+//! data directory, build what the router serves with, start the shards, the coordinator
+//! and the workers, bind and announce the listeners, accept until shutdown, stop.
+//!
+//! Threads: one worker thread (an actix arbiter) per shard, each holding its shard actor
+//! and the connections assigned to it; the coordinator on a thread of its own; the accept
+//! loop on the thread that called [`serve`], handing each connection to a worker in turn;
+//! the admin socket (admin/) on a thread of its own; the password hash pool
+//! (`router::password::pool`) and the search pool on threads of their own, at a lower
+//! priority.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::net::IpAddr;
+use std::future::Future;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use anyhow::Context as _;
-use ferrodir_router::config::RemoteReads;
+use ferrodir_router::accesslog::{LogBuffer, LogFormat, LogSink};
+use ferrodir_router::config::{DirectoryConfig, RemoteReads};
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::intent::IntentLog;
-use ferrodir_router::op::paged::cookie::CookieKey;
 use ferrodir_router::password::HashPool;
 use ferrodir_router::Worker;
 use ferrodir_shard::actor::ShardActor;
 use ferrodir_shard::core::{ShardCore, ShardInfo};
+use ferrodir_shard::scan::ScanPool;
 use ferrodir_shard::skeleton::SkeletonCell;
+use ferrodir_shard::storage::KvEngine;
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::config::Config;
+use crate::data::cut::CommitGate;
 use crate::data::store::Store;
+use crate::metrics::Metrics;
 use crate::serve::connection;
+use crate::serve::listeners::{announce, Listen, Listeners};
+use crate::serve::paged_key::paged_key;
+use crate::serve::per_ip::PerIp;
+use crate::serve::search_pool::SearchPool;
+use crate::serve::tls::TlsContext;
 
 thread_local! {
     /// The worker owned by this arbiter thread; set once at start.
@@ -34,98 +47,228 @@ thread_local! {
     static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
 }
 
-/// The password threads of a serving server: `password_hash_threads` of them at
-/// `password_hash_threads_nice`, sharing a queue of `password_hash_queue_max` jobs.
-fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
-    let nice = config.password_hash_threads_nice;
-    let pool =
-        HashPool::start(config.password_hash_thread_count(), config.password_hash_queue_max, move || {
-            crate::serve::priority::lower_this_thread(nice, "password-hash")
-        })
-        .context("cannot start the password hash threads")?;
-    Ok(Arc::new(pool))
+/// What a new data directory holds when `example_data` is set.
+const EXAMPLE_LDIF: &str = include_str!("../example.ldif");
+
+/// Runs the server until `shutdown` completes, then stops it: no new connections, up to
+/// `[limits] shutdown_grace_s` for the open ones, every shard checkpointed, and every
+/// thread that held a shard ended, so that the data directory is free when this returns.
+///
+/// Blocking: it makes an actix `System` on the calling thread, so call it on a thread that
+/// runs no async runtime (in a test, a `std::thread` of its own). `shutdown` is first
+/// polled when the accept loop starts, on that System's tokio runtime: a channel's
+/// receiver, or tokio's signals (as `ferrodir serve` passes SIGTERM and SIGINT).
+///
+/// One server per process: the shard and router crates keep a few settings in
+/// process-wide statics (the server id, the contextCSN hub, the delete log's bounds,
+/// "stopping"), set here.
+pub fn serve(
+    config: Config,
+    listener: impl Into<Listen>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let store = open_store(&config)?;
+    let system = actix_rt::System::new();
+    let threads = system.block_on(run(config, store, listener.into(), shutdown))?;
+    // The System's own tasks (watchdog, TLS polling, SIGHUP) end with it.
+    drop(system);
+    threads.join();
+    Ok(())
 }
 
-/// The key that seals paged-results cookies: `paged-results.key` in the data directory
-/// (32 random bytes, mode 0600, made at the first start), so cookies outlive a restart.
-/// Without it (a read-only directory, a damaged file) a fresh key for this run only.
-fn paged_key(data_dir: &std::path::Path) -> CookieKey {
-    let path = data_dir.join("paged-results.key");
-    match std::fs::read(&path) {
-        Ok(bytes) => match <[u8; 32]>::try_from(bytes.as_slice()) {
-            Ok(key) => return CookieKey::new(key),
-            Err(_) => {
-                tracing::warn!(path = %path.display(), "paged results key is not 32 bytes: using a key for this run only")
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = CookieKey::random();
-            match write_key(&path, &key) {
-                Ok(()) => return key,
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot keep the paged results key: cookies will not outlive this run")
-                }
-            }
-            return key;
-        }
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "cannot read the paged results key: using a key for this run only")
-        }
+/// Opens the data directory for serving; a new one gets the example entries when the
+/// config asks for them.
+fn open_store(config: &Config) -> anyhow::Result<Store> {
+    // Every CSN carries the server id, the example entries' too.
+    ferrodir_shard::stamp::set_server_id(config.server_id);
+    let store = Store::open_serving(config, &config.data_dir)?;
+    if store.created && config.example_data {
+        let directory =
+            crate::directory::directory_config(config, &store, crate::directory::offline_hash_pool())?;
+        let report = crate::data::load::load_ldif(
+            &store,
+            &config.data_dir,
+            &directory,
+            EXAMPLE_LDIF.as_bytes(),
+            false,
+        )?;
+        tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
     }
-    CookieKey::random()
+    Ok(store)
 }
 
-fn write_key(path: &std::path::Path, key: &CookieKey) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
-    file.write_all(key.bytes())?;
-    file.sync_all()
+/// The serving path, phase by phase, inside the actix System. Returns the threads to join
+/// once the System is gone.
+async fn run(
+    config: Config,
+    mut store: Store,
+    listen: Listen,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<Threads> {
+    let mut prepared = prepare(&config, &mut store)?;
+    let shard_count = store.manifest.shards;
+    install_shard_statics(&config, shard_count, &prepared.cell);
+    let mut threads = Threads::default();
+    let shards = start_shards(&config, &store, &prepared.entry_counts, &mut threads).await?;
+    let search_pool = SearchPool::start(&config, &store)?;
+    let coordinator = start_coordinator(&config, &shards, &prepared, &mut threads).await?;
+    let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
+    // Moved into the workers: the access-log writer ends once every worker let go of its queue.
+    let log_queues = std::mem::take(&mut prepared.log_queues);
+    start_workers(&config, &store, &prepared, &started, log_queues, &threads.workers).await?;
+    start_replication(&config, &store, &threads.workers);
+    // Bound before the listening line, so that whoever waits for that line can use it.
+    let admin =
+        start_admin(&config, &store, started.coordinator.clone(), std::mem::take(&mut prepared.gates));
+    let (listeners, tls) = open_listeners(&config, listen, &prepared, shard_count)?;
+    spawn_background(&started, tls.clone());
+    let connections =
+        accept_until(shutdown, &config, &listeners, tls, &threads.workers, &prepared.metrics).await;
+    let running = Running { listeners, connections, admin, search_pool };
+    stop(&config, &store, running, &threads).await;
+    Ok(threads)
 }
 
-/// Runs the server until SIGTERM or SIGINT. Must be called inside an actix `System`.
-pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
+/// What serves until shutdown, beside the threads.
+struct Running {
+    listeners: Listeners,
+    /// The connection slots: all back once every connection has closed.
+    connections: Arc<Semaphore>,
+    admin: Option<crate::admin::server::AdminSocket>,
+    search_pool: SearchPool,
+}
+
+/// Stops serving: no new connections, up to `shutdown_grace_s` for the open ones to end,
+/// then every thread told to stop, the admin socket and the search pool gone, and every
+/// shard checkpointed.
+async fn stop(config: &Config, store: &Store, running: Running, threads: &Threads) {
+    tracing::info!("shutting down: no new connections");
+    crate::serve::systemd::stopping();
+    drop(running.listeners);
+    let grace = Duration::from_secs(config.limits.shutdown_grace_s);
+    let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(grace, running.connections.acquire_many(all)).await;
+    ferrodir_router::session::stopping();
+    threads.stop();
+    drop(running.admin);
+    running.search_pool.shutdown();
+    checkpoint(store);
+    tracing::info!("stopped");
+}
+
+/// What the serving path builds from the opened data directory before any thread starts.
+struct Prepared {
+    /// The commit gates a consistent cut pauses (data/cut.rs), one per shard.
+    gates: Vec<Arc<CommitGate>>,
+    directory: Arc<DirectoryConfig>,
+    cell: Arc<SkeletonCell>,
+    /// Entries per shard, counted while the skeleton was read.
+    entry_counts: Vec<u64>,
+    metrics: Arc<Metrics>,
+    log_format: LogFormat,
+    /// One access-log queue per worker and its line bound; empty when the log is off.
+    log_queues: Vec<(Arc<LogBuffer>, usize)>,
+}
+
+fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     // First, before anything clones the engines: commits pass through the gates a
     // consistent cut pauses (cut.rs).
     let gates = crate::data::cut::install_gates(&mut store.engines);
     // Then the meters, around the gates: a commit held at a gate isn't timed as a slow sync.
     let shard_stats = crate::metrics::engine::install(&mut store.engines);
-    let mut directory = crate::directory::directory_config(&config, &store, start_hash_pool(&config)?)?;
+    let mut directory = crate::directory::directory_config(config, store, start_hash_pool(config)?)?;
     directory.paged.key = paged_key(&config.data_dir);
-    let directory = Arc::new(directory);
     store.fill_blooms()?;
-    let settled = store.settle_containers(&config)?;
+    let settled = store.settle_containers(config)?;
     if settled > 0 {
         tracing::info!(settled, "cleared the container flag of entries left without children");
     }
-    let (skeleton, entry_counts) = store.skeleton(&config)?;
+    let (skeleton, entry_counts) = store.skeleton(config)?;
     let cell = Arc::new(SkeletonCell::new(skeleton));
-    let shard_count = store.manifest.shards;
-    let shard_files = match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
-        Some(kind) => {
-            (0..shard_count).map(|i| crate::data::backup::shard_path(kind, &config.data_dir, i)).collect()
-        }
+    let metrics = Arc::new(Metrics::new(shard_stats, shard_files(config, store), cell.clone()));
+    let log_format = crate::serve::accesslog::format(&config.access_log)?;
+    let log_queues = match crate::serve::accesslog::start(&config.access_log, store.manifest.shards)? {
+        Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
         None => Vec::new(),
     };
-    let metrics = Arc::new(crate::metrics::Metrics::new(shard_stats, shard_files, cell.clone()));
-    let log_format = crate::serve::accesslog::format(&config.access_log)?;
-    let mut log_queues = crate::serve::accesslog::start(&config.access_log, shard_count)?
-        .map(|(buffers, lines_max)| buffers.into_iter().map(move |buffer| (buffer, lines_max)));
+    Ok(Prepared {
+        gates,
+        directory: Arc::new(directory),
+        cell,
+        entry_counts,
+        metrics,
+        log_format,
+        log_queues,
+    })
+}
 
-    // Before any shard starts: CSNs carry the server id, and each shard's actor publishes
-    // its part of contextCSN (shard::watermark).
+/// Each shard's file, for the metrics of its size on disk.
+fn shard_files(config: &Config, store: &Store) -> Vec<std::path::PathBuf> {
+    match ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine) {
+        Some(kind) => (0..store.manifest.shards)
+            .map(|i| crate::data::backup::shard_path(kind, &config.data_dir, i))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Before any shard starts: CSNs carry the server id, and each shard's actor publishes
+/// its part of contextCSN (shard::watermark).
+fn install_shard_statics(config: &Config, shard_count: usize, cell: &Arc<SkeletonCell>) {
     ferrodir_shard::stamp::set_server_id(config.server_id);
     ferrodir_shard::watermark::install(shard_count);
     ferrodir_shard::deletelog::set_max(config.limits.sync_delete_log_max);
     ferrodir_shard::deletelog::install_tree(cell.clone());
-    let mut arbiters = Vec::with_capacity(shard_count);
+}
+
+/// The arbiters of a running server. Dropped (a start that failed half-way), they are
+/// told to stop; [`Threads::join`] also waits for them.
+#[derive(Default)]
+struct Threads {
+    /// One per shard, in shard order: its actor, its worker, its connections.
+    workers: Vec<Arbiter>,
+    coordinator: Option<Arbiter>,
+}
+
+impl Threads {
+    fn stop(&self) {
+        for arbiter in self.workers.iter().chain(self.coordinator.as_ref()) {
+            arbiter.stop();
+        }
+    }
+
+    /// Stops every thread and waits for it to end, dropping what it held (its shard core,
+    /// its worker, its connections).
+    fn join(mut self) {
+        self.stop();
+        for arbiter in std::mem::take(&mut self.workers).into_iter().chain(self.coordinator.take()) {
+            let _ = arbiter.join();
+        }
+    }
+}
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One worker thread per shard, each starting its shard's actor (and keeping the core for
+/// the worker built there next).
+async fn start_shards(
+    config: &Config,
+    store: &Store,
+    entry_counts: &[u64],
+    threads: &mut Threads,
+) -> anyhow::Result<Vec<Addr<ShardActor>>> {
+    let shard_count = store.manifest.shards;
+    let coalesce = Duration::from_micros(config.limits.commit_coalesce_us);
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {
         let arbiter = Arbiter::new();
-        let info = store.shard_info(index, &config);
+        let info = store.shard_info(index, config);
         let engine = store.engines[index].clone();
         let entries = entry_counts.get(index).copied().unwrap_or(0);
-        let coalesce = std::time::Duration::from_micros(config.limits.commit_coalesce_us);
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
             let started = ShardCore::new(info, engine).and_then(|core| {
@@ -137,103 +280,191 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
             });
             let _ = tx.send(started);
         });
+        threads.workers.push(arbiter);
         shards.push(
             rx.await.context("worker thread died")?.with_context(|| format!("starting shard {index}"))?,
         );
-        arbiters.push(arbiter);
     }
+    Ok(shards)
+}
 
-    let search_pool = crate::serve::search_pool::SearchPool::start(&config, &store)?;
-
-    let coordinator_arbiter = Arbiter::new();
+/// The coordinator on a thread of its own, after it finished the cross-shard changes an
+/// earlier run left in its intent log.
+async fn start_coordinator(
+    config: &Config,
+    shards: &[Addr<ShardActor>],
+    prepared: &Prepared,
+    threads: &mut Threads,
+) -> anyhow::Result<Addr<Coordinator>> {
+    let arbiter = Arbiter::new();
     let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE))?;
-    *metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
+    *prepared.metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
-    let (coord_shards, coord_cell, refint) = (shards.clone(), cell.clone(), directory.refint.clone());
-    coordinator_arbiter.spawn(async move {
-        let _ = tx.send(Coordinator::new(coord_shards, coord_cell, log, refint).start());
+    let (shards, cell, refint) = (shards.to_vec(), prepared.cell.clone(), prepared.directory.refint.clone());
+    arbiter.spawn(async move {
+        let _ = tx.send(Coordinator::new(shards, cell, log, refint).start());
     });
+    threads.coordinator = Some(arbiter);
     let coordinator = rx.await.context("coordinator thread died")?;
     let recovered = coordinator.send(Recover).await?.map_err(|e| anyhow::anyhow!("recovery failed: {e}"))?;
     if recovered > 0 {
         tracing::info!(recovered, "finished interrupted cross-shard changes");
     }
+    Ok(coordinator)
+}
 
+/// The actors every worker addresses.
+struct Started {
+    shards: Vec<Addr<ShardActor>>,
+    coordinator: Addr<Coordinator>,
+    scans: ScanPool,
+}
+
+/// A worker on each shard's thread, around the shard core started there.
+async fn start_workers(
+    config: &Config,
+    store: &Store,
+    prepared: &Prepared,
+    started: &Started,
+    log_queues: Vec<(Arc<LogBuffer>, usize)>,
+    arbiters: &[Arbiter],
+) -> anyhow::Result<()> {
+    let mut log_queues = log_queues.into_iter();
     for (index, arbiter) in arbiters.iter().enumerate() {
+        let seed = WorkerSeed {
+            index,
+            shards: started.shards.clone(),
+            coordinator: started.coordinator.clone(),
+            directory: prepared.directory.clone(),
+            cell: prepared.cell.clone(),
+            scans: started.scans.clone(),
+            metrics: prepared.metrics.clone(),
+            access_log: log_queues.next().map(|(buffer, lines_max)| (buffer, lines_max, prepared.log_format)),
+            replica_sources: replica_sources(config, store, index, prepared.directory.remote_reads),
+        };
         let (tx, rx) = oneshot::channel();
-        let (shards, coordinator, directory, cell) =
-            (shards.clone(), coordinator.clone(), directory.clone(), cell.clone());
-        let scans = search_pool.scans.clone();
-        let metrics = metrics.clone();
-        let log_queue = log_queues.as_mut().and_then(Iterator::next);
-        let replica_sources: Vec<_> = (0..shard_count)
-            .map(|i| {
-                let wanted = i != index && directory.remote_reads == RemoteReads::Snapshot;
-                // A replica shares the shard's entry cache with its owner (`shard::entrycache`).
-                wanted.then(|| (store.shard_info(i, &config), store.engines[i].clone()))
-            })
-            .collect();
         arbiter.spawn(async move {
-            let local = LOCAL_SHARD.with(|slot| slot.borrow().clone());
-            if let Some(local) = local {
-                let replicas = replica_sources
-                    .into_iter()
-                    .map(|source| {
-                        source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
-                    })
-                    .collect();
-                metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.stats()));
-                let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
-                    .with_replicas(replicas)
-                    .with_scan_pool(scans);
-                if let Some((buffer, lines_max)) = log_queue {
-                    let sink = ferrodir_router::accesslog::LogSink::new(
-                        buffer,
-                        lines_max,
-                        log_format,
-                        worker.stats.clone(),
-                    );
-                    worker = worker.with_access_log(sink);
-                }
-                metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
-                worker.config.monitor.add_worker(worker.stats.clone());
-                let worker = Rc::new(worker);
-                Worker::start_replica_release(&worker);
+            if let Some(local) = LOCAL_SHARD.with(|slot| slot.borrow().clone()) {
+                let worker = seed.build(local);
                 WORKER.with(|slot| *slot.borrow_mut() = Some(worker));
             }
             let _ = tx.send(());
         });
         rx.await.context("worker thread died")?;
     }
+    Ok(())
+}
 
-    start_replication(&config, &store, &arbiters);
+/// What worker `index` reads the other shards through when reads of other shards take
+/// snapshots: each shard's info and engine, None for its own and for every shard when
+/// reads are messages. A replica shares the shard's entry cache with its owner
+/// (`shard::entrycache`).
+fn replica_sources(
+    config: &Config,
+    store: &Store,
+    index: usize,
+    remote_reads: RemoteReads,
+) -> Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>> {
+    (0..store.manifest.shards)
+        .map(|i| {
+            let wanted = i != index && remote_reads == RemoteReads::Snapshot;
+            wanted.then(|| (store.shard_info(i, config), store.engines[i].clone()))
+        })
+        .collect()
+}
 
-    // Bound before the listening line, so that whoever waits for that line can use it.
-    let admin = start_admin(&config, &store, coordinator.clone(), gates);
+/// Everything a worker is built from but its local shard, sent to its thread.
+struct WorkerSeed {
+    index: usize,
+    shards: Vec<Addr<ShardActor>>,
+    coordinator: Addr<Coordinator>,
+    directory: Arc<DirectoryConfig>,
+    cell: Arc<SkeletonCell>,
+    scans: ScanPool,
+    metrics: Arc<Metrics>,
+    /// This worker's access-log queue, its line bound and the format.
+    access_log: Option<(Arc<LogBuffer>, usize, LogFormat)>,
+    replica_sources: Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>>,
+}
 
+impl WorkerSeed {
+    /// Builds the worker on its own thread, around `local`, and registers its counters
+    /// with the metrics and cn=Monitor.
+    fn build(self, local: Rc<ShardCore>) -> Rc<Worker> {
+        let replicas = self
+            .replica_sources
+            .into_iter()
+            .map(|source| source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new)))
+            .collect();
+        let metrics = self.metrics;
+        metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((self.index, local.stats()));
+        let mut worker =
+            Worker::new(self.index, local, self.shards, self.coordinator, self.directory, self.cell)
+                .with_replicas(replicas)
+                .with_scan_pool(self.scans);
+        if let Some((buffer, lines_max, format)) = self.access_log {
+            let sink = LogSink::new(buffer, lines_max, format, worker.stats.clone());
+            worker = worker.with_access_log(sink);
+        }
+        metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
+        worker.config.monitor.add_worker(worker.stats.clone());
+        let worker = Rc::new(worker);
+        Worker::start_replica_release(&worker);
+        worker
+    }
+}
+
+/// Loads TLS, binds the listeners and the metrics endpoint, and tells the world: cn=Monitor's
+/// facts, /readyz, the listening lines, systemd.
+fn open_listeners(
+    config: &Config,
+    listen: Listen,
+    prepared: &Prepared,
+    shard_count: usize,
+) -> anyhow::Result<(Listeners, Option<Arc<TlsContext>>)> {
+    let metrics = &prepared.metrics;
     let tls = match &config.tls {
-        Some(settings) => Some(crate::serve::tls::TlsContext::load(settings).context("[tls]")?),
+        Some(settings) => Some(TlsContext::load(settings).context("[tls]")?),
         None => None,
     };
     *metrics.tls.lock().unwrap_or_else(|p| p.into_inner()) = tls.clone();
-    let listeners = Listeners::bind(&config, tls.is_some()).await?;
+    let listeners = Listeners::bind(config, listen, tls.is_some())?;
     if let Some(addr) = config.metrics_listen {
         let bound = crate::metrics::http::start(addr, metrics.clone())?;
         println!("ferrodir metrics on http://{bound}/metrics");
     }
-    directory
+    prepared
+        .directory
         .monitor
         .set_server(Arc::new(crate::serve::monitor::Facts::new(metrics.clone(), listeners.describe())));
     // Ready before the listening line: whoever waits for that line may ask /readyz at once.
     metrics.serving.store(true, std::sync::atomic::Ordering::Relaxed);
-    announce(&config, &listeners, shard_count);
+    announce(config, &listeners, shard_count);
     crate::serve::systemd::ready();
-    actix::spawn(crate::serve::systemd::watchdog(coordinator.clone(), shards.clone()));
+    Ok((listeners, tls))
+}
+
+/// The tasks that run beside the accept loop: systemd's watchdog, TLS certificate
+/// polling, SIGHUP.
+fn spawn_background(started: &Started, tls: Option<Arc<TlsContext>>) {
+    actix::spawn(crate::serve::systemd::watchdog(started.coordinator.clone(), started.shards.clone()));
     if let Some(tls) = &tls {
         actix::spawn(tls.clone().poll());
     }
-    actix::spawn(reload_on_hangup(tls.clone()));
+    actix::spawn(reload_on_hangup(tls));
+}
 
+/// Accepts connections until `shutdown` completes, handing each to a worker in turn
+/// (`connection_workers`). Returns the connection slots, all back once every connection
+/// has closed.
+async fn accept_until(
+    shutdown: impl Future<Output = ()>,
+    config: &Config,
+    listeners: &Listeners,
+    tls: Option<Arc<TlsContext>>,
+    arbiters: &[Arbiter],
+    metrics: &Metrics,
+) -> Arc<Semaphore> {
     let mut shared = connection::Shared::new(config.limits.clone(), tls);
     shared.loopback_is_remote = config.testing.as_ref().is_some_and(|t| t.loopback_is_remote);
     let shared = Arc::new(shared);
@@ -245,7 +476,6 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let mut next = 0usize;
     // Connection numbers for the access log; only this loop counts them.
     let mut conn_id = 0u64;
-    let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
         let incoming = tokio::select! {
@@ -267,11 +497,9 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         };
         metrics.listeners.accepted(listener);
         conn_id += 1;
-        let conn = conn_id;
-        let shared = shared.clone();
+        let (conn, shared) = (conn_id, shared.clone());
         // The closure is sent to the worker; the connection's future stays there.
-        let worker_index = takers[next % takers.len()];
-        arbiters[worker_index].spawn_fn(move || {
+        arbiters[takers[next % takers.len()]].spawn_fn(move || {
             actix::spawn(async move {
                 let worker = WORKER.with(|slot| slot.borrow().clone());
                 if let Some(worker) = worker {
@@ -283,28 +511,30 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
         });
         next = next.wrapping_add(1);
     }
-    tracing::info!("shutting down: no new connections");
-    crate::serve::systemd::stopping();
-    drop(listeners);
-    let grace = Duration::from_secs(config.limits.shutdown_grace_s);
-    let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
-    let _ = tokio::time::timeout(grace, connections.acquire_many(all)).await;
-    ferrodir_router::session::stopping();
-    for arbiter in arbiters.iter().chain(std::iter::once(&coordinator_arbiter)) {
-        arbiter.stop();
-    }
-    drop(admin);
-    search_pool.shutdown();
-    // A clean stop leaves each shard file whole by itself (the write log's records since
-    // the last checkpoint made durable in redb), so that tools reading the files, or a copy
-    // of them, need no replay. Commits still running finish first (the log's lock).
+    connections
+}
+
+/// A clean stop leaves each shard file whole by itself (the write log's records since
+/// the last checkpoint made durable in redb), so that tools reading the files, or a copy
+/// of them, need no replay. Commits still running finish first (the log's lock).
+fn checkpoint(store: &Store) {
     for (index, engine) in store.engines.iter().enumerate() {
         if let Err(e) = engine.checkpoint() {
             tracing::warn!(shard = index, error = %e, "no checkpoint at shutdown: the next start replays the write log");
         }
     }
-    tracing::info!("stopped");
-    Ok(())
+}
+
+/// The password threads of a serving server: `password_hash_threads` of them at
+/// `password_hash_threads_nice`, sharing a queue of `password_hash_queue_max` jobs.
+fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
+    let nice = config.password_hash_threads_nice;
+    let pool =
+        HashPool::start(config.password_hash_thread_count(), config.password_hash_queue_max, move || {
+            crate::serve::priority::lower_this_thread(nice, "password-hash")
+        })
+        .context("cannot start the password hash threads")?;
+    Ok(Arc::new(pool))
 }
 
 /// Starts one replication consumer per `[[replication]]` entry (server/src/replication),
@@ -332,60 +562,7 @@ fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter]) {
     }
 }
 
-/// Connections open per client IP address, counted at accept and close only (never on the
-/// path of a request), so one mutex is no contention.
-struct PerIp {
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    /// 0 = unlimited.
-    max: usize,
-    exempt_loopback: bool,
-}
-
-/// One admitted connection's place in its IP's count; gives it back when dropped.
-struct IpSlot {
-    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    ip: IpAddr,
-}
-
-impl PerIp {
-    fn new(limits: &crate::config::Limits) -> Self {
-        Self {
-            counts: Arc::default(),
-            max: limits.connections_per_ip_max,
-            exempt_loopback: limits.connections_per_ip_exempt_loopback,
-        }
-    }
-
-    /// A slot for one more connection from `ip`, or None when it has `max` open. Exempt
-    /// connections aren't counted (None is never returned for them).
-    fn admit(&self, ip: IpAddr) -> Option<Option<IpSlot>> {
-        let ip = ip.to_canonical();
-        if self.max == 0 || (self.exempt_loopback && ip.is_loopback()) {
-            return Some(None);
-        }
-        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = counts.entry(ip).or_insert(0);
-        if *count >= self.max {
-            return None;
-        }
-        *count += 1;
-        Some(Some(IpSlot { counts: self.counts.clone(), ip }))
-    }
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut counts = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = counts.get_mut(&self.ip) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// Starts the admin socket (admin.rs). Without it the server still serves; only online
+/// Starts the admin socket (admin/). Without it the server still serves; only online
 /// export and backup are unavailable, so a failure is a warning.
 fn start_admin(
     config: &Config,
@@ -411,153 +588,6 @@ fn start_admin(
     }
 }
 
-/// A TCP listener whose accepted connections get a receive buffer of `receive_buffer`
-/// bytes (`[limits] socket_receive_buffer_bytes`; 0: the kernel's autotuning). Set on the
-/// listener, so the window scale offered in the handshake already fits it. Bounded, a
-/// client that sends requests without reading answers makes the kernel hold at most twice
-/// that much of them once the server stops reading (`requests_pending_max`); left to
-/// autotuning, Linux grows it up to `net.ipv4.tcp_rmem`'s maximum (32 MiB on our hosts),
-/// per connection.
-fn listen_tcp(addr: std::net::SocketAddr, receive_buffer: usize) -> std::io::Result<tokio::net::TcpListener> {
-    let socket =
-        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
-    socket.set_reuseaddr(true)?;
-    if receive_buffer > 0 {
-        socket.set_recv_buffer_size(u32::try_from(receive_buffer).unwrap_or(u32::MAX))?;
-    }
-    socket.bind(addr)?;
-    socket.listen(1024)
-}
-
-/// The listeners: plain LDAP (always), LDAPS and ldapi when configured.
-struct Listeners {
-    plain: tokio::net::TcpListener,
-    ldaps: Option<tokio::net::TcpListener>,
-    ldapi: Option<(tokio::net::UnixListener, std::path::PathBuf)>,
-}
-
-impl Listeners {
-    async fn bind(config: &Config, tls: bool) -> anyhow::Result<Self> {
-        let receive_buffer = config.limits.socket_receive_buffer_bytes;
-        let plain = listen_tcp(config.listen, receive_buffer)
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let ldaps = match config.listen_ldaps {
-            Some(addr) if tls => Some(
-                listen_tcp(addr, receive_buffer)
-                    .with_context(|| format!("cannot listen on {addr} (LDAPS)"))?,
-            ),
-            Some(_) => anyhow::bail!("listen_ldaps needs a [tls] table with cert_file and key_file"),
-            None => None,
-        };
-        let ldapi = match &config.listen_ldapi {
-            Some(path) => Some((bind_ldapi(path)?, path.clone())),
-            None => None,
-        };
-        Ok(Self { plain, ldaps, ldapi })
-    }
-
-    /// Each listener's URL and local address, for cn=Monitor's cn=Listeners.
-    fn describe(&self) -> Vec<ferrodir_router::monitor::ListenerInfo> {
-        use ferrodir_router::monitor::ListenerInfo;
-        let mut out = Vec::new();
-        for (listener, scheme) in [(Some(&self.plain), "ldap"), (self.ldaps.as_ref(), "ldaps")] {
-            if let Some(addr) = listener.and_then(|l| l.local_addr().ok()) {
-                out.push(ListenerInfo {
-                    url: format!("{scheme}://{addr}/"),
-                    local_address: format!("IP={addr}"),
-                });
-            }
-        }
-        if let Some((_, path)) = &self.ldapi {
-            let path = path.display().to_string();
-            out.push(ListenerInfo {
-                url: format!("ldapi://{}/", path.replace('/', "%2F")),
-                local_address: format!("PATH={path}"),
-            });
-        }
-        out
-    }
-
-    /// The next accepted connection and, for TCP, its peer's address (for the per-IP
-    /// limit). None when an accept failed (retried on the next call).
-    async fn accept(&self) -> Option<(connection::Incoming, Option<IpAddr>)> {
-        use connection::Incoming;
-        let ldaps = async {
-            match &self.ldaps {
-                Some(listener) => listener.accept().await,
-                None => std::future::pending().await,
-            }
-        };
-        let ldapi = async {
-            match &self.ldapi {
-                Some((listener, _)) => listener.accept().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            accepted = self.plain.accept() => {
-                let (stream, peer) = accepted.ok()?;
-                Some((Incoming::Plain(stream.into_std().ok()?), Some(peer.ip())))
-            }
-            accepted = ldaps => {
-                let (stream, peer) = accepted.ok()?;
-                Some((Incoming::Ldaps(stream.into_std().ok()?), Some(peer.ip())))
-            }
-            accepted = ldapi => {
-                let (stream, _) = accepted.ok()?;
-                let cred = stream.peer_cred().ok().map(|c| (c.uid(), c.gid()));
-                Some((Incoming::Ldapi(stream.into_std().ok()?, cred), None))
-            }
-        }
-    }
-}
-
-impl Drop for Listeners {
-    fn drop(&mut self) {
-        if let Some((_, path)) = &self.ldapi {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
-/// Binds the ldapi socket, replacing a stale one left by a server that died (but never a
-/// socket some running server still answers on). Mode 0666 as slapd's: who may do what is
-/// decided by the identity SASL EXTERNAL gives each peer, not by who may connect.
-fn bind_ldapi(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt as _;
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            anyhow::bail!("{} is in use by a running server", path.display());
-        }
-        std::fs::remove_file(path)
-            .with_context(|| format!("removing the stale socket {}", path.display()))?;
-    }
-    let listener = tokio::net::UnixListener::bind(path)
-        .with_context(|| format!("cannot listen on {} (ldapi)", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .with_context(|| format!("setting the mode of {}", path.display()))?;
-    Ok(listener)
-}
-
-fn announce(config: &Config, listeners: &Listeners, shards: usize) {
-    let addr = listeners.plain.local_addr().unwrap_or(config.listen);
-    tracing::info!(%addr, shards, data_dir = %config.data_dir.display(), engine = %config.engine, "ferrodir listening");
-    // Printed plainly too, for a newcomer reading the terminal and for tests waiting on it.
-    if let Some(ldaps) = listeners.ldaps.as_ref().and_then(|l| l.local_addr().ok()) {
-        println!("ferrodir listening for LDAPS on {ldaps}");
-    }
-    if let Some((_, path)) = &listeners.ldapi {
-        println!("ferrodir listening for ldapi on {}", path.display());
-    }
-    println!("ferrodir listening on {addr}");
-    if !config.root_dn.is_empty() {
-        println!("admin identity: {} (password set by root_password in the config)", config.root_dn);
-    }
-    for suffix in &config.suffixes {
-        println!("try: ldapsearch -x -H ldap://{addr} -b {suffix}");
-    }
-}
-
 /// SIGHUP (systemd's ExecReload) reloads what can change while serving: today the TLS
 /// certificate and key. Handled even without TLS, so that a reload never terminates the
 /// server (SIGHUP's default action).
@@ -576,20 +606,5 @@ async fn reload_on_hangup(tls: Option<Arc<crate::serve::tls::TlsContext>>) {
             None => tracing::info!("SIGHUP: nothing to reload (no [tls])"),
         }
         crate::serve::systemd::ready();
-    }
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
     }
 }
