@@ -22,6 +22,10 @@
 //!   (`[[replication]]`): its connection to the provider, applying, the cookie store and its
 //!   status (metrics, cn=Monitor, /readyz).
 
+// The allocator main.rs installs. Linked into the library too: the import tunes it
+// (`mi_option_set` in data/import.rs), in the binary and in tests alike.
+extern crate mimalloc as _;
+
 mod admin;
 mod config;
 mod data;
