@@ -24,6 +24,8 @@ fn serve_in_process_answers_and_stops_on_its_shutdown() {
     std::fs::write(&config_path, TEST_CONFIG).expect("write config");
     let mut config = ferrodir_server::Config::parse(TEST_CONFIG).expect("config");
     config.data_dir = data_dir.clone();
+    // Not on stdout, which this process shares with the test runner.
+    config.access_log.path = dir.path().join("access.log").display().to_string();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("local address");
 
