@@ -28,7 +28,7 @@ pub trait AvaNormalizer: Send + Sync {
         let (attr, value) = self.normalize_ava(attr_lower, value);
         out.push_str(&attr);
         out.push('=');
-        crate::dn::push_escaped_value(out, &value);
+        crate::escape::push_escaped_value(out, &value);
     }
 }
 
