@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::escape::{push_escaped_value, write_escaped_value};
+use crate::escape::write_escaped_value;
 use crate::value::{AvaNormalizer, PlainAvas};
 
 /// A distinguished name. `rdns[0]` is the leftmost, most specific RDN; no RDNs is the root DSE
