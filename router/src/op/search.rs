@@ -15,13 +15,10 @@ use ferrodir_proto::entry::Entry;
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{DerefAliases, LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::candidates::{Plan, Planner};
-use ferrodir_shard::eval;
-use ferrodir_shard::search::{
-    base_entry, base_record, inline_search_into, AttrSelection, InlinePrep, Query, Scope, SearchChunk,
-    SearchTask, CHUNK_ENTRIES_MAX,
+use ferrodir_shard::{
+    base_entry, base_record, inline_search_into, AttrSelection, InlinePrep, Plan, Planner, Query, Scope,
+    SearchChunk, SearchTask, StopReason, StopSignal, CHUNK_ENTRIES_MAX,
 };
-use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
 use crate::access;
@@ -266,7 +263,7 @@ pub(crate) fn plan_shards(
     let mut shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => {
-            let probe = ferrodir_shard::bloom::Probe::new(key);
+            let probe = ferrodir_shard::Probe::new(key);
             (0..ctx.worker.shard_count())
                 .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain_probe(&probe)))
                 .collect()
@@ -295,7 +292,7 @@ pub(crate) async fn lookup(
     }
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
     let pdu = base_record(&ctx.worker.config.rules, query, id, record);
-    ferrodir_shard::memberof::check(query.attrs.memberof.as_ref())?;
+    ferrodir_shard::check_memberof_query(query.attrs.memberof.as_ref())?;
     Ok(pdu)
 }
 
@@ -328,7 +325,7 @@ async fn forward(
 
 /// What every shard's part of one search shares.
 struct Spread {
-    tree: Arc<ferrodir_shard::skeleton::Skeleton>,
+    tree: Arc<ferrodir_shard::Skeleton>,
     scope: Scope,
     plan: Arc<Option<Plan>>,
     filter: Arc<Filter>,
@@ -429,7 +426,7 @@ async fn serve_special(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
+    if ferrodir_shard::filter_matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }

@@ -30,12 +30,10 @@ use ferrodir_proto::message::{
     Control, LdapResult, OctetString, PagedResults, SearchRequest, PAGED_RESULTS_OID,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::candidates::Plan;
-use ferrodir_shard::search::{
-    inline_page, AttrSelection, Query, Scope, SearchChunk, SearchTask, Window, WindowEnd,
+use ferrodir_shard::{
+    inline_page, AttrSelection, Plan, Query, Scope, SearchChunk, SearchTask, Skeleton, StopReason,
+    StopSignal, Window, WindowEnd,
 };
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
 use self::cookie::{CookieError, Position, SearchDigest};

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use ferrodir_shard::search::{inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask};
-use ferrodir_shard::sortkeys::{decode_row, Row, SortSpec};
-use ferrodir_shard::stop::{StopReason, StopSignal};
+use ferrodir_shard::{
+    decode_sort_row, inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask, SortRow, SortSpec,
+    StopReason, StopSignal,
+};
 use tokio::sync::mpsc;
 
 use super::Input;
@@ -17,7 +18,7 @@ use crate::op::context::OpContext;
 /// How a collection ended.
 pub enum Collected {
     /// Every match, sorted.
-    Rows(Vec<Row>),
+    Rows(Vec<SortRow>),
     /// More than `sort_entries_max` matches.
     TooMany,
     /// The search's timeLimit passed.
@@ -26,9 +27,11 @@ pub enum Collected {
     Cancelled,
 }
 
-fn push_rows(rows: &mut Vec<Row>, pdus: Vec<bytes::Bytes>) -> LdapResultOf<()> {
+fn push_rows(rows: &mut Vec<SortRow>, pdus: Vec<bytes::Bytes>) -> LdapResultOf<()> {
     for pdu in pdus {
-        rows.push(decode_row(&pdu).ok_or_else(|| LdapError::internal("a shard sent a malformed sort row"))?);
+        rows.push(
+            decode_sort_row(&pdu).ok_or_else(|| LdapError::internal("a shard sent a malformed sort row"))?,
+        );
     }
     Ok(())
 }
@@ -88,10 +91,10 @@ async fn scatter(
     ctx: &OpContext,
     input: &Input<'_>,
     attrs: &AttrSelection,
-    plan: Option<ferrodir_shard::candidates::Plan>,
+    plan: Option<ferrodir_shard::Plan>,
     shards: &[usize],
     (stop, deadline): (&Arc<StopSignal>, Option<tokio::time::Instant>),
-    rows: &mut Vec<Row>,
+    rows: &mut Vec<SortRow>,
 ) -> LdapResultOf<Option<Collected>> {
     let max = ctx.worker.config.sort.entries_max;
     let capacity = ctx.worker.config.search_chunks_in_flight.max(1) * shards.len();

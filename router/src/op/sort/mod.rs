@@ -41,9 +41,7 @@ use ferrodir_proto::message::sort_vlv::{
 use ferrodir_proto::message::{Control, LdapResult, OctetString, PagedResults};
 use ferrodir_proto::schema::matching::{self, Kind as RuleKind};
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::{AttrSelection, Query, Scope};
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::sortkeys::{Row, SortKey, SortSpec};
+use ferrodir_shard::{AttrSelection, Query, Scope, Skeleton, SortKey, SortRow, SortSpec};
 
 use crate::error::LdapResultOf;
 use crate::limits::ClassLimits;
@@ -452,7 +450,7 @@ pub async fn run(ctx: &OpContext, sorting: &Sorting, input: Input<'_>) -> LdapRe
 }
 
 /// Keeps a VLV list for the next window and records its contextID.
-fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
+fn keep_vlv(sorting: &Sorting, rows: Vec<SortRow>, idle: Duration) {
     let Some(slot) = sorting.slot.borrow_mut().take() else { return };
     let context = slot.keep(Kind::Vlv, Kept { rows, next: 0, spec: sorting.spec.clone() }, idle);
     if let Some(vlv) = sorting.outcome.borrow_mut().vlv.as_mut() {
@@ -462,7 +460,7 @@ fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
 
 /// The index of the first row not below `assertion` under the first key, the other keys
 /// absent: sssvlv's comparison of its search node with the tree's.
-fn first_not_below(spec: &SortSpec, rows: &[Row], assertion: Vec<u8>) -> usize {
+fn first_not_below(spec: &SortSpec, rows: &[SortRow], assertion: Vec<u8>) -> usize {
     let mut probe = vec![None; spec.keys.len()];
     if let Some(first) = probe.first_mut() {
         *first = Some(assertion.into_boxed_slice());
@@ -489,11 +487,11 @@ mod tests {
             normalize: Rule::CaseIgnore,
             reverse,
         };
-        let rows = |values: &[Option<&str>]| -> Vec<Row> {
+        let rows = |values: &[Option<&str>]| -> Vec<SortRow> {
             values
                 .iter()
                 .enumerate()
-                .map(|(i, v)| Row { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
+                .map(|(i, v)| SortRow { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
                 .collect()
         };
         let forward = SortSpec { keys: vec![key(false)] };

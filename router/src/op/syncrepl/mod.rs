@@ -48,8 +48,9 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchResultEntry, SearchScope,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::{inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask};
-use ferrodir_shard::stop::{StopReason, StopSignal};
+use ferrodir_shard::{
+    inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask, StopReason, StopSignal,
+};
 use tokio::sync::mpsc;
 
 use crate::access;
@@ -105,11 +106,11 @@ async fn serve(
             .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
         None => Cookie::default(),
     };
-    let sid = ferrodir_shard::stamp::server_id();
+    let sid = ferrodir_shard::server_id();
     // Subscribe before reading the watermark: no change after it can be missed.
     let subscription = match sync.mode {
         SyncMode::RefreshAndPersist => {
-            ferrodir_shard::watermark::hub().map(|h| h.subscribe(persist::FEED_BATCHES))
+            ferrodir_shard::watermark_hub().map(|h| h.subscribe(persist::FEED_BATCHES))
         }
         SyncMode::RefreshOnly => None,
     };
@@ -143,9 +144,8 @@ async fn serve(
         return Ok((LdapResult::success(), None));
     }
     // Read after the entries: a delete after their scan is in it, and sent.
-    let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
-    let now_micros =
-        if replica { None } else { now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn) };
+    let since_micros = since.as_deref().and_then(ferrodir_shard::micros_of_csn);
+    let now_micros = if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) };
     // Without a cookie only the moves after `now` matter (`undo_later_moves`).
     let log = match since_micros.or(now_micros) {
         Some(after) => Some(delete_log(ctx, after).await?),
@@ -199,8 +199,8 @@ const FED_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// every later one is in the feed. A shard that stays stuck longer than [`FED_WAIT_MAX`]
 /// (a failing disk) gets the consumer busy (51), which it retries.
 async fn fed_before_subscribing() -> LdapResultOf<()> {
-    let Some(hub) = ferrodir_shard::watermark::hub() else { return Ok(()) };
-    let taken = ferrodir_shard::stamp::clock_now();
+    let Some(hub) = ferrodir_shard::watermark_hub() else { return Ok(()) };
+    let taken = ferrodir_shard::clock_now();
     let deadline = std::time::Instant::now() + FED_WAIT_MAX;
     while !hub.settled_past(taken) {
         if std::time::Instant::now() > deadline {
@@ -225,7 +225,7 @@ async fn settle_tree(ctx: &OpContext) {
 }
 
 /// Every shard's delete-log records after `after`, with its minimum.
-async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::deletelog::LogView>> {
+async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::LogView>> {
     let mut views = Vec::with_capacity(ctx.worker.shard_count());
     for shard in 0..ctx.worker.shard_count() {
         views.push(ctx.worker.delete_log(shard, after).await?);
@@ -236,11 +236,11 @@ async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_sh
 /// The committed low-watermark as a CSN; None before the first write.
 fn current_csn() -> Option<String> {
     // A replica hands on its provider's state (shard::watermark::replicated_context).
-    if let Some(csn) = ferrodir_shard::watermark::replicated_context().into_iter().max() {
+    if let Some(csn) = ferrodir_shard::replicated_context().into_iter().max() {
         return Some(csn);
     }
-    let micros = ferrodir_shard::watermark::hub()?.watermark();
-    (micros > 0).then(|| ferrodir_shard::stamp::csn_of(micros))
+    let micros = ferrodir_shard::watermark_hub()?.watermark();
+    (micros > 0).then(|| ferrodir_shard::csn_of(micros))
 }
 
 async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<()> {
@@ -297,7 +297,7 @@ pub(crate) struct Located {
     pub scope: Scope,
     pub kind: SearchScope,
     /// The schema's rules: every DN the search compares is normalised by them ([`Self::parse`]).
-    pub rules: std::sync::Arc<ferrodir_shard::rules::RuleTable>,
+    pub rules: std::sync::Arc<ferrodir_shard::RuleTable>,
 }
 
 impl Located {
@@ -374,7 +374,7 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
 }
 
 /// The attributes a consumer asked for, and the rules that name them.
-struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::rules::RuleTable);
+struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::RuleTable);
 
 /// Every entry in scope that matches, parents before children.
 async fn collect(
@@ -508,7 +508,7 @@ mod tests {
             controls: None,
         };
         let schema = ferrodir_proto::schema::Schema::standard();
-        let rules = ferrodir_shard::rules::RuleTable::from_schema(&schema);
+        let rules = ferrodir_shard::RuleTable::from_schema(&schema);
         let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
         let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);
