@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
-use ferrodir_router::limits::{ClassLimits, LimitsConfig, RequestLimits, UnindexedPolicy};
+use ferrodir_router::{ClassLimits, LimitsConfig, RequestLimits, UnindexedPolicy};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -594,7 +594,7 @@ impl Config {
                  remove it, or build ferrodir with --features fault-injection (never for real data)"
             );
         }
-        ferrodir_router::password::StorageScheme::parse(&self.password_scheme)?;
+        ferrodir_router::StorageScheme::parse(&self.password_scheme)?;
         crate::replication::settings::check(&self.replication, &self.suffixes)?;
         if self.server_id > ferrodir_shard::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);

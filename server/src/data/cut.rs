@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use actix::Addr;
 use ferrodir_router::coordinator::{BetweenChanges, Coordinator};
-use ferrodir_router::intent::{Intent, IntentLog};
+use ferrodir_router::{Intent, IntentLog};
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
 
 use crate::config::Config;

@@ -8,9 +8,9 @@ pub mod refint;
 use std::sync::Arc;
 
 use ferrodir_router::acl::{self, RuleText};
-use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
-use ferrodir_router::op::paged::cookie::CookieKey;
-use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
+use ferrodir_router::{
+    CookieKey, DirectoryConfig, HashPool, PasswordConfig, RemoteReads, StorageScheme, Suffix,
+};
 
 use crate::config::Config;
 use crate::data::store::Store;
@@ -55,13 +55,13 @@ pub fn directory_config(
             .authz_regexp
             .iter()
             .map(|rule| {
-                ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
+                ferrodir_router::AuthzRule::new(&rule.pattern, &rule.replace)
                     .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
             })
             .collect::<anyhow::Result<_>>()?,
         limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
-        sort: ferrodir_router::op::sort::SortLimits {
+        sort: ferrodir_router::SortLimits {
             entries_max: config.limits.sort_entries_max,
             keys_max: config.limits.sort_keys_max,
             sessions_per_connection_max: config.limits.sort_sessions_per_connection_max,
@@ -86,7 +86,7 @@ pub fn directory_config(
             .collect::<anyhow::Result<_>>()?,
         monitor: Arc::default(),
         // The offline tools never page: a key for this run; `serve` reads the kept one.
-        paged: ferrodir_router::config::PagedConfig {
+        paged: ferrodir_router::PagedConfig {
             key: CookieKey::random(),
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
@@ -96,7 +96,7 @@ pub fn directory_config(
             .replication
             .iter()
             .map(|r| {
-                Ok(ferrodir_router::config::ReplicatedArea {
+                Ok(ferrodir_router::ReplicatedArea {
                     base: dn_rules
                         .parse(&r.search_base)
                         .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::bail;
 use ferrodir_proto::schema::matching::Rule;
-use ferrodir_router::coordinator::RefintConfig;
+use ferrodir_router::RefintConfig;
 use ferrodir_shard::IndexKind;
 
 use crate::config::Config;

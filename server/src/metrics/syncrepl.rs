@@ -1,12 +1,12 @@
 //! The replication provider's families: the syncrepl consumers it serves
-//! (router::op::syncrepl::stats, read at scrape time) and its contextCSN.
+//! (router's syncrepl_snapshot, read at scrape time) and its contextCSN.
 
-use ferrodir_router::op::syncrepl::stats;
+use ferrodir_router::syncrepl_snapshot;
 
 use super::family::Family;
 
 pub fn families() -> Vec<prometheus::proto::MetricFamily> {
-    let now = stats::snapshot();
+    let now = syncrepl_snapshot();
     let mut consumers = Family::gauge(
         "ferrodir_syncrepl_consumers",
         "Syncrepl consumers served now (searches with the Sync Request control), by phase.",

@@ -24,9 +24,7 @@ use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::PartialAttribute;
 use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
-use ferrodir_router::located::Located;
-use ferrodir_router::resolve::{locate, locate_parent_of};
-use ferrodir_router::{LdapError, Worker};
+use ferrodir_router::{locate, locate_parent_of, LdapError, Located, Worker};
 use ferrodir_shard::{
     shard_for_child, EntryId, EntryRecord, ShardActor, ShardCore, ShardError, ShardResult, Write, WriteOp,
     WriteOutcome, REPLICA_AUTHOR,

@@ -13,12 +13,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use anyhow::Context as _;
-use ferrodir_router::config::RemoteReads;
 use ferrodir_router::coordinator::{Coordinator, Recover};
-use ferrodir_router::intent::IntentLog;
-use ferrodir_router::op::paged::cookie::CookieKey;
-use ferrodir_router::password::HashPool;
-use ferrodir_router::Worker;
+use ferrodir_router::{CookieKey, HashPool, IntentLog, RemoteReads, Worker};
 use ferrodir_shard::{ShardActor, ShardCore, ShardInfo, SkeletonCell};
 use tokio::sync::{oneshot, Semaphore};
 
@@ -287,7 +283,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, connections.acquire_many(all)).await;
-    ferrodir_router::session::stopping();
+    ferrodir_router::stopping();
     for arbiter in arbiters.iter().chain(std::iter::once(&coordinator_arbiter)) {
         arbiter.stop();
     }
@@ -455,8 +451,8 @@ impl Listeners {
     }
 
     /// Each listener's URL and local address, for cn=Monitor's cn=Listeners.
-    fn describe(&self) -> Vec<ferrodir_router::monitor::ListenerInfo> {
-        use ferrodir_router::monitor::ListenerInfo;
+    fn describe(&self) -> Vec<ferrodir_router::ListenerInfo> {
+        use ferrodir_router::ListenerInfo;
         let mut out = Vec::new();
         for (listener, scheme) in [(Some(&self.plain), "ldap"), (self.ldaps.as_ref(), "ldaps")] {
             if let Some(addr) = listener.and_then(|l| l.local_addr().ok()) {
