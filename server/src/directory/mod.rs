@@ -61,7 +61,7 @@ pub fn directory_config(
             .collect::<anyhow::Result<_>>()?,
         limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
-        sort: ferrodir_router::op::sort::SortLimits {
+        sort: ferrodir_router::limits::SortLimits {
             entries_max: config.limits.sort_entries_max,
             keys_max: config.limits.sort_keys_max,
             sessions_per_connection_max: config.limits.sort_sessions_per_connection_max,
