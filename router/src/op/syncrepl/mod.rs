@@ -81,6 +81,8 @@ pub async fn search(ctx: &OpContext, request: SearchRequest) {
     }
 }
 
+/// The refresh (its content read through op::read, as any search's), then the persist
+/// stage or the Sync Done.
 async fn serve(
     ctx: &OpContext,
     request: SearchRequest,
