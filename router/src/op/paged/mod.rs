@@ -29,8 +29,7 @@ use ferrodir_proto::message::{
     Control, LdapResult, OctetString, PagedResults, SearchRequest, PAGED_RESULTS_OID,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::Window;
-use ferrodir_shard::stop::StopReason;
+use ferrodir_shard::{StopReason, Window};
 
 use self::cookie::{CookieError, Position, SearchDigest};
 use crate::error::{LdapError, LdapResultOf};

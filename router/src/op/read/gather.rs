@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use ferrodir_shard::search::{SearchChunk, WindowEnd};
-use ferrodir_shard::stop::{StopReason, StopSignal};
+use ferrodir_shard::{SearchChunk, StopReason, StopSignal, WindowEnd};
 use tokio::sync::mpsc;
 
 use super::{Flow, Gathered, Sink};

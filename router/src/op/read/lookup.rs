@@ -1,7 +1,7 @@
 //! One entry read by id: a base-scope search, or a sorted search sending its rows.
 
 use bytes::Bytes;
-use ferrodir_shard::search::{base_entry, base_record, Query};
+use ferrodir_shard::{base_entry, base_record, Query};
 
 use crate::error::LdapResultOf;
 use crate::op::context::OpContext;
@@ -18,6 +18,6 @@ pub(crate) async fn lookup(
     }
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
     let pdu = base_record(&ctx.worker.config.rules, query, id, record);
-    ferrodir_shard::memberof::check(query.attrs.memberof.as_ref())?;
+    ferrodir_shard::check_memberof_query(query.attrs.memberof.as_ref())?;
     Ok(pdu)
 }

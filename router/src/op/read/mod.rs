@@ -21,9 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::SearchScope;
-use ferrodir_shard::search::{AttrSelection, Query, Scope, WindowEnd};
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::stop::StopReason;
+use ferrodir_shard::{AttrSelection, Query, Scope, Skeleton, StopReason, WindowEnd};
 
 use crate::error::LdapResultOf;
 use crate::limits::ClassLimits;

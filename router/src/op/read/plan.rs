@@ -2,8 +2,7 @@
 
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::candidates::{Plan, Planner};
-use ferrodir_shard::search::AttrSelection;
+use ferrodir_shard::{AttrSelection, Plan, Planner};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::limits::{ClassLimits, UnindexedPolicy};
@@ -33,7 +32,7 @@ pub(crate) fn plan_shards(
     let mut shards: Vec<usize> = match plan.as_ref().and_then(Plan::required_equality) {
         // Only the shards whose filter may hold the value (and so the matches).
         Some(key) => {
-            let probe = ferrodir_shard::bloom::Probe::new(key);
+            let probe = ferrodir_shard::Probe::new(key);
             (0..ctx.worker.shard_count())
                 .filter(|s| config.blooms.get(*s).is_none_or(|bloom| bloom.may_contain_probe(&probe)))
                 .collect()

@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use ferrodir_shard::candidates::Plan;
-use ferrodir_shard::search::{
-    inline_page, inline_search_into, InlinePrep, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
+use ferrodir_shard::{
+    inline_page, inline_search_into, InlinePrep, Plan, SearchTask, StopReason, StopSignal, Window, WindowEnd,
+    CHUNK_ENTRIES_MAX,
 };
-use ferrodir_shard::stop::{StopReason, StopSignal};
 use tokio::sync::mpsc;
 
 use super::gather::gather;
@@ -121,7 +120,7 @@ fn task(
     target: &Target,
     plan: &Arc<Option<Plan>>,
     stop: &Arc<StopSignal>,
-    sink: mpsc::Sender<ferrodir_shard::search::SearchChunk>,
+    sink: mpsc::Sender<ferrodir_shard::SearchChunk>,
     window: Option<Window>,
 ) -> SearchTask {
     SearchTask {

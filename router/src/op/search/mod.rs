@@ -25,7 +25,7 @@ mod stream;
 use std::sync::Arc;
 
 use ferrodir_proto::message::{Control, LdapResult, ProtocolOp, SearchRequest};
-use ferrodir_shard::search::{AttrSelection, Scope};
+use ferrodir_shard::{AttrSelection, Scope};
 
 use crate::error::LdapResultOf;
 use crate::op::context::OpContext;

@@ -3,7 +3,7 @@
 
 use ferrodir_proto::message::{DerefAliases, SearchRequest, SearchScope};
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::search::{AttrSelection, Scope};
+use ferrodir_shard::{AttrSelection, Scope};
 
 use crate::access::{self, Subject};
 use crate::acl::view::{Region, RegionKind};

@@ -5,8 +5,7 @@
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::NormDn;
-use ferrodir_shard::eval;
-use ferrodir_shard::search::AttrSelection;
+use ferrodir_shard::AttrSelection;
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
@@ -46,7 +45,7 @@ async fn root_or_subschema(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if eval::matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
+    if ferrodir_shard::filter_matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }

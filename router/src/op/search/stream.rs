@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ferrodir_proto::message::LdapResult;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::stop::StopReason;
+use ferrodir_shard::StopReason;
 
 use crate::error::LdapResultOf;
 use crate::op::context::{OpContext, Outbound};

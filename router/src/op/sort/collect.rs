@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrodir_shard::sortkeys::{decode_row, Row, SortSpec};
-use ferrodir_shard::stop::StopReason;
+use ferrodir_shard::{decode_sort_row, SortRow, SortSpec, StopReason};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
@@ -16,7 +15,7 @@ use crate::op::read::{self, Bounds, Flow, Gathered, Sink, Target};
 /// How a collection ended.
 pub enum Collected {
     /// Every match, sorted.
-    Rows(Vec<Row>),
+    Rows(Vec<SortRow>),
     /// More than `sort_entries_max` matches.
     TooMany,
     /// The search's timeLimit passed.
@@ -55,15 +54,15 @@ pub(crate) async fn collect(
 
 /// The sink of a sorted search's rows, bounded by `sort_entries_max`.
 struct Rows {
-    rows: Vec<Row>,
+    rows: Vec<SortRow>,
     max: usize,
 }
 
 impl Sink for Rows {
     async fn take(&mut self, _ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
         for pdu in pdus {
-            let row =
-                decode_row(&pdu).ok_or_else(|| LdapError::internal("a shard sent a malformed sort row"))?;
+            let row = decode_sort_row(&pdu)
+                .ok_or_else(|| LdapError::internal("a shard sent a malformed sort row"))?;
             self.rows.push(row);
         }
         Ok(if self.rows.len() > self.max { Flow::Stop(StopReason::Finished) } else { Flow::More })

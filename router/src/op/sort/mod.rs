@@ -41,7 +41,7 @@ use ferrodir_proto::message::sort_vlv::{
 use ferrodir_proto::message::{Control, LdapResult, OctetString, PagedResults, PAGED_RESULTS_OID};
 use ferrodir_proto::schema::matching::{self, Kind as RuleKind};
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::sortkeys::{Row, SortKey, SortSpec};
+use ferrodir_shard::{SortKey, SortRow, SortSpec};
 
 use crate::error::LdapResultOf;
 use crate::op::context::{OpContext, Outbound};
@@ -371,7 +371,7 @@ enum Slice {
 
 /// The rows to send, `start..end`: all of them, the page from `next`, or the VLV window
 /// (whose target and count go into the outcome).
-fn slice(ctx: &OpContext, sorting: &Sorting, rows: &[Row], next: usize) -> Result<(usize, usize), Slice> {
+fn slice(ctx: &OpContext, sorting: &Sorting, rows: &[SortRow], next: usize) -> Result<(usize, usize), Slice> {
     let n = rows.len();
     let (before, after, target) = match &sorting.mode {
         Mode::Plain => return Ok((0, n)),
@@ -416,7 +416,7 @@ async fn send_rows(
     ctx: &OpContext,
     sorting: &Sorting,
     target: &Target,
-    rows: &[Row],
+    rows: &[SortRow],
     bounds: &Bounds<'_>,
 ) -> LdapResultOf<Option<LdapResult>> {
     let query = target.query(ctx.message_id);
@@ -437,7 +437,7 @@ async fn send_rows(
 }
 
 /// Keeps the rows for the next page (with a cookie, while rows are left) or VLV window.
-fn keep(ctx: &OpContext, sorting: &Sorting, rows: Vec<Row>, end: usize) {
+fn keep(ctx: &OpContext, sorting: &Sorting, rows: Vec<SortRow>, end: usize) {
     let idle = ctx.worker.config.sort.session_idle;
     match &sorting.mode {
         Mode::Plain => {}
@@ -457,7 +457,7 @@ fn keep(ctx: &OpContext, sorting: &Sorting, rows: Vec<Row>, end: usize) {
 }
 
 /// Keeps a VLV list for the next window and records its contextID.
-fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
+fn keep_vlv(sorting: &Sorting, rows: Vec<SortRow>, idle: Duration) {
     let Some(slot) = sorting.slot.borrow_mut().take() else { return };
     let context = slot.keep(Kind::Vlv, Kept { rows, next: 0, spec: sorting.spec.clone() }, idle);
     if let Some(vlv) = sorting.outcome.borrow_mut().vlv.as_mut() {
@@ -467,7 +467,7 @@ fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
 
 /// The index of the first row not below `assertion` under the first key, the other keys
 /// absent: sssvlv's comparison of its search node with the tree's.
-fn first_not_below(spec: &SortSpec, rows: &[Row], assertion: Vec<u8>) -> usize {
+fn first_not_below(spec: &SortSpec, rows: &[SortRow], assertion: Vec<u8>) -> usize {
     let mut probe = vec![None; spec.keys.len()];
     if let Some(first) = probe.first_mut() {
         *first = Some(assertion.into_boxed_slice());
@@ -494,11 +494,11 @@ mod tests {
             normalize: Rule::CaseIgnore,
             reverse,
         };
-        let rows = |values: &[Option<&str>]| -> Vec<Row> {
+        let rows = |values: &[Option<&str>]| -> Vec<SortRow> {
             values
                 .iter()
                 .enumerate()
-                .map(|(i, v)| Row { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
+                .map(|(i, v)| SortRow { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
                 .collect()
         };
         let forward = SortSpec { keys: vec![key(false)] };

@@ -10,7 +10,7 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrodir_shard::sortkeys::{Row, SortSpec};
+use ferrodir_shard::{SortRow, SortSpec};
 
 /// What a session continues with.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum Kind {
 /// The sorted rows a session keeps between requests.
 #[derive(Debug)]
 pub struct Kept {
-    pub rows: Vec<Row>,
+    pub rows: Vec<SortRow>,
     /// A paged session's next row.
     pub next: usize,
     pub spec: Arc<SortSpec>,

@@ -48,8 +48,7 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchResultEntry, SearchScope,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::{AttrSelection, Scope};
-use ferrodir_shard::watermark::Subscription;
+use ferrodir_shard::{AttrSelection, Scope, Subscription};
 
 use crate::access;
 use crate::error::{LdapError, LdapResultOf};
@@ -122,8 +121,8 @@ async fn serve(
     }
     let points = refresh::Points {
         since: since.as_deref(),
-        since_micros: since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn),
-        now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn) },
+        since_micros: since.as_deref().and_then(ferrodir_shard::micros_of_csn),
+        now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) },
     };
     let refresh_deletes = refresh(ctx, &request, &scope, entries, &points).await?;
     stats::refreshed(refresh_deletes);
@@ -140,7 +139,7 @@ async fn serve(
 async fn subscribe(mode: SyncMode, replica: bool) -> LdapResultOf<Option<Subscription>> {
     let subscription = match mode {
         SyncMode::RefreshAndPersist => {
-            ferrodir_shard::watermark::hub().map(|h| h.subscribe(persist::FEED_BATCHES))
+            ferrodir_shard::watermark_hub().map(|h| h.subscribe(persist::FEED_BATCHES))
         }
         SyncMode::RefreshOnly => None,
     };
@@ -153,7 +152,7 @@ async fn subscribe(mode: SyncMode, replica: bool) -> LdapResultOf<Option<Subscri
 /// Puts the provider's state `now` into the cookie and returns the consumer's CSN for this
 /// server (None: no cookie). A consumer newer than the provider is refused, as slapd does.
 fn stamp(cookie: &mut Cookie, now: Option<&str>) -> LdapResultOf<Option<String>> {
-    let sid = ferrodir_shard::stamp::server_id();
+    let sid = ferrodir_shard::server_id();
     let since = cookie.csn_for(sid).map(str::to_string);
     if let (Some(theirs), Some(ours)) = (since.as_deref(), now) {
         if theirs > ours {
@@ -223,8 +222,8 @@ const FED_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// every later one is in the feed. A shard that stays stuck longer than [`FED_WAIT_MAX`]
 /// (a failing disk) gets the consumer busy (51), which it retries.
 async fn fed_before_subscribing() -> LdapResultOf<()> {
-    let Some(hub) = ferrodir_shard::watermark::hub() else { return Ok(()) };
-    let taken = ferrodir_shard::stamp::clock_now();
+    let Some(hub) = ferrodir_shard::watermark_hub() else { return Ok(()) };
+    let taken = ferrodir_shard::clock_now();
     let deadline = std::time::Instant::now() + FED_WAIT_MAX;
     while !hub.settled_past(taken) {
         if std::time::Instant::now() > deadline {
@@ -249,7 +248,7 @@ async fn settle_tree(ctx: &OpContext) {
 }
 
 /// Every shard's delete-log records after `after`, with its minimum.
-async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::deletelog::LogView>> {
+async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::LogView>> {
     let mut views = Vec::with_capacity(ctx.worker.shard_count());
     for shard in 0..ctx.worker.shard_count() {
         views.push(ctx.worker.delete_log(shard, after).await?);
@@ -260,11 +259,11 @@ async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_sh
 /// The committed low-watermark as a CSN; None before the first write.
 fn current_csn() -> Option<String> {
     // A replica hands on its provider's state (shard::watermark::replicated_context).
-    if let Some(csn) = ferrodir_shard::watermark::replicated_context().into_iter().max() {
+    if let Some(csn) = ferrodir_shard::replicated_context().into_iter().max() {
         return Some(csn);
     }
-    let micros = ferrodir_shard::watermark::hub()?.watermark();
-    (micros > 0).then(|| ferrodir_shard::stamp::csn_of(micros))
+    let micros = ferrodir_shard::watermark_hub()?.watermark();
+    (micros > 0).then(|| ferrodir_shard::csn_of(micros))
 }
 
 async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<()> {
@@ -313,7 +312,7 @@ pub(crate) struct Located {
     pub scope: Scope,
     pub kind: SearchScope,
     /// The schema's rules: every DN the search compares is normalised by them ([`Self::parse`]).
-    pub rules: std::sync::Arc<ferrodir_shard::rules::RuleTable>,
+    pub rules: std::sync::Arc<ferrodir_shard::RuleTable>,
 }
 
 impl Located {
@@ -385,7 +384,7 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
 }
 
 /// The attributes a consumer asked for, and the rules that name them.
-struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::rules::RuleTable);
+struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::RuleTable);
 
 /// Every entry in scope that matches, parents before children, read whole: a present
 /// phase after a partial scan would have the consumer delete the rest, so any failed or
@@ -479,7 +478,7 @@ mod tests {
             controls: None,
         };
         let schema = ferrodir_proto::schema::Schema::standard();
-        let rules = ferrodir_shard::rules::RuleTable::from_schema(&schema);
+        let rules = ferrodir_shard::RuleTable::from_schema(&schema);
         let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
         let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);

@@ -39,11 +39,7 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchScope,
 };
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::eval;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::search::{AttrSelection, Scope};
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::watermark::{Change, FeedBatch, Subscription};
+use ferrodir_shard::{AttrSelection, Change, EntryRecord, FeedBatch, Scope, Skeleton, Subscription};
 
 use super::{entry_pdu, stats, uuid_octets, Located, LEFT_OUT};
 use crate::error::{LdapError, LdapResultOf};
@@ -94,7 +90,7 @@ pub(super) async fn follow(
     let mut held: Vec<Held> = Vec::new();
     // The CSN of the last cookie sent: a change between the refresh's watermark and now
     // still moves the next one.
-    let mut last = cookie.csn_for(ferrodir_shard::stamp::server_id()).map(str::to_string);
+    let mut last = cookie.csn_for(ferrodir_shard::server_id()).map(str::to_string);
     loop {
         if ctx.cancelled() {
             return Ok((LdapResult::success(), None));
@@ -130,11 +126,11 @@ pub(super) async fn follow(
 
 /// The watermark as a clock tick (what may be sent), and as the CSN the next cookie carries.
 fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
-    let mark = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
+    let mark = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
     // A replica hands on its provider's state as the cookie (`current_csn`), so that a
     // chain shows one set of CSNs; its own watermark still says what may be sent.
     let watermark = if ctx.worker.config.replicated.is_empty() {
-        (mark > 0).then(|| ferrodir_shard::stamp::csn_of(mark))
+        (mark > 0).then(|| ferrodir_shard::csn_of(mark))
     } else {
         super::current_csn()
     };
@@ -181,7 +177,7 @@ fn change_micros(change: &Change, batch_max: u64) -> u64 {
         .new
         .as_ref()
         .and_then(|r| r.entry.first_str("entryCSN"))
-        .and_then(ferrodir_shard::stamp::micros_of_csn)
+        .and_then(ferrodir_shard::micros_of_csn)
         .unwrap_or(batch_max)
 }
 
@@ -216,7 +212,7 @@ async fn changes(
             let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
             let dn = located.parse(&text)?;
             let wanted = located.holds(&dn)
-                && eval::matches_entry(
+                && ferrodir_shard::filter_matches_entry(
                     rules,
                     &request.filter,
                     &record.entry,
@@ -358,7 +354,7 @@ async fn subtree_moved(
 
 /// An entry's stored attributes the search asked for, but those sync content leaves out.
 fn content(
-    rules: &ferrodir_shard::rules::RuleTable,
+    rules: &ferrodir_shard::RuleTable,
     attrs: &AttrSelection,
     record: &EntryRecord,
 ) -> Vec<PartialAttribute> {
