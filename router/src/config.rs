@@ -90,7 +90,7 @@ pub struct DirectoryConfig {
     /// How many search result chunks one search may have queued toward its connection.
     pub search_chunks_in_flight: usize,
     /// Server-side sorting's bounds: entries, keys, sessions per connection, idle time.
-    pub sort: crate::op::sort::SortLimits,
+    pub sort: crate::limits::SortLimits,
     pub vendor_version: String,
     /// How a worker reads other shards: by message to their actor, or from their
     /// snapshots directly.
