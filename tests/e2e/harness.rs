@@ -261,3 +261,18 @@ pub fn bound(server: &Server, dn: &str, password: &str) -> Client {
     }
     client
 }
+
+/// Polls `check` every 20 ms until it holds (true) or `deadline` passes (false, after one
+/// last look): how a test waits for something the server does in its own time, instead of
+/// sleeping a fixed while and hoping it was long enough.
+pub fn wait_until(deadline: std::time::Instant, mut check: impl FnMut() -> bool) -> bool {
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
