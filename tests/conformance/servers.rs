@@ -66,8 +66,8 @@ pub(crate) fn slapd_programs() -> (PathBuf, PathBuf) {
         (Some(slapd), Some(slapadd)) => (slapd, slapadd),
         _ => panic!(
             "slapd is not installed. The conformance test compares ferrodir with OpenLDAP slapd 2.5 \
-             (Debian package `slapd`, with slapadd and /etc/ldap/schema) and never skips: `.ci/run` \
-             installs it (apt-get install -y slapd)."
+             (Debian package `slapd`, with slapadd and /etc/ldap/schema) and never skips: \
+             `bash tests/setup.sh` installs it (tests/run.sh calls it)."
         ),
     }
 }
