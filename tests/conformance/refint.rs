@@ -114,14 +114,17 @@ fn script(conn: &mut LdapConn) -> Vec<u32> {
     let people = format!("ou=people,{SUFFIX}");
     let sub = format!("ou=sub,{SUFFIX}");
     let mut codes = Vec::new();
-    let mut step = |conn: &mut LdapConn,
-                    gone: &[String],
-                    what: &dyn Fn(&mut LdapConn) -> ldap3::result::Result<ldap3::LdapResult>| {
-        codes.push(what(conn).map(|r| r.rc).unwrap_or(u32::MAX));
-        settle(conn, gone);
-    };
+    let mut step =
+        |conn: &mut LdapConn,
+         gone: &[String],
+         what: &dyn Fn(&mut LdapConn) -> ldap3::result::Result<ldap3::LdapResult>| {
+            codes.push(what(conn).map(|r| r.rc).unwrap_or(u32::MAX));
+            settle(conn, gone);
+        };
     step(conn, &[format!("uid=u0,{people}")], &|c| c.delete(&format!("uid=u0,{people}")));
-    step(conn, &[format!("uid=u1,{people}")], &|c| c.modifydn(&format!("uid=u1,{people}"), "uid=u1x", true, None));
+    step(conn, &[format!("uid=u1,{people}")], &|c| {
+        c.modifydn(&format!("uid=u1,{people}"), "uid=u1x", true, None)
+    });
     step(conn, &[format!("uid=u2,{people}")], &|c| {
         c.modifydn(&format!("uid=u2,{people}"), "uid=u2", true, Some(&sub))
     });

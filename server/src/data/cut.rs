@@ -267,7 +267,10 @@ mod tests {
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !asleep() && !committed.load(std::sync::atomic::Ordering::SeqCst) {
-            assert!(std::time::Instant::now() < deadline, "the writer neither slept at the gate nor committed");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer neither slept at the gate nor committed"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(!committed.load(std::sync::atomic::Ordering::SeqCst), "a commit passed a paused gate");
