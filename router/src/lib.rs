@@ -48,9 +48,32 @@ pub mod session;
 pub mod stats;
 pub mod worker;
 
-pub use config::DirectoryConfig;
+// The public interface is:
+//
+// Flat names, for building and running the router (what the server wires together):
+pub use config::{AuthzRule, DirectoryConfig, PagedConfig, RemoteReads, ReplicatedArea, Suffix};
+pub use coordinator::RefintConfig;
 pub use error::LdapError;
+pub use intent::{Intent, IntentLog};
+pub use limits::{ClassLimits, LimitsConfig, RequestLimits, SortLimits, UnindexedPolicy};
+pub use located::Located;
+pub use monitor::{ConnectionEntry, ConnectionInfo, ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
 pub use op::context::Outbound;
+pub use op::paged::cookie::CookieKey;
+pub use op::syncrepl::stats::{snapshot as syncrepl_snapshot, Snapshot as SyncreplSnapshot};
+pub use password::{HashPool, PasswordConfig, StorageScheme};
 pub use requester::Transport;
-pub use session::{Flow, Session};
+pub use resolve::{locate, locate_parent_of};
+pub use session::{stopping, Flow, Session};
 pub use worker::Worker;
+//
+// and four facade modules, where flat names would be vague or clash:
+// - `coordinator`: the actor that changes the tree's shape across shards, and its messages
+//   (`Coordinator`, `AddUnder`, `DeleteEntry`, `MoveEntry`, `MaybeDemote`, `Origin`,
+//   `Recover`, `Ping`, `BetweenChanges`);
+// - `acl`: compiling access rules (`compile`, `profile`, `RuleSet`, `RuleText`);
+// - `stats`: the per-worker counters the metrics endpoint sums (`WorkerStats`, `OpKind`,
+//   `ResultClass`, `BindMethod`, `CloseReason`, `Listener`, `Histogram`, `bump`,
+//   `LATENCY_BUCKETS_S`; the syncrepl provider's are `syncrepl_snapshot` above);
+// - `accesslog`: access-log lines and the per-worker queue (`LogSink`, `LogBuffer`,
+//   `LogFormat`, `Line`, `Value`).

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_router::intent::IntentLog;
+use ferrodir_router::IntentLog;
 use ferrodir_shard::keys;
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation};
 use serde::{Deserialize, Serialize};
@@ -432,7 +432,7 @@ mod tests {
         let data = dir.path().join("data");
         let config = Config { shards: 2, ..Config::default() };
         let store = crate::data::store::Store::open(&config, &data).unwrap();
-        let intent = ferrodir_router::intent::Intent::DeleteWithRemoteName {
+        let intent = ferrodir_router::Intent::DeleteWithRemoteName {
             id: ferrodir_shard::EntryId::new(1, 7),
             parent: ferrodir_shard::EntryId::ROOT,
             rdn: "cn=x".into(),

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::NormDn;
 use ferrodir_router::acl::{self, RuleText};
-use ferrodir_router::config::{DirectoryConfig, RemoteReads, Suffix};
-use ferrodir_router::op::paged::cookie::CookieKey;
-use ferrodir_router::password::{HashPool, PasswordConfig, StorageScheme};
+use ferrodir_router::{
+    CookieKey, DirectoryConfig, HashPool, PasswordConfig, RemoteReads, StorageScheme, Suffix,
+};
 
 use crate::config::Config;
 use crate::data::store::Store;
@@ -57,7 +57,7 @@ pub fn directory_config(
         monitor_readers: names.monitor_readers,
         monitor: Arc::default(),
         // The offline tools never page: a key for this run; `serve` reads the kept one.
-        paged: ferrodir_router::config::PagedConfig {
+        paged: ferrodir_router::PagedConfig {
             key: CookieKey::random(),
             cookie_idle_max_s: config.limits.paged_cookie_idle_max_s,
         },
@@ -97,19 +97,19 @@ impl Names {
     }
 }
 
-fn authz_rules(config: &Config) -> anyhow::Result<Vec<ferrodir_router::config::AuthzRule>> {
+fn authz_rules(config: &Config) -> anyhow::Result<Vec<ferrodir_router::AuthzRule>> {
     config
         .authz_regexp
         .iter()
         .map(|rule| {
-            ferrodir_router::config::AuthzRule::new(&rule.pattern, &rule.replace)
+            ferrodir_router::AuthzRule::new(&rule.pattern, &rule.replace)
                 .map_err(|e| anyhow::anyhow!("authz_regexp {:?}: {e}", rule.pattern))
         })
         .collect()
 }
 
-fn sort_limits(limits: &crate::config::Limits) -> ferrodir_router::op::sort::SortLimits {
-    ferrodir_router::op::sort::SortLimits {
+fn sort_limits(limits: &crate::config::Limits) -> ferrodir_router::SortLimits {
+    ferrodir_router::SortLimits {
         entries_max: limits.sort_entries_max,
         keys_max: limits.sort_keys_max,
         sessions_per_connection_max: limits.sort_sessions_per_connection_max,
@@ -129,12 +129,12 @@ fn remote_reads(config: &Config) -> anyhow::Result<RemoteReads> {
 fn replicated_areas(
     config: &Config,
     dn_rules: &DnNormalizer,
-) -> anyhow::Result<Vec<ferrodir_router::config::ReplicatedArea>> {
+) -> anyhow::Result<Vec<ferrodir_router::ReplicatedArea>> {
     config
         .replication
         .iter()
         .map(|r| {
-            Ok(ferrodir_router::config::ReplicatedArea {
+            Ok(ferrodir_router::ReplicatedArea {
                 base: dn_rules
                     .parse(&r.search_base)
                     .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
@@ -148,27 +148,24 @@ fn replicated_areas(
 /// the equality postings of member and uniqueMember, which `memberof` keeps configured
 /// (`Config::index_directives`); on a data directory that had neither, they stay
 /// incomplete until `ferrodir reindex` builds them, and the start says so.
-fn memberof_groups(
-    config: &Config,
-    store: &Store,
-) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+fn memberof_groups(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<ferrodir_shard::Groups>>> {
     if !config.memberof {
         return Ok(None);
     }
-    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
-        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+    for canonical in ferrodir_shard::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::IndexKind::Equality) {
             tracing::warn!(
                 attr = canonical,
                 "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
             );
         }
     }
-    let options = ferrodir_shard::memberof::MemberOfOptions {
+    let options = ferrodir_shard::MemberOfOptions {
         transitive: config.memberof_transitive,
         chain_depth_max: config.memberof_chain_depth_max,
         chain_entries_max: config.memberof_chain_entries_max,
     };
-    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    let groups = ferrodir_shard::Groups::new(store.engines.clone(), store.rules.clone(), options);
     Ok(Some(Arc::new(groups)))
 }
 

@@ -1,12 +1,12 @@
 //! The replication provider's families: the syncrepl consumers it serves
-//! (router::op::syncrepl::stats, read at scrape time) and its contextCSN.
+//! (router's syncrepl_snapshot, read at scrape time) and its contextCSN.
 
-use ferrodir_router::op::syncrepl::stats;
+use ferrodir_router::syncrepl_snapshot;
 
 use super::family::Family;
 
 pub fn families() -> Vec<prometheus::proto::MetricFamily> {
-    let now = stats::snapshot();
+    let now = syncrepl_snapshot();
     let mut consumers = Family::gauge(
         "ferrodir_syncrepl_consumers",
         "Syncrepl consumers served now (searches with the Sync Request control), by phase.",
@@ -33,7 +33,7 @@ pub fn families() -> Vec<prometheus::proto::MetricFamily> {
         "ferrodir_syncrepl_context_csn_seconds",
         "contextCSN (the committed low-watermark across shards) as Unix time; 0 before the first write.",
     );
-    let micros = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
+    let micros = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
     context.value(&[], micros as f64 / 1e6);
     vec![consumers.done(), lag.done(), required.done(), refreshes.done(), context.done()]
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use ferrodir_proto::frame::{announced_pdu_bytes, check_frame, FrameLimits};
-use ferrodir_router::{Flow, Outbound, Session, Transport, Worker};
+use ferrodir_router::{ConnectionEntry, ConnectionInfo, Flow, Outbound, Session, Transport, Worker};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
@@ -35,7 +35,6 @@ use tokio::sync::{mpsc, Semaphore};
 use std::os::fd::AsRawFd as _;
 
 use ferrodir_router::accesslog::{Line, Value};
-use ferrodir_router::monitor::{ConnectionEntry, ConnectionInfo};
 use ferrodir_router::stats::{bump, CloseReason, Listener, WorkerStats};
 
 use crate::config::Limits;

@@ -78,8 +78,8 @@ impl Listeners {
     }
 
     /// Each listener's URL and local address, for cn=Monitor's cn=Listeners.
-    pub fn describe(&self) -> Vec<ferrodir_router::monitor::ListenerInfo> {
-        use ferrodir_router::monitor::ListenerInfo;
+    pub fn describe(&self) -> Vec<ferrodir_router::ListenerInfo> {
+        use ferrodir_router::ListenerInfo;
         let mut out = Vec::new();
         for (listener, scheme) in [(Some(&self.plain), "ldap"), (self.ldaps.as_ref(), "ldaps")] {
             if let Some(addr) = listener.and_then(|l| l.local_addr().ok()) {

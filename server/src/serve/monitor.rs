@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use ferrodir_router::monitor::{ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
+use ferrodir_router::{ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
 
 use crate::metrics::Metrics;
 

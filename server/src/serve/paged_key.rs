@@ -1,6 +1,6 @@
 //! The key that seals paged-results cookies, kept in the data directory.
 
-use ferrodir_router::op::paged::cookie::CookieKey;
+use ferrodir_router::CookieKey;
 
 /// The key that seals paged-results cookies: `paged-results.key` in the data directory
 /// (32 random bytes, mode 0600, made at the first start), so cookies outlive a restart.

@@ -18,16 +18,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 use ferrodir_router::accesslog::{LogBuffer, LogFormat, LogSink};
-use ferrodir_router::config::{DirectoryConfig, RemoteReads};
 use ferrodir_router::coordinator::{Coordinator, Recover};
-use ferrodir_router::intent::IntentLog;
-use ferrodir_router::password::HashPool;
-use ferrodir_router::Worker;
-use ferrodir_shard::actor::ShardActor;
-use ferrodir_shard::core::{ShardCore, ShardInfo};
-use ferrodir_shard::scan::ScanPool;
-use ferrodir_shard::skeleton::SkeletonCell;
+use ferrodir_router::{DirectoryConfig, HashPool, IntentLog, RemoteReads, Worker};
 use ferrodir_shard::storage::KvEngine;
+use ferrodir_shard::{ScanPool, ShardActor, ShardCore, ShardInfo, SkeletonCell};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::config::Config;
@@ -80,7 +74,7 @@ pub fn serve(
 /// config asks for them.
 fn open_store(config: &Config) -> anyhow::Result<Store> {
     // Every CSN carries the server id, the example entries' too.
-    ferrodir_shard::stamp::set_server_id(config.server_id);
+    ferrodir_shard::set_server_id(config.server_id);
     let store = Store::open_serving(config, &config.data_dir)?;
     if store.created && config.example_data {
         let directory =
@@ -148,7 +142,7 @@ async fn stop(config: &Config, store: &Store, running: Running, threads: &Thread
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, running.connections.acquire_many(all)).await;
-    ferrodir_router::session::stopping();
+    ferrodir_router::stopping();
     threads.stop();
     drop(running.admin);
     running.search_pool.shutdown();
@@ -215,10 +209,10 @@ fn shard_files(config: &Config, store: &Store) -> Vec<std::path::PathBuf> {
 /// Before any shard starts: CSNs carry the server id, and each shard's actor publishes
 /// its part of contextCSN (shard::watermark).
 fn install_shard_statics(config: &Config, shard_count: usize, cell: &Arc<SkeletonCell>) {
-    ferrodir_shard::stamp::set_server_id(config.server_id);
-    ferrodir_shard::watermark::install(shard_count);
-    ferrodir_shard::deletelog::set_max(config.limits.sync_delete_log_max);
-    ferrodir_shard::deletelog::install_tree(cell.clone());
+    ferrodir_shard::set_server_id(config.server_id);
+    ferrodir_shard::install_watermark_hub(shard_count);
+    ferrodir_shard::set_delete_log_max(config.limits.sync_delete_log_max);
+    ferrodir_shard::install_delete_log_skeleton(cell.clone());
 }
 
 /// The arbiters of a running server. Dropped (a start that failed half-way), they are
