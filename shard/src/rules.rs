@@ -57,7 +57,7 @@ pub struct RuleTable {
 impl AttrRules {
     /// Whether `description` (options allowed) names this type or one of its subtypes.
     pub fn names_match(&self, description: &str) -> bool {
-        crate::prefilter::base_name_in(description.as_bytes(), &self.names)
+        crate::query::prefilter::base_name_in(description.as_bytes(), &self.names)
     }
 }
 

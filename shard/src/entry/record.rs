@@ -6,7 +6,7 @@
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
-use crate::codec::{put_bytes, put_u64, put_varint, CorruptRecord, Reader};
+use crate::entry::codec::{put_bytes, put_u64, put_varint, CorruptRecord, Reader};
 use crate::id::EntryId;
 
 /// Version 2 ends with a CRC-32 of everything before it. redb checks page checksums only

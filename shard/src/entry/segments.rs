@@ -10,10 +10,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::codec::CorruptRecord;
-use crate::compactentry::CompactEntry;
+use crate::entry::codec::CorruptRecord;
+use crate::entry::compactentry::CompactEntry;
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
 
 /// An entry as a read found it: from the entry cache, compact (sent from its encoded
 /// attributes, decoded on demand for filters), or read from a snapshot for this one send.
@@ -48,7 +48,7 @@ impl Cached {
     /// the entry against a filter needs.
     pub fn for_filter(
         &self,
-        wanted: Option<&crate::compactentry::Wanted>,
+        wanted: Option<&crate::entry::compactentry::Wanted>,
     ) -> Result<Cow<'_, EntryRecord>, CorruptRecord> {
         match self {
             Cached::Kept(c) => Ok(Cow::Owned(c.decode_selected(wanted)?)),

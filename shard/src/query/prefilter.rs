@@ -39,7 +39,9 @@ impl Prefilter {
                 return Prefilter::Never; // Undefined (see eval)
             }
             // objectClass is in every entry; computed types are in none as stored.
-            if attr.canonical == "objectclass" || crate::search::COMPUTED.contains(&attr.canonical.as_str()) {
+            if attr.canonical == "objectclass"
+                || crate::query::search::COMPUTED.contains(&attr.canonical.as_str())
+            {
                 return Prefilter::Unknown;
             }
             Prefilter::AnyOf(attr.names.clone())
@@ -94,7 +96,7 @@ pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String
             Filter::Present(desc) => add(desc),
             Filter::Substrings(sub) => add(&sub.r#type),
             // An id set reads no attribute (eval::ID_SET_RULE).
-            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => Some(()),
+            Filter::ExtensibleMatch(mra) if crate::query::eval::is_id_set(mra) => Some(()),
             Filter::ExtensibleMatch(mra) => add(mra.r#type.as_deref()?),
             Filter::Not(inner) => collect(rules, inner, out),
             Filter::And(parts) | Filter::Or(parts) => {
@@ -126,9 +128,9 @@ mod tests {
     use ferrodir_proto::filter::parse_filter;
     use ferrodir_proto::schema::Schema;
 
-    use crate::eval;
+    use crate::entry::record::EntryRecord;
     use crate::id::EntryId;
-    use crate::record::EntryRecord;
+    use crate::query::eval;
 
     /// The prefilter never rejects an entry that full evaluation matches.
     #[test]

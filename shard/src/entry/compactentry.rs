@@ -12,13 +12,13 @@
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
-use crate::codec::CorruptRecord;
+use crate::entry::codec::CorruptRecord;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments;
 use crate::id::EntryId;
-use crate::prefilter::base_name_in;
-use crate::record::EntryRecord;
+use crate::query::prefilter::base_name_in;
 use crate::rules::RuleTable;
-use crate::segments;
-use crate::stamp::STORED_OPERATIONAL;
+use crate::write::stamp::STORED_OPERATIONAL;
 
 /// A span's slot for a type the schema does not know: its canonical name and whether it
 /// is operational are worked out from its description when it is sent.
@@ -109,7 +109,7 @@ impl CompactEntry {
     }
 
     pub fn is_container(&self) -> bool {
-        self.flags & crate::record::FLAG_CONTAINER != 0
+        self.flags & crate::entry::record::FLAG_CONTAINER != 0
     }
 
     fn text(&self, from: u32, to: u32) -> &str {
@@ -149,7 +149,7 @@ impl CompactEntry {
     }
 
     /// The entry with only the attributes `wanted` names, or all of them for None: what
-    /// evaluating a filter needs ([`crate::search::selected_names`]).
+    /// evaluating a filter needs ([`crate::query::search::selected_names`]).
     pub fn decode_selected(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
         let mut attrs = Vec::new();
         for (i, span) in self.spans.iter().enumerate() {

@@ -22,21 +22,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::candidates::{read_plan, OrderedWalk, ScopeWalk};
 use crate::core::ShardInfo;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments::Cached;
 use crate::error::ShardResult;
 use crate::id::EntryId;
-use crate::keys;
-use crate::prefilter::{base_name_in, Prefilter};
-use crate::record::EntryRecord;
-use crate::rights::TypeSet;
-use crate::rules::RuleTable;
-use crate::search::Scope;
-use crate::search::{
+use crate::index::keys;
+use crate::query::candidates::{read_plan, OrderedWalk, ScopeWalk};
+use crate::query::prefilter::{base_name_in, Prefilter};
+use crate::query::search::Scope;
+use crate::query::search::{
     encode_entry, filter_needs, judge, selected_names, Query, SearchChunk, SearchTask, Window, WindowEnd,
     CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
 };
-use crate::segments::Cached;
+use crate::rights::TypeSet;
+use crate::rules::RuleTable;
 use crate::storage::{KvEngine, KvSnapshot};
 
 /// How a scan shares its thread and how long it may hold one snapshot (config `[limits]`
@@ -415,12 +415,12 @@ mod tests {
 
     use super::*;
     use crate::actor::{ShardActor, Write};
-    use crate::batch::WriteOp;
     use crate::core::ShardCore;
-    use crate::search::{AttrSelection, Scope};
+    use crate::query::search::{AttrSelection, Scope};
+    use crate::query::stop::{StopReason, StopSignal};
     use crate::skeleton::Skeleton;
-    use crate::stop::{StopReason, StopSignal};
     use crate::storage::EngineKind;
+    use crate::write::batch::WriteOp;
 
     fn info() -> ShardInfo {
         crate::core::tests::info()

@@ -35,7 +35,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
-use crate::keys;
+use crate::index::keys;
 use crate::skeleton::SkeletonCell;
 use crate::storage::{KvSnapshot, Mutation, Table};
 
@@ -120,7 +120,7 @@ impl LogRecord {
 
     /// A stored record from its key and value.
     pub fn decode(key: &[u8], value: &[u8]) -> ShardResult<Self> {
-        let bad = || ShardError::Corrupt(crate::codec::CorruptRecord("delete log record"));
+        let bad = || ShardError::Corrupt(crate::entry::codec::CorruptRecord("delete log record"));
         let csn = key
             .get(1..9)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())

@@ -21,18 +21,18 @@ use ferrodir_proto::filter::Filter;
 use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
-use crate::candidates::{read_plan, Plan};
-use crate::compactentry::Wanted;
 use crate::core::ShardCore;
+use crate::entry::compactentry::Wanted;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments::{self, Cached};
 use crate::error::ShardResult;
-use crate::eval;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
+use crate::query::candidates::{read_plan, Plan};
+use crate::query::eval;
+use crate::query::stop::{StopReason, StopSignal};
 use crate::rights::{EntryRights, EntryRules, TypeSet};
 use crate::rules::RuleTable;
-use crate::segments::{self, Cached};
 use crate::skeleton::Skeleton;
-use crate::stop::{StopReason, StopSignal};
 
 /// Entries per chunk sent to the connection, and bytes: whichever fills first.
 pub const CHUNK_ENTRIES_MAX: usize = 64;
@@ -74,7 +74,7 @@ pub struct AttrSelection {
     pub per_entry: Option<Arc<dyn EntryRules>>,
     /// Set when the search sorts (RFC 2891): a match is sent as its id and sort keys
     /// (`sortkeys::encode_row`) instead of its PDU, for the router to sort.
-    pub sort: Option<Arc<crate::sortkeys::SortSpec>>,
+    pub sort: Option<Arc<crate::query::sortkeys::SortSpec>>,
     /// Set by the router when the request selects memberOf or its filter needs its values:
     /// how to compute them (`memberof`). None: memberOf costs nothing.
     pub memberof: Option<Arc<crate::memberof::MemberOfQuery>>,
@@ -170,7 +170,7 @@ impl AttrSelection {
             Some(r) => (r.canonical.as_str(), r.operational),
             None => {
                 owned = ferrodir_proto::entry::base_name_lower(name);
-                (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                (owned.as_str(), crate::write::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
             }
         };
         self.selects(&self.hidden, canonical, name, operational)
@@ -382,7 +382,7 @@ pub(crate) fn selected_names(
     filter: &Filter,
     attrs: &AttrSelection,
 ) -> Option<Vec<String>> {
-    let mut names = crate::prefilter::referenced_names(rules, filter)?;
+    let mut names = crate::query::prefilter::referenced_names(rules, filter)?;
     if let Some(per_entry) = &attrs.per_entry {
         names.extend(per_entry.filter_names()?.iter().cloned());
         names.sort();
@@ -545,7 +545,7 @@ pub(crate) fn encode_entry(
             // absent and it sorts as an entry without them.
             Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
         };
-        return Bytes::from(crate::sortkeys::encode_row(id, &keys));
+        return Bytes::from(crate::query::sortkeys::encode_row(id, &keys));
     }
     let parent = cached.parent();
     let dn = dn_of(query.tree, id, parent, cached.rdn());
@@ -573,7 +573,7 @@ pub(crate) fn encode_entry(
                     Some(r) => (r.canonical.as_str(), r.operational),
                     None => {
                         owned = ferrodir_proto::entry::base_name_lower(&attr.name);
-                        (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                        (owned.as_str(), crate::write::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
                     }
                 };
                 if sel.selects(hidden, canonical, &attr.name, operational) {
@@ -593,10 +593,10 @@ pub(crate) fn encode_entry(
         // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
         // low-watermark across shards (`watermark.rs`), absent before the first write.
         // A replica publishes its provider's values (`watermark::replicated_context`).
-        let mut csns = crate::watermark::replicated_context();
+        let mut csns = crate::write::watermark::replicated_context();
         if csns.is_empty() {
-            if let Some(micros) = crate::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-                csns.push(crate::stamp::csn_of(micros));
+            if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+                csns.push(crate::write::stamp::csn_of(micros));
             }
         }
         if !csns.is_empty() {
