@@ -95,9 +95,10 @@ pub use crate::rules::RuleTable;
 // Searches.
 pub use crate::query::candidates::{Plan, Planner};
 pub use crate::query::scan::{ScanLimits, ScanPool, ScanSource};
+pub use crate::query::scope::Scope;
 pub use crate::query::search::{
     base_entry, base_record, inline_page, inline_search, inline_search_into, AttrSelection, InlinePrep,
-    Query, Scope, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
+    Query, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
 };
 pub use crate::query::sortkeys::{decode_row as decode_sort_row, Row as SortRow, SortKey, SortSpec};
 pub use crate::query::stop::{StopReason, StopSignal};

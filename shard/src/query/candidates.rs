@@ -19,7 +19,7 @@ use crate::index::config::{assertion_grams, assertion_wide_keys, ordering_key, I
 use crate::index::eqkey::{self, Lookup};
 use crate::index::gramsummary::{GramShards, ShardMask};
 use crate::index::keys;
-use crate::query::search::Scope;
+use crate::query::scope::Scope;
 use crate::rights::TypeSet;
 use crate::rules::{AttrRules, RuleTable};
 use crate::skeleton::Skeleton;

@@ -6,6 +6,7 @@ pub(crate) mod candidates;
 pub(crate) mod eval;
 pub(crate) mod prefilter;
 pub(crate) mod scan;
+pub(crate) mod scope;
 pub(crate) mod search;
 pub(crate) mod sortkeys;
 pub(crate) mod stop;

@@ -39,9 +39,7 @@ impl Prefilter {
                 return Prefilter::Never; // Undefined (see eval)
             }
             // objectClass is in every entry; computed types are in none as stored.
-            if attr.canonical == "objectclass"
-                || crate::query::search::COMPUTED.contains(&attr.canonical.as_str())
-            {
+            if attr.canonical == "objectclass" || crate::rules::COMPUTED.contains(&attr.canonical.as_str()) {
                 return Prefilter::Unknown;
             }
             Prefilter::AnyOf(attr.names.clone())
@@ -111,19 +109,10 @@ pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String
     Some(names)
 }
 
-/// Whether an attribute description's base name (before any `;option`) is one of `names`
-/// (lowercased), ignoring case.
-pub fn base_name_in(description: &[u8], names: &[String]) -> bool {
-    let base = match description.iter().position(|&b| b == b';') {
-        Some(at) => description.get(..at).unwrap_or(description),
-        None => description,
-    };
-    names.iter().any(|name| name.as_bytes().eq_ignore_ascii_case(base))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::base_name_in;
     use ferrodir_proto::entry::{Attribute, Entry};
     use ferrodir_proto::filter::parse_filter;
     use ferrodir_proto::schema::Schema;
