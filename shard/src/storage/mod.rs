@@ -173,6 +173,12 @@ impl BulkSink for CollectingSink {
     }
 }
 
+/// A shard's storage in memory (redb over its in-memory backend), for the unit tests of the
+/// crates above: nothing is written to disk and nothing survives the value.
+pub fn open_in_memory() -> StorageResult<Box<dyn KvEngine>> {
+    Ok(Box::new(RedbEngine::in_memory()?))
+}
+
 /// Which engine a data directory uses; fixed in the manifest.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum EngineKind {
