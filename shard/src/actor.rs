@@ -792,7 +792,7 @@ mod tests {
             assert!(!addr.send(KeepDeleteLog).await.unwrap(), "kept once asked");
             let uuid_of = |id: EntryId| {
                 let record = core.record(id).unwrap().unwrap();
-                crate::write::deletelog::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
+                crate::write::stamp::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
                     .unwrap()
             };
             let (uuid_a, uuid_b) = (uuid_of(ids[0]), uuid_of(ids[1]));

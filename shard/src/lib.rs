@@ -78,7 +78,7 @@ pub use crate::write::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
     civil_time, clock_now, csn_of, micros_of_csn, server_id, set_server_id, set_structural_class,
-    stamp_imported, Stamp, SERVER_ID_MAX,
+    stamp_imported, uuid_octets, Stamp, SERVER_ID_MAX,
 };
 // Matching, indexing and the filters that skip shards.
 pub use crate::index::bloom::{EqBloom, Probe};

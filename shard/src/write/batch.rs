@@ -474,7 +474,7 @@ fn log_record(
     deleted: bool,
 ) -> Option<crate::write::deletelog::LogRecord> {
     let uuid =
-        old.entry.first_str("entryUUID").and_then(|u| crate::write::deletelog::uuid_octets(u.as_bytes()))?;
+        old.entry.first_str("entryUUID").and_then(|u| crate::write::stamp::uuid_octets(u.as_bytes()))?;
     Some(crate::write::deletelog::LogRecord {
         csn,
         uuid,
