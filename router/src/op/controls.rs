@@ -1,6 +1,10 @@
 //! Request controls (RFC 4511 §4.1.11). A critical control we don't support is refused with
-//! unavailableCriticalExtension; a non-critical one is ignored.
+//! unavailableCriticalExtension; a non-critical one is ignored. A leaf (the OIDs come from
+//! proto): the root DSE, cn=Monitor and the session read the list without importing the
+//! operations that implement the controls.
 
+use ferrodir_proto::message::sort_vlv::{SORT_REQUEST_OID, VLV_REQUEST_OID};
+use ferrodir_proto::message::sync::SYNC_REQUEST_OID;
 use ferrodir_proto::message::{Control, LdapResult, PAGED_RESULTS_OID};
 use ferrodir_proto::ResultCode;
 
@@ -9,22 +13,12 @@ use ferrodir_proto::ResultCode;
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
 
 /// Controls this server honours; advertised in the rootDSE's supportedControl.
-pub const SUPPORTED: &[&str] = &[
-    MANAGE_DSA_IT_OID,
-    PAGED_RESULTS_OID,
-    crate::op::sort::SORT_REQUEST_OID,
-    crate::op::sort::VLV_REQUEST_OID,
-    crate::op::syncrepl::OID,
-];
+pub const SUPPORTED: &[&str] =
+    &[MANAGE_DSA_IT_OID, PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_OID, SYNC_REQUEST_OID];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,
 /// they are refused like an unknown control (as slapd refuses them).
-const SEARCH_ONLY: &[&str] = &[
-    PAGED_RESULTS_OID,
-    crate::op::sort::SORT_REQUEST_OID,
-    crate::op::sort::VLV_REQUEST_OID,
-    crate::op::syncrepl::OID,
-];
+const SEARCH_ONLY: &[&str] = &[PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_OID, SYNC_REQUEST_OID];
 
 /// The refusal to send if `controls` holds a critical control we don't support on this
 /// operation (`search`: whether it is a SearchRequest).

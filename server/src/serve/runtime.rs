@@ -180,7 +180,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                     .collect();
                 metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((index, local.stats()));
                 let mut worker = Worker::new(index, local, shards, coordinator, directory, cell)
-                    .with_replicas(replicas)
+                    .with_shard_views(replicas)
                     .with_scan_pool(scans);
                 if let Some((buffer, lines_max)) = log_queue {
                     let sink = ferrodir_router::accesslog::LogSink::new(
@@ -194,7 +194,7 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
                 metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
                 worker.config.monitor.add_worker(worker.stats.clone());
                 let worker = Rc::new(worker);
-                Worker::start_replica_release(&worker);
+                Worker::start_shard_view_release(&worker);
                 WORKER.with(|slot| *slot.borrow_mut() = Some(worker));
             }
             let _ = tx.send(());

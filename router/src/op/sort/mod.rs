@@ -53,10 +53,9 @@ use store::{Kept, Kind, Refused, Slot};
 
 pub use store::Sessions;
 
-pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
-pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
-pub const VLV_REQUEST_OID: &str = "2.16.840.1.113730.3.4.9";
-pub const VLV_RESPONSE_OID: &str = "2.16.840.1.113730.3.4.10";
+pub use ferrodir_proto::message::sort_vlv::{
+    SORT_REQUEST_OID, SORT_RESPONSE_OID, VLV_REQUEST_OID, VLV_RESPONSE_OID,
+};
 pub use ferrodir_proto::message::PAGED_RESULTS_OID;
 
 /// The draft's virtualListViewError result code, and its VLV results.

@@ -58,8 +58,6 @@ use crate::op::context::{OpContext, Outbound};
 use crate::op::parse_dn;
 use crate::requester::Identity;
 
-pub use ferrodir_proto::message::sync::SYNC_REQUEST_OID as OID;
-
 /// The most entries one refresh sends (it holds them to order parents first).
 pub const SYNC_ENTRIES_MAX: usize = 1_000_000;
 
