@@ -1,4 +1,4 @@
-//! Find one whole LDAPMessage in a byte stream before any decoder sees it (STYLE: check, then
+//! Find one whole LDAPMessage in a byte stream before any decoder sees it (CONTRIBUTING.md: check, then
 //! parse).
 //!
 //! [`check_frame`] reads the outer header, refuses a PDU that would be too large as soon as
@@ -8,7 +8,7 @@
 //! never sees an indefinite length, an element that overruns its parent, or nesting deeper
 //! than [`FrameLimits::nesting_depth_max`].
 
-/// Bounds on what one PDU may cost us before we decode it (STYLE: put a limit on everything).
+/// Bounds on what one PDU may cost us before we decode it (CONTRIBUTING.md: bound everything).
 #[derive(Debug, Clone, Copy)]
 pub struct FrameLimits {
     /// The largest whole LDAPMessage, header included, that we accept.

@@ -1,9 +1,11 @@
 //! Value normalisation, shared by DN normalisation, index keys and filter evaluation so that
 //! all three agree on what "equal" means.
 //!
-//! Until the schema layer lands (matching rules per attribute type), every attribute uses
-//! caseIgnoreMatch with RFC 4518 insignificant-space handling, except the few listed in
-//! [`is_octet_attribute`], which compare as octet strings.
+//! The [`AvaNormalizer`] trait is how a DN's values are normalised; the schema's
+//! implementation (`schema::DnNormalizer`) applies each type's equality rule. Where no schema
+//! is known ([`PlainAvas`], [`normalize_value`]), every attribute uses caseIgnoreMatch with
+//! RFC 4518 insignificant-space handling, except the few listed in [`is_octet_attribute`],
+//! which compare as octet strings.
 
 /// The version of these normalisation rules. Index keys and DN→ID records are built from
 /// them, so a data directory records the version it was built with (its manifest), and a
@@ -28,7 +30,7 @@ pub trait AvaNormalizer: Send + Sync {
         let (attr, value) = self.normalize_ava(attr_lower, value);
         out.push_str(&attr);
         out.push('=');
-        crate::dn::push_escaped_value(out, &value);
+        crate::escape::push_escaped_value(out, &value);
     }
 }
 

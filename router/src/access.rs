@@ -9,9 +9,7 @@
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::eval;
-use ferrodir_shard::id::EntryId;
-use ferrodir_shard::search::AttrSelection;
+use ferrodir_shard::{AttrSelection, EntryId};
 
 pub use crate::acl::decide::Subject;
 use crate::acl::decide::{self, Target};
@@ -60,7 +58,7 @@ async fn is_member(ctx: &impl Asker, set: &RuleSet, group: &Group, user: &NormDn
     let rules = set.matching.dn();
     let Ok(Some(record)) = ctx.worker().fetch(located.id).await else { return false };
     let entry = &record.entry;
-    eval::has_class(&set.matching, entry, group.class.as_bytes())
+    ferrodir_shard::has_class(&set.matching, entry, group.class.as_bytes())
         && entry
             .attrs
             .iter()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ferrodir_proto::schema::{DnNormalizer, Schema};
 use ferrodir_proto::{Dn, NormDn};
-use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::RuleTable;
 
 use crate::acl::RuleSet;
 use crate::limits::{ClassLimits, LimitsConfig};
@@ -90,15 +90,15 @@ pub struct DirectoryConfig {
     /// How many search result chunks one search may have queued toward its connection.
     pub search_chunks_in_flight: usize,
     /// Server-side sorting's bounds: entries, keys, sessions per connection, idle time.
-    pub sort: crate::op::sort::SortLimits,
+    pub sort: crate::limits::SortLimits,
     pub vendor_version: String,
     /// How a worker reads other shards: by message to their actor, or from their
     /// snapshots directly.
     pub remote_reads: RemoteReads,
     /// Every shard's equality-key Bloom filter, to skip shards on equality searches.
-    pub blooms: Vec<Arc<ferrodir_shard::bloom::EqBloom>>,
+    pub blooms: Vec<Arc<ferrodir_shard::EqBloom>>,
     /// Which indices exist and are complete (for the Bloom pruning above).
-    pub indexes: Arc<ferrodir_shard::index::IndexConfig>,
+    pub indexes: Arc<ferrodir_shard::IndexConfig>,
     pub schema: Arc<Schema>,
     /// Matching facts per attribute type, resolved once from `schema`.
     pub rules: Arc<RuleTable>,
@@ -111,7 +111,7 @@ pub struct DirectoryConfig {
     pub refint: Option<Arc<crate::coordinator::RefintConfig>>,
     /// memberOf and the in-chain rule (`op::memberof`): every shard's data and the
     /// options; None with `memberof = false`.
-    pub memberof: Option<Arc<ferrodir_shard::memberof::Groups>>,
+    pub memberof: Option<Arc<ferrodir_shard::Groups>>,
     /// How paged-results cookies are sealed and how long they stay good (op/paged).
     pub paged: PagedConfig,
     /// The subtrees this server replicates from a provider (`[[replication]]`): client

@@ -27,11 +27,10 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::actor::{CloseAndCount, Fetch, Reopen, ShardActor, Write};
-use ferrodir_shard::batch::{WriteOp, WriteOutcome};
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
-use ferrodir_shard::{EntryId, ShardError, ShardResult};
+use ferrodir_shard::{
+    shard_for_child, CloseAndCount, EntryId, Fetch, Reopen, ShardActor, ShardError, ShardResult, Skeleton,
+    SkeletonCell, Write, WriteOp, WriteOutcome,
+};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
@@ -369,7 +368,7 @@ impl Inner {
         parent: EntryId,
         rdn_norm: String,
         id: EntryId,
-        record: Option<&ferrodir_shard::record::EntryRecord>,
+        record: Option<&ferrodir_shard::EntryRecord>,
     ) -> LdapResultOf<()> {
         let shard = shard_for_child(parent, &rdn_norm, self.shards.len());
         let agrees = record.is_some_and(|r| r.parent == parent && r.rdn_norm == rdn_norm);
@@ -388,7 +387,7 @@ impl Inner {
         }
     }
 
-    async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<ferrodir_shard::record::EntryRecord>>> {
+    async fn fetch(&self, id: EntryId) -> LdapResultOf<Option<Arc<ferrodir_shard::EntryRecord>>> {
         let addr =
             self.shards.get(id.shard()).ok_or_else(|| LdapError::new(ResultCode::OTHER, "bad shard"))?;
         Ok(addr.send(Fetch(id)).await??)

@@ -120,7 +120,7 @@ pub struct IntentLog {
 
 impl IntentLog {
     pub fn open(path: &Path) -> Result<Self, IntentLogError> {
-        let db = ferrodir_shard::storage::powercut::open_redb(path).map_err(err)?;
+        let db = ferrodir_shard::storage::open_redb(path).map_err(err)?;
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(INTENTS).map_err(err)?;
         txn.commit().map_err(err)?;

@@ -58,12 +58,11 @@ pub use config::{AuthzRule, DirectoryConfig, PagedConfig, RemoteReads, Replicate
 pub use coordinator::RefintConfig;
 pub use error::LdapError;
 pub use intent::{Intent, IntentLog};
-pub use limits::{ClassLimits, LimitsConfig, RequestLimits, UnindexedPolicy};
+pub use limits::{ClassLimits, LimitsConfig, RequestLimits, SortLimits, UnindexedPolicy};
 pub use located::Located;
 pub use monitor::{ConnectionEntry, ConnectionInfo, ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
 pub use op::context::Outbound;
 pub use op::paged::cookie::CookieKey;
-pub use op::sort::SortLimits;
 pub use op::syncrepl::stats::{snapshot as syncrepl_snapshot, Snapshot as SyncreplSnapshot};
 pub use password::{HashPool, PasswordConfig, StorageScheme};
 pub use requester::Transport;

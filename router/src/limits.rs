@@ -14,6 +14,7 @@
 //! Where a limit says "0 = unlimited", 0 switches it off.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{Control, LdapResult, ProtocolOp};
@@ -238,6 +239,30 @@ fn check_filter(limits: &RequestLimits, filter: &Filter) -> Option<LdapResult> {
 
 fn refusal(message: String) -> LdapResult {
     LdapResult::new(ResultCode::ADMIN_LIMIT_EXCEEDED, String::new(), message)
+}
+
+/// The bounds on sorting (`[limits]` sort_*).
+#[derive(Debug, Clone, Copy)]
+pub struct SortLimits {
+    /// Matches one sorted search may collect; more: adminLimitExceeded (11).
+    pub entries_max: usize,
+    /// Keys in one sort control; more: unwillingToPerform (53). sssvlv's default, 5.
+    pub keys_max: usize,
+    /// Sorted searches running or kept per connection; one more: busy (51). sssvlv's 5.
+    pub sessions_per_connection_max: usize,
+    /// A kept session unused this long is dropped.
+    pub session_idle: Duration,
+}
+
+impl Default for SortLimits {
+    fn default() -> Self {
+        Self {
+            entries_max: 100_000,
+            keys_max: 5,
+            sessions_per_connection_max: 5,
+            session_idle: Duration::from_secs(300),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! DN→ID record (a direct call when that shard is this worker's).
 
 use ferrodir_proto::NormDn;
-use ferrodir_shard::id::shard_for_child;
+use ferrodir_shard::shard_for_child;
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::located::Located;

@@ -25,7 +25,7 @@ use ferrodir_proto::message::{
     LdapMessage, LdapResult, OctetString, ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::stop::{StopReason, StopSignal};
+use ferrodir_shard::{StopReason, StopSignal};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::limits::{check_controls, check_request, ClassLimits};

@@ -27,13 +27,11 @@ use ferrodir_proto::message::{
 };
 use ferrodir_proto::schema::Schema;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::actor::ShardActor;
-use ferrodir_shard::core::{ShardCore, ShardInfo};
-use ferrodir_shard::index::IndexConfig;
-use ferrodir_shard::rules::RuleTable;
-use ferrodir_shard::scan::{ScanLimits, ScanPool, ScanSource};
-use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::{
+    EntryCache, EqBloom, GramShards, IndexConfig, RuleTable, ScanLimits, ScanPool, ScanSource, ShardActor,
+    ShardCore, ShardInfo, Skeleton, SkeletonCell,
+};
 use tokio::sync::mpsc;
 
 use crate::config::{DirectoryConfig, Suffix};
@@ -74,12 +72,12 @@ impl TestDirectory {
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let directives = ["objectClass eq", "uid eq", "cn eq,sub", "member eq"];
         let indexes = Arc::new(IndexConfig::from_directives(&directives, &rules).expect("index directives"));
-        let grams = Arc::new(ferrodir_shard::gramsummary::GramShards::new(shards));
-        let blooms: Vec<Arc<ferrodir_shard::bloom::EqBloom>> = (0..shards).map(|_| Arc::default()).collect();
+        let grams = Arc::new(GramShards::new(shards));
+        let blooms: Vec<Arc<EqBloom>> = (0..shards).map(|_| Arc::default()).collect();
         let info = |index: usize| ShardInfo {
             index,
             count: shards,
-            entry_cache: Some(Arc::new(ferrodir_shard::entrycache::EntryCache::new(1 << 20, rules.clone()))),
+            entry_cache: Some(Arc::new(EntryCache::new(1 << 20, rules.clone()))),
             indexes: indexes.clone(),
             schema: schema.clone(),
             rules: rules.clone(),
@@ -166,7 +164,7 @@ fn directory_config(
     schema: Arc<Schema>,
     rules: Arc<RuleTable>,
     indexes: Arc<IndexConfig>,
-    blooms: Vec<Arc<ferrodir_shard::bloom::EqBloom>>,
+    blooms: Vec<Arc<EqBloom>>,
 ) -> DirectoryConfig {
     let dn_rules = rules.dn();
     let suffix = dn_rules.parse(SUFFIX).expect("the suffix");

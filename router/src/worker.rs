@@ -9,14 +9,10 @@ use std::sync::Arc;
 
 use actix::prelude::SendError;
 use actix::Addr;
-use ferrodir_shard::actor::{Fetch, Lookup, ShardActor, Stage};
-use ferrodir_shard::batch::{WriteOp, WriteOutcome};
-use ferrodir_shard::core::ShardCore;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::scan::ScanPool;
-use ferrodir_shard::search::SearchTask;
-use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
-use ferrodir_shard::{EntryId, ShardError, ShardResult};
+use ferrodir_shard::{
+    EntryId, EntryRecord, Fetch, Lookup, ScanPool, SearchTask, ShardActor, ShardCore, ShardError,
+    ShardResult, Skeleton, SkeletonCell, Stage, WriteOp, WriteOutcome,
+};
 
 use crate::accesslog::LogSink;
 use crate::config::DirectoryConfig;
@@ -226,15 +222,11 @@ impl Worker {
 
     /// A shard's delete-log records after `after` and its minimum (a sync refresh's delete
     /// phase): read here when the shard is readable on this thread, else asked of its actor.
-    pub async fn delete_log(
-        &self,
-        shard: usize,
-        after: u64,
-    ) -> LdapResultOf<ferrodir_shard::deletelog::LogView> {
+    pub async fn delete_log(&self, shard: usize, after: u64) -> LdapResultOf<ferrodir_shard::LogView> {
         if let Some(view) = self.readable(shard)? {
-            return Ok(ferrodir_shard::deletelog::read(view.snapshot().as_ref(), after)?);
+            return Ok(ferrodir_shard::read_delete_log(view.snapshot().as_ref(), after)?);
         }
-        let ask = ferrodir_shard::actor::ReadDeleteLog { after };
+        let ask = ferrodir_shard::ReadDeleteLog { after };
         Ok(self.shard(shard)?.send(ask).await??)
     }
 
@@ -243,14 +235,14 @@ impl Worker {
     /// before stores the mark durably before this returns, if it can write.
     pub async fn keep_delete_logs(&self) -> LdapResultOf<()> {
         for (index, shard) in self.shards.iter().enumerate() {
-            let newly = shard.send(ferrodir_shard::actor::KeepDeleteLog).await.map_err(|e| {
+            let newly = shard.send(ferrodir_shard::KeepDeleteLog).await.map_err(|e| {
                 LdapError::new(
                     ferrodir_proto::ResultCode::UNAVAILABLE,
                     format!("a shard did not answer: {e}"),
                 )
             })?;
             if newly {
-                let name = ferrodir_shard::deletelog::KEPT_KEY.to_string();
+                let name = ferrodir_shard::DELETE_LOG_KEPT_KEY.to_string();
                 if let Err(e) = self.write(index, WriteOp::PutMeta { name, value: vec![1] }).await {
                     // Still kept while this server runs; a restart without the mark keeps the
                     // log only if it holds records (a failed write stops the shard's writes).

@@ -490,13 +490,13 @@ impl Default for Limits {
             attributes_per_request_max: 1024,
             search_chunks_in_flight: 4,
             sort_entries_max: 100_000,
-            sync_delete_log_max: ferrodir_shard::deletelog::DEFAULT_MAX,
+            sync_delete_log_max: ferrodir_shard::DELETE_LOG_MAX_DEFAULT,
             sort_keys_max: 5,
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,
             search_slice_us: 1_000,
-            commit_coalesce_us: ferrodir_shard::actor::COMMIT_COALESCE_DEFAULT.as_micros() as u64,
-            write_log_bytes: ferrodir_shard::storage::powercut::WRITE_LOG_BYTES_DEFAULT,
+            commit_coalesce_us: ferrodir_shard::COMMIT_COALESCE_DEFAULT.as_micros() as u64,
+            write_log_bytes: ferrodir_shard::storage::WRITE_LOG_BYTES_DEFAULT,
             socket_receive_buffer_bytes: 256 * 1024,
             search_snapshot_entries_max: 10_000,
             search_snapshot_age_ms: 100,
@@ -596,7 +596,7 @@ impl Config {
         }
         ferrodir_router::StorageScheme::parse(&self.password_scheme)?;
         crate::replication::settings::check(&self.replication, &self.suffixes)?;
-        if self.server_id > ferrodir_shard::stamp::SERVER_ID_MAX {
+        if self.server_id > ferrodir_shard::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
         }
         if self.refint.enabled {

@@ -185,7 +185,7 @@ fn main() -> anyhow::Result<()> {
             }
             init_logging(&config);
             // Every CSN carries the server id, the example entries' too.
-            ferrodir_shard::stamp::set_server_id(config.server_id);
+            ferrodir_shard::set_server_id(config.server_id);
             let store = Store::open_serving(&config, &config.data_dir)?;
             if store.created && config.example_data {
                 let directory = crate::directory::directory_config(

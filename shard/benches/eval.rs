@@ -11,8 +11,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::filter::{parse_filter, Filter};
 use ferrodir_proto::schema::Schema;
-use ferrodir_shard::eval::matches;
-use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::filter_matches;
+use ferrodir_shard::RuleTable;
 
 /// An inetOrgPerson as bench/gen-data.py makes them, plus a few common attributes: twelve
 /// attributes, fifteen values.
@@ -50,14 +50,14 @@ fn eval(c: &mut Criterion) {
         ("and3", filter("(&(objectClass=person)(uid=user01234)(mail=user01234@example.com))"), true),
     ];
     for (name, filter, expected) in &cases {
-        assert_eq!(matches(&rules, filter, &entry, None), *expected, "{name}");
+        assert_eq!(filter_matches(&rules, filter, &entry, None), *expected, "{name}");
     }
 
     let mut group = c.benchmark_group("eval");
     group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
     for (name, filter, _) in &cases {
         group.bench_function(*name, |b| {
-            b.iter(|| matches(&rules, black_box(filter), black_box(&entry), None))
+            b.iter(|| filter_matches(&rules, black_box(filter), black_box(&entry), None))
         });
     }
     // The schema's DN normaliser, as the server's rule table carries it.

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::EntryId;
+use ferrodir_shard::{Skeleton, SkeletonCell};
 
 /// Workers that reload each published version (one per shard on a 16-core host).
 const WORKERS: usize = 16;

@@ -83,22 +83,22 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    /// It rings, and never before its delay. How soon after (well under tokio's millisecond
+    /// tick, which is why it exists) is a matter for the benchmarks: the group commit's
+    /// modify A/B in docs/BENCHMARKS.md ("The group commit's wait, timed to the
+    /// microsecond").
     #[test]
-    fn rings_after_the_delay_and_far_sooner_than_a_millisecond_tick() {
+    fn rings_after_the_delay_and_not_before() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let alarm = Alarm::new().unwrap();
-            let mut took = Vec::new();
             for _ in 0..20 {
                 let start = Instant::now();
                 alarm.set(Duration::from_micros(200)).unwrap();
-                alarm.rung().await.unwrap();
-                took.push(start.elapsed());
+                let rang = tokio::time::timeout(Duration::from_secs(10), alarm.rung()).await;
+                assert!(matches!(rang, Ok(Ok(()))), "the alarm did not ring: {rang:?}");
+                assert!(start.elapsed() >= Duration::from_micros(200), "rang early: {:?}", start.elapsed());
             }
-            took.sort();
-            assert!(took[0] >= Duration::from_micros(200), "rang early: {:?}", took[0]);
-            // The median, on a busy shared machine: well under tokio's 1 ms granularity.
-            assert!(took[10] < Duration::from_micros(900), "median {:?}", took[10]);
         });
     }
 

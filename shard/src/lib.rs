@@ -82,5 +82,63 @@ pub mod stop;
 pub mod storage;
 pub mod watermark;
 
-pub use error::{ShardError, ShardResult};
-pub use id::EntryId;
+// The public interface is:
+//
+// The shard actor, its read side and the messages the router sends it.
+pub use crate::actor::{
+    CloseAndCount, Fetch, FindRefs, KeepDeleteLog, Lookup, Ping, ReadDeleteLog, Reopen, ShardActor, Stage,
+    Write, COMMIT_COALESCE_DEFAULT,
+};
+pub use crate::core::{CoreStats, ShardCore, ShardInfo};
+pub use crate::entrycache::EntryCache;
+pub use crate::error::{ShardError, ShardResult};
+// Entries, ids and placement.
+pub use crate::id::{shard_for_child, EntryId, PLACEMENT_VERSION};
+pub use crate::record::{EntryRecord, FLAG_CONTAINER};
+pub use crate::skeleton::{Skeleton, SkeletonCell};
+// Writes.
+pub use crate::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
+pub use crate::modify::{find_attr, value_key};
+pub use crate::refs::RefRewrite;
+pub use crate::stamp::{
+    civil_time, clock_now, csn_of, micros_of_csn, server_id, set_server_id, set_structural_class,
+    stamp_imported, Stamp, SERVER_ID_MAX,
+};
+// Matching, indexing and the filters that skip shards.
+pub use crate::bloom::{EqBloom, Probe};
+pub use crate::eqkey::bloom_key;
+pub use crate::eval::{
+    has_class, has_options, id_set_filter, is_id_set, matches as filter_matches,
+    matches_entry as filter_matches_entry, mentions as filter_mentions, ID_SET_RULE,
+};
+pub use crate::gramsummary::GramShards;
+pub use crate::index::{IndexConfig, IndexKind};
+pub use crate::prefilter::referenced_names;
+pub use crate::rights::{EntryRights, EntryRules, TypeSet};
+pub use crate::rules::RuleTable;
+// Searches.
+pub use crate::candidates::{Plan, Planner};
+pub use crate::scan::{ScanLimits, ScanPool, ScanSource};
+pub use crate::search::{
+    base_entry, base_record, inline_page, inline_search, inline_search_into, AttrSelection, InlinePrep,
+    Query, Scope, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
+};
+pub use crate::sortkeys::{decode_row as decode_sort_row, Row as SortRow, SortKey, SortSpec};
+pub use crate::stop::{StopReason, StopSignal};
+// memberOf.
+pub use crate::memberof::{
+    check as check_memberof_query, too_deep as memberof_too_deep, too_many as memberof_too_many, GroupAccess,
+    Groups, MemberOfOptions, MemberOfQuery, MEMBER_OF, MEMBER_TYPES,
+};
+// Sync: the delete log and the watermark hub.
+pub use crate::deletelog::{
+    install_tree as install_delete_log_skeleton, prefix as delete_log_prefix, read as read_delete_log,
+    set_max as set_delete_log_max, LogRecord, LogView, DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT,
+    KEPT_KEY as DELETE_LOG_KEPT_KEY,
+};
+pub use crate::watermark::{
+    hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,
+    Change, FeedBatch, Hub, Subscription,
+};
+// `storage` (storage engines, a module of its own) and, until the bulk loader and the offline
+// tools move behind operations, `keys` and `layout` are public modules too.

@@ -8,9 +8,10 @@
 #
 # CLIENT: sssd nslcd ldap3 jndi net-ldap postfix (default: all). KEEP_WORK=1 keeps the
 # temporary directory (configs, logs, data) for a look afterwards. Runs as root (the daemons
-# run in mount namespaces of their own: unshare -m). Installs nothing: .ci/run installs the
-# clients from Debian's packages (sssd-ldap sssd-tools pamtester nslcd libnss-ldapd
-# python3-ldap3 default-jdk-headless ruby-net-ldap postfix postfix-ldap) and openssl.
+# run in mount namespaces of their own: unshare -m). Installs nothing: `bash tests/setup.sh
+# --all` installs the clients from Debian's packages (sssd-ldap sssd-tools pamtester nslcd
+# libnss-ldapd python3-ldap3 default-jdk-headless ruby-net-ldap postfix postfix-ldap) and
+# openssl; `bash tests/run.sh --all` runs this against a release build.
 #
 # The server: a data directory in a temporary directory, 4 shards, LDAP on a loopback port
 # with StartTLS (a throwaway CA made here with openssl), loaded by `ferrodir import` with

@@ -5,7 +5,7 @@
 //! their result codes and match counts compared.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ldap3::{LdapConn, LdapConnSettings, Mod, Scope, SearchEntry};
 
@@ -108,24 +108,46 @@ fn populate(conn: &mut LdapConn) {
 }
 
 /// Deletes and renames (leaf, move, subtree) whose references refint keeps in step. slapd's
-/// refint rewrites after it answered (a thread of its own), so the script waits a moment
-/// after each for both.
+/// refint rewrites after it answered (a thread of its own), so after each step the script
+/// waits until no reference names a DN the step took away, on both servers alike.
 fn script(conn: &mut LdapConn) -> Vec<u32> {
     let people = format!("ou=people,{SUFFIX}");
+    let sub = format!("ou=sub,{SUFFIX}");
     let mut codes = Vec::new();
     let mut step =
-        |conn: &mut LdapConn, what: &dyn Fn(&mut LdapConn) -> ldap3::result::Result<ldap3::LdapResult>| {
+        |conn: &mut LdapConn,
+         gone: &[String],
+         what: &dyn Fn(&mut LdapConn) -> ldap3::result::Result<ldap3::LdapResult>| {
             codes.push(what(conn).map(|r| r.rc).unwrap_or(u32::MAX));
-            std::thread::sleep(Duration::from_millis(700));
+            settle(conn, gone);
         };
-    step(conn, &|c| c.delete(&format!("uid=u0,{people}")));
-    step(conn, &|c| c.modifydn(&format!("uid=u1,{people}"), "uid=u1x", true, None));
-    step(conn, &|c| {
-        c.modifydn(&format!("uid=u2,{people}"), "uid=u2", true, Some(&format!("ou=sub,{SUFFIX}")))
+    step(conn, &[format!("uid=u0,{people}")], &|c| c.delete(&format!("uid=u0,{people}")));
+    step(conn, &[format!("uid=u1,{people}")], &|c| {
+        c.modifydn(&format!("uid=u1,{people}"), "uid=u1x", true, None)
     });
-    step(conn, &|c| c.modifydn(&format!("ou=sub,{SUFFIX}"), "ou=moved", true, None));
-    step(conn, &|c| c.delete(&format!("uid=u3,{people}")));
+    step(conn, &[format!("uid=u2,{people}")], &|c| {
+        c.modifydn(&format!("uid=u2,{people}"), "uid=u2", true, Some(&sub))
+    });
+    step(conn, &[format!("uid=u2,{sub}"), format!("uid=s0,{sub}")], &|c| {
+        c.modifydn(&sub, "ou=moved", true, None)
+    });
+    step(conn, &[format!("uid=u3,{people}")], &|c| c.delete(&format!("uid=u3,{people}")));
     codes
+}
+
+/// Waits (10 s at most) until no reference under ou=groups names one of `gone`: refint has
+/// done its rewriting. A server that never gets there is left to the comparison of the
+/// references that follows, which then says what it kept.
+fn settle(conn: &mut LdapConn, gone: &[String]) {
+    let gone: Vec<String> = gone.iter().map(|dn| dn.to_lowercase().replace(' ', "")).collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let refs = references(conn);
+        if !refs.values().flatten().any(|value| gone.contains(value)) || Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Every reference attribute of the entries under ou=groups, values lowercased and parsed

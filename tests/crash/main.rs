@@ -17,13 +17,17 @@ mod harness;
 mod model;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::{connect_url, Server, ADMIN_DN, ADMIN_PW};
+use harness::{connect_url, wait_until, Server, ADMIN_DN, ADMIN_PW};
 use ldap3::{Mod, Scope, SearchEntry};
 use model::{Model, Observed, Op, SUBTREE_MEMBERS};
 
 const WRITERS: usize = 4;
+/// How long a cycle waits for its writers' first acknowledged write before it fails.
+const FIRST_ACK_TIMEOUT: Duration = Duration::from_secs(30);
 /// refint's placeholder: what a reference attribute holds once its last value's entry left.
 const PLACEHOLDER: &str = "cn=nobody,dc=example,dc=com";
 /// The attributes whose values name entries: after every restart, each names an entry that
@@ -116,8 +120,9 @@ struct Outcome {
     refused: Vec<String>,
 }
 
-/// One writer: random operations on its own part of the tree until the server dies.
-fn writer(url: String, mut model: Model, seed: u64) -> Outcome {
+/// One writer: random operations on its own part of the tree until the server dies. Each
+/// acknowledged write also counts in `acks`, which the cycle waits on before its kill.
+fn writer(url: String, mut model: Model, seed: u64, acks: Arc<AtomicU64>) -> Outcome {
     let mut rng = Rng(seed | 1);
     let outcome = |model: Model, in_doubt, acked, refused| Outcome { model, in_doubt, acked, refused };
     let settings = ldap3::LdapConnSettings::new().set_conn_timeout(Duration::from_secs(5));
@@ -183,6 +188,7 @@ fn writer(url: String, mut model: Model, seed: u64) -> Outcome {
             Ok(res) if res.rc == 0 => {
                 model.apply(&op);
                 acked += 1;
+                acks.fetch_add(1, Ordering::SeqCst);
             }
             Ok(res) => refused.push(format!("{op:?}: {} {}", res.rc, res.text)),
             Err(_) => return outcome(model, Some(op), acked, refused),
@@ -344,19 +350,32 @@ fn run(config: &str, cycles: u64, seed: u64) -> Result<Summary, String> {
     let mut summary = Summary { cycles: 0, acked: 0, in_doubt: 0, in_doubt_applied: 0, refused: 0 };
     for cycle in 0..cycles {
         let url = server.url();
+        let acks = Arc::new(AtomicU64::new(0));
         let handles: Vec<_> = models
             .drain(..)
             .map(|m| {
-                let (url, seed) = (url.clone(), rng.next());
-                std::thread::spawn(move || writer(url, m, seed))
+                let (url, seed, acks) = (url.clone(), rng.next(), acks.clone());
+                std::thread::spawn(move || writer(url, m, seed, acks))
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(30 + rng.next() % 400));
+        // The cut comes at a random moment once writes are flowing: a cycle in which the
+        // writers could not connect, bind or write would check nothing and pass.
+        let flowing = wait_until(Instant::now() + FIRST_ACK_TIMEOUT, || acks.load(Ordering::SeqCst) > 0);
+        if flowing {
+            std::thread::sleep(Duration::from_millis(30 + rng.next() % 400));
+        }
         server.kill();
         let mut outcomes: Vec<Outcome> = handles
             .into_iter()
             .map(|h| h.join().map_err(|_| "a writer panicked".to_string()))
             .collect::<Result<_, _>>()?;
+        let cycle_acked: u64 = outcomes.iter().map(|o| o.acked).sum();
+        if !flowing || cycle_acked == 0 {
+            return Err(format!(
+                "cycle {cycle}: no write was acknowledged within {FIRST_ACK_TIMEOUT:?} \
+                 (the writers could not connect, bind or write): the cycle would check nothing"
+            ));
+        }
         // A server that refuses to start after the cut (it finds a shard file empty or
         // damaged: docs/ARCHITECTURE.md, "Faults") has lost data too: a violation to report.
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.restart())).is_err() {

@@ -116,7 +116,9 @@ fn the_json_log_is_one_object_a_line_and_reopens_on_sigusr1() {
     // Rotation: move the file away, SIGUSR1, and the next lines go to a new file there.
     std::fs::rename(&path, dir.path().join("access.1")).unwrap();
     Command::new("kill").args(["-USR1", &server.pid().unwrap().to_string()]).status().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The reopen creates the file anew at once: its existence says the signal was handled.
+    let reopened = crate::harness::wait_until(Instant::now() + Duration::from_secs(10), || path.exists());
+    assert!(reopened, "SIGUSR1 did not reopen the access log at {}", path.display());
     let (code, _, err) = tool("ldapwhoami", &["-x", "-H", &server.url()], None);
     assert_eq!(code, 0, "{err}");
     let fresh = wait_for_lines(&path, "\"event\":\"closed\"", 1);

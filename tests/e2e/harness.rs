@@ -39,6 +39,8 @@ pub struct Server {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
     config_path: PathBuf,
+    /// Where the server's stderr (its log) goes; None: the test's own stderr.
+    log_path: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
@@ -53,12 +55,30 @@ impl Server {
 
     /// Starts with `config` (TOML) in a new temporary data directory.
     pub fn start_with_config(config: &str) -> Self {
+        Self::start_in(config, false)
+    }
+
+    /// As [`Server::start_with_config`], with the server's log (stderr) kept in a file that
+    /// [`Server::log`] reads: for a test that waits for the server to say it did something.
+    pub fn start_logged(config: &str) -> Self {
+        Self::start_in(config, true)
+    }
+
+    fn start_in(config: &str, logged: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = dir.path().join("data");
         let config_path = dir.path().join("ferrodir.toml");
+        let log_path = logged.then(|| dir.path().join("stderr.log"));
         std::fs::write(&config_path, config).expect("write config");
-        let (child, addr) = spawn(&config_path, &data_dir, "127.0.0.1:0".parse().unwrap());
-        Self { child: Some(child), addr, data_dir, config_path, _dir: dir }
+        let (child, addr) =
+            spawn(&config_path, &data_dir, "127.0.0.1:0".parse().unwrap(), log_path.as_deref());
+        Self { child: Some(child), addr, data_dir, config_path, log_path, _dir: dir }
+    }
+
+    /// What the server has logged so far (only when started with [`Server::start_logged`]).
+    pub fn log(&self) -> String {
+        let path = self.log_path.as_ref().expect("the server was not started with start_logged");
+        std::fs::read_to_string(path).unwrap_or_default()
     }
 
     /// The server's process ID (for reading /proc/PID/status); None once stopped.
@@ -90,7 +110,7 @@ impl Server {
     /// Starts again on the same data directory and the same port.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop or kill the server first");
-        let (child, addr) = spawn(&self.config_path, &self.data_dir, self.addr);
+        let (child, addr) = spawn(&self.config_path, &self.data_dir, self.addr, self.log_path.as_deref());
         self.child = Some(child);
         self.addr = addr;
     }
@@ -151,9 +171,15 @@ impl Drop for Server {
     }
 }
 
-fn spawn(config: &Path, data_dir: &Path, listen: SocketAddr) -> (Child, SocketAddr) {
+fn spawn(config: &Path, data_dir: &Path, listen: SocketAddr, log: Option<&Path>) -> (Child, SocketAddr) {
     // A restart reuses the port; the old socket may linger briefly.
     for _attempt in 0..50 {
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new().create(true).append(true).open(path).expect("server log file"),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut child = Command::new(binary())
             .arg("serve")
             .arg("--config")
@@ -163,7 +189,7 @@ fn spawn(config: &Path, data_dir: &Path, listen: SocketAddr) -> (Child, SocketAd
             .arg("--listen")
             .arg(listen.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start ferrodir");
         let rx = listening_address(child.stdout.take().expect("stdout"));
@@ -260,4 +286,19 @@ pub fn bound(server: &Server, dn: &str, password: &str) -> Client {
         assert_eq!(result.rc, 0, "bind as {dn}: {result:?}");
     }
     client
+}
+
+/// Polls `check` every 20 ms until it holds (true) or `deadline` passes (false, after one
+/// last look): how a test waits for something the server does in its own time, instead of
+/// sleeping a fixed while and hoping it was long enough.
+pub fn wait_until(deadline: std::time::Instant, mut check: impl FnMut() -> bool) -> bool {
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

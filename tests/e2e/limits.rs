@@ -218,6 +218,16 @@ fn pdu_limit_is_larger_once_bound() {
     assert_usable(&mut bound, 3);
 }
 
+/// Bytes written to `stream` that the kernel has not yet handed to the peer (TIOCOUTQ): on
+/// loopback, more than none stays there only while the peer's receive buffer is full.
+fn unsent_bytes(stream: &TcpStream) -> libc::c_int {
+    let mut unsent: libc::c_int = 0;
+    // SAFETY: a valid socket descriptor, and a pointer to a c_int, which TIOCOUTQ fills.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut unsent) };
+    assert_eq!(rc, 0, "ioctl TIOCOUTQ");
+    unsent
+}
+
 /// Shrinks a socket's kernel buffers, so that what the test sees is the server's buffering,
 /// not the kernel's.
 fn shrink_socket_buffers(stream: &TcpStream) {
@@ -274,10 +284,19 @@ fn pending_request_limit_stops_reading_and_everything_is_answered() {
             progress.fetch_add(chunk.len(), Ordering::Relaxed);
         }
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // Wait for the server to stop reading: the kernel holds bytes the client sent that the
+    // server has not taken (the server's receive window is closed) and the writer has made
+    // no progress for ten looks in a row. A server that queued requests without bound never
+    // gets there: it reads all 10 MB and the writer finishes.
+    let mut last = (usize::MAX, 0);
+    let stalled = crate::harness::wait_until(Instant::now() + Duration::from_secs(30), || {
+        let now = written.load(Ordering::Relaxed);
+        last = if now == last.0 { (now, last.1 + 1) } else { (now, 0) };
+        last.1 >= 10 && now < total && unsent_bytes(&stream) > 0
+    });
     let stalled_at = written.load(Ordering::Relaxed);
-    // A server that queued requests without bound would have read all 10 MB by now; one
-    // that stops reading has taken only what the kernel's buffers hold.
+    assert!(stalled, "the server never stopped reading: it took {stalled_at} of {total} bytes");
+    // One that stops reading has taken only what the kernel's buffers hold.
     assert!(stalled_at < total / 2, "the server read {stalled_at} of {total} bytes without answering");
     let mut answered = 0;
     while answered < REQUESTS {
@@ -455,9 +474,10 @@ fn slow_senders_leave_other_clients_answered() {
     let mut other = connect(&server);
     let mut sent = 0;
     let mut worst = Duration::ZERO;
-    let started = Instant::now();
     let mut id = 1;
-    while started.elapsed() < Duration::from_secs(3) {
+    // 100 rounds, each a byte more from every slow sender and a search from the other
+    // client, which must be answered (raw.rs's read timeout bounds each wait).
+    while id <= 100 {
         // One more byte each, never the last: no slow PDU is ever whole here.
         for (stream, pdu) in &mut slow {
             if sent + 1 < pdu.len() {
@@ -471,8 +491,8 @@ fn slow_senders_leave_other_clients_answered() {
         id += 1;
         std::thread::sleep(Duration::from_millis(20));
     }
-    eprintln!("slowloris: {id} searches answered meanwhile, the slowest in {worst:?}");
-    assert!(worst < Duration::from_secs(1), "a search took {worst:?} while slow senders held on");
+    // For information only: how long an answer took is a benchmark's business, not a test's.
+    eprintln!("slowloris: {} searches answered meanwhile, the slowest in {worst:?}", id - 1);
     // The slow senders' own requests are answered once they are whole.
     for (stream, pdu) in slow.iter_mut().take(3) {
         send(stream, &pdu[sent.min(pdu.len() - 1)..]);

@@ -176,15 +176,17 @@ fn binds_against_hashes_made_by_other_tools() {
     }
 }
 
-/// Median bind time, in microseconds.
-fn median_us(samples: &mut [u128]) -> u128 {
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
+/// An unknown DN, a wrong password and an entry without userPassword get the same answer
+/// after the same work: each bind checks a hash on the password pool (the last two against
+/// the dummy hash), which is what makes them take as long. With one hash thread and a queue
+/// of one, a burst of 32 such binds at once must overflow the pool for every kind: a kind
+/// answered without a check would never be busy. How alike their times are is measured by
+/// `bench/bind-timing.py` (docs/BENCHMARKS.md, "Bind timing"), not here.
 #[test]
-fn unknown_dn_wrong_password_and_no_password_take_as_long() {
-    let server = Server::start();
+fn unknown_dn_wrong_password_and_no_password_do_the_same_work() {
+    let config =
+        TEST_CONFIG.replacen("[log]", "password_hash_threads = 1\npassword_hash_queue_max = 1\n[log]", 1);
+    let server = Server::start_with_config(&config);
     let mut root = admin(&server);
     add_person(&mut root, "frank", &["frank-secret"]);
     let attempts = [
@@ -192,30 +194,33 @@ fn unknown_dn_wrong_password_and_no_password_take_as_long() {
         ("wrong password", dn_of("frank")),
         ("no userPassword", STAFF.to_string()),
     ];
-    let mut clients: Vec<Client> = attempts.iter().map(|_| connect_url(&server.url())).collect();
-    const SAMPLES: usize = 30;
-    let mut reports = Vec::new();
-    // A noisy, shared machine can slow one round (it failed 2 of 2 runs beside a fuzzing
-    // job with three rounds); five tries, one must be even.
-    for _round in 0..5 {
-        let mut samples = vec![Vec::with_capacity(SAMPLES); attempts.len()];
-        for _ in 0..SAMPLES {
-            // Interleaved, so that a slow moment hits every kind alike.
-            for (index, (_, dn)) in attempts.iter().enumerate() {
-                let started = Instant::now();
-                let result = clients[index].simple_bind(dn, "not-the-password").expect("bind");
-                samples[index].push(started.elapsed().as_micros());
-                assert_eq!((result.rc, result.text.as_str()), (49, ""), "{dn}");
-            }
-        }
-        let medians: Vec<u128> = samples.iter_mut().map(|s| median_us(s)).collect();
-        let (low, high) = (*medians.iter().min().unwrap(), *medians.iter().max().unwrap());
-        reports.push(format!("{:?}", attempts.iter().map(|a| a.0).zip(&medians).collect::<Vec<_>>()));
-        if (high - low) * 100 < low * 20 {
-            return;
-        }
+    const BINDS: usize = 32;
+    let url = server.url();
+    for (kind, dn) in &attempts {
+        // One at a time: the same answer, invalidCredentials with no diagnostic.
+        let mut client = connect_url(&url);
+        let result = client.simple_bind(dn, "not-the-password").expect("bind");
+        assert_eq!((result.rc, result.text.as_str()), (49, ""), "{kind}");
+        // All at once: some wait for the one hash thread, and the pool turns the rest away.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(BINDS));
+        let threads: Vec<_> = (0..BINDS)
+            .map(|_| {
+                let (url, dn, barrier) = (url.clone(), dn.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let mut client = connect_url(&url);
+                    barrier.wait();
+                    let result = client.simple_bind(&dn, "not-the-password").expect("bind answered");
+                    (result.rc, result.text)
+                })
+            })
+            .collect();
+        let outcomes: Vec<(u32, String)> =
+            threads.into_iter().map(|t| t.join().expect("bind thread")).collect();
+        let busy = outcomes.iter().filter(|(rc, _)| *rc == 51).count();
+        let refused = outcomes.iter().filter(|(rc, text)| *rc == 49 && text.is_empty()).count();
+        assert_eq!(busy + refused, BINDS, "{kind}: only invalidCredentials or busy: {outcomes:?}");
+        assert!(busy > 0 && refused > 0, "{kind}: some checked, some turned away by the pool: {outcomes:?}");
     }
-    panic!("median bind times differ by 20% or more: {reports:#?}");
 }
 
 #[test]

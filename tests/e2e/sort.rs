@@ -6,12 +6,12 @@
 //! error results. slapd's order and codes on the same data: tests/conformance/sort.rs.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ldap3::controls::RawControl;
 use ldap3::{Scope, SearchEntry, SearchResult};
 
-use crate::harness::{bound, tool, Client, Server, ADMIN_DN, ADMIN_PW, TEST_CONFIG};
+use crate::harness::{bound, tool, wait_until, Client, Server, ADMIN_DN, ADMIN_PW, TEST_CONFIG};
 
 const SORT: &str = "1.2.840.113556.1.4.473";
 const SORT_RESPONSE: &str = "1.2.840.113556.1.4.474";
@@ -376,8 +376,18 @@ fn sort_entries_max_sessions_and_idle_expiry() {
     assert_eq!(end.rc, 0);
     let three = sorted(&mut admin, b"");
     assert_eq!(three.rc, 0);
-    // Idle past sort_session_idle_s: the sessions are gone, their cookies with them.
-    std::thread::sleep(Duration::from_millis(2500));
+    // Idle past sort_session_idle_s: the sessions are gone, their cookies with them. Seen
+    // as their slots coming free: a sorted search that ends in one page (so keeps no
+    // session) gets busy while both slots are held, and goes through once one expired.
+    // Then a kept session takes that slot, and the probe waits for the other one.
+    let probe = |client: &mut Client| {
+        search(client, "(uid=u1*)", vec![sort_control(&[sn_key(false)], true), paged_control(100, b"")]).rc
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    assert!(wait_until(deadline, || probe(&mut admin) == 0), "no sorted session expired");
+    let four = sorted(&mut admin, b"");
+    assert_eq!(four.rc, 0);
+    assert!(wait_until(deadline, || probe(&mut admin) == 0), "the second sorted session did not expire");
     let (_, cookie) = two.paged();
     assert_eq!(sorted(&mut admin, &cookie).rc, 2);
     let (_, cookie) = three.paged();

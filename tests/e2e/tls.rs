@@ -116,6 +116,16 @@ fn free_port() -> SocketAddr {
 /// A server with `[tls]` from `pki`, an LDAPS listener and an ldapi socket; `extra` is
 /// added at the top level (before any table) and `tls_extra` inside `[tls]`.
 fn start(pki: &Pki, extra: &str, tls_extra: &str) -> (Server, SocketAddr, PathBuf) {
+    start_with(pki, extra, tls_extra, Server::start_with_config)
+}
+
+/// As [`start`], starting the server with `how` (e.g. [`Server::start_logged`]).
+fn start_with(
+    pki: &Pki,
+    extra: &str,
+    tls_extra: &str,
+    how: fn(&str) -> Server,
+) -> (Server, SocketAddr, PathBuf) {
     let ldaps = free_port();
     let ldapi = pki.path("ldapi.sock");
     let config = format!(
@@ -146,7 +156,7 @@ level = "warn"
         key = pki.text("server.key"),
         ca = pki.text("ca.pem"),
     );
-    (Server::start_with_config(&config), ldaps, ldapi)
+    (how(&config), ldaps, ldapi)
 }
 
 fn run(pki_env: &[(&'static str, String)], name: &str, args: &[&str]) -> (i32, String, String) {
@@ -482,7 +492,8 @@ fn cleartext_passwords_from_remote_peers_get_confidentiality_required() {
 #[test]
 fn a_rotated_certificate_reaches_new_connections_and_old_ones_go_on() {
     let pki = Pki::new();
-    let (server, ldaps, _) = start(&pki, "", "reload_poll_s = 1");
+    // Logged: the refused reload below is seen in the server's log, not waited out.
+    let (server, ldaps, _) = start_with(&pki, "", "reload_poll_s = 1", Server::start_logged);
     let config = pki.rustls_config();
     let served = |addr: SocketAddr| {
         let tls = tls_over(tcp(addr), &config);
@@ -512,8 +523,15 @@ fn a_rotated_certificate_reaches_new_connections_and_old_ones_go_on() {
         b"-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n",
     )
     .unwrap();
+    let refusals = || server.log().matches("TLS reload failed").count();
+    let refused_before = refusals();
     Command::new("kill").arg("-HUP").arg(server.pid().unwrap().to_string()).status().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The server tried the broken pair (SIGHUP or the poll) and said it kept the old one.
+    assert!(
+        wait_for(|| refusals() > refused_before),
+        "no \"TLS reload failed\" in the server's log after a broken key and SIGHUP:\n{}",
+        server.log()
+    );
     assert_eq!(served(ldaps), polled, "a bad key must not replace the good pair");
 
     // Connections made before any of it carried on.

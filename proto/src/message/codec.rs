@@ -1,7 +1,7 @@
 //! Reading and writing whole LDAPMessages. The outer SEQUENCE and the messageID are handled
-//! by hand, so that the ID is known before `rasn` touches the protocolOp (STYLE: decode the
-//! message ID first), and so that the outer header can be written after the body's length
-//! is known without encoding twice.
+//! by hand, so that the ID is known before `rasn` touches the protocolOp (CONTRIBUTING.md,
+//! "Check, then parse": decode the message ID first), and so that the outer header can be
+//! written after the body's length is known without encoding twice.
 
 use rasn::ber::de::DecoderOptions;
 use rasn::ber::enc::EncoderOptions;

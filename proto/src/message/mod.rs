@@ -125,7 +125,8 @@ pub enum ProtocolOp {
 }
 
 /// Why a whole PDU did not decode. `message_id` is `Some` whenever the messageID itself
-/// decoded, so the server can answer the right operation (STYLE: decode the ID first).
+/// decoded, so the server can answer the right operation (CONTRIBUTING.md, "Check, then
+/// parse": decode the ID first).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot decode LDAPMessage (messageID {message_id:?}): {reason}")]
 pub struct DecodeError {

@@ -7,11 +7,13 @@ use rasn::{AsnType, Decode, Decoder, Encode, Encoder};
 
 use super::OctetString;
 
-/// RFC 2891 §1.1 and §1.2: the server-side sort request and response controls.
+/// RFC 2891 §1: the sort request control.
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
+/// RFC 2891 §1.2: the sort response control.
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
-/// draft-ietf-ldapext-ldapv3-vlv-09 §6: the Virtual List View request and response controls.
+/// draft-ietf-ldapext-ldapv3-vlv-09 §6.1: the VLV request control.
 pub const VLV_REQUEST_OID: &str = "2.16.840.1.113730.3.4.9";
+/// draft-ietf-ldapext-ldapv3-vlv-09 §6.2: the VLV response control.
 pub const VLV_RESPONSE_OID: &str = "2.16.840.1.113730.3.4.10";
 
 /// RFC 2891 §1.1 `SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType

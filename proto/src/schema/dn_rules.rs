@@ -98,14 +98,14 @@ impl AvaNormalizer for DnNormalizer {
                 out.push_str(&ava.canonical);
                 out.push('=');
                 match ava.equality.and_then(|rule| matching::normalize(rule, value, self)) {
-                    Some(key) => crate::dn::push_escaped_value(out, &key),
-                    None => crate::dn::push_escaped_value(out, value),
+                    Some(key) => crate::escape::push_escaped_value(out, &key),
+                    None => crate::escape::push_escaped_value(out, value),
                 }
             }
             None => {
                 out.push_str(attr_lower);
                 out.push('=');
-                crate::dn::push_escaped_value(out, &normalize_value(attr_lower, value));
+                crate::escape::push_escaped_value(out, &normalize_value(attr_lower, value));
             }
         }
     }

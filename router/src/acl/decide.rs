@@ -4,7 +4,6 @@
 //! `by * none`). The rootDN is never subject to rules.
 
 use ferrodir_proto::entry::Entry;
-use ferrodir_shard::eval;
 
 use crate::acl::rule::{Attr, Level, NormDn, Rule, RuleSet, Who};
 use crate::requester::Identity;
@@ -89,7 +88,9 @@ pub fn rule_applies(set: &RuleSet, rule: &Rule, target: &Target, attr: Attr) -> 
     }
     match (&rule.what.filter, target.entry) {
         (None, _) => true,
-        (Some(filter), Some(entry)) => eval::matches(&set.matching, filter, entry, Some(&target.dn.dn)),
+        (Some(filter), Some(entry)) => {
+            ferrodir_shard::filter_matches(&set.matching, filter, entry, Some(&target.dn.dn))
+        }
         (Some(_), None) => false,
     }
 }
@@ -112,7 +113,7 @@ pub(crate) mod tests {
     use ferrodir_proto::entry::Attribute;
     use ferrodir_proto::schema::Schema;
     use ferrodir_proto::Dn;
-    use ferrodir_shard::rules::RuleTable;
+    use ferrodir_shard::RuleTable;
 
     use super::*;
     use crate::acl::parse::{compile, profile, RuleText};

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ferrodir_proto::filter::parse_filter;
-use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::RuleTable;
 
 use crate::acl::rule::{AttrList, By, DnScope, Group, Level, Rule, RuleSet, What, Who};
 

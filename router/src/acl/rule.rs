@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ferrodir_proto::filter::Filter;
-use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::RuleTable;
 
 /// slapd's access levels, each implying those below it (slapd.access(5)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -17,12 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ferrodir_shard::eval;
-use ferrodir_shard::id::EntryId;
-use ferrodir_shard::prefilter::referenced_names;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::rights::{EntryRights, EntryRules, TypeSet};
-use ferrodir_shard::skeleton::Skeleton;
+use ferrodir_shard::{referenced_names, EntryId, EntryRecord, EntryRights, EntryRules, Skeleton, TypeSet};
 
 use crate::acl::decide::Subject;
 use crate::acl::rule::{Attr, DnScope, Level, NormDn, RuleSet};
@@ -338,10 +333,9 @@ impl EntryRules for PerEntry {
                 Some(scope) => {
                     scope.contains(tree, id, record.parent)
                         && self.set.rules.get(applied.rule).is_some_and(|rule| {
-                            rule.what
-                                .filter
-                                .as_ref()
-                                .is_none_or(|f| eval::matches(&self.set.matching, f, &record.entry, None))
+                            rule.what.filter.as_ref().is_none_or(|f| {
+                                ferrodir_shard::filter_matches(&self.set.matching, f, &record.entry, None)
+                            })
                         })
                 }
             })

@@ -15,10 +15,7 @@
 use std::sync::Arc;
 
 use ferrodir_proto::{Dn, ResultCode};
-use ferrodir_shard::actor::{FindRefs, Write};
-use ferrodir_shard::batch::WriteOp;
-use ferrodir_shard::refs::RefRewrite;
-use ferrodir_shard::{EntryId, ShardError};
+use ferrodir_shard::{EntryId, FindRefs, RefRewrite, ShardError, Write, WriteOp};
 
 use super::Inner;
 use crate::error::{LdapError, LdapResultOf};
@@ -34,7 +31,7 @@ pub struct RefintConfig {
     /// modifiersName of every rewrite.
     pub modifiers_name: String,
     /// The schema's rules: the old DN is normalised as the index keys of `attrs` are.
-    pub rules: Arc<ferrodir_shard::rules::RuleTable>,
+    pub rules: Arc<ferrodir_shard::RuleTable>,
 }
 
 /// Where a change comes from. Referential integrity runs for changes made here; a change

@@ -7,16 +7,12 @@ use std::sync::{Arc, Mutex};
 use actix::prelude::*;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::schema::Schema;
-use ferrodir_shard::actor::{ShardActor, Write};
-use ferrodir_shard::batch::{WriteOp, WriteOutcome};
-use ferrodir_shard::core::{ShardCore, ShardInfo};
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::index::IndexConfig;
-use ferrodir_shard::keys;
-use ferrodir_shard::rules::RuleTable;
-use ferrodir_shard::skeleton::{Skeleton, SkeletonCell};
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
 use ferrodir_shard::EntryId;
+use ferrodir_shard::{
+    keys, shard_for_child, IndexConfig, RuleTable, ShardActor, ShardCore, ShardInfo, Skeleton, SkeletonCell,
+    Write, WriteOp, WriteOutcome,
+};
 
 use ferrodir_proto::Dn;
 
@@ -59,7 +55,7 @@ fn info(index: usize) -> ShardInfo {
     ShardInfo {
         index,
         count: SHARDS,
-        entry_cache: Some(Arc::new(ferrodir_shard::entrycache::EntryCache::new(1 << 20, rules.clone()))),
+        entry_cache: Some(Arc::new(ferrodir_shard::EntryCache::new(1 << 20, rules.clone()))),
         indexes,
         schema,
         rules,

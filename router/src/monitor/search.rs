@@ -13,8 +13,7 @@ use ferrodir_proto::entry::Entry;
 use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
 use ferrodir_proto::schema::{DnNormalizer, Schema};
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::eval;
-use ferrodir_shard::search::AttrSelection;
+use ferrodir_shard::AttrSelection;
 
 use super::tree::{self, MonitorEntry};
 use crate::error::{LdapError, LdapResultOf};
@@ -47,7 +46,7 @@ pub async fn search(
     let size_limit = usize::try_from(request.size_limit).unwrap_or(usize::MAX);
     let mut sent = 0usize;
     for entry in selected {
-        if !eval::matches(&config.rules, &request.filter, &entry.entry, None) {
+        if !ferrodir_shard::filter_matches(&config.rules, &request.filter, &entry.entry, None) {
             continue;
         }
         if request.size_limit != 0 && sent >= size_limit {

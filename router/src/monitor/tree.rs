@@ -38,7 +38,7 @@ const OPERATIONS: [(&str, OpKind); 10] = [
 /// `YYYYMMDDHHMMSSZ` (GeneralizedTime, UTC) of `at`.
 fn generalized(at: SystemTime) -> String {
     let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    format!("{}Z", ferrodir_shard::stamp::civil_time(seconds))
+    format!("{}Z", ferrodir_shard::civil_time(seconds))
 }
 
 /// Collects entries in slapd's order; each gets the operational attributes slapd adds.

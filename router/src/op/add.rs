@@ -7,9 +7,7 @@ use std::time::Duration;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::AddRequest;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::batch::WriteOp;
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::{EntryId, ShardError};
+use ferrodir_shard::{shard_for_child, EntryId, ShardError, WriteOp};
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
@@ -19,7 +17,7 @@ use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate_parent_of;
-use ferrodir_shard::modify::{find_attr, value_key};
+use ferrodir_shard::{find_attr, value_key};
 
 /// How often an add retries while its parent is briefly closed by the coordinator.
 const PARENT_CLOSED_RETRIES_MAX: u32 = 200;

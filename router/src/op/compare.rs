@@ -6,7 +6,7 @@ use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::{CompareRequest, LdapResult};
 use ferrodir_proto::schema::matching;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::eval::{has_class, has_options};
+use ferrodir_shard::{has_class, has_options};
 
 use crate::access::{self, Subject};
 use crate::error::{LdapError, LdapResultOf};
@@ -29,8 +29,7 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     let config = &ctx.worker.config;
     let subject = access::subject(ctx).await;
     let (mut entry, special) = target_entry(ctx, &subject, &dn).await?;
-    if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::memberof::MEMBER_OF)
-    {
+    if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::MEMBER_OF) {
         let shown = entry.first_str("entryDN").unwrap_or_default().to_string();
         let values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
         if !values.is_empty() {

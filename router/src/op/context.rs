@@ -11,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use ferrodir_proto::message::{encode_message, Control, LdapMessage, ProtocolOp};
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::stop::StopSignal;
+use ferrodir_shard::StopSignal;
 use tokio::sync::mpsc;
 
 use crate::access::Asker;

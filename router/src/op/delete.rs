@@ -1,9 +1,7 @@
 //! Delete (RFC 4511 §4.8). A leaf whose name and data share a shard is deleted by that
 //! shard alone; containers and leaves with a moved name go through the coordinator.
 
-use ferrodir_shard::batch::{WriteOp, WriteOutcome};
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::EntryId;
+use ferrodir_shard::{shard_for_child, EntryId, WriteOp, WriteOutcome};
 
 use crate::access::{self, check_not_anonymous};
 use crate::acl::rule::Attr;

@@ -27,15 +27,10 @@ use ferrodir_proto::filter::{Filter, MatchingRuleAssertion};
 use ferrodir_proto::schema::matching::{self, Rule};
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::NormDn;
-use ferrodir_shard::candidates::Plan;
-use ferrodir_shard::eval::{id_set_filter, is_id_set};
-use ferrodir_shard::memberof::{
-    too_deep, too_many, GroupAccess, Groups, MemberOfQuery, MEMBER_OF, MEMBER_TYPES,
+use ferrodir_shard::{
+    id_set_filter, is_id_set, memberof_too_deep, memberof_too_many, AttrSelection, EntryId, EntryRecord,
+    GroupAccess, Groups, MemberOfQuery, Plan, Skeleton, MEMBER_OF, MEMBER_TYPES,
 };
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::search::AttrSelection;
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::EntryId;
 
 use crate::access::{self, Subject};
 use crate::error::LdapResultOf;
@@ -183,7 +178,7 @@ fn undefined() -> Filter {
 }
 
 /// The canonical type a description names, if it carries no options.
-fn canonical<'a>(rules: &'a ferrodir_shard::rules::RuleTable, desc: &[u8]) -> Option<&'a str> {
+fn canonical<'a>(rules: &'a ferrodir_shard::RuleTable, desc: &[u8]) -> Option<&'a str> {
     let desc = std::str::from_utf8(desc).ok()?;
     if desc.contains(';') {
         return None;
@@ -193,7 +188,7 @@ fn canonical<'a>(rules: &'a ferrodir_shard::rules::RuleTable, desc: &[u8]) -> Op
 
 /// What the router answers for this leaf, if anything. An assertion on memberOf the
 /// requester may not search stays as it is (Undefined, as every such assertion).
-fn classify(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter, unsearchable: bool) -> Option<Ask> {
+fn classify(rules: &ferrodir_shard::RuleTable, leaf: &Filter, unsearchable: bool) -> Option<Ask> {
     match leaf {
         Filter::EqualityMatch(ava)
             if !unsearchable && canonical(rules, &ava.attribute_desc) == Some(MEMBER_OF) =>
@@ -222,8 +217,8 @@ fn classify(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter, unsearchabl
     }
 }
 
-fn mentions_member_of(rules: &ferrodir_shard::rules::RuleTable, leaf: &Filter) -> bool {
-    ferrodir_shard::eval::mentions(leaf, &|desc, _| {
+fn mentions_member_of(rules: &ferrodir_shard::RuleTable, leaf: &Filter) -> bool {
+    ferrodir_shard::filter_mentions(leaf, &|desc, _| {
         std::str::from_utf8(desc).ok().and_then(|d| rules.get(d)).is_some_and(|r| r.canonical == MEMBER_OF)
     })
 }
@@ -286,7 +281,7 @@ async fn members_down(
     tree: &Skeleton,
     group: &str,
     nested: bool,
-    options: &ferrodir_shard::memberof::MemberOfOptions,
+    options: &ferrodir_shard::MemberOfOptions,
 ) -> LdapResultOf<BTreeSet<EntryId>> {
     let mut found = BTreeSet::new();
     // Read before any of the data: resolutions made from it are good while it holds.
@@ -309,11 +304,11 @@ async fn members_down(
                 continue;
             }
             if depth > options.chain_depth_max {
-                return Err(too_deep(options.chain_depth_max).into());
+                return Err(memberof_too_deep(options.chain_depth_max).into());
             }
             for &member_id in members.iter() {
                 if found.insert(member_id) && found.len() > options.chain_entries_max {
-                    return Err(too_many(options.chain_entries_max).into());
+                    return Err(memberof_too_many(options.chain_entries_max).into());
                 }
                 if nested && visited.insert(member_id) {
                     next.push(member_id);
@@ -328,7 +323,7 @@ async fn members_down(
 /// What a group's resolved member ids are cached under (`crate::memberids`); None where
 /// nothing publishes the shards' writes (unit tests): no caching then.
 fn resolution_token(tree: &Skeleton) -> Option<crate::memberids::Token> {
-    let hub = ferrodir_shard::watermark::hub()?;
+    let hub = ferrodir_shard::watermark_hub()?;
     Some(crate::memberids::Token { publications: hub.publications(), skeleton: tree.version })
 }
 
@@ -385,7 +380,7 @@ mod tests {
     use super::*;
     use ferrodir_proto::filter::parse_filter;
     use ferrodir_proto::schema::Schema;
-    use ferrodir_shard::rules::RuleTable;
+    use ferrodir_shard::RuleTable;
 
     fn asks(filter: &str) -> Vec<Option<Ask>> {
         let rules = RuleTable::from_schema(&Schema::standard());

@@ -13,6 +13,7 @@ pub mod moddn;
 pub mod modify;
 pub mod paged;
 pub mod passmod;
+pub(crate) mod read;
 pub mod rootdse;
 pub mod sasl;
 pub mod search;

@@ -3,7 +3,7 @@
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::message::{ModifyOperation, ModifyRequest};
-use ferrodir_shard::batch::WriteOp;
+use ferrodir_shard::WriteOp;
 
 use crate::access::{self, check_not_anonymous};
 use crate::config::DirectoryConfig;

@@ -22,7 +22,7 @@ use ferrodir_proto::message::{
     ExtendedResponse, LdapResult, OctetString, PasswdModifyRequest, PasswdModifyResponse,
 };
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::batch::WriteOp;
+use ferrodir_shard::WriteOp;
 
 use crate::access;
 use crate::error::{LdapError, LdapResultOf};

@@ -4,7 +4,7 @@
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::{OctetString, PartialAttribute, SearchResultEntry};
 use ferrodir_proto::schema::Schema;
-use ferrodir_shard::search::AttrSelection;
+use ferrodir_shard::AttrSelection;
 
 use crate::config::DirectoryConfig;
 use crate::op::{controls, extended, sasl};

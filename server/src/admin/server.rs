@@ -11,8 +11,8 @@ use std::time::Duration;
 use actix::Addr;
 use anyhow::Context as _;
 use ferrodir_router::coordinator::Coordinator;
-use ferrodir_shard::rules::RuleTable;
 use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::RuleTable;
 
 use super::{
     Request, DATA_FRAME_BYTES_MAX, FRAME_DATA, FRAME_DONE, FRAME_FAILED, REPLY_WRITE_TIMEOUT,

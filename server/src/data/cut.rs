@@ -247,13 +247,32 @@ mod tests {
         let gate = Arc::new(CommitGate::default());
         let paused = Paused::all(std::slice::from_ref(&gate), Duration::from_secs(1)).unwrap();
         let committed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (g, c) = (gate.clone(), committed.clone());
+        // The writer's thread id, once it is about to enter: 0 until then.
+        let tid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let (g, c, t) = (gate.clone(), committed.clone(), tid.clone());
         let writer = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            t.store(unsafe { libc::gettid() }, std::sync::atomic::Ordering::SeqCst);
             g.enter();
             c.store(true, std::sync::atomic::Ordering::SeqCst);
             g.leave();
         });
-        std::thread::sleep(Duration::from_millis(100));
+        // Wait until the writer sleeps at the gate (its only blocking point: the gate's lock
+        // is free) or, were the gate broken, has committed: not for a while.
+        let asleep = || {
+            let tid = tid.load(std::sync::atomic::Ordering::SeqCst);
+            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+            // The state follows the command name's closing parenthesis.
+            tid != 0 && stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('S'))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !asleep() && !committed.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer neither slept at the gate nor committed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert!(!committed.load(std::sync::atomic::Ordering::SeqCst), "a commit passed a paused gate");
         drop(paused);
         writer.join().unwrap();

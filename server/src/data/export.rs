@@ -9,11 +9,7 @@ use std::io::Write;
 
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::write_entry;
-use ferrodir_shard::keys;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::rules::RuleTable;
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::EntryId;
+use ferrodir_shard::{keys, EntryId, EntryRecord, RuleTable, Skeleton};
 
 use crate::data::cut::Cut;
 

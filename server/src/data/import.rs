@@ -100,7 +100,7 @@ fn load_into(
 ) -> anyhow::Result<LoadReport> {
     let store = Store::open(config, dir)?;
     // The CSNs it stamps carry this server's id.
-    ferrodir_shard::stamp::set_server_id(config.server_id);
+    ferrodir_shard::set_server_id(config.server_id);
     // Offline: values are stored as the file holds them, never hashed.
     let directory =
         crate::directory::directory_config(config, &store, crate::directory::offline_hash_pool())?;

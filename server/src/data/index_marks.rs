@@ -7,9 +7,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use ferrodir_shard::index::{IndexConfig, IndexKind};
-use ferrodir_shard::keys;
 use ferrodir_shard::storage::{KvEngine, Mutation};
+use ferrodir_shard::{keys, IndexConfig, IndexKind};
 
 /// The meta-key prefix of index readiness marks: `index:<attr>:<kind>`.
 pub const READY_PREFIX: &str = "index:";

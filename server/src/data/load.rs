@@ -49,13 +49,11 @@ use ferrodir_proto::schema::check::check_entry;
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::keys;
-use ferrodir_shard::layout;
-use ferrodir_shard::record::{EntryRecord, FLAG_CONTAINER};
-use ferrodir_shard::stamp::{set_structural_class, stamp_imported, Stamp};
 use ferrodir_shard::storage::{BulkSink, StorageError, StorageResult, Table};
 use ferrodir_shard::EntryId;
+use ferrodir_shard::{
+    keys, layout, set_structural_class, shard_for_child, stamp_imported, EntryRecord, Stamp, FLAG_CONTAINER,
+};
 
 use crate::data::import_sort::{SortedKeys, SortedOut};
 use crate::data::store::Store;
@@ -489,7 +487,7 @@ fn parse_entry(
 /// server): it must name the class the schema check found (any spelling, alias or OID);
 /// Err with the value given otherwise.
 fn check_structural_given(
-    rules: &ferrodir_shard::rules::RuleTable,
+    rules: &ferrodir_shard::RuleTable,
     entry: &Entry,
     found: &str,
 ) -> Result<(), String> {
@@ -712,7 +710,7 @@ fn write_shard(
                     let next_seq = layout::next_seq(next_seq);
                     keys.put(&next_seq.key, next_seq.value.as_deref().unwrap_or_default())?;
                     // The import's last CSN: the suffix's contextCSN once the server starts.
-                    let csn_max = ferrodir_shard::stamp::clock_now();
+                    let csn_max = ferrodir_shard::clock_now();
                     keys.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
                     let started = std::time::Instant::now();
                     let runs = keys.runs_written();
@@ -808,8 +806,7 @@ impl SortedOut for SinkOut<'_> {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use ferrodir_shard::batch::{Stager, WriteOp, WriteOutcome};
-    use ferrodir_shard::core::ShardCore;
+    use ferrodir_shard::{ShardCore, Stager, WriteOp, WriteOutcome};
     use std::collections::BTreeMap;
 
     /// Stored operational values that differ between any two writes (time, identity).

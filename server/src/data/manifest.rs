@@ -27,7 +27,7 @@ impl Manifest {
         Self {
             format_version: FORMAT_VERSION,
             shards,
-            placement_version: ferrodir_shard::id::PLACEMENT_VERSION,
+            placement_version: ferrodir_shard::PLACEMENT_VERSION,
             normalization_version: ferrodir_proto::value::NORMALIZATION_VERSION,
             engine: engine.to_string(),
         }

@@ -3,9 +3,8 @@
 //! shard, searches don't use it (see `shard::index`).
 
 use anyhow::Context as _;
-use ferrodir_shard::keys;
-use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::{Mutation, Table};
+use ferrodir_shard::{keys, EntryRecord};
 
 use crate::data::index_marks::{ready_marks, READY_PREFIX};
 use crate::data::store::Store;

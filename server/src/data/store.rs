@@ -6,21 +6,15 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_shard::core::{ShardCore, ShardInfo};
+use ferrodir_shard::{ShardCore, ShardInfo};
 
 use ferrodir_proto::schema::Schema;
-use ferrodir_shard::bloom::EqBloom;
-use ferrodir_shard::entrycache::EntryCache;
-use ferrodir_shard::gramsummary::GramShards;
-use ferrodir_shard::index::IndexConfig;
-use ferrodir_shard::rules::RuleTable;
+use ferrodir_shard::{EntryCache, EqBloom, GramShards, IndexConfig, RuleTable};
 
 use crate::data::index_marks::{mark_all_ready, ready_everywhere};
-use ferrodir_shard::keys;
-use ferrodir_shard::record::FLAG_CONTAINER;
-use ferrodir_shard::skeleton::Skeleton;
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageResult};
 use ferrodir_shard::storage::{Mutation, Table};
+use ferrodir_shard::{keys, Skeleton, FLAG_CONTAINER};
 
 use crate::config::Config;
 use crate::data::manifest::Manifest;
@@ -91,10 +85,7 @@ impl Store {
         // Only a build with the `fault-injection` feature reads [testing] (Config::check).
         #[cfg(feature = "fault-injection")]
         if let Some(testing) = &config.testing {
-            ferrodir_shard::storage::powercut::set_test_modes(
-                testing.simulate_power_cut,
-                testing.ack_before_sync,
-            );
+            ferrodir_shard::storage::set_test_modes(testing.simulate_power_cut, testing.ack_before_sync);
             tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
         }
         std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
@@ -113,8 +104,8 @@ impl Store {
         };
         // redb's page cache per file, out of the one budget (`Limits::storage_cache_bytes_per_file`).
         let per_file = config.limits.storage_cache_bytes_per_file(manifest.shards, serving);
-        ferrodir_shard::storage::powercut::set_cache_bytes(per_file);
-        ferrodir_shard::storage::powercut::set_write_log_bytes(config.limits.write_log_bytes);
+        ferrodir_shard::storage::set_cache_bytes(per_file);
+        ferrodir_shard::storage::set_write_log_bytes(config.limits.write_log_bytes);
         let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
@@ -214,7 +205,7 @@ impl Store {
                             .with_context(|| format!("shard {index}"))?;
                         snapshot.scan_prefix(&keys::table_prefix(Table::Eq), &mut |key, _| {
                             // The same key staging records (`eqkey::bloom_key`).
-                            if let Some(prefix) = ferrodir_shard::eqkey::bloom_key(key) {
+                            if let Some(prefix) = ferrodir_shard::bloom_key(key) {
                                 bloom.insert(prefix);
                             }
                             true

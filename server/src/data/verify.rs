@@ -8,11 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use ferrodir_proto::schema::check::check_entry;
 use ferrodir_proto::Dn;
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::keys;
-use ferrodir_shard::record::EntryRecord;
 use ferrodir_shard::storage::Table;
 use ferrodir_shard::EntryId;
+use ferrodir_shard::{keys, shard_for_child, EntryRecord};
 
 use crate::data::store::Store;
 
@@ -54,9 +52,9 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
         // The delete log (a sync refresh's delete phase) names entries that are gone, so
         // nothing above checks it: its records must decode. (Its length is not checked: a
         // lowered `sync_delete_log_max` trims it only at the next delete.)
-        snapshot.scan_prefix(&ferrodir_shard::deletelog::prefix(), &mut |key, value| {
+        snapshot.scan_prefix(&ferrodir_shard::delete_log_prefix(), &mut |key, value| {
             report.delete_log_records += 1;
-            if let Err(e) = ferrodir_shard::deletelog::LogRecord::decode(key, value) {
+            if let Err(e) = ferrodir_shard::LogRecord::decode(key, value) {
                 report.problems.push(format!("shard {shard}: delete log record {key:02x?}: {e}"));
             }
             true

@@ -111,27 +111,24 @@ pub fn directory_config(
 /// the equality postings of member and uniqueMember, which `memberof` keeps configured
 /// (`Config::index_directives`); on a data directory that had neither, they stay
 /// incomplete until `ferrodir reindex` builds them, and the start says so.
-fn memberof_groups(
-    config: &Config,
-    store: &Store,
-) -> anyhow::Result<Option<Arc<ferrodir_shard::memberof::Groups>>> {
+fn memberof_groups(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<ferrodir_shard::Groups>>> {
     if !config.memberof {
         return Ok(None);
     }
-    for canonical in ferrodir_shard::memberof::MEMBER_TYPES {
-        if !store.indexes.usable(canonical, ferrodir_shard::index::IndexKind::Equality) {
+    for canonical in ferrodir_shard::MEMBER_TYPES {
+        if !store.indexes.usable(canonical, ferrodir_shard::IndexKind::Equality) {
             tracing::warn!(
                 attr = canonical,
                 "memberOf and (memberOf=...) miss older memberships until `ferrodir reindex` builds this index"
             );
         }
     }
-    let options = ferrodir_shard::memberof::MemberOfOptions {
+    let options = ferrodir_shard::MemberOfOptions {
         transitive: config.memberof_transitive,
         chain_depth_max: config.memberof_chain_depth_max,
         chain_entries_max: config.memberof_chain_entries_max,
     };
-    let groups = ferrodir_shard::memberof::Groups::new(store.engines.clone(), store.rules.clone(), options);
+    let groups = ferrodir_shard::Groups::new(store.engines.clone(), store.rules.clone(), options);
     Ok(Some(Arc::new(groups)))
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::bail;
 use ferrodir_proto::schema::matching::Rule;
 use ferrodir_router::RefintConfig;
-use ferrodir_shard::index::IndexKind;
+use ferrodir_shard::IndexKind;
 
 use crate::config::Config;
 use crate::data::store::Store;

@@ -19,8 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferrodir_router::stats::{
     BindMethod, CloseReason, Listener, OpKind, ResultClass, WorkerStats, LATENCY_BUCKETS_S,
 };
-use ferrodir_shard::core::CoreStats;
-use ferrodir_shard::skeleton::SkeletonCell;
+use ferrodir_shard::{CoreStats, SkeletonCell};
 use prometheus::Encoder as _;
 
 use self::engine::{ShardStats, BATCH_BUCKETS};

@@ -33,7 +33,7 @@ pub fn families() -> Vec<prometheus::proto::MetricFamily> {
         "ferrodir_syncrepl_context_csn_seconds",
         "contextCSN (the committed low-watermark across shards) as Unix time; 0 before the first write.",
     );
-    let micros = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
+    let micros = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
     context.value(&[], micros as f64 / 1e6);
     vec![consumers.done(), lag.done(), required.done(), refreshes.done(), context.done()]
 }

@@ -25,12 +25,10 @@ use ferrodir_proto::message::PartialAttribute;
 use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
 use ferrodir_router::{locate, locate_parent_of, LdapError, Located, Worker};
-use ferrodir_shard::actor::{ShardActor, Write};
-use ferrodir_shard::batch::{WriteOp, WriteOutcome, REPLICA_AUTHOR};
-use ferrodir_shard::core::ShardCore;
-use ferrodir_shard::id::shard_for_child;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::{EntryId, ShardError, ShardResult};
+use ferrodir_shard::{
+    shard_for_child, EntryId, EntryRecord, ShardActor, ShardCore, ShardError, ShardResult, Write, WriteOp,
+    WriteOutcome, REPLICA_AUTHOR,
+};
 
 use super::status::{Applied, Status};
 

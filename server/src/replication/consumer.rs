@@ -17,7 +17,7 @@ use ferrodir_proto::message::{
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_router::Worker;
-use ferrodir_shard::core::ShardCore;
+use ferrodir_shard::ShardCore;
 
 use super::apply::{Applier, ApplyError, Uuid};
 use super::client::{Client, ClientError};
@@ -68,7 +68,7 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
     };
     drop(views);
     if let Some(c) = &stored {
-        ferrodir_shard::watermark::set_replicated_context(cookie::csns(c));
+        ferrodir_shard::set_replicated_context(cookie::csns(c));
     }
     tracing::info!(rid, provider = %settings.provider, entries = applier.known(), cookie = ?stored.as_deref().map(String::from_utf8_lossy), "replication consumer starting");
     let mut attempt = 0u64;
@@ -340,7 +340,7 @@ async fn commit_pending(
         return Ok(());
     }
     cookie::commit(worker, settings.rid, &c).await.map_err(ApplyError::from)?;
-    ferrodir_shard::watermark::set_replicated_context(cookie::csns(&c));
+    ferrodir_shard::set_replicated_context(cookie::csns(&c));
     *stored = Some(c);
     Ok(())
 }

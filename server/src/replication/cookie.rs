@@ -9,9 +9,7 @@
 
 use ferrodir_proto::message::sync::Cookie;
 use ferrodir_router::Worker;
-use ferrodir_shard::batch::WriteOp;
-use ferrodir_shard::core::ShardCore;
-use ferrodir_shard::keys;
+use ferrodir_shard::{keys, ShardCore, WriteOp};
 
 /// The shard that holds every consumer's cookie.
 const COOKIE_SHARD: usize = 0;

@@ -171,7 +171,7 @@ impl Status {
             if s == 0 {
                 Vec::new()
             } else {
-                vec![format!("{}Z", ferrodir_shard::stamp::civil_time(s))]
+                vec![format!("{}Z", ferrodir_shard::civil_time(s))]
             }
         };
         let text = |m: &Mutex<String>| {

@@ -15,9 +15,7 @@ use actix::prelude::*;
 use anyhow::Context as _;
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::{CookieKey, HashPool, IntentLog, RemoteReads, Worker};
-use ferrodir_shard::actor::ShardActor;
-use ferrodir_shard::core::{ShardCore, ShardInfo};
-use ferrodir_shard::skeleton::SkeletonCell;
+use ferrodir_shard::{ShardActor, ShardCore, ShardInfo, SkeletonCell};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::config::Config;
@@ -110,10 +108,10 @@ pub async fn serve(config: Config, mut store: Store) -> anyhow::Result<()> {
 
     // Before any shard starts: CSNs carry the server id, and each shard's actor publishes
     // its part of contextCSN (shard::watermark).
-    ferrodir_shard::stamp::set_server_id(config.server_id);
-    ferrodir_shard::watermark::install(shard_count);
-    ferrodir_shard::deletelog::set_max(config.limits.sync_delete_log_max);
-    ferrodir_shard::deletelog::install_tree(cell.clone());
+    ferrodir_shard::set_server_id(config.server_id);
+    ferrodir_shard::install_watermark_hub(shard_count);
+    ferrodir_shard::set_delete_log_max(config.limits.sync_delete_log_max);
+    ferrodir_shard::install_delete_log_skeleton(cell.clone());
     let mut arbiters = Vec::with_capacity(shard_count);
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_shard::scan::{ScanLimits, ScanPool, ScanSource};
+use ferrodir_shard::{ScanLimits, ScanPool, ScanSource};
 
 use crate::config::Config;
 use crate::data::store::Store;
@@ -32,8 +32,7 @@ impl SearchPool {
         let sources = (0..store.engines.len())
             .map(|index| {
                 // No entry cache: see shard::scan.
-                let info =
-                    ferrodir_shard::core::ShardInfo { entry_cache: None, ..store.shard_info(index, config) };
+                let info = ferrodir_shard::ShardInfo { entry_cache: None, ..store.shard_info(index, config) };
                 Arc::new(ScanSource { info, engine: store.engines[index].clone(), limits })
             })
             .collect();

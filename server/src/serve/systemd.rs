@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actix::Addr;
 use ferrodir_router::coordinator::{Coordinator, Ping as CoordinatorPing};
-use ferrodir_shard::actor::{Ping as ShardPing, ShardActor};
+use ferrodir_shard::{Ping as ShardPing, ShardActor};
 use sd_notify::NotifyState;
 
 pub fn ready() {

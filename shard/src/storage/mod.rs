@@ -24,6 +24,9 @@ pub mod writelog;
 use std::path::Path;
 
 pub use compact::{compact_redb_file, Compacted};
+pub use powercut::{
+    open_redb, set_cache_bytes, set_test_modes, set_write_log_bytes, WRITE_LOG_BYTES_DEFAULT,
+};
 pub use redb_engine::{log_path, RedbEngine};
 pub use sled_engine::SledEngine;
 

@@ -25,22 +25,16 @@ pub mod cookie;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{
     Control, LdapResult, OctetString, PagedResults, SearchRequest, PAGED_RESULTS_OID,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::candidates::Plan;
-use ferrodir_shard::search::{
-    inline_page, AttrSelection, Query, Scope, SearchChunk, SearchTask, Window, WindowEnd,
-};
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::stop::{StopReason, StopSignal};
-use tokio::sync::mpsc;
+use ferrodir_shard::{StopReason, Window};
 
 use self::cookie::{CookieError, Position, SearchDigest};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::{OpContext, Outbound};
+use crate::op::read::{self, Bounds, Flow, Gathered, Sink, Target};
 use crate::requester::Identity;
 
 /// A search's paged-results control, decoded, and the cookie its response will carry.
@@ -122,42 +116,33 @@ fn now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// One search, resolved and planned, as each page's parts need it.
-pub struct PagedSearch {
-    pub tree: Arc<Skeleton>,
-    pub scope: Scope,
-    pub plan: Arc<Option<Plan>>,
-    pub filter: Arc<Filter>,
-    pub attrs: Arc<AttrSelection>,
-    /// The shards that may hold matches, in increasing order.
-    pub shards: Vec<usize>,
-    /// The effective size limit of the whole paged search.
-    pub size_limit: Option<u32>,
-    pub deadline: Option<tokio::time::Instant>,
-}
-
-/// Sends one page and sets `paging.next` when another follows.
-pub async fn page(
+/// Sends one page of `target` and sets `paging.next` when another follows.
+pub(crate) async fn page(
     ctx: &OpContext,
-    search: &PagedSearch,
+    target: &Target,
+    bounds: &Bounds<'_>,
     position: Position,
     paging: &mut Paging,
 ) -> LdapResultOf<LdapResult> {
-    let remaining = search.size_limit.map(|limit| limit.saturating_sub(position.sent) as usize);
+    let (plan, shards) = read::plan_shards(ctx, bounds.class, &target.filter, &target.attrs)?;
+    let plan = Arc::new(plan);
+    let remaining = bounds.size_limit.map(|limit| limit.saturating_sub(position.sent) as usize);
     if remaining == Some(0) {
         return Ok(size_limit_exceeded());
     }
     let want = remaining.map_or(paging.size as usize, |r| r.min(paging.size as usize));
     let start = position.after.map_or(0, |id| id.shard());
-    let (mut got, mut last, mut more) = (0usize, position.after, false);
-    for &shard in search.shards.iter().filter(|s| **s >= start) {
-        let window = Window { after: position.after.filter(|id| id.shard() == shard), max: want - got };
-        let end = match part(ctx, search, shard, window).await? {
-            Part::Sent(sent, end) => {
-                got += sent;
-                end
+    let mut sink = PageSink { sent: 0 };
+    let (mut last, mut more) = (position.after, false);
+    for &shard in shards.iter().filter(|s| **s >= start) {
+        let window = Window { after: position.after.filter(|id| id.shard() == shard), max: want - sink.sent };
+        let end = match read::window(ctx, target, &plan, shard, window, bounds.deadline, &mut sink).await? {
+            Gathered::All { end, .. } => end,
+            Gathered::TimeLimit => {
+                return Ok(LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()));
             }
-            Part::Over(result) => return Ok(result),
+            // Abandoned, or the connection gone.
+            Gathered::Stopped | Gathered::Cancelled => return Ok(LdapResult::success()),
         };
         last = end.last.or(last);
         if end.more {
@@ -169,10 +154,10 @@ pub async fn page(
         }
     }
     if more {
-        if remaining.is_some_and(|r| got >= r) {
+        if remaining.is_some_and(|r| sink.sent >= r) {
             return Ok(size_limit_exceeded());
         }
-        let next = Position { after: last, sent: position.sent.saturating_add(got as u32) };
+        let next = Position { after: last, sent: position.sent.saturating_add(sink.sent as u32) };
         let paged = &ctx.worker.config.paged;
         paging.next = cookie::mint(&paged.key, &paging.digest, next, now_s());
     }
@@ -183,95 +168,22 @@ fn size_limit_exceeded() -> LdapResult {
     LdapResult::new(ResultCode::SIZE_LIMIT_EXCEEDED, String::new(), String::new())
 }
 
-enum Part {
-    /// This many entries went out; where the part stopped.
-    Sent(usize, WindowEnd),
-    /// The page is over with this result (a time limit, the connection gone).
-    Over(LdapResult),
+/// A page's sink: every part's matches go to the connection as they come (each part asks
+/// for no more than the page has room for), counted.
+struct PageSink {
+    sent: usize,
 }
 
-/// One shard's share of a page: inline if its plan names a handful of candidates, else a
-/// scan on the search pool whose chunks are forwarded as they come.
-async fn part(ctx: &OpContext, search: &PagedSearch, shard: usize, window: Window) -> LdapResultOf<Part> {
-    if let Some(view) = ctx.worker.readable(shard)? {
-        let query = Query {
-            message_id: ctx.message_id,
-            tree: &search.tree,
-            filter: &search.filter,
-            attrs: &search.attrs,
-        };
-        if let Some((pdus, end)) =
-            inline_page(view, &query, search.scope, search.plan.as_ref().as_ref(), window)?
-        {
-            let sent = pdus.len();
-            if !send(ctx, pdus).await {
-                return Ok(Part::Over(LdapResult::success()));
-            }
-            return Ok(Part::Sent(sent, end));
+impl Sink for PageSink {
+    async fn take(&mut self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+        if ctx.cancelled() {
+            return Ok(Flow::Stop(StopReason::Finished));
         }
-    }
-    let stop = Arc::new(StopSignal::new());
-    let (sink, mut chunks) = mpsc::channel(ctx.worker.config.search_chunks_in_flight.max(1));
-    let task = SearchTask {
-        message_id: ctx.message_id,
-        tree: search.tree.clone(),
-        scope: search.scope,
-        filter: search.filter.clone(),
-        attrs: search.attrs.clone(),
-        plan: search.plan.clone(),
-        sink,
-        stop: stop.clone(),
-        op_stop: ctx.cancel.clone(),
-        window: Some(window),
-    };
-    ctx.worker.start_scan(shard, task)?;
-    let outcome = collect(ctx, search, &stop, &mut chunks).await;
-    stop.raise(StopReason::Finished);
-    outcome
-}
-
-async fn collect(
-    ctx: &OpContext,
-    search: &PagedSearch,
-    stop: &StopSignal,
-    chunks: &mut mpsc::Receiver<SearchChunk>,
-) -> LdapResultOf<Part> {
-    let mut sent = 0;
-    loop {
-        let next = match search.deadline {
-            Some(at) => match tokio::time::timeout_at(at, chunks.recv()).await {
-                Ok(chunk) => chunk,
-                Err(_) => {
-                    stop.raise(StopReason::TimeLimit);
-                    let result =
-                        LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new());
-                    return Ok(Part::Over(result));
-                }
-            },
-            None => chunks.recv().await,
-        };
-        match next {
-            Some(SearchChunk::Entries(pdus)) => {
-                sent += pdus.len();
-                if !send(ctx, pdus).await {
-                    return Ok(Part::Over(LdapResult::success()));
-                }
-            }
-            Some(SearchChunk::Done { result, end, .. }) => {
-                result?;
-                return Ok(Part::Sent(sent, end.unwrap_or_default()));
-            }
-            // The scan ended without its marker (it can't): the page ends here.
-            None => return Ok(Part::Sent(sent, WindowEnd::default())),
+        self.sent += pdus.len();
+        ctx.count_entries(pdus.len());
+        if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
+            return Ok(Flow::Stop(StopReason::Finished));
         }
+        Ok(Flow::More)
     }
-}
-
-/// Forwards entries to the connection; false when it is gone or the search abandoned.
-async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> bool {
-    if ctx.cancelled() {
-        return false;
-    }
-    ctx.count_entries(pdus.len());
-    pdus.is_empty() || ctx.out.send(Outbound::Pdus(pdus)).await.is_ok()
 }

@@ -34,58 +34,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::sort_vlv::{
-    decode_sort_keys, encode_sort_result, encode_vlv_response, VlvRequest, VlvTarget,
+    decode_sort_keys, encode_sort_result, encode_vlv_response, VlvRequest, VlvTarget, SORT_REQUEST_OID,
+    SORT_RESPONSE_OID, VLV_REQUEST_OID, VLV_RESPONSE_OID,
 };
-use ferrodir_proto::message::{Control, LdapResult, OctetString, PagedResults};
+use ferrodir_proto::message::{Control, LdapResult, OctetString, PagedResults, PAGED_RESULTS_OID};
 use ferrodir_proto::schema::matching::{self, Kind as RuleKind};
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::{AttrSelection, Query, Scope};
-use ferrodir_shard::skeleton::Skeleton;
-use ferrodir_shard::sortkeys::{Row, SortKey, SortSpec};
+use ferrodir_shard::{SortKey, SortRow, SortSpec};
 
 use crate::error::LdapResultOf;
-use crate::limits::ClassLimits;
 use crate::op::context::{OpContext, Outbound};
+use crate::op::read::{self, Bounds, Target};
 use collect::Collected;
 use store::{Kept, Kind, Refused, Slot};
 
 pub use store::Sessions;
 
-pub use ferrodir_proto::message::sort_vlv::{
-    SORT_REQUEST_OID, SORT_RESPONSE_OID, VLV_REQUEST_OID, VLV_RESPONSE_OID,
-};
-pub use ferrodir_proto::message::PAGED_RESULTS_OID;
-
 /// The draft's virtualListViewError result code, and its VLV results.
 const VLV_ERROR: ResultCode = ResultCode(76);
 const SORT_CONTROL_MISSING: u32 = 60;
 const OFFSET_RANGE_ERROR: u32 = 61;
-
-/// The bounds on sorting (`[limits]` sort_*).
-#[derive(Debug, Clone, Copy)]
-pub struct SortLimits {
-    /// Matches one sorted search may collect; more: adminLimitExceeded (11).
-    pub entries_max: usize,
-    /// Keys in one sort control; more: unwillingToPerform (53). sssvlv's default, 5.
-    pub keys_max: usize,
-    /// Sorted searches running or kept per connection; one more: busy (51). sssvlv's 5.
-    pub sessions_per_connection_max: usize,
-    /// A kept session unused this long is dropped.
-    pub session_idle: Duration,
-}
-
-impl Default for SortLimits {
-    fn default() -> Self {
-        Self {
-            entries_max: 100_000,
-            keys_max: 5,
-            sessions_per_connection_max: 5,
-            session_idle: Duration::from_secs(300),
-        }
-    }
-}
 
 /// What a sorted search continues, or starts.
 enum Mode {
@@ -199,29 +168,92 @@ fn parse_keys(ctx: &OpContext, control: &Control) -> Result<SortSpec, Refusal> {
     Ok(SortSpec { keys })
 }
 
+/// The controls that make a sorted search, each at most once.
+#[derive(Default)]
+struct Requested<'c> {
+    sort: Option<&'c Control>,
+    vlv: Option<&'c Control>,
+    paged: Option<&'c Control>,
+}
+
+impl<'c> Requested<'c> {
+    fn of(ctx: &'c OpContext) -> Result<Self, Refusal> {
+        let mut found = Self::default();
+        for control in ctx.controls.iter().flatten() {
+            let slot = if oid_is(control, SORT_REQUEST_OID) {
+                &mut found.sort
+            } else if oid_is(control, VLV_REQUEST_OID) {
+                &mut found.vlv
+            } else if oid_is(control, PAGED_RESULTS_OID) {
+                &mut found.paged
+            } else {
+                continue;
+            };
+            if slot.replace(control).is_some() {
+                return Err(protocol_error("control specified multiple times"));
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// The page size and cookie of a paged-results control.
+fn parse_paged(control: &Control) -> Result<(usize, Vec<u8>), Refusal> {
+    let value = control.control_value.as_deref().unwrap_or_default();
+    let value = PagedResults::decode_value(value)
+        .map_err(|_| protocol_error("paged results control value is invalid"))?;
+    Ok((usize::try_from(value.size).unwrap_or(usize::MAX), value.cookie.to_vec()))
+}
+
+type VlvRequested = (usize, usize, VlvTarget, Vec<u8>);
+
+/// The session slot the search runs in: the kept session its cookie or contextID names,
+/// with its rows, or a new one.
+fn session(
+    ctx: &OpContext,
+    paged: Option<&(usize, Vec<u8>)>,
+    vlv: Option<&VlvRequested>,
+) -> Result<(Slot, Option<Kept>), Refusal> {
+    let limits = ctx.worker.config.sort;
+    let (max, idle) = (limits.sessions_per_connection_max, limits.session_idle);
+    let busy = || Refusal::plain(ResultCode::BUSY, "Other sort requests already in progress");
+    let resumed = match (paged, vlv) {
+        (Some((size, cookie)), _) if !cookie.is_empty() => {
+            match ctx.sorts.resume(Kind::Paged, cookie, idle) {
+                Ok((slot, _)) if *size == 0 => {
+                    // pageSize 0 with a cookie: the client is done; free the session.
+                    drop(slot);
+                    return Err(Refusal::plain(ResultCode::SUCCESS, ""));
+                }
+                Ok(resumed) => Some(resumed),
+                Err(Refused::Busy) => return Err(busy()),
+                Err(Refused::Unknown) => return Err(protocol_error("paged results cookie is invalid")),
+            }
+        }
+        (_, Some((_, _, _, context))) if !context.is_empty() => {
+            match ctx.sorts.resume(Kind::Vlv, context, idle) {
+                Ok(resumed) => Some(resumed),
+                Err(Refused::Busy) => return Err(busy()),
+                Err(Refused::Unknown) => None, // an unknown context starts a new list
+            }
+        }
+        _ => None,
+    };
+    Ok(match resumed {
+        Some((slot, kept)) => (slot, Some(kept)),
+        None => (ctx.sorts.reserve(max, idle).map_err(|_| busy())?, None),
+    })
+}
+
 impl Sorting {
     /// The sorted search the request's controls ask for, if any: parsed, checked and with
     /// its session slot taken. Err: the answer to send instead (nothing runs).
     pub fn from_request(ctx: &OpContext) -> Result<Option<Self>, Refusal> {
-        let (mut sort, mut vlv, mut paged) = (None, None, None);
-        for control in ctx.controls.iter().flatten() {
-            let seen = if oid_is(control, SORT_REQUEST_OID) {
-                sort.replace(control).is_some()
-            } else if oid_is(control, VLV_REQUEST_OID) {
-                vlv.replace(control).is_some()
-            } else if oid_is(control, PAGED_RESULTS_OID) {
-                paged.replace(control).is_some()
-            } else {
-                false
-            };
-            if seen {
-                return Err(protocol_error("control specified multiple times"));
-            }
-        }
-        let vlv = vlv.map(parse_vlv).transpose()?;
-        let Some(sort) = sort else {
+        let requested = Requested::of(ctx)?;
+        let vlv = requested.vlv.map(parse_vlv).transpose()?;
+        let Some(sort) = requested.sort else {
             if vlv.is_none() {
-                return Ok(None); // not a sorted search: paging alone is op::search's
+                return Ok(None); // not a sorted search: paging alone is op::paged's
             }
             let response = encode_vlv_response(0, 0, SORT_CONTROL_MISSING, None);
             return Err(Refusal {
@@ -230,54 +262,17 @@ impl Sorting {
             });
         };
         let spec = parse_keys(ctx, sort)?;
-        let limits = ctx.worker.config.sort;
-        if spec.keys.len() > limits.keys_max {
+        if spec.keys.len() > ctx.worker.config.sort.keys_max {
             return Err(Refusal::plain(ResultCode::UNWILLING_TO_PERFORM, "Too many sort keys"));
         }
-        let paged = match paged {
-            Some(control) => {
-                let value = control.control_value.as_deref().unwrap_or_default();
-                let value = PagedResults::decode_value(value)
-                    .map_err(|_| protocol_error("paged results control value is invalid"))?;
-                let size = usize::try_from(value.size).unwrap_or(usize::MAX);
-                Some((size, value.cookie.to_vec()))
-            }
-            None => None,
-        };
+        let paged = requested.paged.map(parse_paged).transpose()?;
         if paged.is_some() && vlv.is_some() {
             return Err(Refusal::plain(
                 ResultCode::UNWILLING_TO_PERFORM,
                 "VLV incompatible with PagedResults",
             ));
         }
-        let (max, idle) = (limits.sessions_per_connection_max, limits.session_idle);
-        let busy = || Refusal::plain(ResultCode::BUSY, "Other sort requests already in progress");
-        let resumed = match (&paged, &vlv) {
-            (Some((size, cookie)), _) if !cookie.is_empty() => {
-                match ctx.sorts.resume(Kind::Paged, cookie, idle) {
-                    Ok((slot, _)) if *size == 0 => {
-                        // pageSize 0 with a cookie: the client is done; free the session.
-                        drop(slot);
-                        return Err(Refusal::plain(ResultCode::SUCCESS, ""));
-                    }
-                    Ok(resumed) => Some(resumed),
-                    Err(Refused::Busy) => return Err(busy()),
-                    Err(Refused::Unknown) => return Err(protocol_error("paged results cookie is invalid")),
-                }
-            }
-            (_, Some((_, _, _, context))) if !context.is_empty() => {
-                match ctx.sorts.resume(Kind::Vlv, context, idle) {
-                    Ok(resumed) => Some(resumed),
-                    Err(Refused::Busy) => return Err(busy()),
-                    Err(Refused::Unknown) => None, // an unknown context starts a new list
-                }
-            }
-            _ => None,
-        };
-        let (slot, kept) = match resumed {
-            Some((slot, kept)) => (slot, Some(kept)),
-            None => (ctx.sorts.reserve(max, idle).map_err(|_| busy())?, None),
-        };
+        let (slot, kept) = session(ctx, paged.as_ref(), vlv.as_ref())?;
         let mode = match (paged, vlv) {
             (Some((size, _)), _) => Mode::Paged { size },
             (None, Some((before, after, target, _))) => Mode::Vlv { before, after, target },
@@ -328,26 +323,19 @@ fn response_control(oid: &'static str, value: Vec<u8>) -> Control {
     }
 }
 
-/// What op::search settled before handing the search over: the base, access and limits.
-pub struct Input<'a> {
-    pub tree: Arc<Skeleton>,
-    pub scope: Scope,
-    pub filter: Filter,
-    /// What each sent entry shows.
-    pub attrs: AttrSelection,
-    pub class: &'a ClassLimits,
-    pub size_limit: Option<u32>,
-    pub time_limit: Option<u32>,
-}
-
-/// Runs a sorted search whose base, access and limits op::search settled.
-pub async fn run(ctx: &OpContext, sorting: &Sorting, input: Input<'_>) -> LdapResultOf<LdapResult> {
-    let size_limit = input.size_limit;
-    let deadline = input.time_limit.map(|s| tokio::time::Instant::now() + Duration::from_secs(u64::from(s)));
+/// Runs a sorted search of `target`, which op::search resolved and authorized, within
+/// `bounds`: the rows collected (or resumed), the page or window of them sent, and the
+/// session kept for the next request.
+pub(crate) async fn run(
+    ctx: &OpContext,
+    sorting: &Sorting,
+    target: &Target,
+    bounds: &Bounds<'_>,
+) -> LdapResultOf<LdapResult> {
     let resumed = sorting.resumed.borrow_mut().take();
-    let (rows, mut next) = match resumed {
+    let (rows, next) = match resumed {
         Some(kept) => (kept.rows, kept.next),
-        None => match collect::collect(ctx, &input, &sorting.spec, deadline).await? {
+        None => match collect::collect(ctx, target, bounds, &sorting.spec).await? {
             Collected::Rows(rows) => (rows, 0),
             Collected::TooMany => {
                 return Ok(LdapResult::error(ResultCode::ADMIN_LIMIT_EXCEEDED, "sort_entries_max exceeded"));
@@ -356,102 +344,120 @@ pub async fn run(ctx: &OpContext, sorting: &Sorting, input: Input<'_>) -> LdapRe
             Collected::Cancelled => return Ok(LdapResult::success()),
         },
     };
-    let limits = ctx.worker.config.sort;
-    let n = rows.len();
-    let (start, end) = match &sorting.mode {
-        Mode::Plain => (0, n),
-        Mode::Paged { size } => (next.min(n), next.saturating_add(*size).min(n)),
-        Mode::Vlv { before, after, target } => {
-            let window = match target {
-                VlvTarget::ByOffset(by) => {
-                    let (offset, count) = (
-                        usize::try_from(by.offset).unwrap_or(0),
-                        usize::try_from(by.content_count).unwrap_or(0),
-                    );
-                    vlv::by_offset(n, *before, *after, offset, count)
-                }
-                VlvTarget::GreaterThanOrEqual(value) => {
-                    match sorting
-                        .spec
-                        .keys
-                        .first()
-                        .and_then(|k| k.encode(value, ctx.worker.config.rules.dn()))
-                    {
-                        Some(assertion) => Ok(vlv::by_value(
-                            n,
-                            *before,
-                            *after,
-                            first_not_below(&sorting.spec, &rows, assertion),
-                        )),
-                        None => {
-                            let mut outcome = sorting.outcome.borrow_mut();
-                            outcome.without_sort_result = true;
-                            outcome.vlv = Some((0, n, ResultCode::INAPPROPRIATE_MATCHING.0, Vec::new()));
-                            return Ok(LdapResult::error(
-                                VLV_ERROR,
-                                "VLV assertion value does not normalise",
-                            ));
-                        }
-                    }
-                }
-            };
-            match window {
-                Ok(window) => {
-                    sorting.outcome.borrow_mut().vlv = Some((window.target, n, 0, Vec::new()));
-                    (window.start, window.end)
-                }
-                Err(vlv::RangeError) => {
-                    let mut outcome = sorting.outcome.borrow_mut();
-                    outcome.without_sort_result = true;
-                    outcome.vlv = Some((0, n, OFFSET_RANGE_ERROR, Vec::new()));
-                    drop(outcome);
-                    keep_vlv(sorting, rows, limits.session_idle);
-                    return Ok(LdapResult::error(VLV_ERROR, "VLV offset is out of range"));
-                }
-            }
+    let (start, end) = match slice(ctx, sorting, &rows, next) {
+        Ok(range) => range,
+        Err(Slice::Unnormalised) => {
+            return Ok(LdapResult::error(VLV_ERROR, "VLV assertion value does not normalise"))
+        }
+        Err(Slice::OutOfRange) => {
+            keep_vlv(sorting, rows, ctx.worker.config.sort.session_idle);
+            return Ok(LdapResult::error(VLV_ERROR, "VLV offset is out of range"));
         }
     };
-    let query =
-        Query { message_id: ctx.message_id, tree: &input.tree, filter: &input.filter, attrs: &input.attrs };
-    let mut sent: u64 = 0;
-    for row in rows.get(start..end).unwrap_or(&[]) {
-        if ctx.cancelled() {
-            return Ok(LdapResult::success());
-        }
-        if size_limit.is_some_and(|max| sent >= u64::from(max)) {
-            sorting.outcome.borrow_mut().without_sort_result = true;
-            return Ok(LdapResult::error(ResultCode::SIZE_LIMIT_EXCEEDED, ""));
-        }
-        let Some(pdu) = crate::op::search::lookup(ctx, &query, row.id).await? else { continue };
-        sent += 1;
-        send(ctx, pdu).await;
+    if let Some(ended) = send_rows(ctx, sorting, target, rows.get(start..end).unwrap_or(&[]), bounds).await? {
+        return Ok(ended);
     }
-    match &sorting.mode {
-        Mode::Plain => {}
-        Mode::Paged { .. } => {
-            next = end;
-            let left = n - next;
-            let cookie = if left > 0 {
-                match sorting.slot.borrow_mut().take() {
-                    Some(slot) => slot.keep(
-                        Kind::Paged,
-                        Kept { rows, next, spec: sorting.spec.clone() },
-                        limits.session_idle,
-                    ),
-                    None => Vec::new(),
-                }
-            } else {
-                Vec::new()
-            };
-            sorting.outcome.borrow_mut().paged = Some((left, cookie));
-        }
-        Mode::Vlv { .. } => keep_vlv(sorting, rows, limits.session_idle),
-    }
+    keep(ctx, sorting, rows, end);
     Ok(LdapResult::success())
 }
 
+/// Why a VLV request has no window.
+enum Slice {
+    /// The greaterThanOrEqual value does not normalise under the first key's rule.
+    Unnormalised,
+    /// offsetRangeError.
+    OutOfRange,
+}
+
+/// The rows to send, `start..end`: all of them, the page from `next`, or the VLV window
+/// (whose target and count go into the outcome).
+fn slice(ctx: &OpContext, sorting: &Sorting, rows: &[SortRow], next: usize) -> Result<(usize, usize), Slice> {
+    let n = rows.len();
+    let (before, after, target) = match &sorting.mode {
+        Mode::Plain => return Ok((0, n)),
+        Mode::Paged { size } => return Ok((next.min(n), next.saturating_add(*size).min(n))),
+        Mode::Vlv { before, after, target } => (*before, *after, target),
+    };
+    let window = match target {
+        VlvTarget::ByOffset(by) => {
+            let offset = usize::try_from(by.offset).unwrap_or(0);
+            let count = usize::try_from(by.content_count).unwrap_or(0);
+            vlv::by_offset(n, before, after, offset, count)
+        }
+        VlvTarget::GreaterThanOrEqual(value) => {
+            let first = sorting.spec.keys.first().and_then(|k| k.encode(value, ctx.worker.config.rules.dn()));
+            let Some(assertion) = first else {
+                let mut outcome = sorting.outcome.borrow_mut();
+                outcome.without_sort_result = true;
+                outcome.vlv = Some((0, n, ResultCode::INAPPROPRIATE_MATCHING.0, Vec::new()));
+                return Err(Slice::Unnormalised);
+            };
+            Ok(vlv::by_value(n, before, after, first_not_below(&sorting.spec, rows, assertion)))
+        }
+    };
+    let mut outcome = sorting.outcome.borrow_mut();
+    match window {
+        Ok(window) => {
+            outcome.vlv = Some((window.target, n, 0, Vec::new()));
+            Ok((window.start, window.end))
+        }
+        Err(vlv::RangeError) => {
+            outcome.without_sort_result = true;
+            outcome.vlv = Some((0, n, OFFSET_RANGE_ERROR, Vec::new()));
+            Err(Slice::OutOfRange)
+        }
+    }
+}
+
+/// Sends the entries of `rows`, each read again by id (which applies the access rules and
+/// the attribute selection to the entry as it is now). Some(result): the sending ended
+/// early (sizeLimit, Abandon).
+async fn send_rows(
+    ctx: &OpContext,
+    sorting: &Sorting,
+    target: &Target,
+    rows: &[SortRow],
+    bounds: &Bounds<'_>,
+) -> LdapResultOf<Option<LdapResult>> {
+    let query = target.query(ctx.message_id);
+    let mut sent: u64 = 0;
+    for row in rows {
+        if ctx.cancelled() {
+            return Ok(Some(LdapResult::success()));
+        }
+        if bounds.size_limit.is_some_and(|max| sent >= u64::from(max)) {
+            sorting.outcome.borrow_mut().without_sort_result = true;
+            return Ok(Some(LdapResult::error(ResultCode::SIZE_LIMIT_EXCEEDED, "")));
+        }
+        let Some(pdu) = read::lookup(ctx, &query, row.id).await? else { continue };
+        sent += 1;
+        send(ctx, pdu).await;
+    }
+    Ok(None)
+}
+
+/// Keeps the rows for the next page (with a cookie, while rows are left) or VLV window.
+fn keep(ctx: &OpContext, sorting: &Sorting, rows: Vec<SortRow>, end: usize) {
+    let idle = ctx.worker.config.sort.session_idle;
+    match &sorting.mode {
+        Mode::Plain => {}
+        Mode::Paged { .. } => {
+            let left = rows.len() - end;
+            let slot = if left > 0 { sorting.slot.borrow_mut().take() } else { None };
+            let cookie = match slot {
+                Some(slot) => {
+                    slot.keep(Kind::Paged, Kept { rows, next: end, spec: sorting.spec.clone() }, idle)
+                }
+                None => Vec::new(),
+            };
+            sorting.outcome.borrow_mut().paged = Some((left, cookie));
+        }
+        Mode::Vlv { .. } => keep_vlv(sorting, rows, idle),
+    }
+}
+
 /// Keeps a VLV list for the next window and records its contextID.
-fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
+fn keep_vlv(sorting: &Sorting, rows: Vec<SortRow>, idle: Duration) {
     let Some(slot) = sorting.slot.borrow_mut().take() else { return };
     let context = slot.keep(Kind::Vlv, Kept { rows, next: 0, spec: sorting.spec.clone() }, idle);
     if let Some(vlv) = sorting.outcome.borrow_mut().vlv.as_mut() {
@@ -461,7 +467,7 @@ fn keep_vlv(sorting: &Sorting, rows: Vec<Row>, idle: Duration) {
 
 /// The index of the first row not below `assertion` under the first key, the other keys
 /// absent: sssvlv's comparison of its search node with the tree's.
-fn first_not_below(spec: &SortSpec, rows: &[Row], assertion: Vec<u8>) -> usize {
+fn first_not_below(spec: &SortSpec, rows: &[SortRow], assertion: Vec<u8>) -> usize {
     let mut probe = vec![None; spec.keys.len()];
     if let Some(first) = probe.first_mut() {
         *first = Some(assertion.into_boxed_slice());
@@ -488,11 +494,11 @@ mod tests {
             normalize: Rule::CaseIgnore,
             reverse,
         };
-        let rows = |values: &[Option<&str>]| -> Vec<Row> {
+        let rows = |values: &[Option<&str>]| -> Vec<SortRow> {
             values
                 .iter()
                 .enumerate()
-                .map(|(i, v)| Row { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
+                .map(|(i, v)| SortRow { id: EntryId(i as u64), keys: vec![v.map(|v| v.as_bytes().into())] })
                 .collect()
         };
         let forward = SortSpec { keys: vec![key(false)] };

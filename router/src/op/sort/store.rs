@@ -10,7 +10,7 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferrodir_shard::sortkeys::{Row, SortSpec};
+use ferrodir_shard::{SortRow, SortSpec};
 
 /// What a session continues with.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum Kind {
 /// The sorted rows a session keeps between requests.
 #[derive(Debug)]
 pub struct Kept {
-    pub rows: Vec<Row>,
+    pub rows: Vec<SortRow>,
     /// A paged session's next row.
     pub next: usize,
     pub spec: Arc<SortSpec>,
@@ -225,9 +225,13 @@ mod tests {
             let sessions = Sessions::new();
             let short = Duration::from_millis(20);
             let cookie = sessions.reserve(5, short).unwrap().keep(Kind::Paged, kept(), short);
-            tokio::time::sleep(Duration::from_millis(60)).await;
-            // The timer dropped it without any request.
-            assert!(sessions.is_empty());
+            // The timer drops it without any request: wait for that (10 s at most), looking
+            // only at the count, which expires nothing itself.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !sessions.is_empty() && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(sessions.is_empty(), "the idle session outlived its timer");
             assert_eq!(sessions.resume(Kind::Paged, &cookie, short).err(), Some(Refused::Unknown));
         });
     }

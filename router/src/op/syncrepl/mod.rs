@@ -48,14 +48,13 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchResultEntry, SearchScope,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::search::{inline_search, AttrSelection, Query, Scope, SearchChunk, SearchTask};
-use ferrodir_shard::stop::{StopReason, StopSignal};
-use tokio::sync::mpsc;
+use ferrodir_shard::{AttrSelection, Scope, Subscription};
 
 use crate::access;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::{OpContext, Outbound};
 use crate::op::parse_dn;
+use crate::op::read::{self, Flow, Gathered, Sink, Target};
 use crate::requester::Identity;
 
 /// The most entries one refresh sends (it holds them to order parents first).
@@ -81,6 +80,8 @@ pub async fn search(ctx: &OpContext, request: SearchRequest) {
     }
 }
 
+/// The refresh (its content read through op::read, as any search's), then the persist
+/// stage or the Sync Done.
 async fn serve(
     ctx: &OpContext,
     request: SearchRequest,
@@ -103,36 +104,14 @@ async fn serve(
             .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
         None => Cookie::default(),
     };
-    let sid = ferrodir_shard::stamp::server_id();
-    // Subscribe before reading the watermark: no change after it can be missed.
-    let subscription = match sync.mode {
-        SyncMode::RefreshAndPersist => {
-            ferrodir_shard::watermark::hub().map(|h| h.subscribe(persist::FEED_BATCHES))
-        }
-        SyncMode::RefreshOnly => None,
-    };
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
     // consumer takes a copy it has as a no-op by entryCSN).
     let replica = !ctx.worker.config.replicated.is_empty();
-    if subscription.is_some() && !replica {
-        fed_before_subscribing().await?;
-    }
+    let subscription = subscribe(sync.mode, replica).await?;
     let now = current_csn();
-    let since = cookie.csn_for(sid).map(str::to_string);
-    if let (Some(theirs), Some(ours)) = (&since, &now) {
-        if theirs > ours {
-            return Err(LdapError::new(
-                ResultCode::UNWILLING_TO_PERFORM,
-                "consumer state is newer than provider!",
-            ));
-        }
-    }
-    if let Some(ours) = &now {
-        cookie.set_csn(ours);
-    }
-    cookie.sid = (sid != 0).then_some(sid);
+    let since = stamp(&mut cookie, now.as_deref())?;
     let scope = Located::of(ctx, &request).await?;
     // Every Modify DN committed up to `now` is in the skeleton the scan reads.
     settle_tree(ctx).await;
@@ -140,22 +119,76 @@ async fn serve(
     if ctx.cancelled() {
         return Ok((LdapResult::success(), None));
     }
-    // Read after the entries: a delete after their scan is in it, and sent.
-    let since_micros = since.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn);
-    let now_micros =
-        if replica { None } else { now.as_deref().and_then(ferrodir_shard::stamp::micros_of_csn) };
-    // Without a cookie only the moves after `now` matter (`undo_later_moves`).
-    let log = match since_micros.or(now_micros) {
+    let points = refresh::Points {
+        since: since.as_deref(),
+        since_micros: since.as_deref().and_then(ferrodir_shard::micros_of_csn),
+        now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) },
+    };
+    let refresh_deletes = refresh(ctx, &request, &scope, entries, &points).await?;
+    stats::refreshed(refresh_deletes);
+    if let Some(subscription) = subscription {
+        return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
+            .await;
+    }
+    let done = SyncDone { cookie: Some(cookie.format().into_bytes()), refresh_deletes };
+    Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+}
+
+/// A refreshAndPersist search's feed, subscribed before the watermark is read: no change
+/// after it can be missed.
+async fn subscribe(mode: SyncMode, replica: bool) -> LdapResultOf<Option<Subscription>> {
+    let subscription = match mode {
+        SyncMode::RefreshAndPersist => {
+            ferrodir_shard::watermark_hub().map(|h| h.subscribe(persist::FEED_BATCHES))
+        }
+        SyncMode::RefreshOnly => None,
+    };
+    if subscription.is_some() && !replica {
+        fed_before_subscribing().await?;
+    }
+    Ok(subscription)
+}
+
+/// Puts the provider's state `now` into the cookie and returns the consumer's CSN for this
+/// server (None: no cookie). A consumer newer than the provider is refused, as slapd does.
+fn stamp(cookie: &mut Cookie, now: Option<&str>) -> LdapResultOf<Option<String>> {
+    let sid = ferrodir_shard::server_id();
+    let since = cookie.csn_for(sid).map(str::to_string);
+    if let (Some(theirs), Some(ours)) = (since.as_deref(), now) {
+        if theirs > ours {
+            return Err(LdapError::new(
+                ResultCode::UNWILLING_TO_PERFORM,
+                "consumer state is newer than provider!",
+            ));
+        }
+    }
+    if let Some(ours) = now {
+        cookie.set_csn(ours);
+    }
+    cookie.sid = (sid != 0).then_some(sid);
+    Ok(since)
+}
+
+/// Sends the refresh: the delete phase's uuids, if it is one, then the changed entries as
+/// `add` and (in a present phase) the others as `present`. True: a delete phase.
+async fn refresh(
+    ctx: &OpContext,
+    request: &SearchRequest,
+    scope: &Located,
+    mut entries: Vec<SyncEntry>,
+    points: &refresh::Points<'_>,
+) -> LdapResultOf<bool> {
+    // Read after the entries: a delete after their scan is in it, and sent. Without a
+    // cookie only the moves after `now` matter (`undo_later_moves`).
+    let log = match points.since_micros.or(points.now) {
         Some(after) => Some(delete_log(ctx, after).await?),
         None => None,
     };
-    let mut entries = entries;
-    if let (Some(log), Some(now)) = (&log, now_micros) {
-        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree(), &scope);
+    if let (Some(log), Some(now)) = (&log, points.now) {
+        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree(), scope);
     }
-    let log = if since_micros.is_some() { log } else { None };
-    let points = refresh::Points { since: since.as_deref(), since_micros, now: now_micros };
-    let plan = refresh::plan(&scope, &request.filter, &points, log.as_ref(), &ctx.worker.tree(), &entries);
+    let log = if points.since_micros.is_some() { log } else { None };
+    let plan = refresh::plan(scope, &request.filter, points, log.as_ref(), &ctx.worker.tree(), &entries);
     if let Some(uuids) = &plan.deletes {
         refresh::send_deletes(ctx, uuids).await?;
     }
@@ -174,15 +207,7 @@ async fn serve(
         }
     }
     send(ctx, pdus).await?;
-    let refresh_deletes = plan.deletes.is_some();
-    stats::refreshed(refresh_deletes);
-    let cookie_bytes = cookie.format().into_bytes();
-    if let Some(subscription) = subscription {
-        return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
-            .await;
-    }
-    let done = SyncDone { cookie: Some(cookie_bytes), refresh_deletes };
-    Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+    Ok(plan.deletes.is_some())
 }
 
 /// How long a persisting refresh waits for the batches committing as it subscribed.
@@ -197,8 +222,8 @@ const FED_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// every later one is in the feed. A shard that stays stuck longer than [`FED_WAIT_MAX`]
 /// (a failing disk) gets the consumer busy (51), which it retries.
 async fn fed_before_subscribing() -> LdapResultOf<()> {
-    let Some(hub) = ferrodir_shard::watermark::hub() else { return Ok(()) };
-    let taken = ferrodir_shard::stamp::clock_now();
+    let Some(hub) = ferrodir_shard::watermark_hub() else { return Ok(()) };
+    let taken = ferrodir_shard::clock_now();
     let deadline = std::time::Instant::now() + FED_WAIT_MAX;
     while !hub.settled_past(taken) {
         if std::time::Instant::now() > deadline {
@@ -223,7 +248,7 @@ async fn settle_tree(ctx: &OpContext) {
 }
 
 /// Every shard's delete-log records after `after`, with its minimum.
-async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::deletelog::LogView>> {
+async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_shard::LogView>> {
     let mut views = Vec::with_capacity(ctx.worker.shard_count());
     for shard in 0..ctx.worker.shard_count() {
         views.push(ctx.worker.delete_log(shard, after).await?);
@@ -234,11 +259,11 @@ async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_sh
 /// The committed low-watermark as a CSN; None before the first write.
 fn current_csn() -> Option<String> {
     // A replica hands on its provider's state (shard::watermark::replicated_context).
-    if let Some(csn) = ferrodir_shard::watermark::replicated_context().into_iter().max() {
+    if let Some(csn) = ferrodir_shard::replicated_context().into_iter().max() {
         return Some(csn);
     }
-    let micros = ferrodir_shard::watermark::hub()?.watermark();
-    (micros > 0).then(|| ferrodir_shard::stamp::csn_of(micros))
+    let micros = ferrodir_shard::watermark_hub()?.watermark();
+    (micros > 0).then(|| ferrodir_shard::csn_of(micros))
 }
 
 async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<()> {
@@ -277,16 +302,8 @@ fn entry_pdu(
 }
 
 /// The 16 octets of an entryUUID's text form.
-fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
-    let hex: Vec<u8> = text.iter().copied().filter(|b| *b != b'-').collect();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (octet, pair) in out.iter_mut().zip(hex.chunks(2)) {
-        *octet = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
+pub(super) fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
+    uuid::Uuid::try_parse_ascii(text).ok().map(|u| *u.as_bytes())
 }
 
 /// The search's base and scope, resolved once.
@@ -295,7 +312,7 @@ pub(crate) struct Located {
     pub scope: Scope,
     pub kind: SearchScope,
     /// The schema's rules: every DN the search compares is normalised by them ([`Self::parse`]).
-    pub rules: std::sync::Arc<ferrodir_shard::rules::RuleTable>,
+    pub rules: std::sync::Arc<ferrodir_shard::RuleTable>,
 }
 
 impl Located {
@@ -303,12 +320,7 @@ impl Located {
         let base = parse_dn(&ctx.worker.config, &request.base_object)?;
         let subject = access::subject(ctx).await;
         let target = access::locate(ctx, &subject, &base).await?;
-        let scope = match request.scope {
-            SearchScope::BaseObject => Scope::Base(target.id),
-            SearchScope::SingleLevel => Scope::OneLevel(target.id),
-            SearchScope::WholeSubtree => Scope::Subtree(target.id),
-            SearchScope::SubordinateSubtree => Scope::Children(target.id),
-        };
+        let scope = crate::op::read::scope(request.scope, target.id);
         Ok(Self { base, scope, kind: request.scope, rules: ctx.worker.config.rules.clone() })
     }
 
@@ -372,9 +384,11 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
 }
 
 /// The attributes a consumer asked for, and the rules that name them.
-struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::rules::RuleTable);
+struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::RuleTable);
 
-/// Every entry in scope that matches, parents before children.
+/// Every entry in scope that matches, parents before children, read whole: a present
+/// phase after a partial scan would have the consumer delete the rest, so any failed or
+/// unfinished shard fails the refresh.
 async fn collect(
     ctx: &OpContext,
     request: &SearchRequest,
@@ -382,96 +396,54 @@ async fn collect(
 ) -> LdapResultOf<Vec<SyncEntry>> {
     let config = &ctx.worker.config;
     let wanted = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
-    let wanted = Wanted(&wanted, &config.rules);
     // The uuid and CSN of every entry are needed whatever the consumer asked for.
     let mut asked = request.attributes.clone();
     if asked.is_empty() {
         asked.push(OctetString::from_static(b"*"));
     }
     asked.extend([OctetString::from_static(b"entryUUID"), OctetString::from_static(b"entryCSN")]);
-    let attrs = AttrSelection::from_request(&asked, false, &config.rules, &config.schema);
-    let tree = ctx.worker.tree();
-    let mut entries = Vec::new();
-    let take = |pdus: Vec<Bytes>, entries: &mut Vec<SyncEntry>| -> LdapResultOf<()> {
-        entries.extend(pdus.iter().filter_map(|p| sync_entry(p, &wanted)));
-        if entries.len() > SYNC_ENTRIES_MAX {
-            return Err(LdapError::new(ResultCode::ADMIN_LIMIT_EXCEEDED, "too many entries to synchronise"));
-        }
-        Ok(())
+    let target = Target {
+        tree: ctx.worker.tree(),
+        scope: located.scope,
+        filter: Arc::new(request.filter.clone()),
+        attrs: Arc::new(AttrSelection::from_request(&asked, false, &config.rules, &config.schema)),
     };
-    if let Scope::Base(id) = located.scope {
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
-        if let Some(pdu) = crate::op::search::lookup(ctx, &query, id).await? {
-            take(vec![pdu], &mut entries)?;
-        }
-        return Ok(entries);
-    }
+    let mut sink = Content { wanted: Wanted(&wanted, &config.rules), entries: Vec::new() };
     let class = config.limits_for(&ctx.identity);
-    let (plan, shards) = crate::op::search::plan_shards(ctx, class, &request.filter, &attrs)?;
-    let mut pooled = Vec::new();
-    for shard in shards {
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
-        let inline = match ctx.worker.readable(shard)? {
-            Some(view) => inline_search(view, &query, located.scope, plan.as_ref())?,
-            None => None,
-        };
-        match inline {
-            Some(pdus) => take(pdus, &mut entries)?,
-            None => pooled.push(shard),
-        }
-    }
-    if !pooled.is_empty() {
-        let stop = Arc::new(StopSignal::new());
-        let capacity = config.search_chunks_in_flight.max(1) * pooled.len();
-        let (sink, mut chunks) = mpsc::channel(capacity);
-        let (filter, attrs, plan) = (Arc::new(request.filter.clone()), Arc::new(attrs), Arc::new(plan));
-        for &shard in &pooled {
-            let task = SearchTask {
-                message_id: ctx.message_id,
-                tree: tree.clone(),
-                scope: located.scope,
-                filter: filter.clone(),
-                attrs: attrs.clone(),
-                plan: plan.clone(),
-                sink: sink.clone(),
-                stop: stop.clone(),
-                op_stop: ctx.cancel.clone(),
-                window: None,
-            };
-            ctx.worker.start_scan(shard, task)?;
-        }
-        drop(sink);
-        let mut done = 0;
-        let mut failure = None;
-        while done < pooled.len() {
-            let Some(chunk) = chunks.recv().await else { break };
-            match chunk {
-                SearchChunk::Entries(pdus) => {
-                    if let Err(e) = take(pdus, &mut entries) {
-                        stop.raise(StopReason::Finished);
-                        return Err(e);
-                    }
-                }
-                SearchChunk::Done { result, .. } => {
-                    done += 1;
-                    if let Err(e) = result {
-                        failure.get_or_insert(LdapError::from(e));
-                    }
-                }
-            }
-        }
-        stop.raise(StopReason::Finished);
-        if let Some(e) = failure {
-            // Never a present phase after a partial scan: the consumer would delete the rest.
-            return Err(e);
-        }
-        if done < pooled.len() && !ctx.cancelled() {
+    match read::read(ctx, &target, class, None, &mut sink).await? {
+        Gathered::All { complete: false, .. } if !ctx.cancelled() => {
             return Err(LdapError::internal("a shard's scan ended without its end"));
         }
+        // Abandoned: the caller sends nothing more.
+        Gathered::All { .. } | Gathered::Cancelled => {}
+        Gathered::Stopped | Gathered::TimeLimit => {
+            return Err(LdapError::internal("a refresh's scan ended early"));
+        }
     }
+    let mut entries = sink.entries;
     // Parents before children: a DN's depth orders them; stable within a depth.
     entries.sort_by_key(|e| e.depth);
     Ok(entries)
+}
+
+/// The sink of a refresh: each match as sync content, at most [`SYNC_ENTRIES_MAX`].
+struct Content<'a> {
+    wanted: Wanted<'a>,
+    entries: Vec<SyncEntry>,
+}
+
+impl Sink for Content<'_> {
+    async fn take(&mut self, _ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+        self.entries.extend(pdus.iter().filter_map(|p| sync_entry(p, &self.wanted)));
+        if self.entries.len() > SYNC_ENTRIES_MAX {
+            return Err(LdapError::new(ResultCode::ADMIN_LIMIT_EXCEEDED, "too many entries to synchronise"));
+        }
+        Ok(Flow::More)
+    }
+
+    fn room(&self) -> Option<usize> {
+        Some(SYNC_ENTRIES_MAX.saturating_sub(self.entries.len()))
+    }
 }
 
 #[cfg(test)]
@@ -506,7 +478,7 @@ mod tests {
             controls: None,
         };
         let schema = ferrodir_proto::schema::Schema::standard();
-        let rules = ferrodir_shard::rules::RuleTable::from_schema(&schema);
+        let rules = ferrodir_shard::RuleTable::from_schema(&schema);
         let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
         let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);

@@ -39,10 +39,7 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchScope,
 };
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::eval;
-use ferrodir_shard::record::EntryRecord;
-use ferrodir_shard::search::{AttrSelection, Scope};
-use ferrodir_shard::watermark::{Change, FeedBatch, Subscription};
+use ferrodir_shard::{AttrSelection, Change, EntryRecord, FeedBatch, Scope, Skeleton, Subscription};
 
 use super::{entry_pdu, stats, uuid_octets, Located, LEFT_OUT};
 use crate::error::{LdapError, LdapResultOf};
@@ -93,7 +90,7 @@ pub(super) async fn follow(
     let mut held: Vec<Held> = Vec::new();
     // The CSN of the last cookie sent: a change between the refresh's watermark and now
     // still moves the next one.
-    let mut last = cookie.csn_for(ferrodir_shard::stamp::server_id()).map(str::to_string);
+    let mut last = cookie.csn_for(ferrodir_shard::server_id()).map(str::to_string);
     loop {
         if ctx.cancelled() {
             return Ok((LdapResult::success(), None));
@@ -108,39 +105,9 @@ pub(super) async fn follow(
             Err(_) => None,
         };
         // The watermark before the drain: every change at or below it has been fed.
-        let mark = ferrodir_shard::watermark::hub().map_or(0, |h| h.watermark());
-        // A replica hands on its provider's state as the cookie (`current_csn`), so that a
-        // chain shows one set of CSNs; its own watermark still says what may be sent.
-        let watermark = if ctx.worker.config.replicated.is_empty() {
-            (mark > 0).then(|| ferrodir_shard::stamp::csn_of(mark))
-        } else {
-            super::current_csn()
-        };
-        let mut round: Vec<Arc<FeedBatch>> = first.into_iter().collect();
-        while let Ok(batch) = subscription.batches.try_recv() {
-            round.push(batch);
-        }
-        for batch in &round {
-            for change in &batch.changes {
-                held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
-            }
-        }
-        held.sort_by_key(|h| h.micros);
-        let ready_count = held.partition_point(|h| h.micros <= mark);
-        let ready: Vec<Held> = held.drain(..ready_count).collect();
-        if !ready.is_empty() {
-            // A moved container's skeleton is published after its move commits: the DNs
-            // of these changes are read from the skeleton once it shows every move...
-            super::settle_tree(ctx).await;
-            // ...and every move it shows is then in the feed (fed before it was published):
-            // those later than a change are undone for that change's DNs (`changes`).
-            while let Ok(batch) = subscription.batches.try_recv() {
-                for change in &batch.changes {
-                    held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
-                }
-            }
-            held.sort_by_key(|h| h.micros);
-        }
+        let (mark, watermark) = watermarks(ctx);
+        hold(first.into_iter().chain(std::iter::from_fn(|| subscription.batches.try_recv().ok())), &mut held);
+        let ready = take_ready(ctx, &mut subscription, &mut held, mark).await;
         registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
         let mut pdus = changes(ctx, located, request, &attrs, &ready, &held).await?;
         if watermark.is_some() && watermark != last {
@@ -157,6 +124,49 @@ pub(super) async fn follow(
     }
 }
 
+/// The watermark as a clock tick (what may be sent), and as the CSN the next cookie carries.
+fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
+    let mark = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
+    // A replica hands on its provider's state as the cookie (`current_csn`), so that a
+    // chain shows one set of CSNs; its own watermark still says what may be sent.
+    let watermark = if ctx.worker.config.replicated.is_empty() {
+        (mark > 0).then(|| ferrodir_shard::csn_of(mark))
+    } else {
+        super::current_csn()
+    };
+    (mark, watermark)
+}
+
+/// Adds the changes of `batches` to `held`, in CSN order.
+fn hold(batches: impl Iterator<Item = Arc<FeedBatch>>, held: &mut Vec<Held>) {
+    for batch in batches {
+        for change in &batch.changes {
+            held.push(Held { micros: change_micros(change, batch.csn_max), change: change.clone() });
+        }
+    }
+    held.sort_by_key(|h| h.micros);
+}
+
+/// Takes the held changes at or below `mark` out of `held`, in CSN order.
+async fn take_ready(
+    ctx: &OpContext,
+    subscription: &mut Subscription,
+    held: &mut Vec<Held>,
+    mark: u64,
+) -> Vec<Held> {
+    let ready_count = held.partition_point(|h| h.micros <= mark);
+    let ready: Vec<Held> = held.drain(..ready_count).collect();
+    if !ready.is_empty() {
+        // A moved container's skeleton is published after its move commits: the DNs
+        // of these changes are read from the skeleton once it shows every move...
+        super::settle_tree(ctx).await;
+        // ...and every move it shows is then in the feed (fed before it was published):
+        // those later than a change are undone for that change's DNs (`changes`).
+        hold(std::iter::from_fn(|| subscription.batches.try_recv().ok()), held);
+    }
+    ready
+}
+
 /// The clock tick of a change's CSN: a delete's or a move's own, else the entry's
 /// entryCSN, else its batch's highest.
 fn change_micros(change: &Change, batch_max: u64) -> u64 {
@@ -167,7 +177,7 @@ fn change_micros(change: &Change, batch_max: u64) -> u64 {
         .new
         .as_ref()
         .and_then(|r| r.entry.first_str("entryCSN"))
-        .and_then(ferrodir_shard::stamp::micros_of_csn)
+        .and_then(ferrodir_shard::micros_of_csn)
         .unwrap_or(batch_max)
 }
 
@@ -192,19 +202,9 @@ async fn changes(
     let tree = ctx.worker.tree();
     let rules = &ctx.worker.config.rules;
     let hidden = Default::default();
-    // Containers moved by the changes (CSN, DN now, DN before): the skeleton already shows
-    // them, so a change before a move gets its DN with the move undone.
-    let moves: Vec<(u64, String, String)> = ready
-        .iter()
-        .chain(later)
-        .filter_map(|h| {
-            let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
-            let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
-            moved.then(|| {
-                (h.micros, tree.dn_of_child(new.parent, &new.rdn), tree.dn_of_child(old.parent, &old.rdn))
-            })
-        })
-        .collect();
+    // The skeleton already shows the moves, so a change before one gets its DN with the
+    // move undone.
+    let moves = moves(&tree, ready.iter().chain(later));
     let mut out: Vec<Bytes> = Vec::new();
     for held in ready {
         let change = &held.change;
@@ -212,7 +212,7 @@ async fn changes(
             let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
             let dn = located.parse(&text)?;
             let wanted = located.holds(&dn)
-                && eval::matches_entry(
+                && ferrodir_shard::filter_matches_entry(
                     rules,
                     &request.filter,
                     &record.entry,
@@ -256,6 +256,19 @@ async fn changes(
     }
     ctx.count_entries(out.len());
     Ok(out)
+}
+
+/// The containers `changes` moved: (CSN, DN now, DN before).
+fn moves<'h>(tree: &Skeleton, changes: impl Iterator<Item = &'h Held>) -> Vec<(u64, String, String)> {
+    changes
+        .filter_map(|h| {
+            let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
+            let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
+            moved.then(|| {
+                (h.micros, tree.dn_of_child(new.parent, &new.rdn), tree.dn_of_child(old.parent, &old.rdn))
+            })
+        })
+        .collect()
 }
 
 /// `dn` as it was at `micros`: the moves of containers above it after that CSN undone,
@@ -341,7 +354,7 @@ async fn subtree_moved(
 
 /// An entry's stored attributes the search asked for, but those sync content leaves out.
 fn content(
-    rules: &ferrodir_shard::rules::RuleTable,
+    rules: &ferrodir_shard::RuleTable,
     attrs: &AttrSelection,
     record: &EntryRecord,
 ) -> Vec<PartialAttribute> {

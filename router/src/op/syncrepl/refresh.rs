@@ -25,8 +25,7 @@
 use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::sync::SyncInfo;
 use ferrodir_proto::NormDn;
-use ferrodir_shard::deletelog::LogView;
-use ferrodir_shard::skeleton::Skeleton;
+use ferrodir_shard::{LogView, Skeleton};
 
 use super::{Located, SyncEntry};
 use crate::error::{LdapError, LdapResultOf};
@@ -71,7 +70,7 @@ pub(super) fn plan(
     entries: &[SyncEntry],
 ) -> Plan {
     let (since, since_micros) = (points.since, points.since_micros);
-    let now = points.now.map(ferrodir_shard::stamp::csn_of);
+    let now = points.now.map(ferrodir_shard::csn_of);
     let records = || log.into_iter().flatten().flat_map(|view| &view.records);
     // Roots of subtrees moved since the cookie and up to `now`, where they are now.
     let moved: Vec<NormDn> = records()
@@ -116,7 +115,7 @@ pub(super) fn plan(
         if !located.holds(&old) {
             continue;
         }
-        let record_csn = ferrodir_shard::stamp::csn_of(record.csn);
+        let record_csn = ferrodir_shard::csn_of(record.csn);
         let still_here = entries
             .iter()
             .any(|e| e.uuid == record.uuid && e.csn.as_deref().is_some_and(|csn| csn >= record_csn.as_str()));
@@ -143,7 +142,7 @@ pub(super) fn undo_later_moves(
     tree: &Skeleton,
     located: &Located,
 ) {
-    let mut later: Vec<&ferrodir_shard::deletelog::LogRecord> =
+    let mut later: Vec<&ferrodir_shard::LogRecord> =
         log.iter().flat_map(|v| &v.records).filter(|r| r.subtree && !r.deleted && r.csn > now).collect();
     if later.is_empty() {
         return;
@@ -191,16 +190,14 @@ pub(super) async fn send_deletes(ctx: &OpContext, uuids: &[[u8; 16]]) -> LdapRes
 #[cfg(test)]
 mod tests {
     use ferrodir_proto::message::{OctetString, SearchScope};
-    use ferrodir_shard::deletelog::LogRecord;
-    use ferrodir_shard::search::Scope;
-    use ferrodir_shard::EntryId;
+    use ferrodir_shard::{EntryId, LogRecord, Scope};
 
     use super::*;
 
     const SINCE: u64 = 1_764_547_200_000_000;
 
     fn located(base: &str, kind: SearchScope) -> Located {
-        let rules = std::sync::Arc::new(ferrodir_shard::rules::RuleTable::default());
+        let rules = std::sync::Arc::new(ferrodir_shard::RuleTable::default());
         Located { base: rules.dn().parse(base).unwrap(), scope: Scope::Subtree(EntryId(1)), kind, rules }
     }
 
@@ -211,7 +208,7 @@ mod tests {
             depth: parsed.len(),
             parsed,
             uuid: [uuid; 16],
-            csn: Some(ferrodir_shard::stamp::csn_of(csn)),
+            csn: Some(ferrodir_shard::csn_of(csn)),
             attributes: Vec::new(),
         }
     }
@@ -225,7 +222,7 @@ mod tests {
     }
 
     fn run(log: Vec<LogView>, entries: &[SyncEntry], filter: &Filter) -> Plan {
-        let since = ferrodir_shard::stamp::csn_of(SINCE);
+        let since = ferrodir_shard::csn_of(SINCE);
         let scope = located("ou=people,dc=example,dc=com", SearchScope::WholeSubtree);
         let tree = Skeleton::default();
         let points = Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10) };

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""bind-timing: do an unknown DN, a wrong password and an entry without userPassword take
+as long to refuse? (docs/BENCHMARKS.md, "Bind timing"; the e2e test checks only that each
+does the same work.)
+
+Against a running server with the example data (`ferrodir serve`): adds uid=bind-timing
+under ou=people as the admin (its password stored with the server's scheme, hash on
+write), then binds wrongly as the three kinds, interleaved so that a slow moment hits each
+alike, one connection per kind, --samples binds each per round. Prints each round's
+median per kind and the spread (max - min) / min; exits 1 if no round's spread is under
+--spread-max (20%). Deletes the entry again.
+
+  /usr/bin/python3 bench/bind-timing.py --server 127.0.0.1:3389 [--samples 30] [--rounds 5]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import ldap3
+
+BASE = "dc=example,dc=com"
+USER = "uid=bind-timing,ou=people," + BASE
+
+
+def connect(server):
+    return ldap3.Connection(ldap3.Server(server), raise_exceptions=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default="127.0.0.1:3389")
+    parser.add_argument("--admin-dn", default="cn=admin," + BASE)
+    parser.add_argument("--admin-pw", default="secret")
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--spread-max", type=float, default=0.20)
+    args = parser.parse_args()
+
+    admin = ldap3.Connection(ldap3.Server(args.server), args.admin_dn, args.admin_pw,
+                             raise_exceptions=False)
+    if not admin.bind():
+        sys.exit(f"bind-timing: cannot bind as {args.admin_dn}: {admin.result}")
+    admin.delete(USER)
+    if not admin.add(USER, ["inetOrgPerson"],
+                     {"cn": "bind timing", "sn": "timing", "userPassword": "bind-timing-secret"}):
+        sys.exit(f"bind-timing: cannot add {USER}: {admin.result}")
+    kinds = [
+        ("unknown DN", "uid=nobody,ou=people," + BASE),
+        ("wrong password", USER),
+        ("no userPassword", "cn=staff,ou=groups," + BASE),
+    ]
+    conns = [connect(args.server) for _ in kinds]
+    for conn in conns:
+        conn.open()
+    best = None
+    try:
+        for round_ in range(1, args.rounds + 1):
+            samples = [[] for _ in kinds]
+            for _ in range(args.samples):
+                for index, (kind, dn) in enumerate(kinds):
+                    conn = conns[index]
+                    conn.user, conn.password = dn, "not-the-password"
+                    started = time.perf_counter()
+                    ok = conn.bind()
+                    samples[index].append(time.perf_counter() - started)
+                    if ok or conn.result.get("result") != 49:
+                        sys.exit(f"bind-timing: {kind}: expected invalidCredentials, got {conn.result}")
+            medians = [statistics.median(s) * 1e6 for s in samples]
+            spread = (max(medians) - min(medians)) / min(medians)
+            print(f"round {round_}: " + ", ".join(
+                f"{kind} {m:.0f} us" for (kind, _), m in zip(kinds, medians)) + f"; spread {spread:.1%}")
+            best = spread if best is None else min(best, spread)
+    finally:
+        admin.delete(USER)
+    if best is None or best >= args.spread_max:
+        print(f"FAIL: the medians differ by {best:.1%} or more in every round")
+        sys.exit(1)
+    print(f"ok: best round's spread {best:.1%} (< {args.spread_max:.0%})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+//! Search (RFC 4511 §4.5), one pipeline for every kind of search:
+//!
+//! 1. mode: the request's controls choose how the matches reach the client: streamed
+//!    ([`stream`]), a page of a paged search (op::paged), a sorted list or VLV window
+//!    (op::sort), or a syncrepl refresh and persist (op::syncrepl, which takes the search
+//!    whole: a consumer's content is not a search result);
+//! 2. resolve: the base parsed once; the root DSE, cn=Subschema and cn=Monitor answered
+//!    from [`special`]; any other base located, aliases dereferenced ([`resolve`]);
+//! 3. authorize: the base's access, the region the rules allow, the attributes shown
+//!    ([`resolve`]), and memberOf assertions rewritten to id sets (op::memberof);
+//! 4. limits: the effective size and time limits ([`limits`]);
+//! 5. plan, scatter, gather: op::read, once for all modes, into the mode's sink;
+//! 6. send: the entries as the sink sends them, then SearchResultDone with the mode's
+//!    response controls.
+//!
+//! sizeLimit and timeLimit raise the search's stop signal, Abandon and a closing connection
+//! the operation's; every shard's part checks both between entries. (Abandon also silences
+//! the final response; a size or time limit doesn't.)
+
+mod limits;
+mod resolve;
+mod special;
+mod stream;
+
+use std::sync::Arc;
+
+use ferrodir_proto::message::{Control, LdapResult, ProtocolOp, SearchRequest};
+use ferrodir_shard::{AttrSelection, Scope};
+
+use crate::error::LdapResultOf;
+use crate::op::context::OpContext;
+use crate::op::paged::{self, Paging};
+use crate::op::parse_dn;
+use crate::op::read::Target;
+use crate::op::sort::{self, Refusal, Sorting};
+
+/// Answers a search, its final response included.
+pub async fn search(ctx: &OpContext, request: SearchRequest) {
+    if crate::op::syncrepl::requested(ctx).is_some() {
+        // RFC 4533 content synchronisation (a consumer's refresh or persist).
+        return crate::op::syncrepl::search(ctx, request).await;
+    }
+    let mut mode = match Mode::from_request(ctx, &request) {
+        Ok(mode) => mode,
+        Err(refusal) => {
+            return ctx.respond_with(ProtocolOp::SearchResultDone(refusal.result), refusal.controls).await;
+        }
+    };
+    let result = match run(ctx, request, &mut mode).await {
+        Ok(result) => result,
+        Err(e) => e.to_result(),
+    };
+    let controls = mode.response_controls(&result);
+    mode.note(ctx);
+    ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await;
+}
+
+/// How the matches reach the client, as the request's controls ask.
+enum Mode {
+    Stream,
+    /// Simple Paged Results (RFC 2696), in entry-id order.
+    Paged(Paging),
+    /// Server-side sort (RFC 2891), with paging or VLV over the sorted list: op::sort owns
+    /// the paged-results control when the sort control is there, as slapd's sssvlv does.
+    Sorted(Sorting),
+}
+
+impl Mode {
+    fn from_request(ctx: &OpContext, request: &SearchRequest) -> Result<Self, Refusal> {
+        if let Some(sorting) = Sorting::from_request(ctx)? {
+            return Ok(Self::Sorted(sorting));
+        }
+        match Paging::from_request(ctx, request) {
+            Ok(Some(paging)) => Ok(Self::Paged(paging)),
+            Ok(None) => Ok(Self::Stream),
+            Err(e) => Err(Refusal { result: e.to_result(), controls: None }),
+        }
+    }
+
+    /// The controls of the SearchResultDone (RFC 2696 §3: a paged search's on every one).
+    fn response_controls(&self, result: &LdapResult) -> Option<Vec<Control>> {
+        match self {
+            Self::Stream => None,
+            Self::Paged(paging) => paging.response_control().map(|control| vec![control]),
+            Self::Sorted(sorting) => sorting.response_controls(result),
+        }
+    }
+
+    /// 389-ds's access-log note for a paged search, after any index note.
+    fn note(&self, ctx: &OpContext) {
+        if let Self::Paged(_) = self {
+            ctx.note(match ctx.notes.get() {
+                Some("A") => "A,P",
+                Some("U") => "U,P",
+                _ => "P",
+            });
+        }
+    }
+}
+
+/// The pipeline's stages, in order; the result for the SearchResultDone.
+async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> LdapResultOf<LdapResult> {
+    let config = &ctx.worker.config;
+    // Normalised once: the special bases, the suffix, the resolution and the access rules
+    // all read this.
+    let base = parse_dn(config, &request.base_object)?;
+    let mut attrs =
+        AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
+    if let Some(answer) = special::answer(ctx, &request, &base, &attrs).await {
+        return answer;
+    }
+    let position = match mode {
+        Mode::Paged(paging) => Some(paging.position(ctx)?),
+        _ => None,
+    };
+    if matches!(mode, Mode::Paged(paging) if paging.size == 0) {
+        // RFC 2696 §3: a page size of 0 ends the paged search; nothing is held to free.
+        return Ok(LdapResult::success());
+    }
+    let Some(authorized) = resolve::authorize(ctx, &request, base, &mut attrs).await? else {
+        // No entry may be read: the search finds nothing (the base was searchable).
+        return Ok(LdapResult::success());
+    };
+    crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
+    let paging = match mode {
+        Mode::Paged(paging) => Some(paging),
+        _ => None,
+    };
+    let bounds = limits::bounds(ctx, &request, paging);
+    let target = Target {
+        tree: ctx.worker.tree(),
+        scope: authorized.scope,
+        filter: Arc::new(request.filter),
+        attrs: Arc::new(attrs),
+    };
+    match (mode, position) {
+        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds).await,
+        (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {
+            paged::page(ctx, &target, &bounds, position, paging).await
+        }
+        // A paged base search: the one entry goes out with the first page.
+        (Mode::Paged(_), Some(position)) if position.after.is_some() => Ok(LdapResult::success()),
+        _ => stream::send(ctx, &target, &bounds).await,
+    }
+}

@@ -1,0 +1,53 @@
+//! The bases no naming context holds: the root DSE, cn=Subschema (readable by everyone:
+//! the rules are for the naming contexts) and cn=Monitor (served from the counters, to the
+//! rootDN and `monitor_readers` only).
+
+use ferrodir_proto::entry::Entry;
+use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
+use ferrodir_proto::NormDn;
+use ferrodir_shard::AttrSelection;
+
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
+use crate::op::rootdse;
+
+/// The answer to a search of a special base; None: an ordinary base.
+pub(super) async fn answer(
+    ctx: &OpContext,
+    request: &SearchRequest,
+    base: &NormDn,
+    attrs: &AttrSelection,
+) -> Option<LdapResultOf<LdapResult>> {
+    if base.is_root() || base.is("cn=subschema") {
+        return Some(root_or_subschema(ctx, request, base, attrs).await);
+    }
+    if crate::monitor::is_monitor_dn(base) {
+        return Some(crate::monitor::search::search(ctx, request, base, attrs).await);
+    }
+    None
+}
+
+/// The root DSE (base scope only) and cn=Subschema.
+async fn root_or_subschema(
+    ctx: &OpContext,
+    request: &SearchRequest,
+    base: &NormDn,
+    attrs: &AttrSelection,
+) -> LdapResultOf<LdapResult> {
+    let (dn, (user, operational)) = if base.is_root() {
+        ("", rootdse::root_dse(&ctx.worker.config))
+    } else {
+        (rootdse::SUBSCHEMA_DN, rootdse::subschema(&ctx.worker.config.schema))
+    };
+    if request.scope != SearchScope::BaseObject {
+        // Neither has children a search can reach.
+        return if base.is_root() { Err(LdapError::no_such_object("")) } else { Ok(LdapResult::success()) };
+    }
+    let mut visible = Entry::new(user.attrs.clone());
+    visible.attrs.extend(operational.attrs.iter().cloned());
+    if ferrodir_shard::filter_matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
+        let entry = rootdse::encode(dn, &user, &operational, attrs);
+        ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
+    }
+    Ok(LdapResult::success())
+}

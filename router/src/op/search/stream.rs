@@ -1,0 +1,69 @@
+//! The plain search's sink: matches go to the client as they arrive, within the sizeLimit.
+
+use bytes::Bytes;
+use ferrodir_proto::message::LdapResult;
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::StopReason;
+
+use crate::error::LdapResultOf;
+use crate::op::context::{OpContext, Outbound};
+use crate::op::read::{self, Bounds, Flow, Gathered, Sink, Target};
+
+/// Sends every match of `target` within `bounds`; the result for the SearchResultDone.
+pub(super) async fn send(ctx: &OpContext, target: &Target, bounds: &Bounds<'_>) -> LdapResultOf<LdapResult> {
+    let mut sink = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
+    Ok(match read::read(ctx, target, bounds.class, bounds.deadline, &mut sink).await? {
+        Gathered::Stopped => sink.result,
+        Gathered::TimeLimit => LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()),
+        Gathered::All { .. } | Gathered::Cancelled => LdapResult::success(),
+    })
+}
+
+/// Entries to the connection, counted against the sizeLimit.
+struct Stream {
+    size_limit: Option<u32>,
+    sent: u64,
+    /// The result when the sink ended the search: sizeLimitExceeded, or success (Abandon,
+    /// the connection gone).
+    result: LdapResult,
+}
+
+impl Sink for Stream {
+    async fn take(&mut self, ctx: &OpContext, mut pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+        if ctx.cancelled() {
+            // Abandoned: send nothing more.
+            return Ok(Flow::Stop(StopReason::Finished));
+        }
+        let mut exceeded = false;
+        if let Some(room) = self.room() {
+            if pdus.len() > room {
+                pdus.truncate(room);
+                exceeded = true;
+            }
+        }
+        self.sent += pdus.len() as u64;
+        ctx.count_entries(pdus.len());
+        if !pdus.is_empty() && ctx.out.send(Outbound::Pdus(pdus)).await.is_err() {
+            return Ok(Flow::Stop(StopReason::Finished));
+        }
+        if exceeded {
+            self.result = LdapResult::new(ResultCode::SIZE_LIMIT_EXCEEDED, String::new(), String::new());
+            return Ok(Flow::Stop(StopReason::SizeLimit));
+        }
+        Ok(Flow::More)
+    }
+
+    async fn take_base(&mut self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<()> {
+        // A base search's one entry: a sizeLimit of 0 sends nothing, and is no error.
+        if !ctx.cancelled() && self.size_limit != Some(0) {
+            ctx.count_entries(1);
+            let _ = ctx.out.send(Outbound::Pdu(pdu)).await;
+        }
+        Ok(())
+    }
+
+    fn room(&self) -> Option<usize> {
+        let max = self.size_limit?;
+        Some(usize::try_from(u64::from(max).saturating_sub(self.sent)).unwrap_or(usize::MAX))
+    }
+}
