@@ -18,17 +18,27 @@ use crate::acl::view::{self, Decision, Region};
 use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::located::Located;
-use crate::op::context::OpContext;
 use crate::requester::Identity;
 use crate::requester::Transport;
 use crate::resolve;
+use crate::worker::Worker;
+
+/// What access decisions read of the operation asking: who asks, over which transport, and
+/// the worker through which the groups and entries the rules name are read. The operation
+/// context is one (`op::context`); access takes this rather than the context itself so that
+/// it sits below the operations, which all ask it.
+pub trait Asker {
+    fn worker(&self) -> &Worker;
+    fn identity(&self) -> &Identity;
+    fn transport(&self) -> &Transport;
+}
 
 /// The requester of `ctx`, with its group memberships read once for this operation (one
 /// lookup per group the rules name, only for an authenticated entry: never per entry).
 /// A group that can't be read counts as not a member.
-pub async fn subject(ctx: &OpContext) -> Subject {
-    let set = &ctx.worker.config.access_rules;
-    let member_of = match &ctx.identity {
+pub async fn subject(ctx: &impl Asker) -> Subject {
+    let set = &ctx.worker().config.access_rules;
+    let member_of = match ctx.identity() {
         Identity::User(user) if set.has_groups() => {
             let mut member_of = Vec::with_capacity(set.groups.len());
             for group in &set.groups {
@@ -38,15 +48,15 @@ pub async fn subject(ctx: &OpContext) -> Subject {
         }
         _ => Vec::new(),
     };
-    Subject::new(ctx.identity.clone(), &ctx.transport, member_of)
+    Subject::new(ctx.identity().clone(), ctx.transport(), member_of)
 }
 
 /// Whether `user` is listed in `group`'s member attribute, and the group entry has the
 /// group's class (slapd checks both).
-async fn is_member(ctx: &OpContext, set: &RuleSet, group: &Group, user: &NormDn) -> bool {
-    let Ok(located) = resolve::locate(&ctx.worker, &group.dn).await else { return false };
+async fn is_member(ctx: &impl Asker, set: &RuleSet, group: &Group, user: &NormDn) -> bool {
+    let Ok(located) = resolve::locate(ctx.worker(), &group.dn).await else { return false };
     let rules = set.matching.dn();
-    let Ok(Some(record)) = ctx.worker.fetch(located.id).await else { return false };
+    let Ok(Some(record)) = ctx.worker().fetch(located.id).await else { return false };
     let entry = &record.entry;
     ferrodir_shard::has_class(&set.matching, entry, group.class.as_bytes())
         && entry
@@ -79,36 +89,40 @@ pub fn needs_entry(config: &DirectoryConfig, subject: &Subject) -> bool {
 }
 
 /// The entry `id` when the rules need its attributes to decide; None otherwise (no read).
-pub async fn entry_for_rules(ctx: &OpContext, subject: &Subject, id: EntryId) -> LdapResultOf<Option<Entry>> {
-    if !needs_entry(&ctx.worker.config, subject) || id == EntryId::ROOT {
+pub async fn entry_for_rules(
+    ctx: &impl Asker,
+    subject: &Subject,
+    id: EntryId,
+) -> LdapResultOf<Option<Entry>> {
+    if !needs_entry(&ctx.worker().config, subject) || id == EntryId::ROOT {
         return Ok(None);
     }
-    Ok(ctx.worker.fetch(id).await?.map(|record| record.entry.clone()))
+    Ok(ctx.worker().fetch(id).await?.map(|record| record.entry.clone()))
 }
 
 /// Resolves `dn`, answering a missing entry as slapd does: the matchedDN only if the
 /// requester may `disclose` that entry.
-pub async fn locate(ctx: &OpContext, subject: &Subject, dn: &NormDn) -> LdapResultOf<Located> {
-    match resolve::locate(&ctx.worker, dn).await {
+pub async fn locate(ctx: &impl Asker, subject: &Subject, dn: &NormDn) -> LdapResultOf<Located> {
+    match resolve::locate(ctx.worker(), dn).await {
         Ok(located) => Ok(located),
         Err(error) => Err(undisclosed(ctx, subject, error).await),
     }
 }
 
 /// `error` without a matchedDN the requester may not learn of.
-pub async fn undisclosed(ctx: &OpContext, subject: &Subject, mut error: LdapError) -> LdapError {
+pub async fn undisclosed(ctx: &impl Asker, subject: &Subject, mut error: LdapError) -> LdapError {
     if error.code != ResultCode::NO_SUCH_OBJECT || error.matched_dn.is_empty() || subject.is_root() {
         return error;
     }
-    let Ok(matched) = ctx.worker.config.dn_rules().parse(&error.matched_dn) else {
+    let Ok(matched) = ctx.worker().config.dn_rules().parse(&error.matched_dn) else {
         error.matched_dn.clear();
         return error;
     };
-    let entry = match resolve::locate(&ctx.worker, &matched).await {
+    let entry = match resolve::locate(ctx.worker(), &matched).await {
         Ok(located) => entry_for_rules(ctx, subject, located.id).await.ok().flatten(),
         Err(_) => None,
     };
-    if level(&ctx.worker.config, subject, &matched, entry.as_ref(), Attr::Entry) < Level::Disclose {
+    if level(&ctx.worker().config, subject, &matched, entry.as_ref(), Attr::Entry) < Level::Disclose {
         error.matched_dn.clear();
     }
     error
@@ -229,7 +243,7 @@ pub fn may_authenticate(config: &DirectoryConfig, transport: &Transport, dn: &No
 /// base and scope, None when unknown (after an alias); `base`: the base entry's id. False:
 /// no entry may be read at all.
 pub async fn restrict_search(
-    ctx: &OpContext,
+    ctx: &impl Asker,
     subject: &Subject,
     region: Option<&Region>,
     base: EntryId,
@@ -238,7 +252,7 @@ pub async fn restrict_search(
     if subject.is_root() {
         return true;
     }
-    let mut draft = view::draft(&ctx.worker.config.access_rules, subject, region);
+    let mut draft = view::draft(&ctx.worker().config.access_rules, subject, region);
     // The requester's own entry matters only if the search can return it; a base lookup
     // of it needs no lookup of its id.
     let mut known_self = None;
@@ -280,11 +294,11 @@ pub async fn restrict_search(
 }
 
 /// The id of the entry `dn`, if there is one (the root DSE is the virtual root).
-async fn entry_id(ctx: &OpContext, dn: &NormDn) -> Option<EntryId> {
+async fn entry_id(ctx: &impl Asker, dn: &NormDn) -> Option<EntryId> {
     if dn.is_root() {
         return Some(EntryId::ROOT);
     }
-    resolve::locate(&ctx.worker, dn).await.ok().map(|located| located.id)
+    resolve::locate(ctx.worker(), dn).await.ok().map(|located| located.id)
 }
 
 #[cfg(test)]

@@ -287,7 +287,7 @@ fn looks_numeric(value: &str) -> bool {
 }
 
 /// `value` in decimal, without `core::fmt`: every line has several numbers, and the
-/// formatting machinery cost more than the rest of the line (callgrind, issue #14).
+/// formatting machinery costs more than the rest of the line (callgrind).
 fn push_decimal(out: &mut String, mut value: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();

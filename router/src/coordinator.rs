@@ -46,7 +46,7 @@ pub struct Coordinator {
 struct Inner {
     shards: Vec<Addr<ShardActor>>,
     cell: Arc<SkeletonCell>,
-    tree: RefCell<Skeleton>,
+    skeleton: RefCell<Skeleton>,
     log: IntentLog,
     /// Referential integrity after deletes and renames; None when off.
     refint: Option<Arc<RefintConfig>>,
@@ -59,8 +59,8 @@ impl Coordinator {
         log: IntentLog,
         refint: Option<Arc<RefintConfig>>,
     ) -> Self {
-        let tree = (*cell.load()).clone();
-        Self { inner: Rc::new(Inner { shards, cell, tree: RefCell::new(tree), log, refint }) }
+        let skeleton = (*cell.load()).clone();
+        Self { inner: Rc::new(Inner { shards, cell, skeleton: RefCell::new(skeleton), log, refint }) }
     }
 }
 
@@ -84,19 +84,19 @@ impl Inner {
     }
 
     fn publish(&self, next: Skeleton) {
-        *self.tree.borrow_mut() = next.clone();
+        *self.skeleton.borrow_mut() = next.clone();
         self.cell.publish(next);
     }
 
     async fn promote(&self, id: EntryId) -> LdapResultOf<()> {
-        if id == EntryId::ROOT || self.tree.borrow().contains(id) {
+        if id == EntryId::ROOT || self.skeleton.borrow().contains(id) {
             return Ok(());
         }
         let outcome = self.write(id.shard(), WriteOp::SetContainer { id, container: true }).await?;
         let WriteOutcome::Record(record) = outcome else {
             return Err(LdapError::new(ResultCode::OTHER, "unexpected shard reply"));
         };
-        let next = self.tree.borrow().with_container(id, record.parent, &record.rdn, &record.rdn_norm);
+        let next = self.skeleton.borrow().with_container(id, record.parent, &record.rdn, &record.rdn_norm);
         self.publish(next);
         // It may have been a container before, demoted and left closed.
         self.reopen(id).await;
@@ -130,7 +130,7 @@ impl Inner {
     }
 
     async fn demote_if_childless(&self, id: EntryId) -> LdapResultOf<()> {
-        if !self.tree.borrow().contains(id) {
+        if !self.skeleton.borrow().contains(id) {
             return Ok(());
         }
         let children = self.close_and_count(id).await?;
@@ -142,7 +142,7 @@ impl Inner {
         // (where it was still a container) can't land under a leaf. Promotion reopens it.
         match self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await {
             Ok(_) | Err(ShardError::NoSuchObject) => {
-                let next = self.tree.borrow().without_container(id);
+                let next = self.skeleton.borrow().without_container(id);
                 self.publish(next);
                 Ok(())
             }
@@ -168,7 +168,7 @@ impl Inner {
     async fn delete_closed(&self, target: Located) -> LdapResultOf<()> {
         let id = target.id;
         self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await?;
-        let next = self.tree.borrow().without_container(id);
+        let next = self.skeleton.borrow().without_container(id);
         self.publish(next);
         self.delete_leaf(target).await
     }
@@ -214,7 +214,7 @@ impl Inner {
     /// Publishes a skeleton in which the DN→ID record (`parent`, `rdn_norm`) → `id` resolves to
     /// nothing: a failed shard still holds it, and the entry is not there under that name.
     fn withdraw(&self, parent: EntryId, rdn_norm: &str, id: EntryId) {
-        let next = self.tree.borrow().with_withdrawn(parent, rdn_norm, id);
+        let next = self.skeleton.borrow().with_withdrawn(parent, rdn_norm, id);
         self.publish(next);
     }
 
@@ -240,74 +240,24 @@ impl Inner {
     /// republished in one step after the entry moved. A search pinned to the old skeleton
     /// sees the whole subtree at its old place, one pinned to the new one sees it all moved.
     async fn move_entry(&self, req: MoveEntry) -> LdapResultOf<()> {
-        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author, .. } =
-            req;
-        let id = target.id;
-        let container = self.tree.borrow().contains(id);
-        if container && (new_parent == id || self.tree.borrow().parent_within(new_parent, id)) {
+        let (id, old_parent, new_parent) = (req.target.id, req.target.parent, req.new_parent);
+        let container = self.skeleton.borrow().contains(id);
+        if container && (new_parent == id || self.skeleton.borrow().parent_within(new_parent, id)) {
             return Err(LdapError::unwilling("cannot move an entry below itself"));
         }
         self.promote(new_parent).await?;
-        let count = self.shards.len();
-        let old_name_shard = shard_for_child(target.parent, &target.rdn_norm, count);
-        let new_name_shard = shard_for_child(new_parent, &new_rdn_norm, count);
         let intent = Intent::MoveLeaf {
             id,
-            old_parent: target.parent,
-            old_rdn: target.rdn_norm.clone(),
+            old_parent,
+            old_rdn: req.target.rdn_norm.clone(),
             new_parent,
-            new_rdn: new_rdn_norm.clone(),
+            new_rdn: req.new_rdn_norm.clone(),
         };
         let seq = self.log.record(&intent).map_err(unavailable)?;
         // Set when a reservation could not be released: it is durable, and only recovery
         // (from the intent) removes it.
         let mut reservation_left = false;
-        let steps = async {
-            let reserve = WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
-            self.write(new_name_shard, reserve).await?;
-            let relocate = WriteOp::Relocate {
-                id,
-                parent: new_parent,
-                rdn: new_rdn.clone(),
-                rdn_norm: new_rdn_norm.clone(),
-                drop_values,
-                add_values,
-                author,
-            };
-            if let Err(e) = self.write(id.shard(), relocate).await {
-                let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
-                if let Err(stuck) = self.write(new_name_shard, release).await {
-                    // The reservation stays on a failed shard (recovery removes it): until
-                    // then the new name must not find the entry, which did not move.
-                    self.withdraw(new_parent, &new_rdn_norm, id);
-                    reservation_left = true;
-                    return Err(stuck);
-                }
-                return Err(e);
-            }
-            if self.tree.borrow().is_withdrawn(new_parent, &new_rdn_norm, id) {
-                // Moved back under a name an earlier failure withdrew: it is right again.
-                let next = self.tree.borrow().without_withdrawn(new_parent, &new_rdn_norm);
-                self.publish(next);
-            }
-            if container {
-                let next = self.tree.borrow().with_moved(id, new_parent, &new_rdn, &new_rdn_norm);
-                self.publish(next);
-            }
-            if (target.parent, &target.rdn_norm) != (new_parent, &new_rdn_norm) {
-                let old = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
-                if let Err(e) = self.write(old_name_shard, old).await {
-                    // The move is decided: the entry and its new name are durable, and so is
-                    // the intent, from which start-up recovery removes the old name. Until
-                    // then the old name is withdrawn; the intent must stay.
-                    tracing::warn!(error = %e, shard = old_name_shard, "moved; the old name stays until restart, withdrawn");
-                    self.withdraw(target.parent, &target.rdn_norm, id);
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        let result: ShardResult<bool> = steps.await;
+        let result = self.move_steps(req, container, &mut reservation_left).await;
         // A step whose outcome is unknown may have half-happened, a reservation that could not
         // be released is still stored, and a move whose old name is still stored is not
         // finished: recovery decides those, from the intent. Only a step the shard refused
@@ -319,10 +269,70 @@ impl Inner {
         if finished {
             self.clear_intent(seq);
         }
-        if result.is_ok() && target.parent != new_parent && target.parent != EntryId::ROOT {
-            self.demote_after(target.parent).await;
+        if result.is_ok() && old_parent != new_parent && old_parent != EntryId::ROOT {
+            self.demote_after(old_parent).await;
         }
         result.map(|_| ()).map_err(LdapError::from)
+    }
+
+    /// A move's steps, in order: reserve the new name, move the entry (releasing the
+    /// reservation if that fails), republish the skeleton, remove the old name. Ok(false):
+    /// moved, but the old name could not be removed; it stays withdrawn until recovery.
+    async fn move_steps(
+        &self,
+        req: MoveEntry,
+        container: bool,
+        reservation_left: &mut bool,
+    ) -> ShardResult<bool> {
+        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author, .. } =
+            req;
+        let id = target.id;
+        let count = self.shards.len();
+        let new_name_shard = shard_for_child(new_parent, &new_rdn_norm, count);
+        let reserve = WriteOp::PutDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
+        self.write(new_name_shard, reserve).await?;
+        let relocate = WriteOp::Relocate {
+            id,
+            parent: new_parent,
+            rdn: new_rdn.clone(),
+            rdn_norm: new_rdn_norm.clone(),
+            drop_values,
+            add_values,
+            author,
+        };
+        if let Err(e) = self.write(id.shard(), relocate).await {
+            let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
+            if let Err(stuck) = self.write(new_name_shard, release).await {
+                // The reservation stays on a failed shard (recovery removes it): until
+                // then the new name must not find the entry, which did not move.
+                self.withdraw(new_parent, &new_rdn_norm, id);
+                *reservation_left = true;
+                return Err(stuck);
+            }
+            return Err(e);
+        }
+        if self.skeleton.borrow().is_withdrawn(new_parent, &new_rdn_norm, id) {
+            // Moved back under a name an earlier failure withdrew: it is right again.
+            let next = self.skeleton.borrow().without_withdrawn(new_parent, &new_rdn_norm);
+            self.publish(next);
+        }
+        if container {
+            let next = self.skeleton.borrow().with_moved(id, new_parent, &new_rdn, &new_rdn_norm);
+            self.publish(next);
+        }
+        if (target.parent, &target.rdn_norm) != (new_parent, &new_rdn_norm) {
+            let old_name_shard = shard_for_child(target.parent, &target.rdn_norm, count);
+            let old = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
+            if let Err(e) = self.write(old_name_shard, old).await {
+                // The move is decided: the entry and its new name are durable, and so is
+                // the intent, from which start-up recovery removes the old name. Until
+                // then the old name is withdrawn; the intent must stay.
+                tracing::warn!(error = %e, shard = old_name_shard, "moved; the old name stays until restart, withdrawn");
+                self.withdraw(target.parent, &target.rdn_norm, id);
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Finishes or rolls back every intent left by a crash or a failed shard: the entry's
@@ -429,7 +439,7 @@ pub struct DeleteEntry {
 serial_handler!(DeleteEntry, LdapResultOf<()>, |inner, msg| {
     let DeleteEntry { target, dn, origin } = msg;
     let refint = inner.refint_begin(origin, refint::delete_intent(target.id, &dn))?;
-    let result = if inner.tree.borrow().contains(target.id) {
+    let result = if inner.skeleton.borrow().contains(target.id) {
         inner.delete_container(target).await
     } else {
         inner.delete_leaf(target).await
@@ -471,7 +481,7 @@ serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| {
             rdn_norm: msg.new_rdn_norm.clone(),
             dn: msg.new_dn.to_string(),
         }),
-        subtree: inner.tree.borrow().contains(msg.target.id),
+        subtree: inner.skeleton.borrow().contains(msg.target.id),
     };
     let refint = inner.refint_begin(msg.origin, intent)?;
     let result = inner.move_entry(msg).await;

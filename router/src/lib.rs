@@ -1,52 +1,55 @@
 //! Routing for Ferrodir: from a decoded request to the shards and back.
 //!
 //! # Layout
-//! - [`session`]: the per-connection router — decodes each PDU once, captures the identity,
+//! - `session`: the per-connection router — decodes each PDU once, captures the identity,
 //!   dispatches operations concurrently, answers by messageID.
-//! - [`op`]: one file per LDAP operation, and `op::context`: what each runs with.
-//! - [`worker`]: what the connections on one worker thread share (local shard, skeleton copy,
+//! - `op`: one file per LDAP operation, and `op::context`: what each runs with.
+//! - `worker`: what the connections on one worker thread share (local shard, skeleton copy,
 //!   addresses of the other shards).
-//! - [`resolve`]: DN → entry id, through the skeleton and one DN→ID lookup; [`located`]: the
+//! - `resolve`: DN → entry id, through the skeleton and one DN→ID lookup; `located`: the
 //!   result, which the coordinator takes too.
-//! - [`requester`]: who asks and over what transport (value types every layer reads).
-//! - [`coordinator`], [`intent`]: the actor that changes the tree's shape across shards, and
+//! - `requester`: who asks and over what transport (value types every layer reads).
+//! - [`coordinator`], `intent`: the actor that changes the tree's shape across shards, and
 //!   its durable intent log.
-//! - [`access`], [`acl`], [`password`]: who may do what (the one place operations ask, and
+//! - `access`, [`acl`], `password`: who may do what (the one place operations ask, and
 //!   the access rules behind it), and checking passwords.
-//! - [`config`]: naming contexts, root identity, access rules.
-//! - [`limits`]: limits per identity class (size, time, PDU, pending requests, idle) and
+//! - `config`: naming contexts, root identity, access rules.
+//! - `limits`: limits per identity class (size, time, PDU, pending requests, idle) and
 //!   on a request's shape.
-//! - [`error`]: the one place failures become LDAP result codes.
+//! - `error`: the one place failures become LDAP result codes.
 //! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
-//! - [`monitor`]: cn=Monitor, slapd's back-monitor subtree, built from those counters.
+//! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
 
 #![forbid(unsafe_code)]
-// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
-// benches may unwrap.
+// Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
+// client sends can panic the server"). Tests and benches may unwrap.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
 )]
 
-pub mod access;
+mod access;
 pub mod accesslog;
 pub mod acl;
-pub mod config;
+mod config;
 pub mod coordinator;
-pub mod error;
-pub mod intent;
-pub mod limits;
-pub mod located;
-pub mod memberids;
-pub mod monitor;
-pub mod op;
-pub mod password;
-pub mod requester;
-pub mod resolve;
-pub mod session;
+mod error;
+mod intent;
+mod limits;
+mod located;
+mod memberids;
+mod monitor;
+mod op;
+mod password;
+mod requester;
+mod resolve;
+mod session;
 pub mod stats;
-pub mod worker;
+mod worker;
+
+#[cfg(test)]
+mod testkit;
 
 // The public interface is:
 //

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrodir_proto::message::{
-    decode_message, encode_message, Control, DecodeError, DecodeFault, ExtendedResponse, LdapMessage,
-    LdapResult, OctetString, ProtocolOp,
+    decode_message, encode_message, BindRequest, Control, DecodeError, DecodeFault, ExtendedResponse,
+    LdapMessage, LdapResult, OctetString, ProtocolOp,
 };
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::{StopReason, StopSignal};
@@ -50,7 +50,16 @@ pub enum Flow {
     StartTls,
 }
 
-fn bind_method(request: &ferrodir_proto::message::BindRequest) -> BindMethod {
+/// What the session learned of a request as it arrived, for the operation's context.
+struct Arrival {
+    message_id: u32,
+    kind: OpKind,
+    received: Instant,
+    /// The request's number on the connection, for the access log.
+    op_number: i64,
+}
+
+fn bind_method(request: &BindRequest) -> BindMethod {
     match &request.authentication {
         ferrodir_proto::message::AuthenticationChoice::Sasl(_) => BindMethod::Sasl,
         ferrodir_proto::message::AuthenticationChoice::Simple(p) if p.is_empty() => BindMethod::Anonymous,
@@ -216,21 +225,10 @@ impl Session {
             Err(e) => return self.refuse_undecodable(e).await,
         };
         let LdapMessage { message_id, protocol_op, controls } = message;
-        let received = Instant::now();
-        let kind = op_kind(&protocol_op);
-        let stats = &self.worker.stats;
-        stats.initiated(kind);
-        let op_number = self.next_op.get();
-        self.next_op.set(op_number + 1);
-        if let Some(sink) = &self.worker.access_log {
-            sink.request(self.conn_id, op_number, &protocol_op);
-        }
-        if let ProtocolOp::SearchRequest(request) = &protocol_op {
-            stats.search_scope(request.scope as usize);
-        }
+        let arrival = self.arrive(message_id, &protocol_op);
         match protocol_op {
             ProtocolOp::UnbindRequest => {
-                stats.completed(kind, ResultCode::SUCCESS, Duration::ZERO, received.elapsed());
+                self.answered_at_once(&arrival);
                 self.cancel_all();
                 Flow::Close
             }
@@ -238,73 +236,106 @@ impl Session {
                 if let Some(flag) = self.state.in_flight.borrow().get(&target) {
                     flag.raise(StopReason::Abandon);
                 }
-                stats.completed(kind, ResultCode::SUCCESS, Duration::ZERO, received.elapsed());
+                self.answered_at_once(&arrival);
                 Flow::Continue
             }
-            ProtocolOp::BindRequest(request) => {
-                // Wait for the operations in flight, then bind alone.
-                let Ok(all) = self.state.slots.clone().acquire_many_owned(self.state.slots_total.get()).await
-                else {
-                    return Flow::Close;
-                };
-                let mut ctx = self.context(message_id, Arc::new(StopSignal::new()));
-                (ctx.kind, ctx.received, ctx.bind_method) =
-                    (Some(kind), received, Some(bind_method(&request)));
-                ctx.op_number = op_number;
-                if self.worker.access_log.is_some() {
-                    ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
-                }
-                let refusal = op::controls::check(controls.as_deref(), false)
-                    .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
-                if let Some(refusal) = refusal {
-                    ctx.respond(op::bind::response(refusal)).await;
-                } else {
-                    let identity = op::bind::bind(&ctx, request).await;
-                    self.set_identity(identity);
-                }
-                // Nothing else holds a slot now: resize the pool to the identity's class.
-                all.forget();
-                let slots_total = self.state.limits.get().requests_pending_max.max(1);
-                self.state.slots.add_permits(slots_total as usize);
-                self.state.slots_total.set(slots_total);
-                Flow::Continue
-            }
+            ProtocolOp::BindRequest(request) => self.bind(arrival, request, controls).await,
             ProtocolOp::ExtendedRequest(request)
                 if request.request_name.as_ref() == START_TLS_OID.as_bytes() =>
             {
                 self.start_tls(message_id, request.request_value.is_some()).await
             }
-            op if op::is_request(&op) => {
-                let permit = match self.state.slots.clone().acquire_owned().await {
-                    Ok(permit) => permit,
-                    Err(_) => return Flow::Close,
-                };
-                let cancel = Arc::new(StopSignal::new());
-                self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
-                let mut ctx = self.context(message_id, cancel);
-                (ctx.kind, ctx.received, ctx.op_number) = (Some(kind), received, op_number);
-                let refusal = self.refusal(&op, controls.as_deref());
-                ctx.controls = controls;
-                let guard =
-                    OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
-                // A panic in the operation is caught by tokio, which drops this future and
-                // with it the guard: slot and in-flight entry are released, and the
-                // connection is closed (its response is lost). Other connections go on.
-                actix::spawn(async move {
-                    match refusal {
-                        Some(result) => op::respond_error(&ctx, &op, result).await,
-                        None => op::run(&ctx, op).await,
-                    }
-                    guard.finish();
-                });
-                Flow::Continue
-            }
+            op if op::is_request(&op) => self.spawn_operation(arrival, op, controls).await,
             _ => {
                 // A response PDU, or an op we don't know: RFC 4511 §4.1.1.
                 self.disconnect("unexpected protocolOp").await;
                 Flow::Close
             }
         }
+    }
+
+    /// Counts a decoded request, numbers it on the connection and logs it.
+    fn arrive(&self, message_id: u32, op: &ProtocolOp) -> Arrival {
+        let received = Instant::now();
+        let kind = op_kind(op);
+        let stats = &self.worker.stats;
+        stats.initiated(kind);
+        let op_number = self.next_op.get();
+        self.next_op.set(op_number + 1);
+        if let Some(sink) = &self.worker.access_log {
+            sink.request(self.conn_id, op_number, op);
+        }
+        if let ProtocolOp::SearchRequest(request) = op {
+            stats.search_scope(request.scope as usize);
+        }
+        Arrival { message_id, kind, received, op_number }
+    }
+
+    /// Counts as done a request that gets no response (Unbind, Abandon).
+    fn answered_at_once(&self, arrival: &Arrival) {
+        let elapsed = arrival.received.elapsed();
+        self.worker.stats.completed(arrival.kind, ResultCode::SUCCESS, Duration::ZERO, elapsed);
+    }
+
+    /// Waits for the operations in flight, then binds alone; the session takes the new
+    /// identity and resizes its pool of slots to that identity's class.
+    async fn bind(&self, arrival: Arrival, request: BindRequest, controls: Option<Vec<Control>>) -> Flow {
+        let Ok(all) = self.state.slots.clone().acquire_many_owned(self.state.slots_total.get()).await else {
+            return Flow::Close;
+        };
+        let mut ctx = self.context(arrival.message_id, Arc::new(StopSignal::new()));
+        (ctx.kind, ctx.received, ctx.bind_method) =
+            (Some(arrival.kind), arrival.received, Some(bind_method(&request)));
+        ctx.op_number = arrival.op_number;
+        if self.worker.access_log.is_some() {
+            ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
+        }
+        let refusal = op::controls::check(controls.as_deref(), false)
+            .or_else(|| check_controls(&self.worker.config.limits.request, controls.as_deref()));
+        if let Some(refusal) = refusal {
+            ctx.respond(op::bind::response(refusal)).await;
+        } else {
+            let identity = op::bind::bind(&ctx, request).await;
+            self.set_identity(identity);
+        }
+        // Nothing else holds a slot now: resize the pool to the identity's class.
+        all.forget();
+        let slots_total = self.state.limits.get().requests_pending_max.max(1);
+        self.state.slots.add_permits(slots_total as usize);
+        self.state.slots_total.set(slots_total);
+        Flow::Continue
+    }
+
+    /// Takes a slot (waiting for one at the limit), then runs the operation on its own
+    /// task, so that the next request is read while it runs.
+    async fn spawn_operation(
+        &self,
+        arrival: Arrival,
+        op: ProtocolOp,
+        controls: Option<Vec<Control>>,
+    ) -> Flow {
+        let Ok(permit) = self.state.slots.clone().acquire_owned().await else {
+            return Flow::Close;
+        };
+        let message_id = arrival.message_id;
+        let cancel = Arc::new(StopSignal::new());
+        self.state.in_flight.borrow_mut().insert(message_id, cancel.clone());
+        let mut ctx = self.context(message_id, cancel);
+        (ctx.kind, ctx.received, ctx.op_number) = (Some(arrival.kind), arrival.received, arrival.op_number);
+        let refusal = self.refusal(&op, controls.as_deref());
+        ctx.controls = controls;
+        let guard = OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
+        // A panic in the operation is caught by tokio, which drops this future and
+        // with it the guard: slot and in-flight entry are released, and the
+        // connection is closed (its response is lost). Other connections go on.
+        actix::spawn(async move {
+            match refusal {
+                Some(result) => op::respond_error(&ctx, &op, result).await,
+                None => op::run(&ctx, op).await,
+            }
+            guard.finish();
+        });
+        Flow::Continue
     }
 
     /// StartTLS (RFC 4511 §4.14), refused as slapd refuses it: with a request value
@@ -435,5 +466,85 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.cancel_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::message::{ProtocolOp, SearchScope};
+    use ferrodir_proto::ResultCode;
+
+    use super::Flow;
+    use crate::testkit::{run, search_request, TestDirectory, SUFFIX};
+
+    /// Requests sent one after another without waiting run concurrently; each answer
+    /// carries its request's messageID, whatever order they finish in.
+    #[test]
+    fn a_pipeline_of_requests_is_answered_by_message_id() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut client = directory.connect();
+            let mut sent = Vec::new();
+            for uid in ["alice", "bob", "nobody"] {
+                let filter = format!("(uid={uid})");
+                let request = search_request(SUFFIX, SearchScope::WholeSubtree, &filter, &["uid"]);
+                let (message_id, flow) = client.send(ProtocolOp::SearchRequest(request)).await;
+                assert_eq!(flow, Flow::Continue);
+                sent.push((message_id, uid));
+            }
+            // Read the answers in the reverse order of the requests.
+            for (message_id, uid) in sent.into_iter().rev() {
+                let answer = client.answer(message_id).await;
+                assert!(answer.iter().all(|m| m.message_id == message_id));
+                let entries: Vec<_> = answer
+                    .iter()
+                    .filter_map(|m| match &m.protocol_op {
+                        ProtocolOp::SearchResultEntry(e) => {
+                            Some(String::from_utf8_lossy(&e.object_name).into_owned())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let expected: Vec<String> = match uid {
+                    "nobody" => Vec::new(),
+                    uid => vec![format!("uid={uid},ou=people,dc=example,dc=com")],
+                };
+                assert_eq!(entries, expected);
+                let Some(ProtocolOp::SearchResultDone(done)) = answer.last().map(|m| &m.protocol_op) else {
+                    panic!("no SearchResultDone for {message_id}: {answer:?}");
+                };
+                assert_eq!(done.result_code, ResultCode::SUCCESS);
+            }
+            assert_eq!(client.session.requests_pending(), 0);
+        });
+    }
+
+    #[test]
+    fn unbind_closes_the_session_without_an_answer() {
+        run(async {
+            let directory = TestDirectory::open(1).await;
+            let mut client = directory.connect();
+            assert_eq!(client.bind("", "").await, ResultCode::SUCCESS);
+            let (_, flow) = client.send(ProtocolOp::UnbindRequest).await;
+            assert_eq!(flow, Flow::Close);
+            assert!(!client.saw_close(), "the connection closes the socket; nothing is sent");
+            assert!(!client.session.is_disconnected());
+        });
+    }
+
+    #[test]
+    fn an_undecodable_pdu_gets_a_notice_of_disconnection_and_closes() {
+        run(async {
+            let directory = TestDirectory::open(1).await;
+            let mut client = directory.connect();
+            assert_eq!(client.session.dispatch(&[0x30, 0x03, 0x02, 0x01]).await, Flow::Close);
+            let notice = client.answer(0).await;
+            let Some(ProtocolOp::ExtendedResponse(response)) = notice.first().map(|m| &m.protocol_op) else {
+                panic!("no notice: {notice:?}");
+            };
+            assert_eq!(response.result.result_code, ResultCode::PROTOCOL_ERROR);
+            assert!(client.saw_close());
+            assert!(client.session.is_disconnected());
+        });
     }
 }

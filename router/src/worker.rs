@@ -20,9 +20,10 @@ use crate::coordinator::Coordinator;
 use crate::error::{LdapError, LdapResultOf};
 use crate::stats::WorkerStats;
 
-/// How often a worker lets go of its replicas' snapshots ([`Worker::release_replica_snapshots`]):
-/// the longest an idle replica holds an old version of another shard's file.
-pub const REPLICA_SNAPSHOT_RELEASE: std::time::Duration = std::time::Duration::from_millis(100);
+/// How often a worker lets go of its shard views' snapshots
+/// ([`Worker::release_shard_view_snapshots`]): the longest an idle view holds an old version
+/// of another shard's file.
+pub const SHARD_VIEW_RELEASE: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub struct Worker {
     pub index: usize,
@@ -30,12 +31,13 @@ pub struct Worker {
     pub shards: Vec<Addr<ShardActor>>,
     pub coordinator: Addr<Coordinator>,
     pub config: Arc<DirectoryConfig>,
-    tree_cell: Arc<SkeletonCell>,
-    tree_cache: RefCell<Arc<Skeleton>>,
+    skeleton_cell: Arc<SkeletonCell>,
+    skeleton_cache: RefCell<Arc<Skeleton>>,
     /// With `remote_reads = "snapshot"`: a read-only view of every other shard, read from
     /// its last committed snapshot on this thread (LMDB-style) instead of by message. No
-    /// entry cache: the owning shard alone knows when its entries change.
-    replicas: Vec<Option<Rc<ShardCore>>>,
+    /// entry cache: the owning shard alone knows when its entries change. (Not replicas:
+    /// in this code base a replica is a replication consumer.)
+    shard_views: Vec<Option<Rc<ShardCore>>>,
     /// Where long searches run (`shard::scan`): never on this thread's shard actor.
     scans: Option<ScanPool>,
     /// This worker's counters: written only on this thread, summed at scrape time.
@@ -53,19 +55,18 @@ impl Worker {
         shards: Vec<Addr<ShardActor>>,
         coordinator: Addr<Coordinator>,
         config: Arc<DirectoryConfig>,
-        tree_cell: Arc<SkeletonCell>,
+        skeleton_cell: Arc<SkeletonCell>,
     ) -> Self {
-        let tree = Arc::new((*tree_cell.load()).clone());
-        let replicas = Vec::new();
+        let skeleton = Arc::new((*skeleton_cell.load()).clone());
         Self {
             index,
             local,
             shards,
             coordinator,
             config,
-            tree_cell,
-            tree_cache: RefCell::new(tree),
-            replicas,
+            skeleton_cell,
+            skeleton_cache: RefCell::new(skeleton),
+            shard_views: Vec::new(),
             scans: None,
             stats: Arc::default(),
             access_log: None,
@@ -85,56 +86,57 @@ impl Worker {
         self
     }
 
-    /// Reads other shards from their snapshots directly (see `replicas`).
-    pub fn with_replicas(mut self, replicas: Vec<Option<Rc<ShardCore>>>) -> Self {
-        self.replicas = replicas;
+    /// Reads other shards from their snapshots directly, through `views` (one per shard,
+    /// None for this worker's own and for any read by message; see `shard_views`).
+    pub fn with_shard_views(mut self, views: Vec<Option<Rc<ShardCore>>>) -> Self {
+        self.shard_views = views;
         self
     }
 
     /// The read view of `shard` usable on this thread without a message: the local shard,
-    /// or a replica brought up to the shard's last commit (a new read transaction only when
-    /// a commit finished since the one it holds).
+    /// or a shard view brought up to the shard's last commit (a new read transaction only
+    /// when a commit finished since the one it holds).
     pub fn readable(&self, shard: usize) -> LdapResultOf<Option<&ShardCore>> {
         if shard == self.index {
             return Ok(Some(&self.local));
         }
-        match self.replicas.get(shard).and_then(Option::as_ref) {
-            Some(replica) => {
-                replica.refresh_snapshot_if_moved()?;
-                Ok(Some(replica))
+        match self.shard_views.get(shard).and_then(Option::as_ref) {
+            Some(view) => {
+                view.refresh_snapshot_if_moved()?;
+                Ok(Some(view))
             }
             None => Ok(None),
         }
     }
 
-    /// Lets go of every replica's snapshot (`ShardCore::release_snapshot`). The server calls
-    /// this every [`REPLICA_SNAPSHOT_RELEASE`] on the worker's thread, so that a replica read
+    /// Lets go of every shard view's snapshot (`ShardCore::release_snapshot`). The server
+    /// calls this every [`SHARD_VIEW_RELEASE`] on the worker's thread, so that a view read
     /// now and then pins no old read transaction of its shard while idle: redb cannot reuse
-    /// pages freed after the oldest live reader began, and those readers made the shard
-    /// files grow about 80× under add/delete churn (issue #14). Safe at any moment: every
-    /// read of a replica goes through [`Worker::readable`], which refreshes it first, and no
-    /// read keeps a replica across an await.
-    pub fn release_replica_snapshots(&self) {
-        for replica in self.replicas.iter().flatten() {
-            replica.release_snapshot();
+    /// pages freed after the oldest live reader began, and such readers make the shard
+    /// files grow many times over under add/delete churn. Safe at any moment: every read
+    /// of a view goes through [`Worker::readable`], which refreshes it first, and no read
+    /// keeps a view across an await.
+    pub fn release_shard_view_snapshots(&self) {
+        for view in self.shard_views.iter().flatten() {
+            view.release_snapshot();
         }
     }
 
     /// Starts, on the calling worker thread, the task that calls
-    /// [`Worker::release_replica_snapshots`] every [`REPLICA_SNAPSHOT_RELEASE`]; it ends with
-    /// the worker. Does nothing without replicas.
-    pub fn start_replica_release(worker: &Rc<Self>) {
-        if worker.replicas.iter().all(Option::is_none) {
+    /// [`Worker::release_shard_view_snapshots`] every [`SHARD_VIEW_RELEASE`]; it ends with
+    /// the worker. Does nothing without shard views.
+    pub fn start_shard_view_release(worker: &Rc<Self>) {
+        if worker.shard_views.iter().all(Option::is_none) {
             return;
         }
         let weak = Rc::downgrade(worker);
         actix::spawn(async move {
-            let mut tick = tokio::time::interval(REPLICA_SNAPSHOT_RELEASE);
+            let mut tick = tokio::time::interval(SHARD_VIEW_RELEASE);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
                 match weak.upgrade() {
-                    Some(worker) => worker.release_replica_snapshots(),
+                    Some(worker) => worker.release_shard_view_snapshots(),
                     None => return,
                 }
             }
@@ -150,10 +152,10 @@ impl Worker {
     /// so the reference counting of requests on this worker touches no cache line another
     /// core writes (only searches fanned out to other shards share it).
     pub fn tree(&self) -> Arc<Skeleton> {
-        let published = self.tree_cell.version();
-        let mut cached = self.tree_cache.borrow_mut();
+        let published = self.skeleton_cell.version();
+        let mut cached = self.skeleton_cache.borrow_mut();
         if cached.version != published {
-            *cached = Arc::new((*self.tree_cell.load()).clone());
+            *cached = Arc::new((*self.skeleton_cell.load()).clone());
         }
         cached.clone()
     }

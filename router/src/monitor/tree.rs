@@ -9,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ferrodir_proto::entry::{Attribute, Entry};
 
 use super::{ConnectionInfo, Sources, MONITOR_DN};
-use crate::op::{controls, rootdse::SUBSCHEMA_DN};
+use crate::op::controls;
+use crate::op::rootdse::SUBSCHEMA_DN;
 use crate::stats::{OpKind, ResultClass, WorkerStats};
 
 /// One entry of the subtree: its DN as clients see it and every attribute, user and
@@ -185,40 +186,16 @@ pub fn build(config: &Setup<'_>, sources: &Sources, now: SystemTime) -> Vec<Moni
     );
     databases(&mut b, config, server.map(|s| s.shards()).unwrap_or_default());
     consumers(&mut b, config, server.map(|s| s.consumers()).unwrap_or_default());
-    let listeners = b.container("Listeners", "information about active listeners", vec![]);
-    for (i, listener) in server.map(|s| s.listeners()).unwrap_or_default().into_iter().enumerate() {
-        b.add(
-            &format!("Listener {i}"),
-            &listeners,
-            "monitoredObject",
-            vec![
-                ("monitorConnectionLocalAddress", one(listener.local_address)),
-                ("labeledURI", one(listener.url)),
-            ],
-        );
-    }
+    listeners(&mut b, server.map(|s| s.listeners()).unwrap_or_default());
     b.container("Log", "information about logging", vec![]);
     operations(&mut b, &totals);
     // Ferrodir has no overlays: the container slapd publishes, empty.
     b.container("Overlays", "information about available overlays", vec![]);
     b.container("SASL", "information about SASL", vec![]);
     shards(&mut b, server.map(|s| s.shards()).unwrap_or_default());
-    let statistics = b.container("Statistics", "statistics", vec![]);
-    b.counter("Bytes", &statistics, totals.sum(|w| w.bytes_out.load(std::sync::atomic::Ordering::Relaxed)));
-    b.counter("PDU", &statistics, totals.sum(|w| w.pdus_out.load(std::sync::atomic::Ordering::Relaxed)));
-    b.counter(
-        "Entries",
-        &statistics,
-        totals.sum(|w| w.entries_returned.load(std::sync::atomic::Ordering::Relaxed)),
-    );
-    // Ferrodir sends no referrals.
-    b.counter("Referrals", &statistics, 0);
+    statistics(&mut b, &totals);
     threads(&mut b, &totals);
-    let time = b.container("Time", "information about time", vec![]);
-    b.add("Start", &time, "monitoredObject", vec![("monitorTimestamp", one(generalized(sources.started)))]);
-    b.add("Current", &time, "monitoredObject", vec![("monitorTimestamp", one(generalized(now)))]);
-    let uptime = now.duration_since(sources.started).map_or(0, |d| d.as_secs());
-    b.add("Uptime", &time, "monitoredObject", vec![("monitoredInfo", one(uptime))]);
+    time(&mut b, sources.started, now);
     b.container("TLS", "information about TLS", vec![]);
     let waiters = b.container("Waiters", "information about read/write waiters", vec![]);
     // Every open connection's reader waits on its socket between requests; writers that
@@ -226,6 +203,39 @@ pub fn build(config: &Setup<'_>, sources: &Sources, now: SystemTime) -> Vec<Moni
     b.counter("Read", &waiters, connections.len() as u64);
     b.counter("Write", &waiters, 0);
     b.finish()
+}
+
+fn listeners(b: &mut Builder, listeners: Vec<super::ListenerInfo>) {
+    let parent = b.container("Listeners", "information about active listeners", vec![]);
+    for (i, listener) in listeners.into_iter().enumerate() {
+        b.add(
+            &format!("Listener {i}"),
+            &parent,
+            "monitoredObject",
+            vec![
+                ("monitorConnectionLocalAddress", one(listener.local_address)),
+                ("labeledURI", one(listener.url)),
+            ],
+        );
+    }
+}
+
+fn statistics(b: &mut Builder, totals: &Totals) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let parent = b.container("Statistics", "statistics", vec![]);
+    b.counter("Bytes", &parent, totals.sum(|w| w.bytes_out.load(Relaxed)));
+    b.counter("PDU", &parent, totals.sum(|w| w.pdus_out.load(Relaxed)));
+    b.counter("Entries", &parent, totals.sum(|w| w.entries_returned.load(Relaxed)));
+    // Ferrodir sends no referrals.
+    b.counter("Referrals", &parent, 0);
+}
+
+fn time(b: &mut Builder, started: SystemTime, now: SystemTime) {
+    let parent = b.container("Time", "information about time", vec![]);
+    b.add("Start", &parent, "monitoredObject", vec![("monitorTimestamp", one(generalized(started)))]);
+    b.add("Current", &parent, "monitoredObject", vec![("monitorTimestamp", one(generalized(now)))]);
+    let uptime = now.duration_since(started).map_or(0, |d| d.as_secs());
+    b.add("Uptime", &parent, "monitoredObject", vec![("monitoredInfo", one(uptime))]);
 }
 
 fn backends(b: &mut Builder, config: &Setup<'_>) {

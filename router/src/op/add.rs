@@ -258,3 +258,84 @@ pub fn pretty_dn(value: &[u8]) -> Option<Vec<u8>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::message::SearchScope;
+    use ferrodir_proto::ResultCode;
+
+    use crate::testkit::{run, Client, TestDirectory, ROOT_DN, ROOT_PASSWORD};
+
+    const CAROL: &str = "uid=carol,ou=people,dc=example,dc=com";
+    const CAROL_ATTRS: &[(&str, &[&str])] =
+        &[("objectClass", &["inetOrgPerson"]), ("uid", &["carol"]), ("cn", &["Carol"]), ("sn", &["C"])];
+
+    async fn as_root(directory: &TestDirectory) -> Client {
+        let mut client = directory.connect();
+        assert_eq!(client.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+        client
+    }
+
+    #[test]
+    fn an_added_entry_is_found_with_its_operational_attributes() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            let added = root.add(CAROL, CAROL_ATTRS).await;
+            assert_eq!(added.result_code, ResultCode::SUCCESS, "{added:?}");
+            let found =
+                root.search(CAROL, SearchScope::BaseObject, "(objectClass=*)", &["cn", "creatorsName"]).await;
+            assert_eq!(found.dns(), vec![CAROL]);
+            assert_eq!(found.values(CAROL, "cn"), vec!["Carol"]);
+            assert_eq!(found.values(CAROL, "creatorsName"), vec![ROOT_DN]);
+        });
+    }
+
+    #[test]
+    fn adding_an_existing_entry_is_entry_already_exists() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            assert_eq!(root.add(CAROL, CAROL_ATTRS).await.result_code, ResultCode::SUCCESS);
+            assert_eq!(root.add(CAROL, CAROL_ATTRS).await.result_code, ResultCode::ENTRY_ALREADY_EXISTS);
+            // The same name in another case and spacing is the same entry.
+            let again = root.add("UID=Carol, ou=People,dc=example,dc=com", CAROL_ATTRS).await;
+            assert_eq!(again.result_code, ResultCode::ENTRY_ALREADY_EXISTS);
+        });
+    }
+
+    #[test]
+    fn adding_under_a_missing_parent_is_no_such_object_with_the_matched_dn() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            let added = root.add("uid=dan,ou=nowhere,dc=example,dc=com", CAROL_ATTRS).await;
+            assert_eq!(added.result_code, ResultCode::NO_SUCH_OBJECT);
+            assert_eq!(added.matched_dn.as_ref(), b"dc=example,dc=com");
+        });
+    }
+
+    #[test]
+    fn an_entry_under_a_leaf_turns_the_leaf_into_a_container() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            let under_alice = "cn=device,uid=alice,ou=people,dc=example,dc=com";
+            let added = root.add(under_alice, &[("objectClass", &["device"]), ("cn", &["device"])]).await;
+            assert_eq!(added.result_code, ResultCode::SUCCESS, "{added:?}");
+            let alice = "uid=alice,ou=people,dc=example,dc=com";
+            let found = root.search(alice, SearchScope::SingleLevel, "(objectClass=*)", &[]).await;
+            assert_eq!(found.dns(), vec![under_alice]);
+        });
+    }
+
+    #[test]
+    fn anonymous_may_not_add() {
+        run(async {
+            let directory = TestDirectory::with_people(1).await;
+            let mut anonymous = directory.connect();
+            let added = anonymous.add(CAROL, CAROL_ATTRS).await;
+            assert_eq!(added.result_code, ResultCode::STRONGER_AUTH_REQUIRED);
+        });
+    }
+}

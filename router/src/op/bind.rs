@@ -11,9 +11,10 @@ use ferrodir_proto::ResultCode;
 
 use crate::error::LdapError;
 use crate::op::context::OpContext;
-use crate::op::{parse_dn, sasl};
+use crate::op::credentials::verify_password;
+use crate::op::parse_dn;
+use crate::op::sasl;
 use crate::requester::Identity;
-use crate::resolve::locate;
 
 pub fn response(result: LdapResult) -> ProtocolOp {
     ProtocolOp::BindResponse(BindResponse { result, server_sasl_creds: None })
@@ -52,45 +53,64 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "confidentiality required"));
     }
     let dn = parse_dn(&ctx.worker.config, &request.name)?;
-    verify_password(ctx, dn, &password).await
+    verify_password(&ctx.worker, &ctx.transport, dn, &password).await
 }
 
-/// The identity `dn` authenticates as with `password` (a simple bind, or SASL PLAIN once
-/// its name is mapped to a DN): the rootDN against `root_password`, an entry against its
-/// userPassword values. Every failure is the same invalidCredentials.
-pub async fn verify_password(
-    ctx: &OpContext,
-    dn: ferrodir_proto::NormDn,
-    password: &[u8],
-) -> Result<Identity, LdapError> {
-    let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
-    let config = &ctx.worker.config;
-    let (stored, identity) = if config.is_root_dn(&dn) {
-        let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
-        (stored, Identity::Root(dn.into()))
-    } else {
-        (stored_passwords(ctx, &dn).await?, Identity::User(dn.into()))
-    };
-    if config.passwords.check(stored, password.to_vec()).await? {
-        Ok(identity)
-    } else {
-        Err(invalid())
-    }
-}
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::ResultCode;
 
-/// The userPassword values of the entry named `dn`; none when there is no such entry, or
-/// when the access rules give no `auth` on them (slapd asks for it, as the still anonymous
-/// connection): the bind then checks the dummy hash and fails like a wrong password, so
-/// the rules can't be probed, by the answer or by its timing.
-async fn stored_passwords(ctx: &OpContext, dn: &ferrodir_proto::NormDn) -> Result<Vec<Vec<u8>>, LdapError> {
-    let Ok(located) = locate(&ctx.worker, dn).await else {
-        return Ok(Vec::new());
-    };
-    let Some(record) = ctx.worker.fetch(located.id).await? else {
-        return Ok(Vec::new());
-    };
-    if !crate::access::may_authenticate(&ctx.worker.config, &ctx.transport, dn, &record.entry) {
-        return Ok(Vec::new());
+    use crate::testkit::{run, TestDirectory, ROOT_DN, ROOT_PASSWORD, USER_PASSWORD};
+
+    const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
+
+    #[test]
+    fn the_root_dn_and_an_entry_bind_with_their_passwords() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut client = directory.connect();
+            assert_eq!(client.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            // Names compare by the schema's rules: case and spacing don't matter.
+            assert_eq!(client.bind("CN=Admin, dc=Example,dc=COM", ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            assert_eq!(client.bind(ALICE, USER_PASSWORD).await, ResultCode::SUCCESS);
+        });
     }
-    Ok(record.entry.get("userPassword").map(|attr| attr.values.clone()).unwrap_or_default())
+
+    #[test]
+    fn a_wrong_password_an_unknown_dn_and_a_bad_name_are_all_invalid_credentials() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut client = directory.connect();
+            let invalid = ResultCode::INVALID_CREDENTIALS;
+            assert_eq!(client.bind(ROOT_DN, "wrong").await, invalid);
+            assert_eq!(client.bind(ALICE, "wrong").await, invalid);
+            assert_eq!(client.bind("uid=nobody,ou=people,dc=example,dc=com", USER_PASSWORD).await, invalid);
+            // A password with no name is no anonymous bind.
+            assert_eq!(client.bind("", USER_PASSWORD).await, invalid);
+        });
+    }
+
+    #[test]
+    fn anonymous_binds_and_a_name_without_password_is_refused() {
+        run(async {
+            let directory = TestDirectory::with_people(1).await;
+            let mut client = directory.connect();
+            assert_eq!(client.bind("", "").await, ResultCode::SUCCESS);
+            // RFC 4513 §5.1.2: an unauthenticated bind (a DN, no password) is refused.
+            assert_eq!(client.bind(ALICE, "").await, ResultCode::UNWILLING_TO_PERFORM);
+        });
+    }
+
+    #[test]
+    fn a_failed_bind_leaves_the_connection_anonymous() {
+        run(async {
+            let directory = TestDirectory::with_people(1).await;
+            let mut client = directory.connect();
+            assert_eq!(client.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            assert_eq!(client.bind(ROOT_DN, "wrong").await, ResultCode::INVALID_CREDENTIALS);
+            let added =
+                client.add("cn=x,dc=example,dc=com", &[("objectClass", &["person"]), ("sn", &["x"])]).await;
+            assert_eq!(added.result_code, ResultCode::STRONGER_AUTH_REQUIRED, "{added:?}");
+        });
+    }
 }

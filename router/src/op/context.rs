@@ -14,6 +14,7 @@ use ferrodir_proto::ResultCode;
 use ferrodir_shard::StopSignal;
 use tokio::sync::mpsc;
 
+use crate::access::Asker;
 use crate::accesslog;
 use crate::requester::{Identity, Transport};
 use crate::stats::{BindMethod, OpKind};
@@ -60,6 +61,20 @@ pub struct OpContext {
     pub controls: Option<Vec<Control>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::store::Sessions>,
+}
+
+impl Asker for OpContext {
+    fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    fn transport(&self) -> &Transport {
+        &self.transport
+    }
 }
 
 impl OpContext {

@@ -1,5 +1,7 @@
 //! Request controls (RFC 4511 §4.1.11). A critical control we don't support is refused with
-//! unavailableCriticalExtension; a non-critical one is ignored.
+//! unavailableCriticalExtension; a non-critical one is ignored. A leaf (the OIDs come from
+//! proto): the root DSE, cn=Monitor and the session read the list without importing the
+//! operations that implement the controls.
 
 use ferrodir_proto::message::sort_vlv::{SORT_REQUEST_OID, VLV_REQUEST_OID};
 use ferrodir_proto::message::sync::SYNC_REQUEST_OID;

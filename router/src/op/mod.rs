@@ -5,6 +5,7 @@ pub mod bind;
 pub mod compare;
 pub mod context;
 pub mod controls;
+pub mod credentials;
 pub mod delete;
 pub mod extended;
 pub mod memberof;
@@ -19,6 +20,9 @@ pub mod search;
 pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
+
+#[cfg(test)]
+mod search_tests;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;

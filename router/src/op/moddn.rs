@@ -4,13 +4,14 @@
 
 use ferrodir_proto::message::ModifyDnRequest;
 use ferrodir_proto::schema::DnNormalizer;
-use ferrodir_proto::ResultCode;
+use ferrodir_proto::{NormDn, Rdn, ResultCode};
 use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
 use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
+use crate::located::Located;
 use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
@@ -40,46 +41,13 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         return Err(LdapError::new(ResultCode::AFFECTS_MULTIPLE_DSAS, "cannot rename a naming context"));
     }
     let new_parent = match &new_superior {
-        Some(superior) => {
-            let same_context =
-                config.suffix_of(superior).map(|s| &s.norm) == config.suffix_of(&dn).map(|s| &s.norm);
-            if !same_context {
-                return Err(LdapError::new(
-                    ResultCode::AFFECTS_MULTIPLE_DSAS,
-                    "newSuperior is in another naming context",
-                ));
-            }
-            let parent = locate(&ctx.worker, superior).await.map_err(|mut e| {
-                // slapd names no matchedDN for a missing newSuperior.
-                e.matched_dn.clear();
-                e
-            })?;
-            check_new_parent(ctx, &subject, superior, parent.id).await?;
-            if parent.id == target.id {
-                return Err(LdapError::new(
-                    ResultCode::UNWILLING_TO_PERFORM,
-                    "cannot move an entry below itself",
-                ));
-            }
-            parent.id
-        }
+        Some(superior) => new_parent(ctx, &subject, &dn, superior, &target).await?,
         None => target.parent,
     };
-    let old_rdn = dn.dn.rdn().cloned().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
+    let old_rdn = dn.dn.rdn().ok_or_else(|| LdapError::invalid_dn("empty DN"))?;
     let dn_rules = config.dn_rules();
     let new_rdn_norm = dn_rules.rdn(&new_rdn);
-    let drop_values = if request.deleteoldrdn {
-        old_rdn
-            .avas
-            .iter()
-            .filter(|old| !new_rdn.avas.iter().any(|new| same_ava(dn_rules, old, new)))
-            .map(|a| (a.attr.clone(), a.value.clone()))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let add_values: Vec<(String, Vec<u8>)> =
-        new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+    let (drop_values, add_values) = naming_changes(dn_rules, old_rdn, &new_rdn, request.deleteoldrdn);
     if !subject.is_root() {
         // The naming values it adds and removes are changes to the entry's attributes.
         for (attr, _) in add_values.iter().chain(&drop_values) {
@@ -105,6 +73,57 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         origin: Origin::Client,
     };
     ctx.worker.coordinator.send(request).await?
+}
+
+/// The id of `superior`, the entry's new parent: in the same naming context as `dn`, not
+/// the entry itself, and with `write` on its `children`.
+async fn new_parent(
+    ctx: &OpContext,
+    subject: &Subject,
+    dn: &NormDn,
+    superior: &NormDn,
+    target: &Located,
+) -> LdapResultOf<EntryId> {
+    let config = &ctx.worker.config;
+    let same_context = config.suffix_of(superior).map(|s| &s.norm) == config.suffix_of(dn).map(|s| &s.norm);
+    if !same_context {
+        return Err(LdapError::new(
+            ResultCode::AFFECTS_MULTIPLE_DSAS,
+            "newSuperior is in another naming context",
+        ));
+    }
+    let parent = locate(&ctx.worker, superior).await.map_err(|mut e| {
+        // slapd names no matchedDN for a missing newSuperior.
+        e.matched_dn.clear();
+        e
+    })?;
+    check_new_parent(ctx, subject, superior, parent.id).await?;
+    if parent.id == target.id {
+        return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "cannot move an entry below itself"));
+    }
+    Ok(parent.id)
+}
+
+/// The naming values a rename drops (the old RDN's that the new one lacks, when
+/// `delete_old_rdn`) and adds (the new RDN's), as (attribute, value) pairs.
+fn naming_changes(
+    rules: &DnNormalizer,
+    old_rdn: &Rdn,
+    new_rdn: &Rdn,
+    delete_old_rdn: bool,
+) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>) {
+    let drop_values = if delete_old_rdn {
+        old_rdn
+            .avas
+            .iter()
+            .filter(|old| !new_rdn.avas.iter().any(|new| same_ava(rules, old, new)))
+            .map(|a| (a.attr.clone(), a.value.clone()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let add_values = new_rdn.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect();
+    (drop_values, add_values)
 }
 
 /// `write` on the old parent's `children`, when the parent exists (a missing one is left

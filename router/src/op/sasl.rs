@@ -22,8 +22,8 @@ use ferrodir_proto::{NormDn, ResultCode};
 
 use crate::config::DirectoryConfig;
 use crate::error::LdapError;
-use crate::op::bind::verify_password;
 use crate::op::context::OpContext;
+use crate::op::credentials::verify_password;
 use crate::requester::Identity;
 
 /// The mechanisms listed in the root DSE's supportedSASLMechanisms.
@@ -80,7 +80,7 @@ async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
         Some(dn) => dn,
         None => config.dn_rules().parse(&name).map_err(|_| invalid())?,
     };
-    let identity = verify_password(ctx, dn, password).await?;
+    let identity = verify_password(&ctx.worker, &ctx.transport, dn, password).await?;
     check_authzid(config.dn_rules(), &identity, authzid)?;
     Ok(identity)
 }

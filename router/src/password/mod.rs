@@ -78,7 +78,8 @@ fn split_scheme(stored: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((name, after.get(1..)?))
 }
 
-/// `{SSHA}` of `password` with `salt`, for the example data and tests.
+/// `{SSHA}` of `password` with `salt`, for tests.
+#[cfg(test)]
 pub fn ssha(password: &[u8], salt: &[u8]) -> String {
     sha::salted(sha::Kind::Ssha, password, salt)
 }

@@ -334,7 +334,7 @@ async fn start_workers(
             scans: started.scans.clone(),
             metrics: prepared.metrics.clone(),
             access_log: log_queues.next().map(|(buffer, lines_max)| (buffer, lines_max, prepared.log_format)),
-            replica_sources: replica_sources(config, store, index, prepared.directory.remote_reads),
+            view_sources: shard_view_sources(config, store, index, prepared.directory.remote_reads),
         };
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
@@ -351,9 +351,9 @@ async fn start_workers(
 
 /// What worker `index` reads the other shards through when reads of other shards take
 /// snapshots: each shard's info and engine, None for its own and for every shard when
-/// reads are messages. A replica shares the shard's entry cache with its owner
+/// reads are messages. A shard view shares the shard's entry cache with its owner
 /// (`shard::entrycache`).
-fn replica_sources(
+fn shard_view_sources(
     config: &Config,
     store: &Store,
     index: usize,
@@ -378,15 +378,15 @@ struct WorkerSeed {
     metrics: Arc<Metrics>,
     /// This worker's access-log queue, its line bound and the format.
     access_log: Option<(Arc<LogBuffer>, usize, LogFormat)>,
-    replica_sources: Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>>,
+    view_sources: Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>>,
 }
 
 impl WorkerSeed {
     /// Builds the worker on its own thread, around `local`, and registers its counters
     /// with the metrics and cn=Monitor.
     fn build(self, local: Rc<ShardCore>) -> Rc<Worker> {
-        let replicas = self
-            .replica_sources
+        let views = self
+            .view_sources
             .into_iter()
             .map(|source| source.and_then(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new)))
             .collect();
@@ -394,7 +394,7 @@ impl WorkerSeed {
         metrics.caches.lock().unwrap_or_else(|p| p.into_inner()).push((self.index, local.stats()));
         let mut worker =
             Worker::new(self.index, local, self.shards, self.coordinator, self.directory, self.cell)
-                .with_replicas(replicas)
+                .with_shard_views(views)
                 .with_scan_pool(self.scans);
         if let Some((buffer, lines_max, format)) = self.access_log {
             let sink = LogSink::new(buffer, lines_max, format, worker.stats.clone());
@@ -403,7 +403,7 @@ impl WorkerSeed {
         metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
         worker.config.monitor.add_worker(worker.stats.clone());
         let worker = Rc::new(worker);
-        Worker::start_replica_release(&worker);
+        Worker::start_shard_view_release(&worker);
         worker
     }
 }

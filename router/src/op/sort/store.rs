@@ -74,10 +74,12 @@ impl Sessions {
     }
 
     /// How many sessions the connection holds, running or kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.sessions.borrow().len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
