@@ -174,7 +174,8 @@ async fn run(
             // The one entry went out with the first page.
             return Ok(LdapResult::success());
         }
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        let query =
+            Query { message_id: ctx.message_id, skeleton: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = lookup(ctx, &query, id).await? {
             if !ctx.cancelled() && size_limit != Some(0) {
                 ctx.count_entries(1);
@@ -201,7 +202,7 @@ async fn run(
     // Their matches go out together, a chunk at a time, not one send per shard.
     let mut sent: u64 = 0;
     let mut pooled = Vec::with_capacity(shards.len());
-    let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+    let query = Query { message_id: ctx.message_id, skeleton: &tree, filter: &request.filter, attrs: &attrs };
     let prep = InlinePrep::default();
     let mut matched = Vec::new();
     for shard in shards {
@@ -348,7 +349,7 @@ async fn scatter(
     for &shard in shards {
         let task = SearchTask {
             message_id: ctx.message_id,
-            tree: spread.tree.clone(),
+            skeleton: spread.tree.clone(),
             scope: spread.scope,
             filter: spread.filter.clone(),
             attrs: spread.attrs.clone(),

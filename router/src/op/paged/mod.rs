@@ -194,7 +194,7 @@ async fn part(ctx: &OpContext, search: &PagedSearch, shard: usize, window: Windo
     if let Some(view) = ctx.worker.readable(shard)? {
         let query = Query {
             message_id: ctx.message_id,
-            tree: &search.tree,
+            skeleton: &search.tree,
             filter: &search.filter,
             attrs: &search.attrs,
         };
@@ -212,7 +212,7 @@ async fn part(ctx: &OpContext, search: &PagedSearch, shard: usize, window: Windo
     let (sink, mut chunks) = mpsc::channel(ctx.worker.config.search_chunks_in_flight.max(1));
     let task = SearchTask {
         message_id: ctx.message_id,
-        tree: search.tree.clone(),
+        skeleton: search.tree.clone(),
         scope: search.scope,
         filter: search.filter.clone(),
         attrs: search.attrs.clone(),

@@ -49,7 +49,7 @@ pub async fn collect(
     let attrs = &sort_attrs;
     let mut rows = Vec::new();
     if let Scope::Base(id) = input.scope {
-        let query = Query { message_id: ctx.message_id, tree: &input.tree, filter: &input.filter, attrs };
+        let query = Query { message_id: ctx.message_id, skeleton: &input.tree, filter: &input.filter, attrs };
         if let Some(pdu) = crate::op::search::lookup(ctx, &query, id).await? {
             push_rows(&mut rows, vec![pdu])?;
         }
@@ -58,7 +58,7 @@ pub async fn collect(
     let (plan, shards) = crate::op::search::plan_shards(ctx, input.class, &input.filter, attrs)?;
     let mut pooled = Vec::with_capacity(shards.len());
     for shard in shards {
-        let query = Query { message_id: ctx.message_id, tree: &input.tree, filter: &input.filter, attrs };
+        let query = Query { message_id: ctx.message_id, skeleton: &input.tree, filter: &input.filter, attrs };
         let inline = match ctx.worker.readable(shard)? {
             Some(view) => inline_search(view, &query, input.scope, plan.as_ref())?,
             None => None,
@@ -103,7 +103,7 @@ async fn scatter(
     for &shard in shards {
         let task = SearchTask {
             message_id: ctx.message_id,
-            tree: input.tree.clone(),
+            skeleton: input.tree.clone(),
             scope: input.scope,
             filter: filter.clone(),
             attrs: attrs.clone(),

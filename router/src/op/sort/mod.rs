@@ -410,8 +410,12 @@ pub async fn run(ctx: &OpContext, sorting: &Sorting, input: Input<'_>) -> LdapRe
             }
         }
     };
-    let query =
-        Query { message_id: ctx.message_id, tree: &input.tree, filter: &input.filter, attrs: &input.attrs };
+    let query = Query {
+        message_id: ctx.message_id,
+        skeleton: &input.tree,
+        filter: &input.filter,
+        attrs: &input.attrs,
+    };
     let mut sent: u64 = 0;
     for row in rows.get(start..end).unwrap_or(&[]) {
         if ctx.cancelled() {

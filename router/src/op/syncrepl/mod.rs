@@ -402,7 +402,8 @@ async fn collect(
         Ok(())
     };
     if let Scope::Base(id) = located.scope {
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        let query =
+            Query { message_id: ctx.message_id, skeleton: &tree, filter: &request.filter, attrs: &attrs };
         if let Some(pdu) = crate::op::search::lookup(ctx, &query, id).await? {
             take(vec![pdu], &mut entries)?;
         }
@@ -412,7 +413,8 @@ async fn collect(
     let (plan, shards) = crate::op::search::plan_shards(ctx, class, &request.filter, &attrs)?;
     let mut pooled = Vec::new();
     for shard in shards {
-        let query = Query { message_id: ctx.message_id, tree: &tree, filter: &request.filter, attrs: &attrs };
+        let query =
+            Query { message_id: ctx.message_id, skeleton: &tree, filter: &request.filter, attrs: &attrs };
         let inline = match ctx.worker.readable(shard)? {
             Some(view) => inline_search(view, &query, located.scope, plan.as_ref())?,
             None => None,
@@ -430,7 +432,7 @@ async fn collect(
         for &shard in &pooled {
             let task = SearchTask {
                 message_id: ctx.message_id,
-                tree: tree.clone(),
+                skeleton: tree.clone(),
                 scope: located.scope,
                 filter: filter.clone(),
                 attrs: attrs.clone(),
