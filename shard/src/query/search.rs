@@ -31,6 +31,7 @@ use crate::id::EntryId;
 use crate::query::candidates::{read_plan, Plan};
 use crate::query::eval;
 use crate::query::scope::Scope;
+use crate::query::sortkeys::SortSpec;
 use crate::query::stop::{StopReason, StopSignal};
 use crate::rights::{EntryRights, EntryRules, TypeSet};
 use crate::rules::{RuleTable, COMPUTED};
@@ -538,27 +539,42 @@ pub(crate) fn encode_entry(
 ) -> Bytes {
     let sel = query.attrs;
     if let Some(sort) = &sel.sort {
-        let keys = match cached.for_filter(None) {
-            Ok(record) => sort.keys_of(rules, &record.entry, hidden),
-            // A cached entry `compactentry` encoded always decodes; if not, its keys are
-            // absent and it sorts as an entry without them.
-            Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
-        };
-        return Bytes::from(crate::query::sortkeys::encode_row(id, &keys));
+        return sort_row(rules, sort, id, cached, hidden);
     }
     let parent = cached.parent();
     let dn = dn_of(query.skeleton, id, parent, cached.rdn());
     let mut attributes = Vec::with_capacity(256);
+    put_stored(rules, sel, cached, hidden, &mut attributes);
+    put_computed(query, id, parent, &dn, hidden, &mut attributes);
+    Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
+}
+
+/// A sorted search's row for the entry instead of the entry: its id and sort keys.
+fn sort_row(rules: &RuleTable, sort: &SortSpec, id: EntryId, cached: &Cached, hidden: &TypeSet) -> Bytes {
+    let keys = match cached.for_filter(None) {
+        Ok(record) => sort.keys_of(rules, &record.entry, hidden),
+        // A cached entry `compactentry` encoded always decodes; if not, its keys are
+        // absent and it sorts as an entry without them.
+        Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
+    };
+    Bytes::from(crate::query::sortkeys::encode_row(id, &keys))
+}
+
+/// Appends the stored attributes the selection returns: a kept entry's pre-encoded
+/// segments as they are, a transient one's encoded here.
+fn put_stored(
+    rules: &RuleTable,
+    sel: &AttrSelection,
+    cached: &Cached,
+    hidden: &TypeSet,
+    attributes: &mut Vec<u8>,
+) {
     match cached {
         Cached::Kept(compact) => {
             for attr in compact.attributes(rules) {
                 if sel.selects(hidden, &attr.canonical, attr.description, attr.operational) {
                     if sel.types_only {
-                        ber::put_partial_attribute::<&[u8]>(
-                            &mut attributes,
-                            attr.description.as_bytes(),
-                            &[],
-                        );
+                        ber::put_partial_attribute::<&[u8]>(attributes, attr.description.as_bytes(), &[]);
                     } else {
                         attributes.extend_from_slice(attr.with_values);
                     }
@@ -577,42 +593,58 @@ pub(crate) fn encode_entry(
                 };
                 if sel.selects(hidden, canonical, &attr.name, operational) {
                     let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
-                    ber::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
+                    ber::put_partial_attribute(attributes, attr.name.as_bytes(), values);
                 }
             }
         }
     }
-    for (name, canonical, value) in computed_attributes(query.skeleton, id, &dn) {
-        if sel.wants_operational(canonical) && !hidden.contains(canonical) {
+}
+
+/// Appends the computed attributes the selection asks for: entryDN and its kin, a suffix
+/// entry's contextCSN, memberOf.
+fn put_computed(
+    query: &Query,
+    id: EntryId,
+    parent: EntryId,
+    dn: &str,
+    hidden: &TypeSet,
+    attributes: &mut Vec<u8>,
+) {
+    let sel = query.attrs;
+    let wanted = |name: &str| sel.wants_operational(name) && !hidden.contains(name);
+    for (name, canonical, value) in computed_attributes(query.skeleton, id, dn) {
+        if wanted(canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(ber::partial_attribute(name.as_bytes(), values));
         }
     }
-    if parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn") {
-        // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
-        // low-watermark across shards (`watermark.rs`), absent before the first write.
-        // A replica publishes its provider's values (`watermark::replicated_context`).
-        let mut csns = crate::write::watermark::replicated_context();
-        if csns.is_empty() {
-            if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-                csns.push(crate::write::stamp::csn_of(micros));
-            }
-        }
+    if parent == EntryId::ROOT && wanted("contextcsn") {
+        let csns = context_csns();
         if !csns.is_empty() {
             let values: Vec<&[u8]> =
                 if sel.types_only { Vec::new() } else { csns.iter().map(|c| c.as_bytes()).collect() };
             attributes.extend(ber::partial_attribute(b"contextCSN", &values));
         }
     }
-    if let Some(memberof) = &sel.memberof {
-        if sel.wants_operational(crate::memberof::MEMBER_OF) && !hidden.contains(crate::memberof::MEMBER_OF) {
-            let values = memberof.values(query.skeleton, &dn);
-            if !values.is_empty() {
-                let values: Vec<&[u8]> =
-                    if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
-                attributes.extend(ber::partial_attribute(b"memberOf", &values));
-            }
+    if let Some(memberof) = sel.memberof.as_ref().filter(|_| wanted(crate::memberof::MEMBER_OF)) {
+        let values = memberof.values(query.skeleton, dn);
+        if !values.is_empty() {
+            let values: Vec<&[u8]> =
+                if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
+            attributes.extend(ber::partial_attribute(b"memberOf", &values));
         }
     }
-    Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
+}
+
+/// A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed low-watermark
+/// across shards (`watermark.rs`), absent before the first write. A replica publishes its
+/// provider's values (`watermark::replicated_context`).
+fn context_csns() -> Vec<String> {
+    let mut csns = crate::write::watermark::replicated_context();
+    if csns.is_empty() {
+        if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+            csns.push(crate::write::stamp::csn_of(micros));
+        }
+    }
+    csns
 }
