@@ -26,8 +26,8 @@ pub fn names_from_top(worker: &Worker, dn: &NormDn) -> LdapResultOf<Vec<String>>
 /// matchedDN (RFC 4511 §4.1.9).
 pub async fn locate(worker: &Worker, dn: &NormDn) -> LdapResultOf<Located> {
     let names = names_from_top(worker, dn)?;
-    let tree = worker.tree();
-    let found = tree.resolve(names.iter().map(String::as_str));
+    let skeleton = worker.skeleton();
+    let found = skeleton.resolve(names.iter().map(String::as_str));
     let parent = found.deepest;
     let matched_dn = |depth: usize| -> String {
         if depth == 0 {
@@ -37,7 +37,7 @@ pub async fn locate(worker: &Worker, dn: &NormDn) -> LdapResultOf<Located> {
         }
     };
     if found.matched == names.len() {
-        let node = tree.get(parent).ok_or_else(|| LdapError::no_such_object(""))?;
+        let node = skeleton.get(parent).ok_or_else(|| LdapError::no_such_object(""))?;
         return Ok(Located {
             id: parent,
             parent: node.parent,
@@ -48,10 +48,10 @@ pub async fn locate(worker: &Worker, dn: &NormDn) -> LdapResultOf<Located> {
     let next = names.get(found.matched).ok_or_else(|| LdapError::internal("resolved past the DN"))?;
     let shard = shard_for_child(parent, next, worker.shard_count());
     // A name a failed cross-shard change left behind resolves to nothing (Skeleton::withdrawn).
-    let id = worker.lookup(shard, parent, next).await?.filter(|id| !tree.is_withdrawn(parent, next, *id));
+    let id = worker.lookup(shard, parent, next).await?.filter(|id| !skeleton.is_withdrawn(parent, next, *id));
     match id {
         Some(id) if found.matched + 1 == names.len() => {
-            Ok(Located { id, parent, rdn_norm: next.clone(), container: tree.contains(id) })
+            Ok(Located { id, parent, rdn_norm: next.clone(), container: skeleton.contains(id) })
         }
         // A leaf on the path: the DN is below an entry with no children.
         Some(_) => Err(LdapError::no_such_object(matched_dn(found.matched + 1))),

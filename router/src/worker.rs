@@ -151,7 +151,7 @@ impl Worker {
     /// common case reads one shared word that nobody writes. Each worker keeps its own copy,
     /// so the reference counting of requests on this worker touches no cache line another
     /// core writes (only searches fanned out to other shards share it).
-    pub fn tree(&self) -> Arc<Skeleton> {
+    pub fn skeleton(&self) -> Arc<Skeleton> {
         let published = self.skeleton_cell.version();
         let mut cached = self.skeleton_cache.borrow_mut();
         if cached.version != published {

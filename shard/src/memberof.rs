@@ -88,11 +88,11 @@ pub enum GroupAccess {
 impl GroupAccess {
     /// Whether the requester may read group `id` (`record` holds at least the attributes
     /// the rules' filters read).
-    pub fn may_read(&self, tree: &Skeleton, id: EntryId, record: &EntryRecord) -> bool {
+    pub fn may_read(&self, skeleton: &Skeleton, id: EntryId, record: &EntryRecord) -> bool {
         match self {
             GroupAccess::Every => true,
             GroupAccess::NoGroup => false,
-            GroupAccess::PerEntry(rules) => rules.rights(tree, id, record).is_some(),
+            GroupAccess::PerEntry(rules) => rules.rights(skeleton, id, record).is_some(),
         }
     }
 }
@@ -150,7 +150,7 @@ impl Groups {
     /// the rules' own filters read (nothing at all without per-entry rules).
     pub fn visible_dn(
         &self,
-        tree: &Skeleton,
+        skeleton: &Skeleton,
         access: &GroupAccess,
         id: EntryId,
     ) -> ShardResult<Option<String>> {
@@ -170,12 +170,12 @@ impl Groups {
         } else {
             EntryRecord::decode_selected(&bytes, &|name| base_name_in(name, names))?
         };
-        if !access.may_read(tree, id, &record) {
+        if !access.may_read(skeleton, id, &record) {
             return Ok(None);
         }
-        Ok(Some(match tree.get(id) {
+        Ok(Some(match skeleton.get(id) {
             Some(node) => node.dn.to_string(),
-            None => tree.dn_of_child(record.parent, &record.rdn),
+            None => skeleton.dn_of_child(record.parent, &record.rdn),
         }))
     }
 
@@ -271,11 +271,11 @@ impl MemberOfQuery {
 
     /// memberOf of the entry named `dn`, as the requester may see it: group DNs in id order.
     /// After a failure, nothing (the search ends with the failure).
-    pub fn values(&self, tree: &Skeleton, dn: &str) -> Vec<Arc<str>> {
+    pub fn values(&self, skeleton: &Skeleton, dn: &str) -> Vec<Arc<str>> {
         if self.failed() {
             return Vec::new();
         }
-        let mut dns = |id: EntryId| self.group_dn(tree, id);
+        let mut dns = |id: EntryId| self.group_dn(skeleton, id);
         match self.groups.containing(dn, self.groups.options.transitive, &mut dns) {
             Ok(found) => found.into_iter().map(|(_, dn)| dn).collect(),
             Err(e) => {
@@ -285,11 +285,11 @@ impl MemberOfQuery {
         }
     }
 
-    fn group_dn(&self, tree: &Skeleton, id: EntryId) -> ShardResult<Option<Arc<str>>> {
+    fn group_dn(&self, skeleton: &Skeleton, id: EntryId) -> ShardResult<Option<Arc<str>>> {
         if let Some(known) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
             return Ok(known.clone());
         }
-        let dn: Option<Arc<str>> = self.groups.visible_dn(tree, &self.access, id)?.map(Arc::from);
+        let dn: Option<Arc<str>> = self.groups.visible_dn(skeleton, &self.access, id)?.map(Arc::from);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         if seen.len() < GROUP_CACHE_MAX {
             seen.insert(id, dn.clone());
@@ -298,8 +298,8 @@ impl MemberOfQuery {
     }
 
     /// Adds memberOf to `entry` (a copy being evaluated against a filter).
-    pub fn add_to(&self, tree: &Skeleton, dn: &str, entry: &mut Entry) {
-        let values = self.values(tree, dn);
+    pub fn add_to(&self, skeleton: &Skeleton, dn: &str, entry: &mut Entry) {
+        let values = self.values(skeleton, dn);
         if !values.is_empty() {
             entry
                 .attrs

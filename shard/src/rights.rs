@@ -65,7 +65,7 @@ pub trait EntryRules: Send + Sync + Debug {
     /// The requester's rights on entry `id`, or None when it may not read the entry at all
     /// (the entry is left out of the results without a word). `record` holds at least the
     /// attributes [`Self::filter_names`] names.
-    fn rights(&self, tree: &Skeleton, id: EntryId, record: &EntryRecord) -> Option<Arc<EntryRights>>;
+    fn rights(&self, skeleton: &Skeleton, id: EntryId, record: &EntryRecord) -> Option<Arc<EntryRights>>;
 
     /// The attribute names (lowercased, every name and OID) the rules' own filters read, so
     /// that a scan decodes them before it asks; None: the rules need the whole entry.

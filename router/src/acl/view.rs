@@ -70,14 +70,14 @@ enum IdScope {
 }
 
 impl IdScope {
-    fn contains(self, tree: &Skeleton, id: EntryId, parent: EntryId) -> bool {
+    fn contains(self, skeleton: &Skeleton, id: EntryId, parent: EntryId) -> bool {
         match self {
             IdScope::All => true,
             IdScope::Nothing => false,
             IdScope::Base(base) => id == base,
             IdScope::One(base) => parent == base,
-            IdScope::Subtree(base) => id == base || tree.parent_within(parent, base),
-            IdScope::Children(base) => id != base && tree.parent_within(parent, base),
+            IdScope::Subtree(base) => id == base || skeleton.parent_within(parent, base),
+            IdScope::Children(base) => id != base && skeleton.parent_within(parent, base),
         }
     }
 }
@@ -319,7 +319,7 @@ impl PerEntry {
 }
 
 impl EntryRules for PerEntry {
-    fn rights(&self, tree: &Skeleton, id: EntryId, record: &EntryRecord) -> Option<Arc<EntryRights>> {
+    fn rights(&self, skeleton: &Skeleton, id: EntryId, record: &EntryRecord) -> Option<Arc<EntryRights>> {
         let is_self = self.self_id == Some(id);
         if let Some(fixed) = &self.fixed {
             return fixed.get(usize::from(is_self)).cloned().flatten();
@@ -331,7 +331,7 @@ impl EntryRules for PerEntry {
             .map(|(applied, scope)| match scope {
                 None => true,
                 Some(scope) => {
-                    scope.contains(tree, id, record.parent)
+                    scope.contains(skeleton, id, record.parent)
                         && self.set.rules.get(applied.rule).is_some_and(|rule| {
                             rule.what.filter.as_ref().is_none_or(|f| {
                                 ferrodir_shard::filter_matches(&self.set.matching, f, &record.entry, None)
@@ -399,10 +399,10 @@ mod tests {
         let d = draft(&rules, &user(ALICE), None);
         assert!(!d.is_uniform() && d.needs_self_id() && d.bases().is_empty());
         let Decision::PerEntry(per_entry) = d.finish(&[], Some(EntryId(7))) else { panic!("per entry") };
-        let tree = Skeleton::default();
+        let skeleton = Skeleton::default();
         let record = record(EntryId::ROOT, &Entry::default());
-        let own = per_entry.rights(&tree, EntryId(7), &record).unwrap();
-        let other = per_entry.rights(&tree, EntryId(8), &record).unwrap();
+        let own = per_entry.rights(&skeleton, EntryId(7), &record).unwrap();
+        let other = per_entry.rights(&skeleton, EntryId(8), &record).unwrap();
         assert!(!own.hidden.contains("userpassword") && !own.unsearchable.contains("userpassword"));
         assert!(other.hidden.contains("userpassword") && other.unsearchable.contains("userpassword"));
         assert!(per_entry.ordinary().unsearchable.contains("userpassword"));
@@ -449,15 +449,15 @@ mod tests {
         assert_eq!(d.bases().len(), 1);
         let secret = EntryId(3);
         let Decision::PerEntry(per_entry) = d.finish(&[Some(secret)], None) else { panic!("per entry") };
-        let tree = Skeleton::default();
+        let skeleton = Skeleton::default();
         let person = Entry::new(vec![Attribute::new("objectClass", vec![b"person".to_vec()])]);
         let device = Entry::new(vec![Attribute::new("objectClass", vec![b"device".to_vec()])]);
-        assert!(per_entry.rights(&tree, EntryId(9), &record(secret, &person)).is_none(), "below ou=secret");
+        assert!(per_entry.rights(&skeleton, EntryId(9), &record(secret, &person)).is_none(), "below ou=secret");
         assert!(
-            per_entry.rights(&tree, secret, &record(EntryId::ROOT, &person)).is_some(),
+            per_entry.rights(&skeleton, secret, &record(EntryId::ROOT, &person)).is_some(),
             "ou=secret itself"
         );
-        let seen = per_entry.rights(&tree, EntryId(10), &record(EntryId::ROOT, &device)).unwrap();
+        let seen = per_entry.rights(&skeleton, EntryId(10), &record(EntryId::ROOT, &device)).unwrap();
         assert!(
             !seen.hidden.contains("cn") && seen.hidden.contains("sn") && seen.hidden.contains("objectclass")
         );

@@ -51,7 +51,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     }
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
-    let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.tree().contains(p.id));
+    let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.skeleton().contains(p.id));
     if !parent_is_container {
         ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
         return Ok(());
@@ -61,7 +61,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
             Err(ShardError::ParentClosed) => {
                 tokio::time::sleep(Duration::from_millis(PARENT_CLOSED_RETRY_DELAY_MS)).await;
                 // The parent may have been demoted to a leaf meanwhile, or deleted.
-                if parent_id != EntryId::ROOT && !ctx.worker.tree().contains(parent_id) {
+                if parent_id != EntryId::ROOT && !ctx.worker.skeleton().contains(parent_id) {
                     ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
                     return Ok(());
                 }

@@ -99,13 +99,13 @@ async fn target_entry(
     } else {
         let target = access::locate(ctx, subject, dn).await?;
         let record = ctx.worker.fetch(target.id).await?.ok_or_else(|| LdapError::no_such_object(""))?;
-        let tree = ctx.worker.tree();
-        let shown = match tree.get(target.id) {
+        let skeleton = ctx.worker.skeleton();
+        let shown = match skeleton.get(target.id) {
             Some(node) => node.dn.to_string(),
-            None => tree.dn_of_child(record.parent, &record.rdn),
+            None => skeleton.dn_of_child(record.parent, &record.rdn),
         };
         let mut entry = record.entry.clone();
-        let has_subordinates = if tree.contains(target.id) { "TRUE" } else { "FALSE" };
+        let has_subordinates = if skeleton.contains(target.id) { "TRUE" } else { "FALSE" };
         for (name, value) in [
             ("entryDN", shown.as_str()),
             ("hasSubordinates", has_subordinates),

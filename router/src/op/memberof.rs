@@ -81,12 +81,12 @@ pub async fn prepare(
         return Ok(());
     }
     let access = group_access(ctx, subject).await;
-    let tree = ctx.worker.tree();
+    let skeleton = ctx.worker.skeleton();
     asks.sort();
     asks.dedup();
     let mut answers = Vec::with_capacity(asks.len());
     for ask in asks {
-        let ids = answer(ctx, &groups, &access, &tree, &ask).await?;
+        let ids = answer(ctx, &groups, &access, &skeleton, &ask).await?;
         answers.push((ask, ids));
     }
     neutralise(filter, &mut |f| {
@@ -123,7 +123,7 @@ pub async fn compare_values(ctx: &OpContext, subject: &Subject, dn: &str) -> Lda
     let Some(groups) = ctx.worker.config.memberof.clone() else { return Ok(Vec::new()) };
     let access = group_access(ctx, subject).await;
     let query = MemberOfQuery::new(groups, access, false);
-    let values = query.values(&ctx.worker.tree(), dn);
+    let values = query.values(&ctx.worker.skeleton(), dn);
     query.check()?;
     Ok(values.iter().map(|v| v.as_bytes().to_vec()).collect())
 }
@@ -253,17 +253,17 @@ async fn answer(
     ctx: &OpContext,
     groups: &Groups,
     access: &GroupAccess,
-    tree: &Skeleton,
+    skeleton: &Skeleton,
     ask: &Ask,
 ) -> LdapResultOf<Option<BTreeSet<EntryId>>> {
     let options = groups.options;
     Ok(Some(match ask {
         Ask::Undefined => return Ok(None),
-        Ask::Members(group) => members_down(ctx, access, tree, group, options.transitive, &options).await?,
-        Ask::Chain(group) => members_down(ctx, access, tree, group, true, &options).await?,
+        Ask::Members(group) => members_down(ctx, access, skeleton, group, options.transitive, &options).await?,
+        Ask::Chain(group) => members_down(ctx, access, skeleton, group, true, &options).await?,
         Ask::Containers(member) => {
             let mut dns = |id: EntryId| -> ferrodir_shard::ShardResult<Option<Arc<str>>> {
-                Ok(groups.visible_dn(tree, access, id)?.map(Arc::from))
+                Ok(groups.visible_dn(skeleton, access, id)?.map(Arc::from))
             };
             groups.containing(member, true, &mut dns)?.into_iter().map(|(id, _)| id).collect()
         }
@@ -278,14 +278,14 @@ async fn answer(
 async fn members_down(
     ctx: &OpContext,
     access: &GroupAccess,
-    tree: &Skeleton,
+    skeleton: &Skeleton,
     group: &str,
     nested: bool,
     options: &ferrodir_shard::MemberOfOptions,
 ) -> LdapResultOf<BTreeSet<EntryId>> {
     let mut found = BTreeSet::new();
     // Read before any of the data: resolutions made from it are good while it holds.
-    let token = resolution_token(tree);
+    let token = resolution_token(skeleton);
     let Ok(group) = ctx.worker.config.dn_rules().parse(group) else { return Ok(found) };
     let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
@@ -296,7 +296,7 @@ async fn members_down(
         let mut next = Vec::new();
         for id in frontier {
             let Some(record) = ctx.worker.fetch(id).await? else { continue };
-            if !access.may_read(tree, id, &record) {
+            if !access.may_read(skeleton, id, &record) {
                 continue;
             }
             let members = member_ids(ctx, token, id, &record).await?;
@@ -322,9 +322,9 @@ async fn members_down(
 
 /// What a group's resolved member ids are cached under (`crate::memberids`); None where
 /// nothing publishes the shards' writes (unit tests): no caching then.
-fn resolution_token(tree: &Skeleton) -> Option<crate::memberids::Token> {
+fn resolution_token(skeleton: &Skeleton) -> Option<crate::memberids::Token> {
     let hub = ferrodir_shard::watermark_hub()?;
-    Some(crate::memberids::Token { publications: hub.publications(), skeleton: tree.version })
+    Some(crate::memberids::Token { publications: hub.publications(), skeleton: skeleton.version })
 }
 
 /// The ids of the entries a group's member and uniqueMember values name (dangling ones

@@ -91,14 +91,14 @@ impl Applier {
         status: std::sync::Arc<Status>,
     ) -> Result<Self> {
         let mut uuids = HashMap::new();
-        let tree = worker.tree();
+        let skeleton = worker.skeleton();
         for view in views {
             view.refresh_snapshot()?;
             let snapshot = view.snapshot();
             for id in view.all_ids(&*snapshot)? {
                 let Some(record) = view.record_in(&*snapshot, id)? else { continue };
                 let in_scope =
-                    (worker.config.dn_rules().parse(&tree.dn_of_child(record.parent, &record.rdn)))
+                    (worker.config.dn_rules().parse(&skeleton.dn_of_child(record.parent, &record.rdn)))
                         .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
                 if let (true, Some(uuid)) = (in_scope, uuid_of(&record)) {
                     uuids.insert(uuid, id);
@@ -229,7 +229,7 @@ impl Applier {
         parent_id: EntryId,
         op: WriteOp,
     ) -> Result<()> {
-        let parent_is_container = parent_id == EntryId::ROOT || self.worker.tree().contains(parent_id);
+        let parent_is_container = parent_id == EntryId::ROOT || self.worker.skeleton().contains(parent_id);
         if !parent_is_container {
             self.drain().await?;
             let outcome = self.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
@@ -326,7 +326,7 @@ impl Applier {
             id,
             parent: record.parent,
             rdn_norm: record.rdn_norm.clone(),
-            container: self.worker.tree().contains(id),
+            container: self.worker.skeleton().contains(id),
         };
         let request = MoveEntry {
             target,
@@ -378,7 +378,7 @@ impl Applier {
             id,
             parent: record.parent,
             rdn_norm: record.rdn_norm.clone(),
-            container: self.worker.tree().contains(id),
+            container: self.worker.skeleton().contains(id),
         };
         let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.worker.shard_count());
         if target.container || name_shard != id.shard() {
@@ -450,7 +450,7 @@ impl Applier {
     }
 
     fn dn_of(&self, record: &EntryRecord) -> Result<NormDn> {
-        let text = self.worker.tree().dn_of_child(record.parent, &record.rdn);
+        let text = self.worker.skeleton().dn_of_child(record.parent, &record.rdn);
         self.worker
             .config
             .dn_rules()
@@ -492,7 +492,7 @@ async fn retry_closed(
 ) -> ShardResult<WriteOutcome> {
     for _ in 0..PARENT_CLOSED_RETRIES_MAX {
         tokio::time::sleep(Duration::from_millis(5)).await;
-        if parent != EntryId::ROOT && !worker.tree().contains(parent) {
+        if parent != EntryId::ROOT && !worker.skeleton().contains(parent) {
             let sent = worker.coordinator.send(AddUnder { parent, shard, op }).await;
             return sent
                 .map_err(|e| ShardError::Unavailable(e.to_string()))?

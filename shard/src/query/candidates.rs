@@ -307,15 +307,15 @@ pub struct ScopeWalk {
 }
 
 impl ScopeWalk {
-    pub fn new(tree: &Skeleton, scope: Scope, shard: usize) -> Self {
+    pub fn new(skeleton: &Skeleton, scope: Scope, shard: usize) -> Self {
         let (base, containers) = match scope {
             Scope::Base(id) => (Some(id), Vec::new()),
             Scope::OneLevel(parent) => (None, vec![parent]),
             Scope::Subtree(base) => {
                 let own = (base != EntryId::ROOT).then_some(base);
-                (own, tree.containers_under(base))
+                (own, skeleton.containers_under(base))
             }
-            Scope::Children(base) => (None, tree.containers_under(base)),
+            Scope::Children(base) => (None, skeleton.containers_under(base)),
         };
         Self { base: base.filter(|id| id.shard() == shard), containers, at: 0, after: None }
     }
@@ -377,8 +377,8 @@ pub struct OrderedWalk {
 
 impl OrderedWalk {
     /// None when the scope has more than [`ORDERED_CONTAINERS_MAX`] containers.
-    pub fn new(tree: &Skeleton, scope: Scope, shard: usize, after: Option<EntryId>) -> Option<Self> {
-        let walk = ScopeWalk::new(tree, scope, shard);
+    pub fn new(skeleton: &Skeleton, scope: Scope, shard: usize, after: Option<EntryId>) -> Option<Self> {
+        let walk = ScopeWalk::new(skeleton, scope, shard);
         if walk.containers.len() > ORDERED_CONTAINERS_MAX {
             return None;
         }
@@ -446,8 +446,8 @@ mod tests {
             engine.commit(&batch).unwrap();
         };
         put(10..30);
-        let tree = Skeleton::default();
-        let mut walk = ScopeWalk::new(&tree, Scope::OneLevel(parent), 0);
+        let skeleton = Skeleton::default();
+        let mut walk = ScopeWalk::new(&skeleton, Scope::OneLevel(parent), 0);
         let mut seen = Vec::new();
         assert!(walk.next_batch(engine.snapshot().unwrap().as_ref(), 7, &mut seen).unwrap());
         assert_eq!(seen.len(), 7);

@@ -125,14 +125,14 @@ enum Source {
 
 impl Source {
     fn for_scope(
-        tree: &crate::skeleton::Skeleton,
+        skeleton: &crate::skeleton::Skeleton,
         scope: Scope,
         shard: usize,
         window: Option<Window>,
     ) -> Self {
         let covers_context = match scope {
             Scope::Subtree(base) | Scope::Children(base) => {
-                base == EntryId::ROOT || tree.get(base).is_some_and(|node| node.parent == EntryId::ROOT)
+                base == EntryId::ROOT || skeleton.get(base).is_some_and(|node| node.parent == EntryId::ROOT)
             }
             _ => false,
         };
@@ -141,8 +141,8 @@ impl Source {
             return Source::Table { after };
         }
         match window {
-            None => Source::Walk(ScopeWalk::new(tree, scope, shard)),
-            Some(_) => match OrderedWalk::new(tree, scope, shard, after) {
+            None => Source::Walk(ScopeWalk::new(skeleton, scope, shard)),
+            Some(_) => match OrderedWalk::new(skeleton, scope, shard, after) {
                 Some(walk) => Source::Ordered(walk),
                 None => Source::Table { after },
             },
@@ -193,7 +193,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
     };
     let stop = || task.stopped().is_some();
     let window = task.window;
-    let scope_source = || Source::for_scope(&task.tree, task.scope, source.info.index, window);
+    let scope_source = || Source::for_scope(&task.skeleton, task.scope, source.info.index, window);
     let mut candidates = match task.plan.as_ref() {
         Some(plan) => {
             let snapshot = reader.snapshot()?;
@@ -219,7 +219,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
         rules,
         query: Query {
             message_id: task.message_id,
-            tree: &task.tree,
+            skeleton: &task.skeleton,
             filter: &task.filter,
             attrs: &task.attrs,
         },
@@ -460,7 +460,7 @@ mod tests {
             before(&stop, &op_stop);
             let task = SearchTask {
                 message_id: 1,
-                tree: Arc::new(Skeleton::default()),
+                skeleton: Arc::new(Skeleton::default()),
                 scope: Scope::OneLevel(EntryId::ROOT),
                 filter: Arc::new(parse_filter("(sn=x)").unwrap()),
                 attrs: Arc::new(AttrSelection::default()),

@@ -31,6 +31,7 @@ use crate::id::EntryId;
 use crate::query::candidates::{read_plan, Plan};
 use crate::query::eval;
 use crate::query::scope::Scope;
+use crate::query::sortkeys::SortSpec;
 use crate::query::stop::{StopReason, StopSignal};
 use crate::rights::{EntryRights, EntryRules, TypeSet};
 use crate::rules::{RuleTable, COMPUTED};
@@ -204,7 +205,7 @@ pub struct WindowEnd {
 
 pub struct SearchTask {
     pub message_id: u32,
-    pub tree: Arc<Skeleton>,
+    pub skeleton: Arc<Skeleton>,
     pub scope: Scope,
     pub filter: Arc<Filter>,
     pub attrs: Arc<AttrSelection>,
@@ -239,7 +240,7 @@ impl SearchTask {
 /// What a search asks of each entry, shared by the streaming path and the inline base path.
 pub struct Query<'a> {
     pub message_id: u32,
-    pub tree: &'a Skeleton,
+    pub skeleton: &'a Skeleton,
     pub filter: &'a Filter,
     pub attrs: &'a AttrSelection,
 }
@@ -292,7 +293,7 @@ impl Seen<'_> {
 pub(crate) fn seen<'a>(query: &Query<'a>, id: EntryId, record: &EntryRecord) -> Option<Seen<'a>> {
     match &query.attrs.per_entry {
         None => Some(Seen::Everywhere(query.attrs)),
-        Some(per_entry) => per_entry.rights(query.tree, id, record).map(Seen::Own),
+        Some(per_entry) => per_entry.rights(query.skeleton, id, record).map(Seen::Own),
     }
 }
 
@@ -305,7 +306,7 @@ pub(crate) fn judge<'a>(
     id: EntryId,
     record: &EntryRecord,
 ) -> Option<Seen<'a>> {
-    if !in_scope(query.tree, scope, id, record) {
+    if !in_scope(query.skeleton, scope, id, record) {
         return None;
     }
     let seen = seen(query, id, record)?;
@@ -325,17 +326,17 @@ pub(crate) fn entry_matches(
     if !needs_computed && !needs_dn {
         return eval::matches_entry(rules, query.filter, &record.entry, None, hidden, id);
     }
-    let dn_text = entry_dn(query.tree, id, record);
+    let dn_text = entry_dn(query.skeleton, id, record);
     let dn = if needs_dn { ferrodir_proto::Dn::parse(&dn_text).ok() } else { None };
     if !needs_computed {
         return eval::matches_entry(rules, query.filter, &record.entry, dn.as_ref(), hidden, id);
     }
     let mut entry = record.entry.clone();
-    for (name, _, value) in computed_attributes(query.tree, id, &dn_text) {
+    for (name, _, value) in computed_attributes(query.skeleton, id, &dn_text) {
         entry.attrs.push(ferrodir_proto::entry::Attribute::new(name, vec![value.to_vec()]));
     }
     if let Some(memberof) = query.attrs.memberof.as_ref().filter(|m| m.in_filter) {
-        memberof.add_to(query.tree, &dn_text, &mut entry);
+        memberof.add_to(query.skeleton, &dn_text, &mut entry);
     }
     eval::matches_entry(rules, query.filter, &entry, dn.as_ref(), hidden, id)
 }
@@ -489,25 +490,25 @@ pub fn inline_page(
     Ok(Some((out, end)))
 }
 
-pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {
+pub(crate) fn in_scope(skeleton: &Skeleton, scope: Scope, id: EntryId, record: &EntryRecord) -> bool {
     match scope {
         Scope::Base(base) => id == base,
         Scope::OneLevel(parent) => record.parent == parent,
-        Scope::Subtree(base) => id == base || tree.parent_within(record.parent, base),
-        Scope::Children(base) => id != base && tree.parent_within(record.parent, base),
+        Scope::Subtree(base) => id == base || skeleton.parent_within(record.parent, base),
+        Scope::Children(base) => id != base && skeleton.parent_within(record.parent, base),
     }
 }
 
 /// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
 /// its descendants', so that a subtree Modify DN is seen whole or not at all.
-fn entry_dn(tree: &Skeleton, id: EntryId, record: &EntryRecord) -> String {
-    dn_of(tree, id, record.parent, &record.rdn)
+fn entry_dn(skeleton: &Skeleton, id: EntryId, record: &EntryRecord) -> String {
+    dn_of(skeleton, id, record.parent, &record.rdn)
 }
 
-fn dn_of(tree: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
-    match tree.get(id) {
+fn dn_of(skeleton: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
+    match skeleton.get(id) {
         Some(node) => node.dn.to_string(),
-        None => tree.dn_of_child(parent, rdn),
+        None => skeleton.dn_of_child(parent, rdn),
     }
 }
 
@@ -515,11 +516,11 @@ fn dn_of(tree: &Skeleton, id: EntryId, parent: EntryId, rdn: &str) -> String {
 /// The computed attributes: each one's name as sent, lowercased (what selection compares,
 /// so that sending an entry lowercases nothing), and value.
 fn computed_attributes<'a>(
-    tree: &Skeleton,
+    skeleton: &Skeleton,
     id: EntryId,
     dn: &'a str,
 ) -> [(&'static str, &'static str, &'a [u8]); 3] {
-    let has_subordinates: &'static [u8] = if tree.contains(id) { b"TRUE" } else { b"FALSE" };
+    let has_subordinates: &'static [u8] = if skeleton.contains(id) { b"TRUE" } else { b"FALSE" };
     [
         ("entryDN", "entrydn", dn.as_bytes()),
         ("hasSubordinates", "hassubordinates", has_subordinates),
@@ -538,27 +539,42 @@ pub(crate) fn encode_entry(
 ) -> Bytes {
     let sel = query.attrs;
     if let Some(sort) = &sel.sort {
-        let keys = match cached.for_filter(None) {
-            Ok(record) => sort.keys_of(rules, &record.entry, hidden),
-            // A cached entry `compactentry` encoded always decodes; if not, its keys are
-            // absent and it sorts as an entry without them.
-            Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
-        };
-        return Bytes::from(crate::query::sortkeys::encode_row(id, &keys));
+        return sort_row(rules, sort, id, cached, hidden);
     }
     let parent = cached.parent();
-    let dn = dn_of(query.tree, id, parent, cached.rdn());
+    let dn = dn_of(query.skeleton, id, parent, cached.rdn());
     let mut attributes = Vec::with_capacity(256);
+    put_stored(rules, sel, cached, hidden, &mut attributes);
+    put_computed(query, id, parent, &dn, hidden, &mut attributes);
+    Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
+}
+
+/// A sorted search's row for the entry instead of the entry: its id and sort keys.
+fn sort_row(rules: &RuleTable, sort: &SortSpec, id: EntryId, cached: &Cached, hidden: &TypeSet) -> Bytes {
+    let keys = match cached.for_filter(None) {
+        Ok(record) => sort.keys_of(rules, &record.entry, hidden),
+        // A cached entry `compactentry` encoded always decodes; if not, its keys are
+        // absent and it sorts as an entry without them.
+        Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
+    };
+    Bytes::from(crate::query::sortkeys::encode_row(id, &keys))
+}
+
+/// Appends the stored attributes the selection returns: a kept entry's pre-encoded
+/// segments as they are, a transient one's encoded here.
+fn put_stored(
+    rules: &RuleTable,
+    sel: &AttrSelection,
+    cached: &Cached,
+    hidden: &TypeSet,
+    attributes: &mut Vec<u8>,
+) {
     match cached {
         Cached::Kept(compact) => {
             for attr in compact.attributes(rules) {
                 if sel.selects(hidden, &attr.canonical, attr.description, attr.operational) {
                     if sel.types_only {
-                        ber::put_partial_attribute::<&[u8]>(
-                            &mut attributes,
-                            attr.description.as_bytes(),
-                            &[],
-                        );
+                        ber::put_partial_attribute::<&[u8]>(attributes, attr.description.as_bytes(), &[]);
                     } else {
                         attributes.extend_from_slice(attr.with_values);
                     }
@@ -577,42 +593,58 @@ pub(crate) fn encode_entry(
                 };
                 if sel.selects(hidden, canonical, &attr.name, operational) {
                     let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
-                    ber::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
+                    ber::put_partial_attribute(attributes, attr.name.as_bytes(), values);
                 }
             }
         }
     }
-    for (name, canonical, value) in computed_attributes(query.tree, id, &dn) {
-        if sel.wants_operational(canonical) && !hidden.contains(canonical) {
+}
+
+/// Appends the computed attributes the selection asks for: entryDN and its kin, a suffix
+/// entry's contextCSN, memberOf.
+fn put_computed(
+    query: &Query,
+    id: EntryId,
+    parent: EntryId,
+    dn: &str,
+    hidden: &TypeSet,
+    attributes: &mut Vec<u8>,
+) {
+    let sel = query.attrs;
+    let wanted = |name: &str| sel.wants_operational(name) && !hidden.contains(name);
+    for (name, canonical, value) in computed_attributes(query.skeleton, id, dn) {
+        if wanted(canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
             attributes.extend(ber::partial_attribute(name.as_bytes(), values));
         }
     }
-    if parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn") {
-        // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
-        // low-watermark across shards (`watermark.rs`), absent before the first write.
-        // A replica publishes its provider's values (`watermark::replicated_context`).
-        let mut csns = crate::write::watermark::replicated_context();
-        if csns.is_empty() {
-            if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-                csns.push(crate::write::stamp::csn_of(micros));
-            }
-        }
+    if parent == EntryId::ROOT && wanted("contextcsn") {
+        let csns = context_csns();
         if !csns.is_empty() {
             let values: Vec<&[u8]> =
                 if sel.types_only { Vec::new() } else { csns.iter().map(|c| c.as_bytes()).collect() };
             attributes.extend(ber::partial_attribute(b"contextCSN", &values));
         }
     }
-    if let Some(memberof) = &sel.memberof {
-        if sel.wants_operational(crate::memberof::MEMBER_OF) && !hidden.contains(crate::memberof::MEMBER_OF) {
-            let values = memberof.values(query.tree, &dn);
-            if !values.is_empty() {
-                let values: Vec<&[u8]> =
-                    if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
-                attributes.extend(ber::partial_attribute(b"memberOf", &values));
-            }
+    if let Some(memberof) = sel.memberof.as_ref().filter(|_| wanted(crate::memberof::MEMBER_OF)) {
+        let values = memberof.values(query.skeleton, dn);
+        if !values.is_empty() {
+            let values: Vec<&[u8]> =
+                if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
+            attributes.extend(ber::partial_attribute(b"memberOf", &values));
         }
     }
-    Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
+}
+
+/// A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed low-watermark
+/// across shards (`watermark.rs`), absent before the first write. A replica publishes its
+/// provider's values (`watermark::replicated_context`).
+fn context_csns() -> Vec<String> {
+    let mut csns = crate::write::watermark::replicated_context();
+    if csns.is_empty() {
+        if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+            csns.push(crate::write::stamp::csn_of(micros));
+        }
+    }
+    csns
 }

@@ -33,7 +33,7 @@ pub(crate) use scatter::{scatter, window};
 
 /// A resolved search as the shards read it: where, what matches, what each entry shows.
 pub(crate) struct Target {
-    pub tree: Arc<Skeleton>,
+    pub skeleton: Arc<Skeleton>,
     pub scope: Scope,
     pub filter: Arc<Filter>,
     pub attrs: Arc<AttrSelection>,
@@ -42,7 +42,7 @@ pub(crate) struct Target {
 impl Target {
     /// The shards' view of this search, for one read on this thread.
     pub fn query(&self, message_id: u32) -> Query<'_> {
-        Query { message_id, tree: &self.tree, filter: &self.filter, attrs: &self.attrs }
+        Query { message_id, skeleton: &self.skeleton, filter: &self.filter, attrs: &self.attrs }
     }
 }
 

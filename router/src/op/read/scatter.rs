@@ -125,7 +125,7 @@ fn task(
 ) -> SearchTask {
     SearchTask {
         message_id: ctx.message_id,
-        tree: target.tree.clone(),
+        skeleton: target.skeleton.clone(),
         scope: target.scope,
         filter: target.filter.clone(),
         attrs: target.attrs.clone(),

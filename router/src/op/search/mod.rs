@@ -128,7 +128,7 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     };
     let bounds = limits::bounds(ctx, &request, paging);
     let target = Target {
-        tree: ctx.worker.tree(),
+        skeleton: ctx.worker.skeleton(),
         scope: authorized.scope,
         filter: Arc::new(request.filter),
         attrs: Arc::new(attrs),

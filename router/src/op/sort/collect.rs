@@ -34,7 +34,7 @@ pub(crate) async fn collect(
     let mut attrs = (*target.attrs).clone();
     attrs.sort = Some(spec.clone());
     let rows_of = Target {
-        tree: target.tree.clone(),
+        skeleton: target.skeleton.clone(),
         scope: target.scope,
         filter: target.filter.clone(),
         attrs: Arc::new(attrs),

@@ -185,10 +185,10 @@ async fn refresh(
         None => None,
     };
     if let (Some(log), Some(now)) = (&log, points.now) {
-        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.tree(), scope);
+        refresh::undo_later_moves(&mut entries, log, now, &ctx.worker.skeleton(), scope);
     }
     let log = if points.since_micros.is_some() { log } else { None };
-    let plan = refresh::plan(scope, &request.filter, points, log.as_ref(), &ctx.worker.tree(), &entries);
+    let plan = refresh::plan(scope, &request.filter, points, log.as_ref(), &ctx.worker.skeleton(), &entries);
     if let Some(uuids) = &plan.deletes {
         refresh::send_deletes(ctx, uuids).await?;
     }
@@ -403,7 +403,7 @@ async fn collect(
     }
     asked.extend([OctetString::from_static(b"entryUUID"), OctetString::from_static(b"entryCSN")]);
     let target = Target {
-        tree: ctx.worker.tree(),
+        skeleton: ctx.worker.skeleton(),
         scope: located.scope,
         filter: Arc::new(request.filter.clone()),
         attrs: Arc::new(AttrSelection::from_request(&asked, false, &config.rules, &config.schema)),

@@ -199,17 +199,17 @@ async fn changes(
     ready: &[Held],
     later: &[Held],
 ) -> LdapResultOf<Vec<Bytes>> {
-    let tree = ctx.worker.tree();
+    let skeleton = ctx.worker.skeleton();
     let rules = &ctx.worker.config.rules;
     let hidden = Default::default();
     // The skeleton already shows the moves, so a change before one gets its DN with the
     // move undone.
-    let moves = moves(&tree, ready.iter().chain(later));
+    let moves = moves(&skeleton, ready.iter().chain(later));
     let mut out: Vec<Bytes> = Vec::new();
     for held in ready {
         let change = &held.change;
         let judge = |record: &EntryRecord| -> Option<(String, NormDn)> {
-            let text = undo_moves(tree.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
+            let text = undo_moves(skeleton.dn_of_child(record.parent, &record.rdn), held.micros, &moves);
             let dn = located.parse(&text)?;
             let wanted = located.holds(&dn)
                 && ferrodir_shard::filter_matches_entry(
@@ -224,8 +224,8 @@ async fn changes(
         };
         if let (Some(old), Some(new)) = (&change.old, &change.new) {
             if new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm) {
-                let old_dn = tree.dn_of_child(old.parent, &old.rdn);
-                let new_dn = tree.dn_of_child(new.parent, &new.rdn);
+                let old_dn = skeleton.dn_of_child(old.parent, &old.rdn);
+                let new_dn = skeleton.dn_of_child(new.parent, &new.rdn);
                 if let Some(pdus) = subtree_moved(ctx, located, request, change, &old_dn, &new_dn).await? {
                     out.extend(pdus);
                     continue;
@@ -259,13 +259,13 @@ async fn changes(
 }
 
 /// The containers `changes` moved: (CSN, DN now, DN before).
-fn moves<'h>(tree: &Skeleton, changes: impl Iterator<Item = &'h Held>) -> Vec<(u64, String, String)> {
+fn moves<'h>(skeleton: &Skeleton, changes: impl Iterator<Item = &'h Held>) -> Vec<(u64, String, String)> {
     changes
         .filter_map(|h| {
             let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
             let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
             moved.then(|| {
-                (h.micros, tree.dn_of_child(new.parent, &new.rdn), tree.dn_of_child(old.parent, &old.rdn))
+                (h.micros, skeleton.dn_of_child(new.parent, &new.rdn), skeleton.dn_of_child(old.parent, &old.rdn))
             })
         })
         .collect()

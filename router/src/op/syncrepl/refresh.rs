@@ -66,7 +66,7 @@ pub(super) fn plan(
     filter: &Filter,
     points: &Points,
     log: Option<&Vec<LogView>>,
-    tree: &Skeleton,
+    skeleton: &Skeleton,
     entries: &[SyncEntry],
 ) -> Plan {
     let (since, since_micros) = (points.since, points.since_micros);
@@ -75,7 +75,7 @@ pub(super) fn plan(
     // Roots of subtrees moved since the cookie and up to `now`, where they are now.
     let moved: Vec<NormDn> = records()
         .filter(|r| r.subtree && points.now.is_none_or(|now| r.csn <= now))
-        .filter_map(|r| tree.get(r.id))
+        .filter_map(|r| skeleton.get(r.id))
         .filter_map(|node| located.parse(&node.dn))
         .collect();
     let changed: Vec<bool> = entries
@@ -139,7 +139,7 @@ pub(super) fn undo_later_moves(
     entries: &mut [SyncEntry],
     log: &[LogView],
     now: u64,
-    tree: &Skeleton,
+    skeleton: &Skeleton,
     located: &Located,
 ) {
     let mut later: Vec<&ferrodir_shard::LogRecord> =
@@ -156,7 +156,7 @@ pub(super) fn undo_later_moves(
         .filter_map(|(i, r)| {
             let after = match later.iter().skip(i + 1).find(|next| next.id == r.id) {
                 Some(next) => next.old_dn.clone(),
-                None => tree.get(r.id)?.dn.to_string(),
+                None => skeleton.get(r.id)?.dn.to_string(),
             };
             Some((r.csn, after, r.old_dn.clone()))
         })
@@ -224,9 +224,9 @@ mod tests {
     fn run(log: Vec<LogView>, entries: &[SyncEntry], filter: &Filter) -> Plan {
         let since = ferrodir_shard::csn_of(SINCE);
         let scope = located("ou=people,dc=example,dc=com", SearchScope::WholeSubtree);
-        let tree = Skeleton::default();
+        let skeleton = Skeleton::default();
         let points = Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10) };
-        plan(&scope, filter, &points, Some(&log), &tree, entries)
+        plan(&scope, filter, &points, Some(&log), &skeleton, entries)
     }
 
     #[test]
