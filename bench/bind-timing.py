@@ -25,7 +25,8 @@ USER = "uid=bind-timing,ou=people," + BASE
 
 
 def connect(server):
-    return ldap3.Connection(ldap3.Server(server), raise_exceptions=False)
+    return ldap3.Connection(ldap3.Server(server), user="cn=x", password="x",
+                            authentication=ldap3.SIMPLE, raise_exceptions=False)
 
 
 def main():

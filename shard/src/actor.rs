@@ -15,12 +15,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::batch::{Overlay, Stager, WriteOp, WriteOutcome};
-use crate::commit::{spawn_committer, CommitJob, Committer};
 use crate::core::ShardCore;
+use crate::entry::record::EntryRecord;
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
-use crate::record::EntryRecord;
+use crate::write::batch::{Overlay, Stager, WriteOp, WriteOutcome};
+use crate::write::commit::{spawn_committer, CommitJob, Committer};
 
 /// Bounded mailbox: senders wait (`Addr::send`) when a shard is saturated.
 pub const MAILBOX_CAPACITY: usize = 1024;
@@ -74,11 +74,11 @@ impl ShardActor {
         // entry cache (`entrycache`).
         core.become_owner()?;
         let next_seq = core.stored_next_seq()?;
-        if let Some(hub) = crate::watermark::hub() {
+        if let Some(hub) = crate::write::watermark::hub() {
             hub.restore(core.info.index, core.stored_csn_max()?);
         }
         let committer = spawn_committer(core.engine(), core.info.index)?;
-        let deletelog = crate::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
+        let deletelog = crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
         Ok(Self {
             core,
             stager: Stager { next_seq, deletelog, ..Default::default() },
@@ -181,7 +181,7 @@ impl ShardActor {
         if batch.csn_max > 0 {
             // contextCSN survives a restart (and seeds the clock there).
             mutations.push(crate::storage::Mutation {
-                key: crate::keys::meta("csn_max"),
+                key: crate::index::keys::meta("csn_max"),
                 value: Some(batch.csn_max.to_be_bytes().to_vec()),
             });
         }
@@ -216,14 +216,14 @@ impl ShardActor {
             }
             Err(e) => {
                 let pending = std::mem::take(&mut self.stager.pending);
-                if let Some(hub) = crate::watermark::hub() {
+                if let Some(hub) = crate::write::watermark::hub() {
                     // Nothing of either batch will ever be visible: nothing pending holds
                     // the watermark back.
                     hub.committed(self.core.info.index, 0, u64::MAX);
                 }
                 self.roll_back(&batch, &pending, &e);
                 // The failed batches' log records never landed.
-                match crate::deletelog::DeleteLog::load(self.core.snapshot().as_ref()) {
+                match crate::write::deletelog::DeleteLog::load(self.core.snapshot().as_ref()) {
                     Ok(mut log) => {
                         if self.stager.deletelog.is_kept() {
                             log.keep();
@@ -301,12 +301,12 @@ impl ShardActor {
     /// The batch is visible: moves this shard's part of the watermark and hands the
     /// batch's changes to the persist searches (`watermark.rs`), without waiting on them.
     fn publish_csns(&mut self, batch: &mut Overlay) {
-        let Some(hub) = crate::watermark::hub() else { return };
+        let Some(hub) = crate::write::watermark::hub() else { return };
         let shard = self.core.info.index;
         // Fed before its CSN counts in the watermark: a persist search that reads the
         // watermark and then drains its feed has every change at or below it.
         let changes = std::mem::take(&mut batch.changes);
-        hub.feed(crate::watermark::FeedBatch { shard, csn_max: batch.csn_max, changes });
+        hub.feed(crate::write::watermark::FeedBatch { shard, csn_max: batch.csn_max, changes });
         hub.committed(shard, batch.csn_max, self.stager.pending.csn_floor.unwrap_or(u64::MAX));
     }
 
@@ -379,7 +379,7 @@ impl Handler<Write> for ShardActor {
 #[rtype(result = "()")]
 pub struct Stage {
     pub op: WriteOp,
-    pub reply: crate::batch::Reply,
+    pub reply: crate::write::batch::Reply,
 }
 
 impl Handler<Stage> for ShardActor {
@@ -391,7 +391,7 @@ impl Handler<Stage> for ShardActor {
 }
 
 impl ShardActor {
-    fn stage_write(&mut self, op: WriteOp, reply: crate::batch::Reply, ctx: &mut Context<Self>) {
+    fn stage_write(&mut self, op: WriteOp, reply: crate::write::batch::Reply, ctx: &mut Context<Self>) {
         let shard = self.core.info.index;
         // A panic while staging leaves overlays, cache and Bloom bits half-updated.
         crate::fatal::abort_on_panic("staging a write", shard, || {
@@ -466,16 +466,16 @@ impl Handler<FindRefs> for ShardActor {
 /// This shard's delete-log records after a CSN, and its minimum (`deletelog::read`), in
 /// the last committed snapshot: a sync refresh's delete phase.
 #[derive(Message)]
-#[rtype(result = "ShardResult<crate::deletelog::LogView>")]
+#[rtype(result = "ShardResult<crate::write::deletelog::LogView>")]
 pub struct ReadDeleteLog {
     pub after: u64,
 }
 
 impl Handler<ReadDeleteLog> for ShardActor {
-    type Result = ShardResult<crate::deletelog::LogView>;
+    type Result = ShardResult<crate::write::deletelog::LogView>;
 
     fn handle(&mut self, msg: ReadDeleteLog, _: &mut Context<Self>) -> Self::Result {
-        crate::deletelog::read(self.core.snapshot().as_ref(), msg.after)
+        crate::write::deletelog::read(self.core.snapshot().as_ref(), msg.after)
     }
 }
 
@@ -544,7 +544,7 @@ mod tests {
 
     use super::*;
     use crate::core::ShardInfo;
-    use crate::index::IndexConfig;
+    use crate::index::config::IndexConfig;
     use crate::rules::RuleTable;
     use crate::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageResult};
     use ferrodir_proto::schema::Schema;
@@ -646,7 +646,7 @@ mod tests {
             // Replies came after the commit: the snapshot already shows every entry.
             assert!(core.lookup_dn(EntryId::ROOT, "cn=e199").unwrap().is_some());
             let index_hits =
-                core.postings(core.snapshot().as_ref(), &crate::keys::eq_prefix("cn", b"e5")).unwrap();
+                core.postings(core.snapshot().as_ref(), &crate::index::keys::eq_prefix("cn", b"e5")).unwrap();
             assert_eq!(index_hits.len(), 1);
         });
     }
@@ -755,11 +755,11 @@ mod tests {
             assert_eq!(core.lookup_dn(EntryId::ROOT, "cn=lost0").unwrap(), None);
             let snapshot = core.snapshot();
             assert!(core
-                .postings(snapshot.as_ref(), &crate::keys::eq_prefix("cn", b"lost3"))
+                .postings(snapshot.as_ref(), &crate::index::keys::eq_prefix("cn", b"lost3"))
                 .unwrap()
                 .is_empty());
             assert!(core
-                .postings(snapshot.as_ref(), &crate::keys::eq_prefix("sn", b"changed"))
+                .postings(snapshot.as_ref(), &crate::index::keys::eq_prefix("sn", b"changed"))
                 .unwrap()
                 .is_empty());
             let record = core.record(kept).unwrap().unwrap();
@@ -802,12 +802,12 @@ mod tests {
             let unlogged = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert!(unlogged.records.is_empty());
             assert!(unlogged.min > before.min, "{} after {}", unlogged.min, before.min);
-            assert!(!crate::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
+            assert!(!crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
             assert!(addr.send(KeepDeleteLog).await.unwrap(), "not kept before");
             assert!(!addr.send(KeepDeleteLog).await.unwrap(), "kept once asked");
             let uuid_of = |id: EntryId| {
                 let record = core.record(id).unwrap().unwrap();
-                crate::deletelog::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
+                crate::write::stamp::uuid_octets(record.entry.first_str("entryUUID").unwrap().as_bytes())
                     .unwrap()
             };
             let (uuid_a, uuid_b) = (uuid_of(ids[0]), uuid_of(ids[1]));
@@ -828,7 +828,8 @@ mod tests {
             let got: Vec<_> = log.records.iter().map(|r| (r.uuid, r.deleted, r.old_dn.as_str())).collect();
             assert_eq!(got, [(uuid_a, true, "cn=a"), (uuid_b, false, "cn=b")]);
             // The move's record carries the CSN the entry was stamped with.
-            let stamped = crate::stamp::micros_of_csn(moved.entry.first_str("entryCSN").unwrap()).unwrap();
+            let stamped =
+                crate::write::stamp::micros_of_csn(moved.entry.first_str("entryCSN").unwrap()).unwrap();
             assert_eq!(log.records[1].csn, stamped);
             assert_eq!(addr.send(ReadDeleteLog { after: stamped }).await.unwrap().unwrap().records.len(), 0);
             // A failed commit: its delete's record never shows, and the log goes on after it.
@@ -840,7 +841,7 @@ mod tests {
             let last = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert_eq!((last.records.len(), last.min), (3, unlogged.min));
             // A restart keeps logging: the mark is stored.
-            assert!(crate::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
+            assert!(crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref()).unwrap().is_kept());
         });
     }
 
@@ -945,7 +946,7 @@ mod tests {
             assert_eq!(record.entry.first_str("structuralObjectClass"), Some("person"));
             let meta = WriteOp::PutMeta { name: "replication.cookie.001".into(), value: b"rid=001".to_vec() };
             addr.send(Write(meta)).await.unwrap().unwrap();
-            let stored = core.snapshot().get(&crate::keys::meta("replication.cookie.001")).unwrap();
+            let stored = core.snapshot().get(&crate::index::keys::meta("replication.cookie.001")).unwrap();
             assert_eq!(stored.as_deref(), Some(&b"rid=001"[..]));
         });
     }

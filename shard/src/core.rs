@@ -12,15 +12,15 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::bloom::EqBloom;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments::Cached;
 use crate::entrycache::{EntryCache, Lookup};
 use crate::error::ShardResult;
 use crate::id::EntryId;
-use crate::index::IndexConfig;
-use crate::keys;
-use crate::record::EntryRecord;
+use crate::index::bloom::EqBloom;
+use crate::index::config::IndexConfig;
+use crate::index::keys;
 use crate::rules::RuleTable;
-use crate::segments::Cached;
 use crate::storage::{KvEngine, KvSnapshot};
 use ferrodir_proto::schema::Schema;
 
@@ -39,7 +39,7 @@ pub struct ShardInfo {
     pub bloom: Arc<EqBloom>,
     /// Which shards may hold each substring gram: one table that every shard writes its
     /// own bit in and every worker reads (`gramsummary`).
-    pub grams: Arc<crate::gramsummary::GramShards>,
+    pub grams: Arc<crate::index::gramsummary::GramShards>,
 }
 
 pub struct ShardCore {

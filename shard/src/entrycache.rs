@@ -68,10 +68,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::codec::CorruptRecord;
-use crate::compactentry::CompactEntry;
+use crate::entry::codec::CorruptRecord;
+use crate::entry::compactentry::CompactEntry;
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
 use crate::rules::RuleTable;
 
 /// Partitions per shard: each its own lock, budget share and CLOCK.

@@ -1,7 +1,7 @@
 //! The shard's error type. It says what went wrong in directory terms; the router turns it
 //! into an LDAP resultCode in one place (`router::error`).
 
-use crate::codec::CorruptRecord;
+use crate::entry::codec::CorruptRecord;
 use crate::storage::StorageError;
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -1,41 +1,36 @@
 //! A Ferrodir shard: one partition of the directory, owned by one actix actor.
 //!
 //! # Layout
-//! - [`id`]: entry ids and placement (which shard holds what).
+//! Five rooms, and the pieces that tie them together at the top:
+//! - [`entry`]: how an entry is stored (record), cached (compact form) and sent (segments),
+//!   over one bounds-checked codec.
+//! - [`index`]: the on-disk key layout, per-attribute index configuration and the keys an
+//!   entry contributes, the equality-key rule, and the Bloom filters and gram table that skip
+//!   shards.
+//! - [`query`]: one shard's part of a search: candidates, the prefilter, filter evaluation,
+//!   the inline path and the pooled scan, sort keys, and the signals that stop a search.
+//! - [`write`]: group commit (staging, the commit thread), Modify, the keys a stored entry
+//!   writes, operational stamps and the CSN clock, the watermark hub and the delete log.
 //! - [`storage`]: the byte-level storage trait and its engines (redb default, sled), and
 //!   what a shard does when its file fails (docs/ARCHITECTURE.md, "Faults").
-//! - [`keys`], [`codec`], [`record`]: how entries and index postings are laid out on disk;
-//!   [`layout`]: the keys storing or changing an entry writes (staging and import alike).
-//! - [`index`]: per-attribute index configuration and the keys an entry contributes.
-//! - [`bloom`]: per-shard Bloom filters of equality keys, to skip shards on equality searches.
-//! - [`gramsummary`]: which shards may hold a substring gram, to skip shards on substring
-//!   searches.
-//! - [`eqkey`]: the equality-key rule that index keys, lookups and Bloom filters share.
-//! - [`rules`]: each attribute type's matching rules, resolved once from the schema.
-//! - [`rights`]: what a requester may see of an entry, as the router decided it (the
-//!   shard knows no access rules).
-//! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread.
-//! - [`entrycache`], [`compactentry`]: each shard's entry cache, shared by its owner and
-//!   every worker's replica, bounded in bytes, and the compact form it keeps entries in.
-//! - [`batch`], [`commit`]: group commit — staging writes against uncommitted state, and the
-//!   thread that syncs each batch.
-//! - [`actor`]: the shard actor and its messages.
-//! - [`fatal`]: a panic in the write path (staging, commit, publish) aborts the process.
-//! - [`search`], [`eval`]: what a search asks of a shard, answered inline (lookups), and
-//!   filter evaluation (assertions on types the requester may not search are Undefined).
-//! - [`memberof`]: the memberOf virtual attribute, from member/uniqueMember's equality
-//!   postings on every shard, and the walks of the group graph.
-//! - [`candidates`]: which entries a search examines: index plans, lazy scope walks.
-//! - [`prefilter`]: skipping entries that lack every type a filter needs, undecoded.
-//! - [`scan`]: long searches on the search pool, never on a shard actor's thread.
-//! - [`stop`]: the signals (Abandon, limits, a closed connection) that stop a search.
-//! - [`segments`]: pre-encoded attribute segments and the SearchResultEntry encoder.
-//! - [`modify`]: applying a Modify's changes to an entry.
-//! - [`refs`]: referential integrity: finding and rewriting the values that name a DN.
-//! - [`skeleton`]: the tree of container entries every worker reads.
-//! - [`stamp`]: the operational attributes stamped on every write, and the CSN clock.
-//! - [`deletelog`]: the durable, bounded log of deletes and moves that a sync refresh's
-//!   delete phase reads.
+//!
+//! At the top, because every room uses them or they use every room:
+//! - [`actor`]: the shard actor and its messages (uses every room).
+//! - [`core`]: the read side (snapshot, entry cache), shared on the worker thread; its
+//!   [`entrycache`] is shared by the owner and every worker's view of the shard.
+//! - [`skeleton`]: the tree of container entries every worker reads (queries and writes).
+//! - [`memberof`]: the memberOf virtual attribute and walks of the group graph (queries
+//!   over index postings of several shards).
+//! - [`refs`]: referential integrity: finding and rewriting values that name a DN (a query
+//!   that feeds writes).
+//! - [`rules`], [`rights`], [`id`], [`error`]: each attribute type's matching rules, what a
+//!   requester may see (as the router decided it), entry ids and placement, and the error
+//!   type: the ground floor every room stands on.
+//! - [`fatal`], [`alarm`]: a panic in the write path aborts the process; timers that flag a
+//!   stuck actor.
+//!
+//! Every module is `pub(crate)`; other crates use the names re-exported below (the public
+//! interface), plus `storage` and, for the offline tools, `keys` and `layout`.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
@@ -45,42 +40,23 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)
 )]
 
-pub mod actor;
-pub mod alarm;
-pub mod batch;
-pub mod bloom;
-pub mod candidates;
-pub mod codec;
-pub mod commit;
-pub mod compactentry;
-pub mod core;
-pub mod deletelog;
-pub mod entrycache;
-pub mod eqkey;
-pub mod error;
-pub mod eval;
-pub mod fatal;
-pub mod gramsummary;
-pub mod id;
-pub mod index;
-pub mod keys;
-pub mod layout;
-pub mod memberof;
-pub mod modify;
-pub mod prefilter;
-pub mod record;
-pub mod refs;
-pub mod rights;
-pub mod rules;
-pub mod scan;
-pub mod search;
-pub mod segments;
-pub mod skeleton;
-pub mod sortkeys;
-pub mod stamp;
-pub mod stop;
+pub(crate) mod actor;
+pub(crate) mod alarm;
+pub(crate) mod core;
+pub(crate) mod entry;
+pub(crate) mod entrycache;
+pub(crate) mod error;
+pub(crate) mod fatal;
+pub(crate) mod id;
+pub(crate) mod index;
+pub(crate) mod memberof;
+pub(crate) mod query;
+pub(crate) mod refs;
+pub(crate) mod rights;
+pub(crate) mod rules;
+pub(crate) mod skeleton;
 pub mod storage;
-pub mod watermark;
+pub(crate) mod write;
 
 // The public interface is:
 //
@@ -93,52 +69,55 @@ pub use crate::core::{CoreStats, ShardCore, ShardInfo};
 pub use crate::entrycache::EntryCache;
 pub use crate::error::{ShardError, ShardResult};
 // Entries, ids and placement.
+pub use crate::entry::record::{EntryRecord, FLAG_CONTAINER};
 pub use crate::id::{shard_for_child, EntryId, PLACEMENT_VERSION};
-pub use crate::record::{EntryRecord, FLAG_CONTAINER};
 pub use crate::skeleton::{Skeleton, SkeletonCell};
 // Writes.
-pub use crate::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
-pub use crate::modify::{find_attr, value_key};
 pub use crate::refs::RefRewrite;
-pub use crate::stamp::{
+pub use crate::write::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
+pub use crate::write::modify::{find_attr, value_key};
+pub use crate::write::stamp::{
     civil_time, clock_now, csn_of, micros_of_csn, server_id, set_server_id, set_structural_class,
-    stamp_imported, Stamp, SERVER_ID_MAX,
+    stamp_imported, uuid_octets, Stamp, SERVER_ID_MAX,
 };
 // Matching, indexing and the filters that skip shards.
-pub use crate::bloom::{EqBloom, Probe};
-pub use crate::eqkey::bloom_key;
-pub use crate::eval::{
+pub use crate::index::bloom::{EqBloom, Probe};
+pub use crate::index::config::{IndexConfig, IndexKind};
+pub use crate::index::eqkey::bloom_key;
+pub use crate::index::gramsummary::GramShards;
+pub use crate::query::eval::{
     has_class, has_options, id_set_filter, is_id_set, matches as filter_matches,
     matches_entry as filter_matches_entry, mentions as filter_mentions, ID_SET_RULE,
 };
-pub use crate::gramsummary::GramShards;
-pub use crate::index::{IndexConfig, IndexKind};
-pub use crate::prefilter::referenced_names;
+pub use crate::query::prefilter::referenced_names;
 pub use crate::rights::{EntryRights, EntryRules, TypeSet};
 pub use crate::rules::RuleTable;
 // Searches.
-pub use crate::candidates::{Plan, Planner};
-pub use crate::scan::{ScanLimits, ScanPool, ScanSource};
-pub use crate::search::{
+pub use crate::query::candidates::{Plan, Planner};
+pub use crate::query::scan::{ScanLimits, ScanPool, ScanSource};
+pub use crate::query::scope::Scope;
+pub use crate::query::search::{
     base_entry, base_record, inline_page, inline_search, inline_search_into, AttrSelection, InlinePrep,
-    Query, Scope, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
+    Query, SearchChunk, SearchTask, Window, WindowEnd, CHUNK_ENTRIES_MAX,
 };
-pub use crate::sortkeys::{decode_row as decode_sort_row, Row as SortRow, SortKey, SortSpec};
-pub use crate::stop::{StopReason, StopSignal};
+pub use crate::query::sortkeys::{decode_row as decode_sort_row, Row as SortRow, SortKey, SortSpec};
+pub use crate::query::stop::{StopReason, StopSignal};
 // memberOf.
 pub use crate::memberof::{
     check as check_memberof_query, too_deep as memberof_too_deep, too_many as memberof_too_many, GroupAccess,
     Groups, MemberOfOptions, MemberOfQuery, MEMBER_OF, MEMBER_TYPES,
 };
 // Sync: the delete log and the watermark hub.
-pub use crate::deletelog::{
+pub use crate::write::deletelog::{
     install_tree as install_delete_log_skeleton, prefix as delete_log_prefix, read as read_delete_log,
     set_max as set_delete_log_max, LogRecord, LogView, DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT,
     KEPT_KEY as DELETE_LOG_KEPT_KEY,
 };
-pub use crate::watermark::{
+pub use crate::write::watermark::{
     hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,
     Change, FeedBatch, Hub, Subscription,
 };
 // `storage` (storage engines, a module of its own) and, until the bulk loader and the offline
 // tools move behind operations, `keys` and `layout` are public modules too.
+pub use crate::index::keys;
+pub use crate::write::layout;

@@ -24,12 +24,12 @@ use std::sync::{Arc, Mutex};
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
+use crate::entry::record::EntryRecord;
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
-use crate::keys;
-use crate::prefilter::base_name_in;
-use crate::record::EntryRecord;
+use crate::index::keys;
 use crate::rights::EntryRules;
+use crate::rules::base_name_in;
 use crate::rules::RuleTable;
 use crate::skeleton::Skeleton;
 use crate::storage::KvEngine;
@@ -110,7 +110,8 @@ impl Groups {
         let mut prefixes = Vec::with_capacity(MEMBER_TYPES.len() + 1);
         for name in MEMBER_TYPES {
             let Some(attr) = self.rules.get(name) else { continue };
-            let crate::eqkey::Lookup::Value(exact) = crate::eqkey::lookup(&self.rules, attr, dn.as_bytes())
+            let crate::index::eqkey::Lookup::Value(exact) =
+                crate::index::eqkey::lookup(&self.rules, attr, dn.as_bytes())
             else {
                 continue;
             };

@@ -14,10 +14,10 @@ use ferrodir_proto::{Dn, NormDn};
 
 use crate::error::ShardResult;
 use crate::id::EntryId;
-use crate::keys;
-use crate::modify::{find_attr, value_key};
+use crate::index::keys;
 use crate::rules::RuleTable;
 use crate::storage::KvSnapshot;
+use crate::write::modify::{find_attr, value_key};
 
 /// What a deleted or renamed entry's references become.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! without knowing anything of access rules (those live in the router, `router::acl`).
 //!
 //! The router decides, once per search, either one answer for every entry
-//! ([`AttrSelection::hidden`](crate::search::AttrSelection) and `unsearchable`, the common
+//! ([`AttrSelection::hidden`](crate::query::search::AttrSelection) and `unsearchable`, the common
 //! case: the rules don't depend on which entry it is) or hands the shard an [`EntryRules`]
 //! object that answers per entry. The shard asks it before it evaluates the filter, and
 //! leaves out an entry the requester may not read, silently, as slapd does.
@@ -10,8 +10,8 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
 use crate::skeleton::Skeleton;
 
 /// A set of attribute types by canonical name (see `rules::RuleTable`): the listed types,

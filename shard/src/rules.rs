@@ -57,7 +57,7 @@ pub struct RuleTable {
 impl AttrRules {
     /// Whether `description` (options allowed) names this type or one of its subtypes.
     pub fn names_match(&self, description: &str) -> bool {
-        crate::prefilter::base_name_in(description.as_bytes(), &self.names)
+        base_name_in(description.as_bytes(), &self.names)
     }
 }
 
@@ -221,3 +221,16 @@ pub fn equality_key(table: &RuleTable, rules: &AttrRules, value: &[u8]) -> Optio
         None => None,
     }
 }
+/// Whether an attribute description's base name (before any `;option`) is one of `names`
+/// (lowercased), ignoring case.
+pub fn base_name_in(description: &[u8], names: &[String]) -> bool {
+    let base = match description.iter().position(|&b| b == b';') {
+        Some(at) => description.get(..at).unwrap_or(description),
+        None => description,
+    };
+    names.iter().any(|name| name.as_bytes().eq_ignore_ascii_case(base))
+}
+
+/// The attributes computed at send time (lowercased names), not stored. memberOf is one
+/// (`memberof`), computed only when the search carries an `AttrSelection::memberof`.
+pub const COMPUTED: [&str; 4] = ["entrydn", "hassubordinates", "subschemasubentry", "memberof"];

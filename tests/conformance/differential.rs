@@ -173,6 +173,11 @@ fn report(
                         allowed.reason
                     )));
                 }
+                Known::Values { .. } if allow::unexplained(&allowed.known, &a, &b).is_some() => {
+                    t.differ += 1;
+                    let detail = allow::unexplained(&allowed.known, &a, &b).unwrap_or_default();
+                    lines.push(line(&format!("allowlisted for named values only: {detail}")));
+                }
                 _ => {
                     t.allowed += 1;
                     allowed_lines.push(format!("{} ({})", op.id, allowed.reason));

@@ -22,10 +22,10 @@ use redb::{BackendError, Database, ReadableDatabase, StorageBackend, TableDefini
 
 use super::redb_engine::commit_batch;
 use super::Mutation;
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::index::IndexConfig;
-use crate::keys;
-use crate::record::EntryRecord;
+use crate::index::config::IndexConfig;
+use crate::index::keys;
 use crate::rules::RuleTable;
 
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
@@ -209,10 +209,10 @@ fn commit_pages() {
                     Attribute::new("sn", vec![b"toto sn".to_vec()]),
                 ]),
             };
-            out.extend(crate::layout::new_entry(&indexes, &rules, EntryId::new(shard, seq), &record));
+            out.extend(crate::write::layout::new_entry(&indexes, &rules, EntryId::new(shard, seq), &record));
         }
         csn += 1;
-        out.push(crate::layout::next_seq(seq + 1));
+        out.push(crate::write::layout::next_seq(seq + 1));
         out.push(csn_max(csn));
         out
     };

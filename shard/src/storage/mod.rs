@@ -16,10 +16,10 @@ mod commit_pages;
 mod compact;
 mod frozen;
 mod overlay;
-pub mod powercut;
+pub(crate) mod powercut;
 mod redb_engine;
 mod sled_engine;
-pub mod writelog;
+pub(crate) mod writelog;
 
 use std::path::Path;
 
@@ -34,7 +34,7 @@ pub use sled_engine::SledEngine;
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Table {
-    /// entry id (8 bytes BE) → encoded [`crate::record::EntryRecord`].
+    /// entry id (8 bytes BE) → encoded [`crate::entry::record::EntryRecord`].
     Entries = b'E',
     /// parent id (8) ‖ normalised RDN → entry id (8). The DN→ID index.
     Dn = b'D',
@@ -50,7 +50,7 @@ pub enum Table {
     Ord = b'O',
     /// name → value. Per-shard metadata such as the next id.
     Meta = b'M',
-    /// CSN (8) → uuid, id, flags, old DN: the delete log (`crate::deletelog`).
+    /// CSN (8) → uuid, id, flags, old DN: the delete log (`crate::write::deletelog`).
     DeleteLog = b'L',
 }
 
@@ -171,6 +171,12 @@ impl BulkSink for CollectingSink {
             None => self.before.get(key),
         }
     }
+}
+
+/// A shard's storage in memory (redb over its in-memory backend), for the unit tests of the
+/// crates above: nothing is written to disk and nothing survives the value.
+pub fn open_in_memory() -> StorageResult<Box<dyn KvEngine>> {
+    Ok(Box::new(RedbEngine::in_memory()?))
 }
 
 /// Which engine a data directory uses; fixed in the manifest.

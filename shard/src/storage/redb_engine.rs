@@ -56,6 +56,27 @@ fn err(e: impl std::fmt::Display) -> StorageError {
     StorageError(e.to_string())
 }
 
+/// Creates the tables up front, so that read transactions can always open them, and draws
+/// the write log's id once: the id the file's log records carry.
+fn create_tables(db: &Database) -> StorageResult<u64> {
+    let txn = db.begin_write().map_err(err)?;
+    txn.open_table(KV).map_err(err)?;
+    let log_id = {
+        let mut state = txn.open_table(LOG_STATE).map_err(err)?;
+        let stored = state.get(LOG_ID).map_err(err)?.map(|v| v.value());
+        match stored {
+            Some(id) => id,
+            None => {
+                let id = rand::random::<u64>();
+                state.insert(LOG_ID, id).map_err(err)?;
+                id
+            }
+        }
+    };
+    txn.commit().map_err(err)?;
+    Ok(log_id)
+}
+
 impl RedbEngine {
     /// Opens (creating if needed) the file at `path`, with the write log the settings ask
     /// for (`powercut::write_log_bytes`), replaying the log's records first.
@@ -68,22 +89,7 @@ impl RedbEngine {
     /// loses nothing.
     pub fn open_with_log(path: &Path, log_bytes: u64) -> StorageResult<Self> {
         let db = super::powercut::open_redb(path).map_err(err)?;
-        // Create the tables up front so that read transactions can always open them.
-        let txn = db.begin_write().map_err(err)?;
-        txn.open_table(KV).map_err(err)?;
-        let log_id = {
-            let mut state = txn.open_table(LOG_STATE).map_err(err)?;
-            let stored = state.get(LOG_ID).map_err(err)?.map(|v| v.value());
-            match stored {
-                Some(id) => id,
-                None => {
-                    let id = rand::random::<u64>();
-                    state.insert(LOG_ID, id).map_err(err)?;
-                    id
-                }
-            }
-        };
-        txn.commit().map_err(err)?;
+        let log_id = create_tables(&db)?;
         let log_path = log_path(path);
         let log = if log_bytes > 0 || log_path.exists() {
             let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE), log_id)?;
@@ -104,6 +110,22 @@ impl RedbEngine {
             write_failure: OnceLock::new(),
             commits: AtomicU64::new(0),
             log,
+        })
+    }
+
+    /// A database in memory, for unit tests of the crates above: no file, no write log, and
+    /// nothing survives the value. A failed commit stops its writes as for a file, but there
+    /// is no file to reopen for reads.
+    pub fn in_memory() -> StorageResult<Self> {
+        let db =
+            redb::Builder::new().create_with_backend(redb::backends::InMemoryBackend::new()).map_err(err)?;
+        create_tables(&db)?;
+        Ok(Self {
+            path: PathBuf::from("(in memory)"),
+            db: ArcSwap::from_pointee(db),
+            write_failure: OnceLock::new(),
+            commits: AtomicU64::new(0),
+            log: None,
         })
     }
 
@@ -861,5 +883,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(count, 3000);
+    }
+
+    #[test]
+    fn in_memory_engine_reads_its_writes() {
+        let engine = RedbEngine::in_memory().unwrap();
+        let key = b"E\0\0\0\0\0\0\0\x01".to_vec();
+        engine.commit(&[Mutation { key: key.clone(), value: Some(b"v".to_vec()) }]).unwrap();
+        assert_eq!(engine.snapshot().unwrap().get(&key).unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(engine.snapshot().unwrap().get(b"E\0").unwrap(), None);
     }
 }

@@ -6,7 +6,7 @@
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
-use crate::codec::{put_bytes, put_u64, put_varint, CorruptRecord, Reader};
+use crate::entry::codec::{put_bytes, put_u64, put_varint, ByteReader, CorruptRecord};
 use crate::id::EntryId;
 
 /// Version 2 ends with a CRC-32 of everything before it. redb checks page checksums only
@@ -104,7 +104,7 @@ impl EntryRecord {
             Some(&RECORD_VERSION_UNCHECKED) => bytes,
             _ => return Err(CorruptRecord("unknown record version")),
         };
-        let mut r = Reader::new(body);
+        let mut r = ByteReader::new(body);
         r.u8()?;
         r.u64()?;
         r.u8()?;
@@ -124,7 +124,7 @@ impl EntryRecord {
 
     /// The fields after the version byte, which the caller has checked.
     fn decode_body(bytes: &[u8], keep: &dyn Fn(&[u8]) -> bool) -> Result<Self, CorruptRecord> {
-        let mut r = Reader::new(bytes);
+        let mut r = ByteReader::new(bytes);
         r.u8()?;
         let parent = EntryId(r.u64()?);
         let flags = r.u8()?;

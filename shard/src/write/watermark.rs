@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::mpsc;
 
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
 
 /// One shard's published state.
 #[derive(Debug)]
@@ -135,7 +135,7 @@ impl Hub {
         if let Some(mark) = self.mark(shard) {
             mark.committed.fetch_max(micros, Ordering::SeqCst);
         }
-        crate::stamp::seed_clock(micros);
+        crate::write::stamp::seed_clock(micros);
     }
 
     /// The shard's actor: nothing was pending and a write is about to take its CSN.

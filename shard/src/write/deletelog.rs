@@ -35,7 +35,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
-use crate::keys;
+use crate::index::keys;
 use crate::skeleton::SkeletonCell;
 use crate::storage::{KvSnapshot, Mutation, Table};
 
@@ -120,7 +120,7 @@ impl LogRecord {
 
     /// A stored record from its key and value.
     pub fn decode(key: &[u8], value: &[u8]) -> ShardResult<Self> {
-        let bad = || ShardError::Corrupt(crate::codec::CorruptRecord("delete log record"));
+        let bad = || ShardError::Corrupt(crate::entry::codec::CorruptRecord("delete log record"));
         let csn = key
             .get(1..9)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
@@ -142,18 +142,6 @@ impl LogRecord {
             old_dn,
         })
     }
-}
-
-/// The 16 octets of an entryUUID's text form (`8-4-4-4-12` hex digits).
-pub fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
-    let mut out = [0u8; 16];
-    let mut digits = text.iter().filter(|b| **b != b'-');
-    for octet in out.iter_mut() {
-        let hi = (*digits.next()? as char).to_digit(16)?;
-        let lo = (*digits.next()? as char).to_digit(16)?;
-        *octet = (hi * 16 + lo) as u8;
-    }
-    digits.next().is_none().then_some(out)
 }
 
 fn stored_u64(snapshot: &dyn KvSnapshot, name: &str) -> ShardResult<Option<u64>> {
@@ -315,9 +303,6 @@ mod tests {
         assert_eq!(LogRecord::decode(&key(42), &r.encode()).unwrap(), r);
         assert!(LogRecord::decode(&key(42), &r.encode()[..10]).is_err());
         assert!(LogRecord::decode(&[b'L', 1, 2], &r.encode()).is_err());
-        assert_eq!(uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").unwrap()[15], 0x5b);
-        assert!(uuid_octets(b"0f2b9a3e").is_none());
-        assert!(uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b00").is_none());
     }
 
     #[test]

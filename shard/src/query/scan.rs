@@ -22,21 +22,22 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::candidates::{read_plan, OrderedWalk, ScopeWalk};
 use crate::core::ShardInfo;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments::Cached;
 use crate::error::ShardResult;
 use crate::id::EntryId;
-use crate::keys;
-use crate::prefilter::{base_name_in, Prefilter};
-use crate::record::EntryRecord;
-use crate::rights::TypeSet;
-use crate::rules::RuleTable;
-use crate::search::Scope;
-use crate::search::{
-    encode_entry, filter_needs, judge, selected_names, Query, SearchChunk, SearchTask, Window, WindowEnd,
-    CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
+use crate::index::keys;
+use crate::query::candidates::{read_plan, OrderedWalk, ScopeWalk};
+use crate::query::prefilter::Prefilter;
+use crate::query::scope::Scope;
+use crate::query::search::{
+    encode_entry, filter_needs, judge, selected_names, FilterNeeds, Query, SearchChunk, SearchTask, Window,
+    WindowEnd, CHUNK_BYTES_MAX, CHUNK_ENTRIES_MAX,
 };
-use crate::segments::Cached;
+use crate::rights::TypeSet;
+use crate::rules::base_name_in;
+use crate::rules::RuleTable;
 use crate::storage::{KvEngine, KvSnapshot};
 
 /// How a scan shares its thread and how long it may hold one snapshot (config `[limits]`
@@ -150,7 +151,7 @@ impl Source {
 }
 
 /// The snapshot a scan reads, reopened as the module doc says.
-struct Reader<'a> {
+struct SnapshotReader<'a> {
     engine: &'a dyn KvEngine,
     limits: ScanLimits,
     snapshot: Option<Arc<dyn KvSnapshot>>,
@@ -158,7 +159,7 @@ struct Reader<'a> {
     entries: usize,
 }
 
-impl Reader<'_> {
+impl SnapshotReader<'_> {
     fn snapshot(&mut self) -> ShardResult<Arc<dyn KvSnapshot>> {
         let stale = self.entries >= self.limits.snapshot_entries_max
             || self.opened.elapsed() >= Duration::from_millis(self.limits.snapshot_age_ms);
@@ -183,7 +184,7 @@ impl Reader<'_> {
 /// Scans to the end, a stop, or (windowed) the window's end: Some(where) for a window.
 async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<WindowEnd>> {
     let rules = &source.info.rules;
-    let mut reader = Reader {
+    let mut reader = SnapshotReader {
         engine: source.engine.as_ref(),
         limits: source.limits,
         snapshot: None,
@@ -314,7 +315,7 @@ struct Judge<'a> {
     rules: &'a RuleTable,
     query: Query<'a>,
     scope: Scope,
-    needs: (bool, bool),
+    needs: FilterNeeds,
     prefilter: Prefilter,
     /// The attribute names the filter looks at: only those are decoded to evaluate it.
     selected: Option<Vec<String>>,
@@ -324,7 +325,7 @@ impl Judge<'_> {
     /// Examines `ids`, each read from the (possibly reopened) snapshot.
     fn id_batch(
         &self,
-        reader: &mut Reader,
+        reader: &mut SnapshotReader,
         ids: &[EntryId],
         stop: &dyn Fn() -> bool,
         matches: &mut Vec<(EntryId, Bytes)>,
@@ -415,12 +416,13 @@ mod tests {
 
     use super::*;
     use crate::actor::{ShardActor, Write};
-    use crate::batch::WriteOp;
     use crate::core::ShardCore;
-    use crate::search::{AttrSelection, Scope};
+    use crate::query::scope::Scope;
+    use crate::query::search::AttrSelection;
+    use crate::query::stop::{StopReason, StopSignal};
     use crate::skeleton::Skeleton;
-    use crate::stop::{StopReason, StopSignal};
     use crate::storage::EngineKind;
+    use crate::write::batch::WriteOp;
 
     fn info() -> ShardInfo {
         crate::core::tests::info()

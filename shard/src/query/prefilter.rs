@@ -39,7 +39,7 @@ impl Prefilter {
                 return Prefilter::Never; // Undefined (see eval)
             }
             // objectClass is in every entry; computed types are in none as stored.
-            if attr.canonical == "objectclass" || crate::search::COMPUTED.contains(&attr.canonical.as_str()) {
+            if attr.canonical == "objectclass" || crate::rules::COMPUTED.contains(&attr.canonical.as_str()) {
                 return Prefilter::Unknown;
             }
             Prefilter::AnyOf(attr.names.clone())
@@ -94,7 +94,7 @@ pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String
             Filter::Present(desc) => add(desc),
             Filter::Substrings(sub) => add(&sub.r#type),
             // An id set reads no attribute (eval::ID_SET_RULE).
-            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => Some(()),
+            Filter::ExtensibleMatch(mra) if crate::query::eval::is_id_set(mra) => Some(()),
             Filter::ExtensibleMatch(mra) => add(mra.r#type.as_deref()?),
             Filter::Not(inner) => collect(rules, inner, out),
             Filter::And(parts) | Filter::Or(parts) => {
@@ -109,26 +109,17 @@ pub fn referenced_names(rules: &RuleTable, filter: &Filter) -> Option<Vec<String
     Some(names)
 }
 
-/// Whether an attribute description's base name (before any `;option`) is one of `names`
-/// (lowercased), ignoring case.
-pub fn base_name_in(description: &[u8], names: &[String]) -> bool {
-    let base = match description.iter().position(|&b| b == b';') {
-        Some(at) => description.get(..at).unwrap_or(description),
-        None => description,
-    };
-    names.iter().any(|name| name.as_bytes().eq_ignore_ascii_case(base))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::base_name_in;
     use ferrodir_proto::entry::{Attribute, Entry};
     use ferrodir_proto::filter::parse_filter;
     use ferrodir_proto::schema::Schema;
 
-    use crate::eval;
+    use crate::entry::record::EntryRecord;
     use crate::id::EntryId;
-    use crate::record::EntryRecord;
+    use crate::query::eval;
 
     /// The prefilter never rejects an entry that full evaluation matches.
     #[test]

@@ -13,15 +13,15 @@ use std::collections::BTreeSet;
 
 use ferrodir_proto::filter::{Filter, Substring};
 
-use crate::eqkey::{self, Lookup};
 use crate::error::ShardResult;
-use crate::gramsummary::{GramShards, ShardMask};
 use crate::id::EntryId;
-use crate::index::{assertion_grams, assertion_wide_keys, ordering_key, IndexConfig, IndexKind};
-use crate::keys;
+use crate::index::config::{assertion_grams, assertion_wide_keys, ordering_key, IndexConfig, IndexKind};
+use crate::index::eqkey::{self, Lookup};
+use crate::index::gramsummary::{GramShards, ShardMask};
+use crate::index::keys;
+use crate::query::scope::Scope;
 use crate::rights::TypeSet;
 use crate::rules::{AttrRules, RuleTable};
-use crate::search::Scope;
 use crate::skeleton::Skeleton;
 use crate::storage::KvSnapshot;
 
@@ -106,8 +106,8 @@ impl<'a> Planner<'a> {
                 let greater = matches!(filter, Filter::GreaterOrEqual(_));
                 Some(Plan::Range { prefix: keys::ord_attr_prefix(&attr.canonical), bound, greater })
             }
-            Filter::ExtensibleMatch(mra) if crate::eval::is_id_set(mra) => {
-                Some(Plan::Ids(crate::eval::id_set_ids(mra).collect()))
+            Filter::ExtensibleMatch(mra) if crate::query::eval::is_id_set(mra) => {
+                Some(Plan::Ids(crate::query::eval::id_set_ids(mra).collect()))
             }
             Filter::And(parts) => {
                 let plans: Vec<Plan> = parts.iter().filter_map(|p| self.plan(p)).collect();

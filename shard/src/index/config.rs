@@ -17,9 +17,9 @@ use ferrodir_proto::schema::matching::{self, Rule};
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::value::PlainAvas;
 
-use crate::eqkey;
 use crate::id::EntryId;
-use crate::keys;
+use crate::index::eqkey;
+use crate::index::keys;
 use crate::rules::{AttrRules, RuleTable};
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]

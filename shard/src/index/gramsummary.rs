@@ -29,9 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ferrodir_proto::entry::Entry;
 
+use crate::entry::record::EntryRecord;
 use crate::error::ShardResult;
-use crate::index::IndexConfig;
-use crate::record::EntryRecord;
+use crate::index::config::IndexConfig;
 use crate::rules::RuleTable;
 use crate::storage::{KvSnapshot, Table};
 
@@ -208,7 +208,7 @@ impl GramShards {
         rules: &RuleTable,
     ) -> ShardResult<()> {
         self.fill_grams(shard, snapshot)?;
-        if !indexes.configured().iter().any(|(_, kind)| *kind == crate::index::IndexKind::Substring) {
+        if !indexes.configured().iter().any(|(_, kind)| *kind == crate::index::config::IndexKind::Substring) {
             return Ok(());
         }
         snapshot.scan_prefix(&[Table::Entries as u8], &mut |_, value| {
@@ -251,7 +251,7 @@ impl GramShards {
 mod tests {
     use super::*;
     use crate::id::EntryId;
-    use crate::keys;
+    use crate::index::keys;
 
     fn table(shards: usize) -> GramShards {
         let t = GramShards::new(shards);
@@ -376,11 +376,11 @@ mod tests {
         use ferrodir_proto::schema::Schema;
 
         use crate::actor::{ShardActor, Write};
-        use crate::batch::{WriteOp, WriteOutcome};
         use crate::core::{ShardCore, ShardInfo};
-        use crate::index::IndexConfig;
+        use crate::index::config::IndexConfig;
         use crate::rules::RuleTable;
         use crate::storage::EngineKind;
+        use crate::write::batch::{WriteOp, WriteOutcome};
 
         /// Every gram key of the shard's committed substring postings, and every wide gram
         /// of its committed entries, is in `t` for shard 0.
@@ -495,11 +495,11 @@ mod tests {
             assert!(mask.is_empty());
             // A wide gram only a modify brought in, and one no entry had.
             let mut key = Vec::new();
-            crate::index::wide_key_into(&mut key, "sn", b"zzy3");
+            crate::index::config::wide_key_into(&mut key, "sn", b"zzy3");
             let mut mask = ShardMask::all(2);
             table.restrict(&key, &mut mask);
             assert!(mask.contains(0));
-            crate::index::wide_key_into(&mut key, "sn", b"zzy4");
+            crate::index::config::wide_key_into(&mut key, "sn", b"zzy4");
             let mut mask = ShardMask::all(2);
             table.restrict(&key, &mut mask);
             assert!(mask.is_empty());

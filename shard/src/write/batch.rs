@@ -16,15 +16,15 @@ use ferrodir_proto::{Dn, Rdn};
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
-use crate::eqkey;
+use crate::entry::record::{EntryRecord, FLAG_CONTAINER};
 use crate::error::{ShardError, ShardResult};
 use crate::id::{shard_for_child, EntryId};
-use crate::layout;
-use crate::modify::{apply_changes, find_attr, value_key};
-use crate::record::{EntryRecord, FLAG_CONTAINER};
+use crate::index::eqkey;
 use crate::rules::RuleTable;
-use crate::stamp::{set_structural_class, stamp_created, stamp_modified, Stamp};
 use crate::storage::Mutation;
+use crate::write::layout;
+use crate::write::modify::{apply_changes, find_attr, value_key};
+use crate::write::stamp::{set_structural_class, stamp_created, stamp_modified, Stamp};
 
 /// One write a shard can apply by itself.
 #[derive(Debug, Clone)]
@@ -148,7 +148,7 @@ pub struct Overlay {
     pub csn_max: u64,
     /// The entries' changes, for persist searches (`watermark::Hub::feed`): those that
     /// change what LDAP shows (not a container flag).
-    pub changes: Vec<crate::watermark::Change>,
+    pub changes: Vec<crate::write::watermark::Change>,
 }
 
 impl Overlay {
@@ -165,7 +165,7 @@ pub struct Stager {
     pub committing: Option<Overlay>,
     pub next_seq: u64,
     /// The delete log's CSNs (`deletelog`): its records are staged with their changes.
-    pub deletelog: crate::deletelog::DeleteLog,
+    pub deletelog: crate::write::deletelog::DeleteLog,
 }
 
 impl Stager {
@@ -195,10 +195,10 @@ impl Stager {
     pub fn stage(&mut self, core: &ShardCore, op: WriteOp, closed: &dyn Fn(EntryId) -> bool, reply: Reply) {
         if self.pending.csn_floor.is_none() {
             // Before this write takes a CSN: the watermark must not pass it.
-            let floor = crate::stamp::clock_now() + 1;
+            let floor = crate::write::stamp::clock_now() + 1;
             self.pending.csn_floor = Some(floor);
             if self.committing.is_none() {
-                if let Some(hub) = crate::watermark::hub() {
+                if let Some(hub) = crate::write::watermark::hub() {
                     hub.set_floor(core.info.index, floor);
                 }
             }
@@ -216,9 +216,9 @@ impl Stager {
     /// above it), so that this server's watermark passes the entries it holds and a persist
     /// search of a replica (a chain) sends them instead of holding them.
     fn count_replicated_csn(&mut self, entry: &ferrodir_proto::entry::Entry) {
-        if let Some(micros) = entry.first_str("entryCSN").and_then(crate::stamp::micros_of_csn) {
+        if let Some(micros) = entry.first_str("entryCSN").and_then(crate::write::stamp::micros_of_csn) {
             self.pending.csn_max = self.pending.csn_max.max(micros);
-            crate::stamp::seed_clock(micros);
+            crate::write::stamp::seed_clock(micros);
         }
     }
 
@@ -360,7 +360,7 @@ impl Stager {
                 let id = EntryId::new(core.info.index, self.next_seq);
                 self.next_seq += 1;
                 fx.next_seq = Some(self.next_seq);
-                crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
                 self.count_replicated_csn(&entry);
                 let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
                 check_schema(core, &mut record, None)?;
@@ -369,7 +369,7 @@ impl Stager {
             }
             WriteOp::ReplicaReplace { id, mut entry } => {
                 let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                crate::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+                crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
                 self.count_replicated_csn(&entry);
                 let mut next = EntryRecord {
                     parent: old.parent,
@@ -384,7 +384,7 @@ impl Stager {
                 Ok(WriteOutcome::Record(next))
             }
             WriteOp::PutMeta { name, value } => {
-                fx.meta.push(Mutation { key: crate::keys::meta(&name), value: Some(value) });
+                fx.meta.push(Mutation { key: crate::index::keys::meta(&name), value: Some(value) });
                 Ok(WriteOutcome::Done)
             }
         }
@@ -393,7 +393,7 @@ impl Stager {
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
         let batch = &mut self.pending;
         if let Some(record) = &fx.logged {
-            self.deletelog.record(record, crate::deletelog::max(), &mut batch.mutations);
+            self.deletelog.record(record, crate::write::deletelog::max(), &mut batch.mutations);
         }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
@@ -405,7 +405,12 @@ impl Stager {
         if let Some((id, record)) = fx.added {
             // The layout `ferrodir import` writes too.
             batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
-            batch.changes.push(crate::watermark::Change { id, old: None, new: Some(record.clone()), csn: 0 });
+            batch.changes.push(crate::write::watermark::Change {
+                id,
+                old: None,
+                new: Some(record.clone()),
+                csn: 0,
+            });
             batch.dns.insert((record.parent, record.rdn_norm.clone()), Some(id));
             batch.records.insert(id, Some(record.clone()));
             batch.touched.push((id, Some(record)));
@@ -420,7 +425,7 @@ impl Stager {
                 r.as_ref().map(|r| r.entry.first_str("entryCSN").map(str::to_string))
             };
             if csn(&old) != csn(&new) {
-                batch.changes.push(crate::watermark::Change {
+                batch.changes.push(crate::write::watermark::Change {
                     id,
                     old: old.clone(),
                     new: new.clone(),
@@ -455,7 +460,7 @@ struct Effects {
     /// Metadata values (`WriteOp::PutMeta`).
     meta: Vec<Mutation>,
     /// A delete or a move: its delete-log record.
-    logged: Option<crate::deletelog::LogRecord>,
+    logged: Option<crate::write::deletelog::LogRecord>,
     /// The clock tick of a delete's or a move's CSN (0: the entry's entryCSN says).
     csn: u64,
 }
@@ -467,15 +472,16 @@ fn log_record(
     id: EntryId,
     old: &EntryRecord,
     deleted: bool,
-) -> Option<crate::deletelog::LogRecord> {
-    let uuid = old.entry.first_str("entryUUID").and_then(|u| crate::deletelog::uuid_octets(u.as_bytes()))?;
-    Some(crate::deletelog::LogRecord {
+) -> Option<crate::write::deletelog::LogRecord> {
+    let uuid =
+        old.entry.first_str("entryUUID").and_then(|u| crate::write::stamp::uuid_octets(u.as_bytes()))?;
+    Some(crate::write::deletelog::LogRecord {
         csn,
         uuid,
         id,
         subtree: old.is_container(),
         deleted,
-        old_dn: crate::deletelog::dn_of(old.parent, &old.rdn),
+        old_dn: crate::write::deletelog::dn_of(old.parent, &old.rdn),
     })
 }
 

@@ -16,7 +16,7 @@ use crate::rules::{AttrRules, RuleTable};
 
 /// The matching rule of an internal assertion "the entry's id is one of these": what the
 /// router turns `(memberOf=G)` and the in-chain rule into (`router::op::memberof`), so that
-/// the planner answers it from a list of ids ([`crate::candidates::Plan::Ids`]) and
+/// the planner answers it from a list of ids ([`crate::query::candidates::Plan::Ids`]) and
 /// evaluation is one binary search. Its value is the ids as sorted big-endian u64s. Not an
 /// OID, and the router neutralises it in clients' filters; only [`matches_entry`], which
 /// knows the entry's id, evaluates it (elsewhere it is Undefined).
@@ -75,7 +75,8 @@ pub fn matches(rules: &RuleTable, filter: &Filter, entry: &Entry, dn: Option<&Dn
 }
 
 /// Whether `entry` matches for a requester who may not search the `hidden` types
-/// (canonical names).
+/// (canonical names). The prefilter's tests compare against it.
+#[cfg(test)]
 pub fn matches_visible(
     rules: &RuleTable,
     filter: &Filter,
@@ -86,7 +87,8 @@ pub fn matches_visible(
     Eval { rules, hidden, id: None }.evaluate(filter, entry, dn) == Some(true)
 }
 
-/// [`matches_visible`] for the stored entry `id`, which internal id-set assertions
+/// Whether `entry` matches for a requester who may not search the `hidden` types
+/// (canonical names), for the stored entry `id`, which internal id-set assertions
 /// ([`ID_SET_RULE`]) are evaluated against.
 pub fn matches_entry(
     rules: &RuleTable,

@@ -2,7 +2,7 @@
 //! orders them, on every shard and in the router's merge alike.
 //!
 //! A key's value is the entry's least value of the key's attribute under the key's ordering
-//! rule (RFC 2891 §2.2), encoded by [`index::ordering_key_by`], the encoding the `ord`
+//! rule (RFC 2891 §2.2), encoded by [`config::ordering_key_by`], the encoding the `ord`
 //! index uses, so that sorting and ordering filters agree on one rule in one place: two
 //! keys compare as byte strings. An entry lacking the attribute (or whose values don't
 //! normalise, or which the requester may not read) has no key there; slapd's sssvlv orders
@@ -21,7 +21,7 @@ use ferrodir_proto::schema::matching::Rule;
 use ferrodir_proto::schema::DnNormalizer;
 
 use crate::id::EntryId;
-use crate::index;
+use crate::index::config;
 use crate::rights::TypeSet;
 use crate::rules::RuleTable;
 
@@ -56,7 +56,7 @@ impl SortKey {
     /// The key of `value` under this key's rule (None: the value doesn't normalise); `dn`
     /// normalises DN-valued ones.
     pub fn encode(&self, value: &[u8], dn: &DnNormalizer) -> Option<Vec<u8>> {
-        index::ordering_key_by(self.rule, self.normalize, value, dn)
+        config::ordering_key_by(self.rule, self.normalize, value, dn)
     }
 }
 

@@ -4,10 +4,10 @@
 //! entry and an added one are stored alike (the same export, the same index keys); every
 //! later change goes through [`entry_mutations`].
 
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::index::IndexConfig;
-use crate::keys;
-use crate::record::EntryRecord;
+use crate::index::config::IndexConfig;
+use crate::index::keys;
 use crate::rules::RuleTable;
 use crate::storage::Mutation;
 

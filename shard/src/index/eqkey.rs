@@ -3,17 +3,16 @@
 //! shard's Bloom filter records.
 //!
 //! Four paths depend on it: the index keys an entry contributes ([`IndexConfig::keys_for`],
-//! used by staging and by import), the planner's lookup ([`crate::candidates::Planner`],
+//! used by staging and by import), the planner's lookup ([`crate::query::candidates::Planner`],
 //! also the key the router asks the Bloom filters for, `Plan::required_equality`), the
 //! Bloom insert when a write is staged (`batch`) and the Bloom fill when a server opens its
 //! data directory. If any of them computed the key on its own and drifted, a search would
 //! silently miss entries (an index lookup finds no posting, or a shard is pruned that
 //! holds the value), so all of them call the functions here.
 //!
-//! [`IndexConfig::keys_for`]: crate::index::IndexConfig::keys_for
+//! [`IndexConfig::keys_for`]: crate::index::config::IndexConfig::keys_for
 
-use crate::id::EntryId;
-use crate::keys;
+use crate::index::keys;
 use crate::rules::{equality_key, AttrRules, RuleTable};
 use crate::storage::Table;
 
@@ -87,12 +86,6 @@ pub fn lookup(rules: &RuleTable, attr: &AttrRules, value: &[u8]) -> Lookup {
     }
 }
 
-/// One equality posting: a prefix of [`stored_prefixes`] followed by the entry's id.
-pub fn posting(mut prefix: Vec<u8>, id: EntryId) -> Vec<u8> {
-    prefix.extend_from_slice(&id.to_be_bytes());
-    prefix
-}
-
 /// What a shard's Bloom filter records for an index key: an equality posting's prefix (the
 /// key without its 8-byte id, what [`Lookup::Value`] carries); None for any other key.
 pub fn bloom_key(index_key: &[u8]) -> Option<&[u8]> {
@@ -107,13 +100,20 @@ fn is_class(attr: &AttrRules) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bloom::EqBloom;
-    use crate::candidates::{Plan, Planner};
-    use crate::index::IndexConfig;
+    use crate::id::EntryId;
+    use crate::index::bloom::EqBloom;
+    use crate::index::config::IndexConfig;
+    use crate::query::candidates::{Plan, Planner};
     use crate::rights::TypeSet;
     use ferrodir_proto::entry::{Attribute, Entry};
     use ferrodir_proto::filter::parse_filter;
     use ferrodir_proto::schema::Schema;
+
+    /// One equality posting: a prefix of [`stored_prefixes`] followed by the entry's id.
+    fn posting(mut prefix: Vec<u8>, id: EntryId) -> Vec<u8> {
+        prefix.extend_from_slice(&id.to_be_bytes());
+        prefix
+    }
 
     /// The insert side (the index keys staging and import write, and the Bloom filter fed
     /// from them as staging and the fill at open feed it) against the lookup side (the

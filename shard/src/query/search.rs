@@ -21,18 +21,20 @@ use ferrodir_proto::filter::Filter;
 use ferrodir_proto::schema::Schema;
 use tokio::sync::mpsc;
 
-use crate::candidates::{read_plan, Plan};
-use crate::compactentry::Wanted;
 use crate::core::ShardCore;
+use crate::entry::ber;
+use crate::entry::compactentry::WantedAttrs;
+use crate::entry::record::EntryRecord;
+use crate::entry::segments::Cached;
 use crate::error::ShardResult;
-use crate::eval;
 use crate::id::EntryId;
-use crate::record::EntryRecord;
+use crate::query::candidates::{read_plan, Plan};
+use crate::query::eval;
+use crate::query::scope::Scope;
+use crate::query::stop::{StopReason, StopSignal};
 use crate::rights::{EntryRights, EntryRules, TypeSet};
-use crate::rules::RuleTable;
-use crate::segments::{self, Cached};
+use crate::rules::{RuleTable, COMPUTED};
 use crate::skeleton::Skeleton;
-use crate::stop::{StopReason, StopSignal};
 
 /// Entries per chunk sent to the connection, and bytes: whichever fills first.
 pub const CHUNK_ENTRIES_MAX: usize = 64;
@@ -40,16 +42,6 @@ pub const CHUNK_BYTES_MAX: usize = 64 * 1024;
 /// The most candidates a search may have to be answered inline on a worker thread: about
 /// 64 entry reads, tens of microseconds. Anything larger goes to the search pool.
 pub const INLINE_CANDIDATES_MAX: usize = 64;
-
-/// Where a search looks, with the base already resolved to an id.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    Base(EntryId),
-    OneLevel(EntryId),
-    Subtree(EntryId),
-    /// Every entry below the base, not the base itself (OpenLDAP's subordinate scope, 3).
-    Children(EntryId),
-}
 
 /// Which attributes a search returns (RFC 4511 §4.5.1.8, RFC 3673 `+`, RFC 4529 `@class`).
 /// Names are canonical (see [`RuleTable`]): asking for `commonName` returns `cn`, and asking
@@ -74,7 +66,7 @@ pub struct AttrSelection {
     pub per_entry: Option<Arc<dyn EntryRules>>,
     /// Set when the search sorts (RFC 2891): a match is sent as its id and sort keys
     /// (`sortkeys::encode_row`) instead of its PDU, for the router to sort.
-    pub sort: Option<Arc<crate::sortkeys::SortSpec>>,
+    pub sort: Option<Arc<crate::query::sortkeys::SortSpec>>,
     /// Set by the router when the request selects memberOf or its filter needs its values:
     /// how to compute them (`memberof`). None: memberOf costs nothing.
     pub memberof: Option<Arc<crate::memberof::MemberOfQuery>>,
@@ -170,7 +162,7 @@ impl AttrSelection {
             Some(r) => (r.canonical.as_str(), r.operational),
             None => {
                 owned = ferrodir_proto::entry::base_name_lower(name);
-                (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                (owned.as_str(), crate::write::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
             }
         };
         self.selects(&self.hidden, canonical, name, operational)
@@ -252,8 +244,17 @@ pub struct Query<'a> {
     pub attrs: &'a AttrSelection,
 }
 
+/// What a filter needs put together before it can be evaluated on an entry.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FilterNeeds {
+    /// It names a computed attribute (entryDN, hasSubordinates, memberOf, ...).
+    pub(crate) computed: bool,
+    /// It has a DN-valued assertion (an extensible match with dnAttributes).
+    pub(crate) dn: bool,
+}
+
 /// Whether the filter needs the computed attributes or the DN before it can be evaluated.
-pub(crate) fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
+pub(crate) fn filter_needs(rules: &RuleTable, filter: &Filter) -> FilterNeeds {
     let needs_computed = eval::mentions(filter, &|desc, _| {
         std::str::from_utf8(desc)
             .ok()
@@ -261,7 +262,7 @@ pub(crate) fn filter_needs(rules: &RuleTable, filter: &Filter) -> (bool, bool) {
             .is_some_and(|r| COMPUTED.contains(&r.canonical.as_str()))
     });
     let needs_dn = eval::mentions(filter, &|_, dn_attributes| dn_attributes);
-    (needs_computed, needs_dn)
+    FilterNeeds { computed: needs_computed, dn: needs_dn }
 }
 
 /// What the requester may see of one entry: the search's rights, or the entry's own.
@@ -300,7 +301,7 @@ pub(crate) fn judge<'a>(
     rules: &RuleTable,
     query: &Query<'a>,
     scope: Scope,
-    needs: (bool, bool),
+    needs: FilterNeeds,
     id: EntryId,
     record: &EntryRecord,
 ) -> Option<Seen<'a>> {
@@ -315,12 +316,12 @@ pub(crate) fn judge<'a>(
 pub(crate) fn entry_matches(
     rules: &RuleTable,
     query: &Query,
-    needs: (bool, bool),
+    needs: FilterNeeds,
     id: EntryId,
     record: &EntryRecord,
     hidden: &TypeSet,
 ) -> bool {
-    let (needs_computed, needs_dn) = needs;
+    let FilterNeeds { computed: needs_computed, dn: needs_dn } = needs;
     if !needs_computed && !needs_dn {
         return eval::matches_entry(rules, query.filter, &record.entry, None, hidden, id);
     }
@@ -363,11 +364,13 @@ fn for_filter<'c>(
     rules: &RuleTable,
     query: &Query,
     cached: &'c Cached,
-    wanted: &OnceCell<Option<Wanted>>,
+    wanted: &OnceCell<Option<WantedAttrs>>,
 ) -> ShardResult<Cow<'c, EntryRecord>> {
     let wanted = match cached {
         Cached::Kept(_) => wanted
-            .get_or_init(|| selected_names(rules, query.filter, query.attrs).map(|n| Wanted::new(rules, n)))
+            .get_or_init(|| {
+                selected_names(rules, query.filter, query.attrs).map(|n| WantedAttrs::new(rules, n))
+            })
             .as_ref(),
         Cached::Transient(_) => None,
     };
@@ -382,7 +385,7 @@ pub(crate) fn selected_names(
     filter: &Filter,
     attrs: &AttrSelection,
 ) -> Option<Vec<String>> {
-    let mut names = crate::prefilter::referenced_names(rules, filter)?;
+    let mut names = crate::query::prefilter::referenced_names(rules, filter)?;
     if let Some(per_entry) = &attrs.per_entry {
         names.extend(per_entry.filter_names()?.iter().cloned());
         names.sort();
@@ -418,8 +421,8 @@ pub fn inline_search(
 /// candidate to judge: a shard with none costs its index read and nothing more.
 #[derive(Default)]
 pub struct InlinePrep {
-    needs: OnceCell<(bool, bool)>,
-    names: OnceCell<Option<Wanted>>,
+    needs: OnceCell<FilterNeeds>,
+    names: OnceCell<Option<WantedAttrs>>,
 }
 
 /// [`inline_search`], appending the matches to `out`, with `prep` shared by the shards of
@@ -495,10 +498,6 @@ pub(crate) fn in_scope(tree: &Skeleton, scope: Scope, id: EntryId, record: &Entr
     }
 }
 
-/// The attributes computed at send time (lowercased names), not stored. memberOf is one
-/// (`memberof`), computed only when the search carries an `AttrSelection::memberof`.
-pub const COMPUTED: [&str; 4] = ["entrydn", "hassubordinates", "subschemasubentry", "memberof"];
-
 /// The entry's DN as sent to clients. A container's comes from the pinned skeleton, like
 /// its descendants', so that a subtree Modify DN is seen whole or not at all.
 fn entry_dn(tree: &Skeleton, id: EntryId, record: &EntryRecord) -> String {
@@ -545,7 +544,7 @@ pub(crate) fn encode_entry(
             // absent and it sorts as an entry without them.
             Err(_) => sort.keys_of(rules, &ferrodir_proto::entry::Entry::new(Vec::new()), hidden),
         };
-        return Bytes::from(crate::sortkeys::encode_row(id, &keys));
+        return Bytes::from(crate::query::sortkeys::encode_row(id, &keys));
     }
     let parent = cached.parent();
     let dn = dn_of(query.tree, id, parent, cached.rdn());
@@ -555,7 +554,7 @@ pub(crate) fn encode_entry(
             for attr in compact.attributes(rules) {
                 if sel.selects(hidden, &attr.canonical, attr.description, attr.operational) {
                     if sel.types_only {
-                        segments::put_partial_attribute::<&[u8]>(
+                        ber::put_partial_attribute::<&[u8]>(
                             &mut attributes,
                             attr.description.as_bytes(),
                             &[],
@@ -573,12 +572,12 @@ pub(crate) fn encode_entry(
                     Some(r) => (r.canonical.as_str(), r.operational),
                     None => {
                         owned = ferrodir_proto::entry::base_name_lower(&attr.name);
-                        (owned.as_str(), crate::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
+                        (owned.as_str(), crate::write::stamp::STORED_OPERATIONAL.contains(&owned.as_str()))
                     }
                 };
                 if sel.selects(hidden, canonical, &attr.name, operational) {
                     let values: &[Vec<u8>] = if sel.types_only { &[] } else { &attr.values };
-                    segments::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
+                    ber::put_partial_attribute(&mut attributes, attr.name.as_bytes(), values);
                 }
             }
         }
@@ -586,23 +585,23 @@ pub(crate) fn encode_entry(
     for (name, canonical, value) in computed_attributes(query.tree, id, &dn) {
         if sel.wants_operational(canonical) && !hidden.contains(canonical) {
             let values: &[&[u8]] = if sel.types_only { &[] } else { &[value] };
-            attributes.extend(segments::partial_attribute(name.as_bytes(), values));
+            attributes.extend(ber::partial_attribute(name.as_bytes(), values));
         }
     }
     if parent == EntryId::ROOT && sel.wants_operational("contextcsn") && !hidden.contains("contextcsn") {
         // A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed
         // low-watermark across shards (`watermark.rs`), absent before the first write.
         // A replica publishes its provider's values (`watermark::replicated_context`).
-        let mut csns = crate::watermark::replicated_context();
+        let mut csns = crate::write::watermark::replicated_context();
         if csns.is_empty() {
-            if let Some(micros) = crate::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-                csns.push(crate::stamp::csn_of(micros));
+            if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
+                csns.push(crate::write::stamp::csn_of(micros));
             }
         }
         if !csns.is_empty() {
             let values: Vec<&[u8]> =
                 if sel.types_only { Vec::new() } else { csns.iter().map(|c| c.as_bytes()).collect() };
-            attributes.extend(segments::partial_attribute(b"contextCSN", &values));
+            attributes.extend(ber::partial_attribute(b"contextCSN", &values));
         }
     }
     if let Some(memberof) = &sel.memberof {
@@ -611,9 +610,9 @@ pub(crate) fn encode_entry(
             if !values.is_empty() {
                 let values: Vec<&[u8]> =
                     if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
-                attributes.extend(segments::partial_attribute(b"memberOf", &values));
+                attributes.extend(ber::partial_attribute(b"memberOf", &values));
             }
         }
     }
-    Bytes::from(segments::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
+    Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
 }

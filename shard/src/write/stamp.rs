@@ -136,6 +136,13 @@ pub fn new_entry_uuid() -> String {
     uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().to_string()
 }
 
+/// The 16 octets of an entryUUID's text form (RFC 4530: `8-4-4-4-12` hex digits; the uuid
+/// crate also takes the plain 32 digits and the braced and `urn:uuid:` forms). None for
+/// anything else.
+pub fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
+    uuid::Uuid::try_parse_ascii(text).ok().map(|u| u.into_bytes())
+}
+
 /// Stamps a new entry: a fresh entryUUID, and creator and modifier alike.
 pub fn stamp_created(entry: &mut Entry, stamp: &Stamp) {
     if entry.get("entryUUID").is_none() {
@@ -204,6 +211,17 @@ pub fn micros_of_csn(csn: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuid_octets_reads_the_text_form_only() {
+        let octets = uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").unwrap();
+        assert_eq!((octets[0], octets[15]), (0x0f, 0x5b));
+        assert_eq!(uuid_octets(b"0F2B9A3E-4C1D-4E5F-8A9B-0C1D2E3F4A5B"), Some(octets));
+        assert!(uuid_octets(b"0f2b9a3e").is_none());
+        assert!(uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b00").is_none());
+        assert!(uuid_octets(b"zz2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").is_none());
+        assert!(uuid_octets(new_entry_uuid().as_bytes()).is_some());
+    }
 
     #[test]
     fn civil_time_known_points() {

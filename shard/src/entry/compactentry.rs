@@ -12,13 +12,13 @@
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
-use crate::codec::CorruptRecord;
+use crate::entry::ber;
+use crate::entry::codec::CorruptRecord;
+use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
-use crate::prefilter::base_name_in;
-use crate::record::EntryRecord;
+use crate::rules::base_name_in;
 use crate::rules::RuleTable;
-use crate::segments;
-use crate::stamp::STORED_OPERATIONAL;
+use crate::write::stamp::STORED_OPERATIONAL;
 
 /// A span's slot for a type the schema does not know: its canonical name and whether it
 /// is operational are worked out from its description when it is sent.
@@ -80,7 +80,7 @@ impl CompactEntry {
         let mut spans = Vec::with_capacity(attrs.len());
         for attr in attrs {
             let start = u32::try_from(buf.len()).map_err(|_| too_big())?;
-            segments::put_partial_attribute(&mut buf, attr.name.as_bytes(), attr.values.as_slice());
+            ber::put_partial_attribute(&mut buf, attr.name.as_bytes(), attr.values.as_slice());
             spans.push(Span { start, slot: slot_of(rules, &attr.name) });
         }
         u32::try_from(buf.len()).map_err(|_| too_big())?;
@@ -109,7 +109,7 @@ impl CompactEntry {
     }
 
     pub fn is_container(&self) -> bool {
-        self.flags & crate::record::FLAG_CONTAINER != 0
+        self.flags & crate::entry::record::FLAG_CONTAINER != 0
     }
 
     fn text(&self, from: u32, to: u32) -> &str {
@@ -149,8 +149,8 @@ impl CompactEntry {
     }
 
     /// The entry with only the attributes `wanted` names, or all of them for None: what
-    /// evaluating a filter needs ([`crate::search::selected_names`]).
-    pub fn decode_selected(&self, wanted: Option<&Wanted>) -> Result<EntryRecord, CorruptRecord> {
+    /// evaluating a filter needs ([`crate::query::search::selected_names`]).
+    pub fn decode_selected(&self, wanted: Option<&WantedAttrs>) -> Result<EntryRecord, CorruptRecord> {
         let mut attrs = Vec::new();
         for (i, span) in self.spans.iter().enumerate() {
             // A type the schema knows is judged by its slot, without parsing the segment.
@@ -189,12 +189,12 @@ impl CompactEntry {
 /// type: the slot is the type's), one of an unknown type when its base name is; a known
 /// type's name resolves to its slot, so no attribute the names select is left out.
 #[derive(Debug, Clone)]
-pub struct Wanted {
+pub struct WantedAttrs {
     names: Vec<String>,
     slots: Vec<u32>,
 }
 
-impl Wanted {
+impl WantedAttrs {
     pub fn new(rules: &RuleTable, names: Vec<String>) -> Self {
         let mut slots: Vec<u32> = names.iter().filter_map(|n| rules.get(n)).map(|r| r.slot).collect();
         slots.sort_unstable();
@@ -274,10 +274,7 @@ mod tests {
         assert_eq!(sent.len(), record.entry.attrs.len());
         for (attr, out) in record.entry.attrs.iter().zip(&sent) {
             let values: Vec<&[u8]> = attr.values.iter().map(Vec::as_slice).collect();
-            assert_eq!(
-                out.with_values,
-                segments::partial_attribute(attr.name.as_bytes(), &values).as_slice()
-            );
+            assert_eq!(out.with_values, ber::partial_attribute(attr.name.as_bytes(), &values).as_slice());
             assert_eq!(out.description, attr.name);
         }
         assert_eq!(sent[2].canonical, "cn");
@@ -293,15 +290,15 @@ mod tests {
         let rules = RuleTable::from_schema(&schema);
         let compact = CompactEntry::build(&rules, &record()).unwrap();
         let names = vec!["cn".to_string(), "objectclass".to_string()];
-        let some = compact.decode_selected(Some(&Wanted::new(&rules, names))).unwrap();
+        let some = compact.decode_selected(Some(&WantedAttrs::new(&rules, names))).unwrap();
         let kept: Vec<_> = some.entry.attrs.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(kept, ["objectClass", "cn;lang-en"]);
         // Another spelling of a known type selects it; an unknown type is matched by name.
         let names = vec!["commonname".to_string(), "x-unknown".to_string()];
-        let some = compact.decode_selected(Some(&Wanted::new(&rules, names))).unwrap();
+        let some = compact.decode_selected(Some(&WantedAttrs::new(&rules, names))).unwrap();
         let kept: Vec<_> = some.entry.attrs.iter().map(|a| a.name.to_ascii_lowercase()).collect();
         assert_eq!(kept, ["cn;lang-en", "x-unknown"]);
-        let none = compact.decode_selected(Some(&Wanted::new(&rules, vec!["x-other".into()]))).unwrap();
+        let none = compact.decode_selected(Some(&WantedAttrs::new(&rules, vec!["x-other".into()]))).unwrap();
         assert!(none.entry.attrs.is_empty());
         assert_eq!(some.rdn, "uid=Babs");
         assert_eq!(compact.decode_selected(None).unwrap(), record());

@@ -23,11 +23,11 @@ pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// A cursor over an encoded record.
-pub struct Reader<'a> {
+pub struct ByteReader<'a> {
     buf: &'a [u8],
 }
 
-impl<'a> Reader<'a> {
+impl<'a> ByteReader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf }
     }
@@ -91,11 +91,11 @@ mod tests {
         for v in [0u64, 127, 128, 300, u64::MAX] {
             put_varint(&mut out, v);
         }
-        let mut r = Reader::new(&out);
+        let mut r = ByteReader::new(&out);
         for v in [0u64, 127, 128, 300, u64::MAX] {
             assert_eq!(r.varint().unwrap(), v);
         }
-        assert!(Reader::new(&[0x80]).varint().is_err());
-        assert!(Reader::new(&[5, b'a']).bytes().is_err());
+        assert!(ByteReader::new(&[0x80]).varint().is_err());
+        assert!(ByteReader::new(&[5, b'a']).bytes().is_err());
     }
 }

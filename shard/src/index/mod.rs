@@ -1,0 +1,9 @@
+//! Indices: the key layout of the shard's tables, which attributes are indexed and the keys
+//! an entry contributes, the equality-key rule they share, and the two summaries (Bloom
+//! filters, the gram table) that let a search skip whole shards.
+
+pub(crate) mod bloom;
+pub(crate) mod config;
+pub(crate) mod eqkey;
+pub(crate) mod gramsummary;
+pub mod keys;

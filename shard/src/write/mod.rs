@@ -1,0 +1,11 @@
+//! The write path: staging a batch against uncommitted state, applying a Modify, the keys a
+//! stored entry writes, the operational attributes every write stamps, the commit thread,
+//! and what committed writes publish (the watermark hub, the delete log).
+
+pub(crate) mod batch;
+pub(crate) mod commit;
+pub(crate) mod deletelog;
+pub mod layout;
+pub(crate) mod modify;
+pub(crate) mod stamp;
+pub(crate) mod watermark;
