@@ -529,5 +529,7 @@ mod tests {
         let text = "0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b";
         assert_eq!(uuid_text(&uuid_octets(text.as_bytes()).unwrap()), text);
         assert!(uuid_octets(b"xyz").is_none());
+        // RFC 4122's simple form (no hyphens) names the same uuid.
+        assert_eq!(uuid_octets(text.replace('-', "").as_bytes()), uuid_octets(text.as_bytes()));
     }
 }
