@@ -117,7 +117,7 @@ impl TestDirectory {
         let directory = Self::open(shards).await;
         let mut root = directory.connect();
         assert_eq!(root.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
-        let adds: [(&str, &[(&str, &[&str])]); 4] = [
+        let adds: [(&str, Attrs<'_>); 4] = [
             (SUFFIX, &[("objectClass", &["domain"]), ("dc", &["example"])]),
             ("ou=people,dc=example,dc=com", &[("objectClass", &["organizationalUnit"]), ("ou", &["people"])]),
             ("uid=alice,ou=people,dc=example,dc=com", &person("alice")),
@@ -141,6 +141,9 @@ impl TestDirectory {
         Client { session, answers, queued: VecDeque::new(), next_id: 1, closed: false }
     }
 }
+
+/// An entry's attributes as a test writes them: (type, values).
+pub type Attrs<'a> = &'a [(&'a str, &'a [&'a str])];
 
 /// The attributes of an inetOrgPerson named `uid`.
 fn person(uid: &'static str) -> [(&'static str, &'static [&'static str]); 5] {
@@ -309,7 +312,7 @@ impl Client {
         self.result_of(ProtocolOp::BindRequest(request)).await.result_code
     }
 
-    pub async fn add(&mut self, dn: &str, attrs: &[(&str, &[&str])]) -> LdapResult {
+    pub async fn add(&mut self, dn: &str, attrs: Attrs<'_>) -> LdapResult {
         let attributes = attrs
             .iter()
             .map(|(name, values)| PartialAttribute {

@@ -104,6 +104,9 @@ async fn new_parent(
     Ok(parent.id)
 }
 
+/// (attribute, value) pairs a rename takes out of or puts into the entry.
+type NamingValues = Vec<(String, Vec<u8>)>;
+
 /// The naming values a rename drops (the old RDN's that the new one lacks, when
 /// `delete_old_rdn`) and adds (the new RDN's), as (attribute, value) pairs.
 fn naming_changes(
@@ -111,7 +114,7 @@ fn naming_changes(
     old_rdn: &Rdn,
     new_rdn: &Rdn,
     delete_old_rdn: bool,
-) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>) {
+) -> (NamingValues, NamingValues) {
     let drop_values = if delete_old_rdn {
         old_rdn
             .avas
