@@ -21,8 +21,6 @@ pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
 
-#[cfg(test)]
-mod search_tests;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;

@@ -21,6 +21,8 @@ mod limits;
 mod resolve;
 mod special;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

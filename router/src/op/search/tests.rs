@@ -1,5 +1,5 @@
 //! Search through a whole session over two shards: scopes, the size limit, and what the
-//! access rules hide. (Next to `op/search.rs`, which the search pipeline's rework owns.)
+//! access rules hide, driven through the pipeline's entry point as a client would.
 
 use ferrodir_proto::message::SearchScope;
 use ferrodir_proto::ResultCode;
