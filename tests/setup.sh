@@ -25,11 +25,12 @@ done
 # - /usr/bin/python3 with ldap3 (Password Modify, certificate validation);
 # - openssl s_client, and Cyrus SASL's PLAIN mechanism for ldapwhoami -Y PLAIN;
 # - promtool checks the metrics, a real Prometheus server scrapes them;
-# - the disk-fault tests build an ext4 image on a loop device (mkfs.ext4, losetup, nsenter).
+# - the disk-fault tests build an ext4 image on a loop device (mkfs.ext4, losetup, nsenter);
+# - 389-ds-base's logconv reads the access log (389-ds's format).
 # The conformance tests (tests/conformance) run slapd 2.5 and slapadd from a private config.
 packages=(
     ldap-utils python3 python3-ldap3 openssl libsasl2-modules prometheus
-    e2fsprogs util-linux mount slapd
+    e2fsprogs util-linux mount slapd 389-ds-base
 )
 # Real clients (tests/clients), and for the deploy/ checks (tests/deploy) systemd-analyze
 # and shellcheck; kubernetes-validate comes from pip below.
@@ -38,8 +39,8 @@ client_packages=(
     ruby-net-ldap postfix postfix-ldap
 )
 if [ $all = 1 ]; then packages+=("${client_packages[@]}" systemd shellcheck); fi
-# bench/run.sh's smoke pass: ldclt (389-ds-base) and strace.
-if [ $bench = 1 ]; then packages+=(389-ds-base strace); fi
+# bench/run.sh's smoke pass: ldclt (389-ds-base, installed above) and strace.
+if [ $bench = 1 ]; then packages+=(strace); fi
 
 missing=()
 for package in "${packages[@]}"; do

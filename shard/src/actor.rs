@@ -257,7 +257,7 @@ impl ShardActor {
         tracing::error!(shard, error = %error, "commit failed: every write of the batch fails with unavailable");
         // The shared entry cache closes for good (until a restart): whether a failed commit
         // reached the file is not known, and the engine's count of commits did not move, so
-        // no label could tell a replica's old read from the file's new state.
+        // no label could tell a shard view's old read from the file's new state.
         self.core.cache_close();
         for (id, _) in batch.touched.iter().chain(&pending.touched) {
             self.core.cache_forget(*id);

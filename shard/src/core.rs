@@ -3,7 +3,7 @@
 //! A `ShardCore` lives on its worker's thread inside an `Rc`, shared by the shard actor and by
 //! that worker's connections, which read it with a direct call (no message, no thread hop).
 //! Reads use the last committed snapshot, so a commit in progress never blocks them.
-//! Every other worker holds a core of the shard too (a replica, reading on its own thread),
+//! Every other worker holds a core of the shard too (a shard view, reading on its own thread),
 //! and all of them share the shard's one entry cache (`entrycache`: its doc comment has the
 //! rules that keep a version from going stale there). The actor's core is the owner: it
 //! alone puts and forgets entries after commits.
@@ -29,7 +29,7 @@ use ferrodir_proto::schema::Schema;
 pub struct ShardInfo {
     pub index: usize,
     pub count: usize,
-    /// The shard's entry cache, shared by its owner and every replica; None: no cache
+    /// The shard's entry cache, shared by its owner and every shard view; None: no cache
     /// (scans, tools, the replication consumer's views).
     pub entry_cache: Option<Arc<EntryCache>>,
     pub indexes: Arc<IndexConfig>,
@@ -158,7 +158,7 @@ impl ShardCore {
         Ok(())
     }
 
-    /// For a replica (another worker's read view of this shard): brings the snapshot up to
+    /// For a shard view (another worker's read view of this shard): brings the snapshot up to
     /// the shard's last commit, opening a new read transaction only if a commit finished
     /// since the held one was opened (issue #14: a remote base lookup used to open two).
     /// The count is read before the snapshot is opened, so a commit racing with the open is
@@ -175,7 +175,7 @@ impl ShardCore {
 
     /// Lets go of the held snapshot, so that this core pins no old version of the file.
     /// redb reuses a page freed by a commit only once no read transaction older than that
-    /// commit is live: a replica that another worker reads now and then, holding the
+    /// commit is live: a shard view that another worker reads now and then, holding the
     /// snapshot of its last read in between, made every page freed since unusable and the
     /// file grew under churn (issue #14). Reads in flight keep their own `Arc`.
     pub fn release_snapshot(&self) {
@@ -464,7 +464,7 @@ pub(crate) mod tests {
         (first, std::fs::metadata(path).unwrap().len())
     }
 
-    /// The mechanism behind issue #14, on redb itself: a core (another worker's replica)
+    /// The mechanism behind issue #14, on redb itself: a core (another worker's shard view)
     /// that keeps the snapshot of its last read makes every page freed since unusable, so
     /// the file grows with every cycle; released, it pins nothing and the file stays flat.
     #[test]
@@ -480,11 +480,11 @@ pub(crate) mod tests {
             let base: Vec<_> =
                 (0..1000u32).map(|i| Mutation { key: key(i), value: Some(vec![7; 1500]) }).collect();
             engine.commit(&base).unwrap();
-            let replica = ShardCore::new(info(), engine.clone()).unwrap();
-            assert!(replica.snapshot().get(&key(3)).unwrap().is_some());
+            let view = ShardCore::new(info(), engine.clone()).unwrap();
+            assert!(view.snapshot().get(&key(3)).unwrap().is_some());
             let between = || {
                 if release {
-                    replica.release_snapshot();
+                    view.release_snapshot();
                 }
             };
             churn(engine.as_ref(), &dir.path().join("shard-000.redb"), &between)
@@ -523,27 +523,27 @@ pub(crate) mod tests {
         assert!(before.get(&key(1)).unwrap().is_none());
     }
 
-    /// A replica keeps its read transaction while the shard commits nothing, and opens a new
+    /// A shard view keeps its read transaction while the shard commits nothing, and opens a new
     /// one as soon as a commit has finished: it never misses an acknowledged write.
     #[test]
-    fn a_replica_reuses_its_snapshot_until_a_commit_finishes() {
+    fn a_shard_view_reuses_its_snapshot_until_a_commit_finishes() {
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
-        let replica = ShardCore::new(info(), engine.clone()).unwrap();
-        let first = replica.snapshot();
-        replica.refresh_snapshot_if_moved().unwrap();
-        assert!(Arc::ptr_eq(&first, &replica.snapshot()), "no commit: the same read transaction");
+        let view = ShardCore::new(info(), engine.clone()).unwrap();
+        let first = view.snapshot();
+        view.refresh_snapshot_if_moved().unwrap();
+        assert!(Arc::ptr_eq(&first, &view.snapshot()), "no commit: the same read transaction");
         engine.commit(&[Mutation { key: key(1), value: Some(b"x".to_vec()) }]).unwrap();
-        replica.refresh_snapshot_if_moved().unwrap();
-        let second = replica.snapshot();
+        view.refresh_snapshot_if_moved().unwrap();
+        let second = view.snapshot();
         assert!(!Arc::ptr_eq(&first, &second), "a commit finished: a new read transaction");
         assert_eq!(second.get(&key(1)).unwrap(), Some(b"x".to_vec()));
-        replica.refresh_snapshot_if_moved().unwrap();
-        assert!(Arc::ptr_eq(&second, &replica.snapshot()));
+        view.refresh_snapshot_if_moved().unwrap();
+        assert!(Arc::ptr_eq(&second, &view.snapshot()));
         // Released (every 100 ms), it opens one again on the next read.
-        replica.release_snapshot();
-        replica.refresh_snapshot_if_moved().unwrap();
-        assert!(replica.holds_snapshot());
+        view.release_snapshot();
+        view.refresh_snapshot_if_moved().unwrap();
+        assert!(view.holds_snapshot());
     }
 
     fn record(cn: &str) -> EntryRecord {
@@ -574,16 +574,16 @@ pub(crate) mod tests {
         (dir, engine)
     }
 
-    /// An owner and a replica sharing one cache, over one redb engine holding entry 5.
-    fn owner_and_replica() -> (tempfile::TempDir, Arc<dyn KvEngine>, ShardCore, ShardCore) {
+    /// An owner and a view sharing one cache, over one redb engine holding entry 5.
+    fn owner_and_view() -> (tempfile::TempDir, Arc<dyn KvEngine>, ShardCore, ShardCore) {
         let (dir, engine) = engine_holding_entry_5();
         let base = info();
         let cache = Arc::new(EntryCache::new(1 << 20, base.rules.clone()));
         let shared = ShardInfo { entry_cache: Some(cache), ..base };
         let owner = ShardCore::new(shared.clone(), engine.clone()).unwrap();
-        let replica = ShardCore::new(shared, engine.clone()).unwrap();
+        let view = ShardCore::new(shared, engine.clone()).unwrap();
         owner.become_owner().unwrap();
-        (dir, engine, owner, replica)
+        (dir, engine, owner, view)
     }
 
     /// What the shard actor does for a commit: commit, refresh, put or forget, publish.
@@ -599,17 +599,17 @@ pub(crate) mod tests {
         owner.cache_published();
     }
 
-    /// A replica's read fills the shard's one cache; the owner and the replica then both
+    /// A view's read fills the shard's one cache; the owner and the view then both
     /// hit it, without decoding the entry again.
     #[test]
-    fn a_replica_shares_the_owners_cache() {
-        let (_dir, _engine, owner, replica) = owner_and_replica();
+    fn a_view_shares_the_owners_cache() {
+        let (_dir, _engine, owner, view) = owner_and_view();
         let id = EntryId(5);
-        replica.refresh_snapshot_if_moved().unwrap();
-        let snapshot = replica.snapshot();
-        let first = replica.cached(snapshot.as_ref(), id).unwrap().unwrap();
+        view.refresh_snapshot_if_moved().unwrap();
+        let snapshot = view.snapshot();
+        let first = view.cached(snapshot.as_ref(), id).unwrap().unwrap();
         assert!(!first.is_kept(), "a miss is sent transient");
-        assert!(replica.cached(snapshot.as_ref(), id).unwrap().unwrap().is_kept(), "then it is cached");
+        assert!(view.cached(snapshot.as_ref(), id).unwrap().unwrap().is_kept(), "then it is cached");
         let owners = owner.snapshot();
         let hit = owner.cached(owners.as_ref(), id).unwrap().unwrap();
         assert!(hit.is_kept());
@@ -617,29 +617,29 @@ pub(crate) mod tests {
         assert_eq!(*owner.record(id).unwrap().unwrap(), record("v1"), "decoded back whole");
     }
 
-    /// Insert after invalidate, through the cores: a replica holding the snapshot of commit
+    /// Insert after invalidate, through the cores: a view holding the snapshot of commit
     /// g reads the entry after the owner committed g + 1 and published it (a new version, or
     /// a delete). It reads its own snapshot's version, and neither returns the newer one nor
     /// leaves its older one in the cache; once it moves to g + 1 it reads the new state.
     #[test]
-    fn a_replica_never_puts_back_a_version_the_owner_replaced() {
+    fn a_view_never_puts_back_a_version_the_owner_replaced() {
         for deleted in [false, true] {
-            let (_dir, engine, owner, replica) = owner_and_replica();
+            let (_dir, engine, owner, view) = owner_and_view();
             let id = EntryId(5);
-            replica.refresh_snapshot_if_moved().unwrap();
-            let old = replica.snapshot();
+            view.refresh_snapshot_if_moved().unwrap();
+            let old = view.snapshot();
             commit_as_owner(engine.as_ref(), &owner, id, (!deleted).then(|| record("v2")));
-            // The replica has not refreshed: its snapshot still holds v1.
-            let read = replica.cached(old.as_ref(), id).unwrap().unwrap();
+            // The view has not refreshed: its snapshot still holds v1.
+            let read = view.cached(old.as_ref(), id).unwrap().unwrap();
             assert_eq!(cn_of(&read), "cn=v1", "its own snapshot's version");
             assert!(!read.is_kept());
-            let again = replica.cached(old.as_ref(), id).unwrap().unwrap();
+            let again = view.cached(old.as_ref(), id).unwrap().unwrap();
             assert!(!again.is_kept(), "v1 must not have gone into the cache (deleted: {deleted})");
             // Read-your-writes: the writer was answered after the publish; any read now
             // brings its snapshot up to the commit first.
-            replica.refresh_snapshot_if_moved().unwrap();
-            let now = replica.snapshot();
-            let fresh = replica.cached(now.as_ref(), id).unwrap();
+            view.refresh_snapshot_if_moved().unwrap();
+            let now = view.snapshot();
+            let fresh = view.cached(now.as_ref(), id).unwrap();
             let owners = owner.snapshot();
             let from_owner = owner.cached(owners.as_ref(), id).unwrap();
             if deleted {
@@ -655,7 +655,7 @@ pub(crate) mod tests {
     /// reads around the cache: it neither gets nor leaves a version.
     #[test]
     fn an_older_snapshot_reads_around_the_cache() {
-        let (_dir, engine, owner, _replica) = owner_and_replica();
+        let (_dir, engine, owner, _view) = owner_and_view();
         let id = EntryId(5);
         let old = owner.snapshot();
         commit_as_owner(engine.as_ref(), &owner, EntryId(6), Some(record("other")));

@@ -1,10 +1,10 @@
-//! A shard's entry cache, shared by the shard's owner and every other worker's replica of
-//! it, bounded in bytes.
+//! A shard's entry cache, shared by the shard's owner and every other worker's view of it,
+//! bounded in bytes.
 //!
-//! Before issue #14 only the owning core cached entries, so at 16 shards a subtree search
-//! read 15 of every 16 entries through a replica that decoded them from redb each time.
-//! Now one cache per shard holds each entry once, compactly ([`CompactEntry`]), and every
-//! core of the shard reads and fills it. No global lock: the cache is split into
+//! One cache per shard holds each entry once, compactly ([`CompactEntry`]), and every core
+//! of the shard (the owner's and each worker's view) reads and fills it, so a subtree search
+//! that reads most entries through other workers' views does not decode them from redb each
+//! time (why one shared cache: docs/DECISIONS.md, "One cache budget"). No global lock: the cache is split into
 //! [`PARTITIONS`] partitions by entry id, each behind its own `RwLock`, so readers of
 //! different entries touch different locks and readers of the same one only share a read
 //! lock. A hit writes nothing else but a CLOCK reference bit, and only when it is not set
@@ -35,14 +35,14 @@
 //!    was taken, and its version of `e` may be older: the insert is refused. A stamp at
 //!    most `l` means every published change to the partition is in the snapshot, so the
 //!    version read is the latest published one; a commit published later replaces it by
-//!    rule 1. This is the interleaving `insert_after_invalidate` tests: a replica that read
+//!    rule 1. This is the interleaving `insert_after_invalidate` tests: a view that read
 //!    version `g` can't put it back after the owner committed `g + 1` and forgot it.
 //! 3. *Read only what matches the snapshot.* A reader uses the cache at all only when
 //!    `published >= l` (every commit its snapshot holds is published; otherwise it reads
 //!    its snapshot), and takes a hit only if the version's own label (`since`: the commit
 //!    that put it, or the label of the snapshot it was read from) is at most `l`. So a
 //!    reader never sees a version newer than its snapshot, nor one older than it. (A
-//!    replica's label is a lower bound: redb counts a commit just after making it visible,
+//!    view's label is a lower bound: redb counts a commit just after making it visible,
 //!    so for that instant a snapshot may hold one commit more than its label says, and a
 //!    hit may give that commit's predecessor. Never a version that outlives the publish:
 //!    counting after the commit, not before, is what keeps rule 2 sound.)
@@ -372,9 +372,9 @@ mod tests {
         assert_eq!(hit(&c, id, 3).as_deref(), Some("cn=a"));
     }
 
-    /// The race of rule 2: a replica misses at label 4 and reads version "old" from its
+    /// The race of rule 2: a view misses at label 4 and reads version "old" from its
     /// snapshot; before it inserts, the owner commits 5, which changes the entry, and
-    /// publishes it (forgetting the entry). The replica's insert must be refused, and a
+    /// publishes it (forgetting the entry). The view's insert must be refused, and a
     /// reader at 5 must not see "old".
     #[test]
     fn insert_after_invalidate_is_refused() {
@@ -482,7 +482,7 @@ mod tests {
         assert!(matches!(none.get(EntryId(1), 1), Lookup::Bypass));
     }
 
-    /// Owner and replicas on several threads: readers see only their snapshot's version,
+    /// Owner and views on several threads: readers see only their snapshot's version,
     /// and after the owner's last publish every cached version is the last one it wrote,
     /// whatever the interleaving of stale inserts.
     #[test]

@@ -452,7 +452,10 @@ mod tests {
         let skeleton = Skeleton::default();
         let person = Entry::new(vec![Attribute::new("objectClass", vec![b"person".to_vec()])]);
         let device = Entry::new(vec![Attribute::new("objectClass", vec![b"device".to_vec()])]);
-        assert!(per_entry.rights(&skeleton, EntryId(9), &record(secret, &person)).is_none(), "below ou=secret");
+        assert!(
+            per_entry.rights(&skeleton, EntryId(9), &record(secret, &person)).is_none(),
+            "below ou=secret"
+        );
         assert!(
             per_entry.rights(&skeleton, secret, &record(EntryId::ROOT, &person)).is_some(),
             "ou=secret itself"

@@ -259,7 +259,9 @@ async fn answer(
     let options = groups.options;
     Ok(Some(match ask {
         Ask::Undefined => return Ok(None),
-        Ask::Members(group) => members_down(ctx, access, skeleton, group, options.transitive, &options).await?,
+        Ask::Members(group) => {
+            members_down(ctx, access, skeleton, group, options.transitive, &options).await?
+        }
         Ask::Chain(group) => members_down(ctx, access, skeleton, group, true, &options).await?,
         Ask::Containers(member) => {
             let mut dns = |id: EntryId| -> ferrodir_shard::ShardResult<Option<Arc<str>>> {

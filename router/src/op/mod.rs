@@ -21,7 +21,6 @@ pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
 
-
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;
 

@@ -507,12 +507,7 @@ async fn retry_closed(
 }
 
 fn uuid_of(record: &EntryRecord) -> Option<Uuid> {
-    record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
-}
-
-/// The 16 octets of an entryUUID's text form (RFC 4122's, hyphens or none).
-pub fn uuid_octets(text: &[u8]) -> Option<Uuid> {
-    uuid::Uuid::try_parse_ascii(text).ok().map(uuid::Uuid::into_bytes)
+    record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| ferrodir_shard::uuid_octets(v))
 }
 
 /// The text form of a uuid (RFC 4122, lower case).
@@ -523,6 +518,7 @@ pub fn uuid_text(uuid: &Uuid) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrodir_shard::uuid_octets;
 
     #[test]
     fn uuid_round_trip() {

@@ -1,9 +1,7 @@
 //! The compact form of a cached entry: what answers reads, each entry once, in one buffer.
 //!
-//! The entry cache used to keep each entry decoded (a `String` per attribute name, a `Vec`
-//! per value) and, beside it, every attribute BER-encoded for sending: about 6–7 KB per
-//! inetOrgPerson, 9.2 KB of resident memory per entry at a million entries (issue #14).
-//! Sending is what reads do most, so the compact form keeps only the sending form: the RDN,
+//! Sending is what reads do most, so the compact form keeps only the sending form (why not a
+//! decoded entry beside an encoded one: docs/DECISIONS.md, "One cache budget"): the RDN,
 //! the normalised RDN and every attribute as its PartialAttribute encoding (RFC 4511
 //! §4.1.7), back to back in one boxed buffer, plus one small span per attribute (where it
 //! starts, and which attribute type it is, as its slot in the [`RuleTable`]). A send

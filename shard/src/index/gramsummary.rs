@@ -1,8 +1,7 @@
 //! Which shards may hold a substring gram: one table for the whole server, so that a
 //! substring search from a subtree base (`(cn=user 123*)` over the whole tree) asks only
 //! the shards whose entries have every gram the assertion requires, and its cost does not
-//! grow with the shard count the way asking every shard does (issue #14, item 7). The
-//! equality Bloom filters (`bloom`) do the same for `(uid=x)`.
+//! grow with the shard count the way asking every shard does. The equality Bloom filters (`bloom`) do the same for `(uid=x)`.
 //!
 //! A gram key (`keys::sub_prefix(attribute, gram)`: a substring posting without its id)
 //! hashes to two slots; each slot holds one bit per shard. A shard sets its bit in both slots

@@ -301,11 +301,6 @@ fn entry_pdu(
         .map_err(|e| LdapError::internal(format!("encoding an entry: {e}")))
 }
 
-/// The 16 octets of an entryUUID's text form.
-pub(super) fn uuid_octets(text: &[u8]) -> Option<[u8; 16]> {
-    uuid::Uuid::try_parse_ascii(text).ok().map(|u| *u.as_bytes())
-}
-
 /// The search's base and scope, resolved once.
 pub(crate) struct Located {
     pub base: ferrodir_proto::NormDn,
@@ -358,7 +353,7 @@ pub(crate) struct SyncEntry {
 /// its uuid, CSN and depth. None: not an entry, or one without an entryUUID.
 /// `wanted`: what the consumer asked for (entryUUID and entryCSN are read either way, and
 /// sent only if asked for).
-fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
+fn sync_entry(pdu: &[u8], wanted: &ContentAttrs) -> Option<SyncEntry> {
     let message = decode_message(pdu).ok()?;
     let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { return None };
     let mut uuid = None;
@@ -371,7 +366,7 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
             continue;
         }
         if base == "entryuuid" {
-            uuid = attr.vals.first().and_then(|v| uuid_octets(v));
+            uuid = attr.vals.first().and_then(|v| ferrodir_shard::uuid_octets(v));
         } else if base == "entrycsn" {
             csn = attr.vals.first().map(|v| String::from_utf8_lossy(v).into_owned());
         }
@@ -384,7 +379,7 @@ fn sync_entry(pdu: &[u8], wanted: &Wanted) -> Option<SyncEntry> {
 }
 
 /// The attributes a consumer asked for, and the rules that name them.
-struct Wanted<'a>(&'a AttrSelection, &'a ferrodir_shard::RuleTable);
+struct ContentAttrs<'a>(&'a AttrSelection, &'a ferrodir_shard::RuleTable);
 
 /// Every entry in scope that matches, parents before children, read whole: a present
 /// phase after a partial scan would have the consumer delete the rest, so any failed or
@@ -408,7 +403,7 @@ async fn collect(
         filter: Arc::new(request.filter.clone()),
         attrs: Arc::new(AttrSelection::from_request(&asked, false, &config.rules, &config.schema)),
     };
-    let mut sink = Content { wanted: Wanted(&wanted, &config.rules), entries: Vec::new() };
+    let mut sink = Content { wanted: ContentAttrs(&wanted, &config.rules), entries: Vec::new() };
     let class = config.limits_for(&ctx.identity);
     match read::read(ctx, &target, class, None, &mut sink).await? {
         Gathered::All { complete: false, .. } if !ctx.cancelled() => {
@@ -428,7 +423,7 @@ async fn collect(
 
 /// The sink of a refresh: each match as sync content, at most [`SYNC_ENTRIES_MAX`].
 struct Content<'a> {
-    wanted: Wanted<'a>,
+    wanted: ContentAttrs<'a>,
     entries: Vec<SyncEntry>,
 }
 
@@ -452,12 +447,7 @@ mod tests {
 
     #[test]
     fn uuids_and_content() {
-        let uuid = uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").unwrap();
-        assert_eq!(uuid[0], 0x0f);
-        assert_eq!(uuid[15], 0x5b);
-        assert!(uuid_octets(b"0f2b").is_none());
-        assert!(uuid_octets(b"zz2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").is_none());
-
+        let uuid = ferrodir_shard::uuid_octets(b"0f2b9a3e-4c1d-4e5f-8a9b-0c1d2e3f4a5b").unwrap();
         let attr = |name: &str, value: &str| PartialAttribute {
             r#type: OctetString::from(name.as_bytes().to_vec()),
             vals: vec![OctetString::from(value.as_bytes().to_vec())],
@@ -480,7 +470,7 @@ mod tests {
         let schema = ferrodir_proto::schema::Schema::standard();
         let rules = ferrodir_shard::RuleTable::from_schema(&schema);
         let all = AttrSelection::from_request(&["*", "+"], false, &rules, &schema);
-        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&all, &rules)).unwrap();
+        let entry = sync_entry(&encode_message(&message).unwrap(), &ContentAttrs(&all, &rules)).unwrap();
         assert_eq!(entry.depth, 3);
         assert_eq!(entry.uuid, uuid);
         assert_eq!(entry.csn.as_deref(), Some("20261201000000.000000Z#000000#000#000000"));
@@ -489,7 +479,7 @@ mod tests {
         assert_eq!(names, ["cn", "entryUUID", "entryCSN"]);
         // Asked for cn alone: its uuid and CSN are still read, and not sent.
         let cn = AttrSelection::from_request(&["cn"], false, &rules, &schema);
-        let entry = sync_entry(&encode_message(&message).unwrap(), &Wanted(&cn, &rules)).unwrap();
+        let entry = sync_entry(&encode_message(&message).unwrap(), &ContentAttrs(&cn, &rules)).unwrap();
         assert_eq!((entry.uuid, entry.csn.is_some()), (uuid, true));
         assert_eq!(entry.attributes.len(), 1);
     }

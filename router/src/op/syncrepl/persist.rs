@@ -39,9 +39,11 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchScope,
 };
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::{AttrSelection, Change, EntryRecord, FeedBatch, Scope, Skeleton, Subscription};
+use ferrodir_shard::{
+    uuid_octets, AttrSelection, Change, EntryRecord, FeedBatch, Scope, Skeleton, Subscription,
+};
 
-use super::{entry_pdu, stats, uuid_octets, Located, LEFT_OUT};
+use super::{entry_pdu, stats, Located, LEFT_OUT};
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::{OpContext, Outbound};
 
@@ -265,7 +267,11 @@ fn moves<'h>(skeleton: &Skeleton, changes: impl Iterator<Item = &'h Held>) -> Ve
             let (old, new) = (h.change.old.as_ref()?, h.change.new.as_ref()?);
             let moved = new.is_container() && (old.parent != new.parent || old.rdn_norm != new.rdn_norm);
             moved.then(|| {
-                (h.micros, skeleton.dn_of_child(new.parent, &new.rdn), skeleton.dn_of_child(old.parent, &old.rdn))
+                (
+                    h.micros,
+                    skeleton.dn_of_child(new.parent, &new.rdn),
+                    skeleton.dn_of_child(old.parent, &old.rdn),
+                )
             })
         })
         .collect()
