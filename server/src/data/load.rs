@@ -176,13 +176,16 @@ pub fn load(
     loaded
 }
 
+/// The parse workers' ends of their channels: chunks in, parsed records out.
+type ParseChannels = (Vec<SyncSender<Chunk>>, Vec<Receiver<Vec<Parsed>>>);
+
 /// The parse workers, each with its own channel of chunks in and of parsed records out.
 fn spawn_parsers<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     store: &'scope Store,
     suffixes: &'scope SuffixTable,
     workers: usize,
-) -> anyhow::Result<(Vec<SyncSender<Chunk>>, Vec<Receiver<Vec<Parsed>>>)> {
+) -> anyhow::Result<ParseChannels> {
     let mut chunk_senders = Vec::with_capacity(workers);
     let mut parsed_receivers = Vec::with_capacity(workers);
     for _ in 0..workers {
