@@ -146,59 +146,20 @@ pub fn load(
     let sort_dir = options.spill_dir.join(SORT_DIR);
     let sort_budget = (options.sort_memory_bytes / shard_count.max(1)).max(SORT_MEMORY_PER_SHARD_MIN_BYTES);
     let loaded = std::thread::scope(|scope| {
-        let mut chunk_senders = Vec::with_capacity(workers);
-        let mut parsed_receivers = Vec::with_capacity(workers);
-        for _ in 0..workers {
-            let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(CHUNKS_QUEUED_PER_WORKER);
-            let (parsed_tx, parsed_rx) = sync_channel::<Vec<Parsed>>(CHUNKS_QUEUED_PER_WORKER);
-            let suffixes = &suffixes;
-            spawn_named(scope, "import-parse", move || parse_worker(store, suffixes, chunk_rx, parsed_tx))?;
-            chunk_senders.push(chunk_tx);
-            parsed_receivers.push(parsed_rx);
-        }
+        let (chunk_senders, parsed_receivers) = spawn_parsers(scope, store, &suffixes, workers)?;
         let reader = spawn_named(scope, "import-read", move || read_chunks(input, &chunk_senders, progress))?;
-        let mut shard_senders = Vec::with_capacity(shard_count);
-        let mut writers = Vec::with_capacity(shard_count);
-        for shard in 0..shard_count {
-            let (tx, rx) = sync_channel::<ShardMsg>(BATCHES_QUEUED_PER_SHARD);
-            let author = author.as_str();
-            let sorted = SortedKeys::new(&sort_dir, &format!("shard-{shard:03}"), sort_budget);
-            writers.push(spawn_named(scope, &format!("import-shard-{shard}"), move || {
-                write_shard(store, shard, author, sorted, rx).with_context(|| format!("shard {shard}"))
-            })?);
-            shard_senders.push(tx);
-        }
+        let (shard_senders, writers) = spawn_writers(scope, store, &author, &sort_dir, sort_budget)?;
         let mut placement = Placement::new(shard_count, &suffixes, options.keep_going, options.on_skip);
         // Takes the parse workers' receivers: when it returns, for whatever reason, they are
         // closed, and the workers and the reader wind down.
         let placed = placement.run(parsed_receivers, &shard_senders, progress);
         let read = reader.join().map_err(|_| anyhow::anyhow!("the import's reader panicked"));
-        // The writers commit only on `Finish`, sent only if every chunk read was placed.
-        let placed_all = match (placed, read.and_then(|read| read)) {
-            (Ok(placed), Ok(read)) if placed == read => placement.finish(&shard_senders),
-            (Ok(placed), Ok(read)) => {
-                Err(anyhow::anyhow!("the import read {read} chunks but placed {placed}"))
-            }
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
+        let placed_all = finish_if_all_placed(&placement, placed, read.and_then(|read| read), &shard_senders);
         if let Some(progress) = progress {
             progress.input_done.store(true, Ordering::Relaxed);
         }
         drop(shard_senders);
-        let mut writer_failure = None;
-        let mut committed = 0;
-        for writer in writers {
-            match writer.join() {
-                Ok(Ok(WriterEnd::Committed)) => committed += 1,
-                Ok(Ok(WriterEnd::Abandoned)) => {}
-                Ok(Err(e)) => {
-                    writer_failure.get_or_insert(e);
-                }
-                Err(_) => {
-                    writer_failure.get_or_insert(anyhow::anyhow!("a shard writer panicked"));
-                }
-            }
-        }
+        let (committed, writer_failure) = join_writers(writers);
         // A writer's own failure is the cause when placement only saw it stop; otherwise the
         // placement's reason (a bad record, a read error) explains why the writers gave up.
         if let Some(e) = writer_failure {
@@ -213,6 +174,86 @@ pub fn load(
     // Empty by now (each sort removes its runs, also when dropped); absent if none spilled.
     let _ = std::fs::remove_dir(&sort_dir);
     loaded
+}
+
+/// The parse workers' ends of their channels: chunks in, parsed records out.
+type ParseChannels = (Vec<SyncSender<Chunk>>, Vec<Receiver<Vec<Parsed>>>);
+
+/// The parse workers, each with its own channel of chunks in and of parsed records out.
+fn spawn_parsers<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    store: &'scope Store,
+    suffixes: &'scope SuffixTable,
+    workers: usize,
+) -> anyhow::Result<ParseChannels> {
+    let mut chunk_senders = Vec::with_capacity(workers);
+    let mut parsed_receivers = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(CHUNKS_QUEUED_PER_WORKER);
+        let (parsed_tx, parsed_rx) = sync_channel::<Vec<Parsed>>(CHUNKS_QUEUED_PER_WORKER);
+        spawn_named(scope, "import-parse", move || parse_worker(store, suffixes, chunk_rx, parsed_tx))?;
+        chunk_senders.push(chunk_tx);
+        parsed_receivers.push(parsed_rx);
+    }
+    Ok((chunk_senders, parsed_receivers))
+}
+
+type Writer<'scope> = std::thread::ScopedJoinHandle<'scope, anyhow::Result<WriterEnd>>;
+
+/// One writer per shard, each with its own channel and its own sort spilling under
+/// `sort_dir`.
+fn spawn_writers<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    store: &'scope Store,
+    author: &'scope str,
+    sort_dir: &Path,
+    sort_budget: usize,
+) -> anyhow::Result<(Vec<SyncSender<ShardMsg>>, Vec<Writer<'scope>>)> {
+    let shard_count = store.engines.len();
+    let mut shard_senders = Vec::with_capacity(shard_count);
+    let mut writers = Vec::with_capacity(shard_count);
+    for shard in 0..shard_count {
+        let (tx, rx) = sync_channel::<ShardMsg>(BATCHES_QUEUED_PER_SHARD);
+        let sorted = SortedKeys::new(sort_dir, &format!("shard-{shard:03}"), sort_budget);
+        writers.push(spawn_named(scope, &format!("import-shard-{shard}"), move || {
+            write_shard(store, shard, author, sorted, rx).with_context(|| format!("shard {shard}"))
+        })?);
+        shard_senders.push(tx);
+    }
+    Ok((shard_senders, writers))
+}
+
+/// The writers commit only on `Finish`, sent only if every chunk read was placed.
+fn finish_if_all_placed(
+    placement: &Placement,
+    placed: anyhow::Result<usize>,
+    read: anyhow::Result<usize>,
+    shards: &[SyncSender<ShardMsg>],
+) -> anyhow::Result<()> {
+    match (placed, read) {
+        (Ok(placed), Ok(read)) if placed == read => placement.finish(shards),
+        (Ok(placed), Ok(read)) => Err(anyhow::anyhow!("the import read {read} chunks but placed {placed}")),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    }
+}
+
+/// Waits for every writer: how many committed, and the first failure.
+fn join_writers(writers: Vec<Writer<'_>>) -> (usize, Option<anyhow::Error>) {
+    let mut writer_failure = None;
+    let mut committed = 0;
+    for writer in writers {
+        match writer.join() {
+            Ok(Ok(WriterEnd::Committed)) => committed += 1,
+            Ok(Ok(WriterEnd::Abandoned)) => {}
+            Ok(Err(e)) => {
+                writer_failure.get_or_insert(e);
+            }
+            Err(_) => {
+                writer_failure.get_or_insert(anyhow::anyhow!("a shard writer panicked"));
+            }
+        }
+    }
+    (committed, writer_failure)
 }
 
 /// Named, so that a profile tells the pipeline's stages apart.

@@ -194,83 +194,131 @@ pub fn read_plan(
         Plan::Empty => Ok(Some(BTreeSet::new())),
         Plan::Ids(ids) => Ok((ids.len() <= cap).then(|| ids.iter().copied().collect())),
         Plan::Equality(prefix) | Plan::Postings(prefix) => postings_capped(snapshot, prefix, cap, stop),
-        Plan::Grams { canonical, grams, .. } => {
-            // Common grams ("use" of "user 123") match nearly everything: reading their
-            // postings costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with
-            // more than GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to
-            // be rarer, so they are tried first, and a small candidate set ends the search
-            // (the filter is evaluated on every candidate anyway). In a large shard every
-            // gram may be over the cutoff ("111" of "user 1111" at 100k entries): then the
-            // first two grams under a higher cap are intersected.
-            let narrow = |list_cap: usize, lists_max: usize| -> ShardResult<Option<BTreeSet<EntryId>>> {
-                let mut found: Option<BTreeSet<EntryId>> = None;
-                let mut lists = 0;
-                for gram in grams.iter().rev() {
-                    let prefix = keys::sub_prefix(canonical, gram);
-                    let Some(ids) = postings_capped(snapshot, &prefix, list_cap, stop)? else { continue };
-                    let narrowed = match found {
-                        Some(prev) => prev.intersection(&ids).copied().collect(),
-                        None => ids,
-                    };
-                    let small = narrowed.len() <= CANDIDATES_SMALL;
-                    found = Some(narrowed);
-                    lists += 1;
-                    if small || lists >= lists_max {
-                        break;
-                    }
-                }
-                Ok(found)
-            };
-            let mut found = narrow(GRAM_POSTINGS_MAX.min(cap.max(1)), usize::MAX)?;
-            if found.is_none() && cap >= GRAM_POSTINGS_FALLBACK_MAX {
-                found = narrow(GRAM_POSTINGS_FALLBACK_MAX, 2)?;
-            }
-            Ok(found.filter(|ids| ids.len() <= cap))
-        }
-        Plan::Range { prefix, bound, greater } => {
-            let mut ids = BTreeSet::new();
-            let mut over = false;
-            snapshot.scan_prefix(prefix, &mut |key, _| {
-                // attr ‖ 0 ‖ ordering key ‖ 0 ‖ id (8)
-                let Some(order_key) = key.get(prefix.len()..key.len().saturating_sub(9)) else { return true };
-                let keep =
-                    if *greater { order_key >= bound.as_slice() } else { order_key <= bound.as_slice() };
-                if keep {
-                    if let Some(id) = keys::trailing_id(key) {
-                        ids.insert(id);
-                    }
-                }
-                over = ids.len() > cap;
-                !over && !stop()
-            })?;
-            Ok((!over).then_some(ids))
-        }
-        Plan::And(parts) => {
-            let mut best: Option<BTreeSet<EntryId>> = None;
-            for part in parts {
-                if let Some(ids) = read_plan(part, snapshot, cap, stop)? {
-                    best = Some(match best {
-                        Some(prev) => prev.intersection(&ids).copied().collect(),
-                        None => ids,
-                    });
-                    if best.as_ref().is_some_and(|b| b.len() <= CANDIDATES_SMALL) {
-                        break;
-                    }
-                }
-            }
-            Ok(best)
-        }
-        Plan::Or(parts) => {
-            let mut all = BTreeSet::new();
-            for part in parts {
-                match read_plan(part, snapshot, cap, stop)? {
-                    Some(ids) if all.len() + ids.len() <= cap => all.extend(ids),
-                    _ => return Ok(None),
-                }
-            }
-            Ok(Some(all))
+        Plan::Grams { canonical, grams, .. } => read_grams(snapshot, canonical, grams, cap, stop),
+        Plan::Range { prefix, bound, greater } => read_range(snapshot, prefix, bound, *greater, cap, stop),
+        Plan::And(parts) => read_and(parts, snapshot, cap, stop),
+        Plan::Or(parts) => read_or(parts, snapshot, cap, stop),
+    }
+}
+
+/// Common grams ("use" of "user 123") match nearly everything: reading their postings
+/// costs more than it saves. Like back-mdb's all-IDs cutoff, a gram with more than
+/// GRAM_POSTINGS_MAX postings is skipped; later grams of a piece tend to be rarer, so they
+/// are tried first, and a small candidate set ends the search (the filter is evaluated on
+/// every candidate anyway). In a large shard every gram may be over the cutoff ("111" of
+/// "user 1111" at 100k entries): then the first two grams under a higher cap are
+/// intersected.
+fn read_grams(
+    snapshot: &dyn KvSnapshot,
+    canonical: &str,
+    grams: &[Vec<u8>],
+    cap: usize,
+    stop: &dyn Fn() -> bool,
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let narrow = |list_cap: usize, lists_max: usize| {
+        narrow_grams(snapshot, canonical, grams, list_cap, lists_max, stop)
+    };
+    let mut found = narrow(GRAM_POSTINGS_MAX.min(cap.max(1)), usize::MAX)?;
+    if found.is_none() && cap >= GRAM_POSTINGS_FALLBACK_MAX {
+        found = narrow(GRAM_POSTINGS_FALLBACK_MAX, 2)?;
+    }
+    Ok(found.filter(|ids| ids.len() <= cap))
+}
+
+/// The intersection of up to `lists_max` gram posting lists of at most `list_cap` ids
+/// each, rarest-looking (last) first, stopping once the set is small.
+fn narrow_grams(
+    snapshot: &dyn KvSnapshot,
+    canonical: &str,
+    grams: &[Vec<u8>],
+    list_cap: usize,
+    lists_max: usize,
+    stop: &dyn Fn() -> bool,
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let mut found: Option<BTreeSet<EntryId>> = None;
+    let mut lists = 0;
+    for gram in grams.iter().rev() {
+        let prefix = keys::sub_prefix(canonical, gram);
+        let Some(ids) = postings_capped(snapshot, &prefix, list_cap, stop)? else { continue };
+        let narrowed = match found {
+            Some(prev) => prev.intersection(&ids).copied().collect(),
+            None => ids,
+        };
+        let small = narrowed.len() <= CANDIDATES_SMALL;
+        found = Some(narrowed);
+        lists += 1;
+        if small || lists >= lists_max {
+            break;
         }
     }
+    Ok(found)
+}
+
+/// The ids whose ordering key under `prefix` is at or above (`greater`) or at or below
+/// `bound`, or None past `cap`.
+fn read_range(
+    snapshot: &dyn KvSnapshot,
+    prefix: &[u8],
+    bound: &[u8],
+    greater: bool,
+    cap: usize,
+    stop: &dyn Fn() -> bool,
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let mut ids = BTreeSet::new();
+    let mut over = false;
+    snapshot.scan_prefix(prefix, &mut |key, _| {
+        // attr ‖ 0 ‖ ordering key ‖ 0 ‖ id (8)
+        let Some(order_key) = key.get(prefix.len()..key.len().saturating_sub(9)) else { return true };
+        let keep = if greater { order_key >= bound } else { order_key <= bound };
+        if keep {
+            if let Some(id) = keys::trailing_id(key) {
+                ids.insert(id);
+            }
+        }
+        over = ids.len() > cap;
+        !over && !stop()
+    })?;
+    Ok((!over).then_some(ids))
+}
+
+/// Every part is required: the readable parts' intersection, ended early once small.
+fn read_and(
+    parts: &[Plan],
+    snapshot: &dyn KvSnapshot,
+    cap: usize,
+    stop: &dyn Fn() -> bool,
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let mut best: Option<BTreeSet<EntryId>> = None;
+    for part in parts {
+        if let Some(ids) = read_plan(part, snapshot, cap, stop)? {
+            best = Some(match best {
+                Some(prev) => prev.intersection(&ids).copied().collect(),
+                None => ids,
+            });
+            if best.as_ref().is_some_and(|b| b.len() <= CANDIDATES_SMALL) {
+                break;
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// A match satisfies some part: the union, or None if any part is unreadable or the
+/// union passes `cap`.
+fn read_or(
+    parts: &[Plan],
+    snapshot: &dyn KvSnapshot,
+    cap: usize,
+    stop: &dyn Fn() -> bool,
+) -> ShardResult<Option<BTreeSet<EntryId>>> {
+    let mut all = BTreeSet::new();
+    for part in parts {
+        match read_plan(part, snapshot, cap, stop)? {
+            Some(ids) if all.len() + ids.len() <= cap => all.extend(ids),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(all))
 }
 
 /// The postings under `prefix`, or None if there are more than `cap`.

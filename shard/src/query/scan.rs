@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tokio::sync::mpsc;
 
 use crate::core::ShardInfo;
 use crate::entry::record::EntryRecord;
@@ -124,6 +125,70 @@ enum Source {
 }
 
 impl Source {
+    /// The task's candidates: its index plan's ids when the plan reads few enough, else
+    /// the scope's.
+    fn for_task(
+        source: &ScanSource,
+        task: &SearchTask,
+        reader: &mut SnapshotReader,
+        stop: &dyn Fn() -> bool,
+    ) -> ShardResult<Self> {
+        let window = task.window;
+        let scope_source = || Source::for_scope(&task.skeleton, task.scope, source.info.index, window);
+        let Some(plan) = task.plan.as_ref() else { return Ok(scope_source()) };
+        let snapshot = reader.snapshot()?;
+        let Some(mut ids) = read_plan(plan, snapshot.as_ref(), INDEXED_CANDIDATES_MAX, stop)? else {
+            return Ok(scope_source());
+        };
+        if let Some(after) = window.and_then(|w| w.after) {
+            ids = ids.split_off(&EntryId(after.0.saturating_add(1)));
+        }
+        // An id names its home shard: the others' ids (an id-set plan, such as
+        // memberOf's, carries every shard's) would only be lookups that miss.
+        let shard = source.info.index;
+        ids.retain(|id| id.shard() == shard);
+        Ok(Source::Ids(ids.into_iter()))
+    }
+
+    /// One batch: up to WALK_BATCH candidates examined without awaiting, their matches
+    /// added to `matches`. False once the candidates are exhausted.
+    fn next_batch(
+        &mut self,
+        judge: &Judge,
+        reader: &mut SnapshotReader,
+        batch: &mut Vec<EntryId>,
+        stop: &dyn Fn() -> bool,
+        matches: &mut Vec<(EntryId, Bytes)>,
+    ) -> ShardResult<bool> {
+        Ok(match self {
+            Source::Table { after } => {
+                let snapshot = reader.snapshot()?;
+                let (seen, last) = judge.table_batch(snapshot.as_ref(), *after, stop, matches)?;
+                reader.entries += seen;
+                *after = last.or(*after);
+                seen >= WALK_BATCH
+            }
+            Source::Ids(ids) => {
+                batch.clear();
+                batch.extend(ids.by_ref().take(WALK_BATCH));
+                judge.id_batch(reader, batch, stop, matches)?;
+                !batch.is_empty()
+            }
+            Source::Walk(walk) => {
+                batch.clear();
+                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, batch)?;
+                judge.id_batch(reader, batch, stop, matches)?;
+                more
+            }
+            Source::Ordered(walk) => {
+                batch.clear();
+                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, batch)?;
+                judge.id_batch(reader, batch, stop, matches)?;
+                more
+            }
+        })
+    }
+
     fn for_scope(
         skeleton: &crate::skeleton::Skeleton,
         scope: Scope,
@@ -183,7 +248,6 @@ impl SnapshotReader<'_> {
 
 /// Scans to the end, a stop, or (windowed) the window's end: Some(where) for a window.
 async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<WindowEnd>> {
-    let rules = &source.info.rules;
     let mut reader = SnapshotReader {
         engine: source.engine.as_ref(),
         limits: source.limits,
@@ -193,107 +257,25 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
     };
     let stop = || task.stopped().is_some();
     let window = task.window;
-    let scope_source = || Source::for_scope(&task.skeleton, task.scope, source.info.index, window);
-    let mut candidates = match task.plan.as_ref() {
-        Some(plan) => {
-            let snapshot = reader.snapshot()?;
-            match read_plan(plan, snapshot.as_ref(), INDEXED_CANDIDATES_MAX, &stop)? {
-                Some(mut ids) => {
-                    if let Some(after) = window.and_then(|w| w.after) {
-                        ids = ids.split_off(&EntryId(after.0.saturating_add(1)));
-                    }
-                    // An id names its home shard: the others' ids (an id-set plan, such as
-                    // memberOf's, carries every shard's) would only be lookups that miss.
-                    let shard = source.info.index;
-                    ids.retain(|id| id.shard() == shard);
-                    Source::Ids(ids.into_iter())
-                }
-                None => scope_source(),
-            }
-        }
-        None => scope_source(),
-    };
+    let mut candidates = Source::for_task(source, task, &mut reader, &stop)?;
     let mut end = window.map(|_| WindowEnd::default());
     let mut window_sent = 0;
-    let judge = Judge {
-        rules,
-        query: Query {
-            message_id: task.message_id,
-            skeleton: &task.skeleton,
-            filter: &task.filter,
-            attrs: &task.attrs,
-        },
-        scope: task.scope,
-        needs: filter_needs(rules, &task.filter),
-        // With per-entry rights a type unsearchable on most entries may be searchable on
-        // some (the requester's own): the prefilter may then only go by the filter.
-        prefilter: match task.attrs.per_entry {
-            None => Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
-            Some(_) => Prefilter::new(rules, &task.filter, &TypeSet::none()),
-        },
-        selected: selected_names(rules, &task.filter, &task.attrs),
-    };
-    let mut chunk: Vec<Bytes> = Vec::new();
-    let mut chunk_bytes = 0;
+    let judge = Judge::new(&source.info.rules, task);
+    let mut chunk = Chunk::default();
     let mut batch: Vec<EntryId> = Vec::with_capacity(WALK_BATCH);
     let mut matches: Vec<(EntryId, Bytes)> = Vec::new();
     let mut slice_start = Instant::now();
     loop {
-        // One batch: up to WALK_BATCH candidates examined without awaiting.
-        let more = match &mut candidates {
-            Source::Table { after } => {
-                let snapshot = reader.snapshot()?;
-                let (seen, last) = judge.table_batch(snapshot.as_ref(), *after, &stop, &mut matches)?;
-                reader.entries += seen;
-                *after = last.or(*after);
-                seen >= WALK_BATCH
-            }
-            Source::Ids(ids) => {
-                batch.clear();
-                batch.extend(ids.by_ref().take(WALK_BATCH));
-                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
-                !batch.is_empty()
-            }
-            Source::Walk(walk) => {
-                batch.clear();
-                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?;
-                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
-                more
-            }
-            Source::Ordered(walk) => {
-                batch.clear();
-                let more = walk.next_batch(reader.snapshot()?.as_ref(), WALK_BATCH, &mut batch)?;
-                judge.id_batch(&mut reader, &batch, &stop, &mut matches)?;
-                more
-            }
-        };
+        let more = candidates.next_batch(&judge, &mut reader, &mut batch, &stop, &mut matches)?;
         if stop() {
             return Ok(end);
         }
         if let (Some(window), Some(end)) = (window, end.as_mut()) {
-            // Keep the window's share; a match beyond it only says that more exist.
-            let room = window.max.saturating_sub(window_sent);
-            if matches.len() > room {
-                matches.truncate(room);
-                end.more = true;
-            }
-            window_sent += matches.len();
-            if let Some((id, _)) = matches.last() {
-                end.last = Some(*id);
-            }
+            keep_window_share(window, end, &mut window_sent, &mut matches);
         }
         let window_full = end.is_some_and(|e| e.more);
-        for (_, pdu) in matches.drain(..) {
-            chunk_bytes += pdu.len();
-            chunk.push(pdu);
-            if chunk.len() >= CHUNK_ENTRIES_MAX || chunk_bytes >= CHUNK_BYTES_MAX {
-                // Hold no snapshot while the client takes its time.
-                reader.release();
-                if task.sink.send(SearchChunk::Entries(std::mem::take(&mut chunk))).await.is_err() {
-                    return Ok(end); // the search is over on the router's side
-                }
-                chunk_bytes = 0;
-            }
+        if !chunk.send_matches(&mut matches, &mut reader, &task.sink).await {
+            return Ok(end); // the search is over on the router's side
         }
         if !more || window_full {
             break;
@@ -303,11 +285,61 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
             slice_start = Instant::now();
         }
     }
-    if !chunk.is_empty() {
-        let _ = task.sink.send(SearchChunk::Entries(chunk)).await;
+    if !chunk.pdus.is_empty() {
+        let _ = task.sink.send(SearchChunk::Entries(chunk.pdus)).await;
     }
     crate::memberof::check(task.attrs.memberof.as_ref())?;
     Ok(end)
+}
+
+/// Keeps the window's share of `matches`; a match beyond it only says that more exist.
+fn keep_window_share(
+    window: Window,
+    end: &mut WindowEnd,
+    sent: &mut usize,
+    matches: &mut Vec<(EntryId, Bytes)>,
+) {
+    let room = window.max.saturating_sub(*sent);
+    if matches.len() > room {
+        matches.truncate(room);
+        end.more = true;
+    }
+    *sent += matches.len();
+    if let Some((id, _)) = matches.last() {
+        end.last = Some(*id);
+    }
+}
+
+/// The matches gathered for the router's next message.
+#[derive(Default)]
+struct Chunk {
+    pdus: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Chunk {
+    /// Moves `matches` into the chunk, sending each chunk that fills up. False once the
+    /// router has stopped listening.
+    async fn send_matches(
+        &mut self,
+        matches: &mut Vec<(EntryId, Bytes)>,
+        reader: &mut SnapshotReader<'_>,
+        sink: &mpsc::Sender<SearchChunk>,
+    ) -> bool {
+        for (_, pdu) in matches.drain(..) {
+            self.bytes += pdu.len();
+            self.pdus.push(pdu);
+            if self.pdus.len() >= CHUNK_ENTRIES_MAX || self.bytes >= CHUNK_BYTES_MAX {
+                // Hold no snapshot while the client takes its time.
+                reader.release();
+                if sink.send(SearchChunk::Entries(std::mem::take(&mut self.pdus))).await.is_err() {
+                    return false;
+                }
+                self.bytes = 0;
+            }
+        }
+        true
+    }
 }
 
 /// What a scan asks of each candidate.
@@ -319,6 +351,29 @@ struct Judge<'a> {
     prefilter: Prefilter,
     /// The attribute names the filter looks at: only those are decoded to evaluate it.
     selected: Option<Vec<String>>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(rules: &'a RuleTable, task: &'a SearchTask) -> Self {
+        Judge {
+            rules,
+            query: Query {
+                message_id: task.message_id,
+                skeleton: &task.skeleton,
+                filter: &task.filter,
+                attrs: &task.attrs,
+            },
+            scope: task.scope,
+            needs: filter_needs(rules, &task.filter),
+            // With per-entry rights a type unsearchable on most entries may be searchable on
+            // some (the requester's own): the prefilter may then only go by the filter.
+            prefilter: match task.attrs.per_entry {
+                None => Prefilter::new(rules, &task.filter, &task.attrs.unsearchable),
+                Some(_) => Prefilter::new(rules, &task.filter, &TypeSet::none()),
+            },
+            selected: selected_names(rules, &task.filter, &task.attrs),
+        }
+    }
 }
 
 impl Judge<'_> {

@@ -229,6 +229,8 @@ impl Stager {
         stamp
     }
 
+    /// Checks one op against the staged state and gathers its effects into `fx`; nothing
+    /// is staged until `apply`, so a failing op adds nothing to the batch.
     fn plan(
         &mut self,
         core: &ShardCore,
@@ -238,72 +240,14 @@ impl Stager {
     ) -> ShardResult<WriteOutcome> {
         match op {
             WriteOp::Add { parent, rdn, rdn_norm, entry, author } => {
-                if closed(parent) {
-                    return Err(ShardError::ParentClosed);
-                }
-                if self.dn(core, parent, &rdn_norm)?.is_some() {
-                    return Err(ShardError::AlreadyExists);
-                }
-                let id = EntryId::new(core.info.index, self.next_seq);
-                self.next_seq += 1;
-                fx.next_seq = Some(self.next_seq);
-                let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-                check_schema(core, &mut record, None)?;
-                stamp_created(&mut record.entry, &self.stamp(&author));
-                fx.added = Some((id, Arc::new(record)));
-                Ok(WriteOutcome::Added(id))
+                let id = self.claim_id(core, parent, &rdn_norm, closed, fx)?;
+                self.plan_add(core, id, EntryRecord { parent, rdn, rdn_norm, flags: 0, entry }, &author, fx)
             }
-            WriteOp::Delete { id } => {
-                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                if old.is_container() {
-                    return Err(ShardError::NotAllowedOnNonLeaf);
-                }
-                let dn_here = shard_for_child(old.parent, &old.rdn_norm, core.info.count) == core.info.index;
-                if dn_here && self.dn(core, old.parent, &old.rdn_norm)? == Some(id) {
-                    fx.dns.push((old.parent, old.rdn_norm.clone(), None));
-                }
-                // A delete takes a CSN too: the watermark (contextCSN) moves past it.
-                let csn = self.stamp("").micros;
-                fx.logged = log_record(csn, id, &old, true);
-                fx.csn = csn;
-                fx.records.push((id, Some(old.clone()), None));
-                Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
-            }
-            WriteOp::Modify { id, changes, author } => {
-                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                let mut next = (*old).clone();
-                apply_changes(&core.info.rules, &mut next.entry, &changes)?;
-                stamp_modified(&mut next.entry, &self.stamp(&author));
-                if next.parent != EntryId::ROOT {
-                    check_rdn_kept(&core.info.rules, &next)?;
-                }
-                check_structural_kept(&core.info.rules, &old, &next)?;
-                check_schema(core, &mut next, Some(&old.entry))?;
-                let next = Arc::new(next);
-                fx.records.push((id, Some(old), Some(next.clone())));
-                Ok(WriteOutcome::Record(next))
-            }
-            WriteOp::SetContainer { id, container } => {
-                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                let mut next = (*old).clone();
-                next.flags =
-                    if container { next.flags | FLAG_CONTAINER } else { next.flags & !FLAG_CONTAINER };
-                let next = Arc::new(next);
-                fx.records.push((id, Some(old), Some(next.clone())));
-                Ok(WriteOutcome::Record(next))
-            }
+            WriteOp::Delete { id } => self.plan_delete(core, id, fx),
+            WriteOp::Modify { id, changes, author } => self.plan_modify(core, id, &changes, &author, fx),
+            WriteOp::SetContainer { id, container } => self.plan_set_container(core, id, container, fx),
             WriteOp::PutDn { parent, rdn_norm, id } => {
-                match self.dn(core, parent, &rdn_norm)? {
-                    Some(existing) if existing != id => return Err(ShardError::AlreadyExists),
-                    Some(_) => {}
-                    None => {
-                        if closed(parent) {
-                            return Err(ShardError::ParentClosed);
-                        }
-                        fx.dns.push((parent, rdn_norm, Some(id)));
-                    }
-                }
-                Ok(WriteOutcome::Done)
+                self.plan_put_dn(core, parent, rdn_norm, id, closed, fx)
             }
             WriteOp::RemoveDn { parent, rdn_norm, id } => {
                 if self.dn(core, parent, &rdn_norm)? == Some(id) {
@@ -312,82 +256,215 @@ impl Stager {
                 Ok(WriteOutcome::Done)
             }
             WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values, author } => {
-                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                let mut entry = old.entry.clone();
-                let rules = &core.info.rules;
-                for (name, value) in &drop_values {
-                    remove_value(rules, &mut entry, name, value);
-                }
-                for (name, value) in &add_values {
-                    add_value_if_absent(rules, &mut entry, name, value);
-                }
-                let mut next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
-                check_schema(core, &mut next, Some(&old.entry))?;
-                let stamp = self.stamp(&author);
-                // A replicated move keeps the provider's stamps (the replace that follows
-                // carries them); it is logged at this server's clock all the same, later
-                // than the provider's CSN, so a delete phase served from here errs towards
-                // sending a delete the consumer already had, never towards missing one.
-                if author != REPLICA_AUTHOR {
-                    stamp_modified(&mut next.entry, &stamp);
-                }
-                // The old DN leaves every scope that held it: logged for delete phases.
-                fx.logged = log_record(stamp.micros, id, &old, false);
-                fx.csn = stamp.micros;
-                let next = Arc::new(next);
-                fx.records.push((id, Some(old), Some(next.clone())));
-                Ok(WriteOutcome::Record(next))
+                let old = self.existing(core, id)?;
+                let entry = renamed_entry(&core.info.rules, &old.entry, &drop_values, &add_values);
+                let next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
+                self.plan_relocate(core, id, old, next, &author, fx)
             }
             WriteOp::RewriteRefs { id, rewrite, author } => {
-                let Some(old) = self.record(core, id)? else { return Ok(WriteOutcome::Done) };
-                let mut next = (*old).clone();
-                if !rewrite.apply(&core.info.rules, &mut next.entry) {
-                    return Ok(WriteOutcome::Done);
-                }
-                stamp_modified(&mut next.entry, &self.stamp(&author));
-                check_schema(core, &mut next, Some(&old.entry))?;
-                let next = Arc::new(next);
-                fx.records.push((id, Some(old), Some(next.clone())));
-                Ok(WriteOutcome::Record(next))
+                self.plan_rewrite_refs(core, id, &rewrite, &author, fx)
             }
-            WriteOp::ReplicaAdd { parent, rdn, rdn_norm, mut entry } => {
-                if closed(parent) {
-                    return Err(ShardError::ParentClosed);
-                }
-                if self.dn(core, parent, &rdn_norm)?.is_some() {
-                    return Err(ShardError::AlreadyExists);
-                }
-                let id = EntryId::new(core.info.index, self.next_seq);
-                self.next_seq += 1;
-                fx.next_seq = Some(self.next_seq);
-                crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
-                self.count_replicated_csn(&entry);
-                let mut record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-                check_schema(core, &mut record, None)?;
-                fx.added = Some((id, Arc::new(record)));
-                Ok(WriteOutcome::Added(id))
+            WriteOp::ReplicaAdd { parent, rdn, rdn_norm, entry } => {
+                let id = self.claim_id(core, parent, &rdn_norm, closed, fx)?;
+                self.plan_replica_add(core, id, EntryRecord { parent, rdn, rdn_norm, flags: 0, entry }, fx)
             }
-            WriteOp::ReplicaReplace { id, mut entry } => {
-                let old = self.record(core, id)?.ok_or(ShardError::NoSuchObject)?;
-                crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
-                self.count_replicated_csn(&entry);
-                let mut next = EntryRecord {
-                    parent: old.parent,
-                    rdn: old.rdn.clone(),
-                    rdn_norm: old.rdn_norm.clone(),
-                    flags: old.flags,
-                    entry,
-                };
-                check_schema(core, &mut next, None)?;
-                let next = Arc::new(next);
-                fx.records.push((id, Some(old), Some(next.clone())));
-                Ok(WriteOutcome::Record(next))
-            }
+            WriteOp::ReplicaReplace { id, entry } => self.plan_replica_replace(core, id, entry, fx),
             WriteOp::PutMeta { name, value } => {
                 fx.meta.push(Mutation { key: crate::index::keys::meta(&name), value: Some(value) });
                 Ok(WriteOutcome::Done)
             }
         }
+    }
+
+    /// The staged record of `id`, or NoSuchObject.
+    fn existing(&self, core: &ShardCore, id: EntryId) -> ShardResult<Arc<EntryRecord>> {
+        self.record(core, id)?.ok_or(ShardError::NoSuchObject)
+    }
+
+    /// A new entry's ID, once its parent is open and its DN free: the sequence moves on
+    /// only for an add that passes both checks.
+    fn claim_id(
+        &mut self,
+        core: &ShardCore,
+        parent: EntryId,
+        rdn_norm: &str,
+        closed: &dyn Fn(EntryId) -> bool,
+        fx: &mut Effects,
+    ) -> ShardResult<EntryId> {
+        if closed(parent) {
+            return Err(ShardError::ParentClosed);
+        }
+        if self.dn(core, parent, rdn_norm)?.is_some() {
+            return Err(ShardError::AlreadyExists);
+        }
+        let id = EntryId::new(core.info.index, self.next_seq);
+        self.next_seq += 1;
+        fx.next_seq = Some(self.next_seq);
+        Ok(id)
+    }
+
+    fn plan_add(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        mut record: EntryRecord,
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        check_schema(core, &mut record, None)?;
+        stamp_created(&mut record.entry, &self.stamp(author));
+        fx.added = Some((id, Arc::new(record)));
+        Ok(WriteOutcome::Added(id))
+    }
+
+    fn plan_delete(&mut self, core: &ShardCore, id: EntryId, fx: &mut Effects) -> ShardResult<WriteOutcome> {
+        let old = self.existing(core, id)?;
+        if old.is_container() {
+            return Err(ShardError::NotAllowedOnNonLeaf);
+        }
+        let dn_here = shard_for_child(old.parent, &old.rdn_norm, core.info.count) == core.info.index;
+        if dn_here && self.dn(core, old.parent, &old.rdn_norm)? == Some(id) {
+            fx.dns.push((old.parent, old.rdn_norm.clone(), None));
+        }
+        // A delete takes a CSN too: the watermark (contextCSN) moves past it.
+        let csn = self.stamp("").micros;
+        fx.logged = log_record(csn, id, &old, true);
+        fx.csn = csn;
+        fx.records.push((id, Some(old.clone()), None));
+        Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
+    }
+
+    fn plan_modify(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        changes: &[LdifMod],
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let old = self.existing(core, id)?;
+        let mut next = (*old).clone();
+        apply_changes(&core.info.rules, &mut next.entry, changes)?;
+        stamp_modified(&mut next.entry, &self.stamp(author));
+        if next.parent != EntryId::ROOT {
+            check_rdn_kept(&core.info.rules, &next)?;
+        }
+        check_structural_kept(&core.info.rules, &old, &next)?;
+        check_schema(core, &mut next, Some(&old.entry))?;
+        Ok(replaced(id, old, next, fx))
+    }
+
+    fn plan_set_container(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        container: bool,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let old = self.existing(core, id)?;
+        let mut next = (*old).clone();
+        next.flags = if container { next.flags | FLAG_CONTAINER } else { next.flags & !FLAG_CONTAINER };
+        Ok(replaced(id, old, next, fx))
+    }
+
+    fn plan_put_dn(
+        &mut self,
+        core: &ShardCore,
+        parent: EntryId,
+        rdn_norm: String,
+        id: EntryId,
+        closed: &dyn Fn(EntryId) -> bool,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        match self.dn(core, parent, &rdn_norm)? {
+            Some(existing) if existing != id => return Err(ShardError::AlreadyExists),
+            Some(_) => {}
+            None => {
+                if closed(parent) {
+                    return Err(ShardError::ParentClosed);
+                }
+                fx.dns.push((parent, rdn_norm, Some(id)));
+            }
+        }
+        Ok(WriteOutcome::Done)
+    }
+
+    /// `next` is the entry under its new name, its values already renamed.
+    fn plan_relocate(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        old: Arc<EntryRecord>,
+        mut next: EntryRecord,
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        check_schema(core, &mut next, Some(&old.entry))?;
+        let stamp = self.stamp(author);
+        // A replicated move keeps the provider's stamps (the replace that follows
+        // carries them); it is logged at this server's clock all the same, later
+        // than the provider's CSN, so a delete phase served from here errs towards
+        // sending a delete the consumer already had, never towards missing one.
+        if author != REPLICA_AUTHOR {
+            stamp_modified(&mut next.entry, &stamp);
+        }
+        // The old DN leaves every scope that held it: logged for delete phases.
+        fx.logged = log_record(stamp.micros, id, &old, false);
+        fx.csn = stamp.micros;
+        Ok(replaced(id, old, next, fx))
+    }
+
+    fn plan_rewrite_refs(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        rewrite: &crate::refs::RefRewrite,
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let Some(old) = self.record(core, id)? else { return Ok(WriteOutcome::Done) };
+        let mut next = (*old).clone();
+        if !rewrite.apply(&core.info.rules, &mut next.entry) {
+            return Ok(WriteOutcome::Done);
+        }
+        stamp_modified(&mut next.entry, &self.stamp(author));
+        check_schema(core, &mut next, Some(&old.entry))?;
+        Ok(replaced(id, old, next, fx))
+    }
+
+    fn plan_replica_add(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        mut record: EntryRecord,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        crate::write::stamp::stamp_imported(&mut record.entry, &Stamp::now(""));
+        self.count_replicated_csn(&record.entry);
+        check_schema(core, &mut record, None)?;
+        fx.added = Some((id, Arc::new(record)));
+        Ok(WriteOutcome::Added(id))
+    }
+
+    fn plan_replica_replace(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        mut entry: Entry,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let old = self.existing(core, id)?;
+        crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
+        self.count_replicated_csn(&entry);
+        let mut next = EntryRecord {
+            parent: old.parent,
+            rdn: old.rdn.clone(),
+            rdn_norm: old.rdn_norm.clone(),
+            flags: old.flags,
+            entry,
+        };
+        check_schema(core, &mut next, None)?;
+        Ok(replaced(id, old, next, fx))
     }
 
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
@@ -463,6 +540,31 @@ struct Effects {
     logged: Option<crate::write::deletelog::LogRecord>,
     /// The clock tick of a delete's or a move's CSN (0: the entry's entryCSN says).
     csn: u64,
+}
+
+/// `old` replaced by `next` in the batch: the op's outcome is the new record.
+fn replaced(id: EntryId, old: Arc<EntryRecord>, next: EntryRecord, fx: &mut Effects) -> WriteOutcome {
+    let next = Arc::new(next);
+    fx.records.push((id, Some(old), Some(next.clone())));
+    WriteOutcome::Record(next)
+}
+
+/// A moved entry's values: the old RDN's `drop_values` removed if present, then the new
+/// RDN's `add_values` added if absent.
+fn renamed_entry(
+    rules: &RuleTable,
+    old: &Entry,
+    drop_values: &[(String, Vec<u8>)],
+    add_values: &[(String, Vec<u8>)],
+) -> Entry {
+    let mut entry = old.clone();
+    for (name, value) in drop_values {
+        remove_value(rules, &mut entry, name, value);
+    }
+    for (name, value) in add_values {
+        add_value_if_absent(rules, &mut entry, name, value);
+    }
+    entry
 }
 
 /// The delete-log record of `old` leaving its DN at `csn`; None for an entry without an
