@@ -617,7 +617,7 @@ mod tests {
     fn group_commit_batches_and_checks_against_staged_state() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Counting {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             commits: AtomicUsize::new(0),
         });
         let info = test_info(&["cn eq"]);
@@ -665,7 +665,7 @@ mod tests {
         let run = |wait: Duration| {
             let dir = tempfile::tempdir().unwrap();
             let engine = Arc::new(Counting {
-                inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+                inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
                 commits: AtomicUsize::new(0),
             });
             let system = actix::System::new();
@@ -725,7 +725,7 @@ mod tests {
     fn failed_commit_fails_the_batch_and_shows_nothing_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Failing {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             failing: std::sync::atomic::AtomicBool::new(false),
         });
         let system = actix::System::new();
@@ -780,7 +780,7 @@ mod tests {
     fn deletes_and_moves_are_logged_in_their_commit() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Failing {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             failing: std::sync::atomic::AtomicBool::new(false),
         });
         let system = actix::System::new();
@@ -850,7 +850,8 @@ mod tests {
     #[test]
     fn a_staged_write_answers_on_its_own_channel() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(test_info(&["cn eq"]), engine).unwrap());
@@ -877,7 +878,8 @@ mod tests {
     #[test]
     fn closed_parent_refuses_children_and_containers_refuse_delete() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let info = test_info(&[]);
         let system = actix::System::new();
         system.block_on(async {
@@ -903,7 +905,8 @@ mod tests {
     #[test]
     fn replica_writes_keep_the_providers_stamps() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(test_info(&[]), engine).unwrap());

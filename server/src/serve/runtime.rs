@@ -105,7 +105,7 @@ async fn run(
     let mut threads = Threads::default();
     let shards = start_shards(&config, &store, &prepared.entry_counts, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
-    let coordinator = start_coordinator(&config, &shards, &prepared, &mut threads).await?;
+    let coordinator = start_coordinator(&config, &store, &shards, &prepared, &mut threads).await?;
     let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
     // Moved into the workers: the access-log writer ends once every worker let go of its queue.
     let log_queues = std::mem::take(&mut prepared.log_queues);
@@ -286,12 +286,13 @@ async fn start_shards(
 /// earlier run left in its intent log.
 async fn start_coordinator(
     config: &Config,
+    store: &Store,
     shards: &[Addr<ShardActor>],
     prepared: &Prepared,
     threads: &mut Threads,
 ) -> anyhow::Result<Addr<Coordinator>> {
     let arbiter = Arbiter::new();
-    let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE))?;
+    let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE), &store.storage)?;
     *prepared.metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (shards, cell, refint) = (shards.to_vec(), prepared.cell.clone(), prepared.directory.refint.clone());
@@ -572,6 +573,7 @@ fn start_admin(
         kind,
         manifest: store.manifest.clone(),
         rules: store.rules.clone(),
+        storage: store.storage.clone(),
     };
     match crate::admin::server::start(&config.data_dir, context) {
         Ok(socket) => Some(socket),

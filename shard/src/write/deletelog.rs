@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn the_log_stays_bounded_and_records_its_minimum_durably() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = EngineKind::Redb.open(dir.path(), 0).unwrap();
+        let engine = EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap();
         // A shard from before the log: its highest committed CSN is the minimum.
         engine
             .commit(&[Mutation { key: keys::meta("csn_max"), value: Some(5u64.to_be_bytes().to_vec()) }])
