@@ -108,6 +108,13 @@ impl ShardActor {
         self
     }
 
+    /// The delete log's bound and the skeleton that names its records' old DNs; without
+    /// this, [`crate::write::deletelog::DEFAULT_MAX`] and bare RDNs (a lone shard in a test).
+    pub fn with_delete_log(mut self, settings: crate::write::deletelog::DeleteLogSettings) -> Self {
+        self.stager.deletelog_settings = settings;
+        self
+    }
+
     /// After a commit that answered `answered` writes: the next commit now, or once the
     /// writers are back (or `coalesce` has passed).
     fn next_commit(&mut self, answered: usize, ctx: &mut Context<Self>) {

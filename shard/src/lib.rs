@@ -112,9 +112,8 @@ pub use crate::memberof::{
 };
 // Sync: the delete log and the watermark hub.
 pub use crate::write::deletelog::{
-    install_tree as install_delete_log_skeleton, prefix as delete_log_prefix, read as read_delete_log,
-    set_max as set_delete_log_max, LogRecord, LogView, DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT,
-    KEPT_KEY as DELETE_LOG_KEPT_KEY,
+    prefix as delete_log_prefix, read as read_delete_log, DeleteLogSettings, LogRecord, LogView,
+    DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT, KEPT_KEY as DELETE_LOG_KEPT_KEY,
 };
 pub use crate::write::watermark::{
     hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,
