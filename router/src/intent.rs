@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use ferrodir_shard::storage::StorageOptions;
 use ferrodir_shard::EntryId;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
@@ -119,8 +120,10 @@ pub struct IntentLog {
 }
 
 impl IntentLog {
-    pub fn open(path: &Path) -> Result<Self, IntentLogError> {
-        let db = ferrodir_shard::storage::open_redb(path).map_err(err)?;
+    /// Opens (creating if needed) the log at `path`, with the data directory's storage
+    /// settings (page cache, crash-test modes) like its shard files.
+    pub fn open(path: &Path, options: &StorageOptions) -> Result<Self, IntentLogError> {
+        let db = ferrodir_shard::storage::open(path, options).map_err(err)?;
         let txn = db.begin_write().map_err(err)?;
         txn.open_table(INTENTS).map_err(err)?;
         txn.commit().map_err(err)?;
@@ -186,7 +189,7 @@ mod tests {
     #[test]
     fn record_clear_pending() {
         let dir = tempfile::tempdir().unwrap();
-        let log = IntentLog::open(&dir.path().join("c.redb")).unwrap();
+        let log = IntentLog::open(&dir.path().join("c.redb"), &StorageOptions::default()).unwrap();
         let a = Intent::MoveLeaf {
             id: EntryId(5),
             old_parent: EntryId(1),
@@ -213,7 +216,7 @@ mod tests {
         assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
         drop(log);
         // Reopened, the count starts from what the file holds.
-        let log = IntentLog::open(&dir.path().join("c.redb")).unwrap();
+        let log = IntentLog::open(&dir.path().join("c.redb"), &StorageOptions::default()).unwrap();
         assert_eq!(log.pending_count().load(Ordering::Relaxed), 3);
     }
 }

@@ -89,7 +89,7 @@ impl TestDirectory {
         let mut sources = Vec::with_capacity(shards);
         for index in 0..shards {
             let engine: Arc<dyn KvEngine> =
-                EngineKind::Redb.open(files.path(), index).expect("a shard file").into();
+                EngineKind::Redb.open(files.path(), index, &Default::default()).expect("a shard file").into();
             let core = Rc::new(ShardCore::new(info(index), engine.clone()).expect("a shard"));
             actors.push(ShardActor::new(core.clone()).expect("a shard actor").start());
             let limits = ScanLimits { slice_us: 1000, snapshot_entries_max: 10_000, snapshot_age_ms: 1000 };
@@ -101,7 +101,8 @@ impl TestDirectory {
             cores.push(core);
         }
         let cell = Arc::new(SkeletonCell::new(Skeleton::default()));
-        let log = IntentLog::open(&files.path().join("intents.redb")).expect("an intent log");
+        let log =
+            IntentLog::open(&files.path().join("intents.redb"), &Default::default()).expect("an intent log");
         let coordinator = Coordinator::new(actors.clone(), cell.clone(), log, None).start();
         let config = Arc::new(directory_config(schema, rules, indexes, blooms));
         let local = cores.swap_remove(0);

@@ -108,6 +108,13 @@ impl ShardActor {
         self
     }
 
+    /// The delete log's bound and the skeleton that names its records' old DNs; without
+    /// this, [`crate::write::deletelog::DEFAULT_MAX`] and bare RDNs (a lone shard in a test).
+    pub fn with_delete_log(mut self, settings: crate::write::deletelog::DeleteLogSettings) -> Self {
+        self.stager.deletelog_settings = settings;
+        self
+    }
+
     /// After a commit that answered `answered` writes: the next commit now, or once the
     /// writers are back (or `coalesce` has passed).
     fn next_commit(&mut self, answered: usize, ctx: &mut Context<Self>) {
@@ -617,7 +624,7 @@ mod tests {
     fn group_commit_batches_and_checks_against_staged_state() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Counting {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             commits: AtomicUsize::new(0),
         });
         let info = test_info(&["cn eq"]);
@@ -665,7 +672,7 @@ mod tests {
         let run = |wait: Duration| {
             let dir = tempfile::tempdir().unwrap();
             let engine = Arc::new(Counting {
-                inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+                inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
                 commits: AtomicUsize::new(0),
             });
             let system = actix::System::new();
@@ -725,7 +732,7 @@ mod tests {
     fn failed_commit_fails_the_batch_and_shows_nothing_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Failing {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             failing: std::sync::atomic::AtomicBool::new(false),
         });
         let system = actix::System::new();
@@ -780,7 +787,7 @@ mod tests {
     fn deletes_and_moves_are_logged_in_their_commit() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(Failing {
-            inner: EngineKind::Redb.open(dir.path(), 0).unwrap(),
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
             failing: std::sync::atomic::AtomicBool::new(false),
         });
         let system = actix::System::new();
@@ -850,7 +857,8 @@ mod tests {
     #[test]
     fn a_staged_write_answers_on_its_own_channel() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(test_info(&["cn eq"]), engine).unwrap());
@@ -877,7 +885,8 @@ mod tests {
     #[test]
     fn closed_parent_refuses_children_and_containers_refuse_delete() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let info = test_info(&[]);
         let system = actix::System::new();
         system.block_on(async {
@@ -903,7 +912,8 @@ mod tests {
     #[test]
     fn replica_writes_keep_the_providers_stamps() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let system = actix::System::new();
         system.block_on(async {
             let core = Rc::new(ShardCore::new(test_info(&[]), engine).unwrap());

@@ -472,11 +472,13 @@ pub(crate) mod tests {
         // Without the write log, so that every commit is a durable one as the mechanism
         // needs (with the log, pages freed between checkpoints are reused at once, and the
         // released case is checked with it below).
+        let options =
+            |write_log_bytes| crate::storage::StorageOptions { write_log_bytes, ..Default::default() };
         let run = |release: bool, log_bytes: u64| {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("shard-000.redb");
             let engine: Arc<dyn KvEngine> =
-                Arc::new(crate::storage::RedbEngine::open_with_log(&path, log_bytes).unwrap());
+                Arc::new(crate::storage::RedbEngine::open(&path, &options(log_bytes)).unwrap());
             let base: Vec<_> =
                 (0..1000u32).map(|i| Mutation { key: key(i), value: Some(vec![7; 1500]) }).collect();
             engine.commit(&base).unwrap();
@@ -491,7 +493,7 @@ pub(crate) mod tests {
         };
         let (held_first, held_last) = run(false, 0);
         let (released_first, released_last) = run(true, 0);
-        let (logged_first, logged_last) = run(true, crate::storage::powercut::WRITE_LOG_BYTES_DEFAULT);
+        let (logged_first, logged_last) = run(true, crate::storage::WRITE_LOG_BYTES_DEFAULT);
         assert!(
             logged_last <= logged_first + logged_first / 4,
             "churn through the write log grew the file with no snapshot held: {logged_first} -> {logged_last} bytes"
@@ -510,7 +512,8 @@ pub(crate) mod tests {
     #[test]
     fn a_released_snapshot_is_reopened_at_the_last_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let core = ShardCore::new(info(), engine.clone()).unwrap();
         assert!(core.snapshot().get(&key(1)).unwrap().is_none());
         engine.commit(&[Mutation { key: key(1), value: Some(b"x".to_vec()) }]).unwrap();
@@ -528,7 +531,8 @@ pub(crate) mod tests {
     #[test]
     fn a_shard_view_reuses_its_snapshot_until_a_commit_finishes() {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let view = ShardCore::new(info(), engine.clone()).unwrap();
         let first = view.snapshot();
         view.refresh_snapshot_if_moved().unwrap();
@@ -567,7 +571,8 @@ pub(crate) mod tests {
     /// A redb engine in a temporary directory holding entry 5 ("v1").
     fn engine_holding_entry_5() -> (tempfile::TempDir, Arc<dyn KvEngine>) {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         engine
             .commit(&[Mutation { key: keys::entry(EntryId(5)), value: Some(record("v1").encode()) }])
             .unwrap();

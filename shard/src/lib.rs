@@ -11,8 +11,11 @@
 //!   the inline path and the pooled scan, sort keys, and the signals that stop a search.
 //! - [`write`]: group commit (staging, the commit thread), Modify, the keys a stored entry
 //!   writes, operational stamps and the CSN clock, the watermark hub and the delete log.
-//! - [`storage`]: the byte-level storage trait and its engines (redb default, sled), and
-//!   what a shard does when its file fails (docs/ARCHITECTURE.md, "Faults").
+//! - [`storage`]: the byte-level storage trait and its engines (redb default, sled), what a
+//!   shard does when its file fails (docs/ARCHITECTURE.md, "Faults"), and
+//!   [`storage::open`], which every redb file opens through with the
+//!   [`storage::StorageOptions`] (page cache, write log size, crash-test modes) its caller
+//!   passes: no storage setting is a process global.
 //!
 //! At the top, because every room uses them or they use every room:
 //! - [`actor`]: the shard actor and its messages (uses every room).
@@ -109,9 +112,8 @@ pub use crate::memberof::{
 };
 // Sync: the delete log and the watermark hub.
 pub use crate::write::deletelog::{
-    install_tree as install_delete_log_skeleton, prefix as delete_log_prefix, read as read_delete_log,
-    set_max as set_delete_log_max, LogRecord, LogView, DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT,
-    KEPT_KEY as DELETE_LOG_KEPT_KEY,
+    prefix as delete_log_prefix, read as read_delete_log, DeleteLogSettings, LogRecord, LogView,
+    DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT, KEPT_KEY as DELETE_LOG_KEPT_KEY,
 };
 pub use crate::write::watermark::{
     hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,

@@ -105,15 +105,17 @@ async fn setup_with(dir: &std::path::Path, refint: Option<Arc<RefintConfig>>) ->
     let mut engines = Vec::new();
     let mut shards = Vec::new();
     for index in 0..SHARDS {
-        let engine =
-            Arc::new(Flaky { inner: EngineKind::Redb.open(dir, index).unwrap(), refused: Mutex::new(None) });
+        let engine = Arc::new(Flaky {
+            inner: EngineKind::Redb.open(dir, index, &Default::default()).unwrap(),
+            refused: Mutex::new(None),
+        });
         let core = Rc::new(ShardCore::new(info(index), engine.clone()).unwrap());
         shards.push(ShardActor::new(core.clone()).unwrap().start());
         cores.push(core);
         engines.push(engine);
     }
     let cell = Arc::new(SkeletonCell::new(Skeleton::default()));
-    let log = IntentLog::open(&dir.join("coordinator.redb")).unwrap();
+    let log = IntentLog::open(&dir.join("coordinator.redb"), &Default::default()).unwrap();
     let coordinator = Coordinator::new(shards.clone(), cell.clone(), log, refint).start();
     let home = shard_for_child(EntryId::ROOT, "o=p", SHARDS);
     let added = shards[home].send(Write(add(EntryId::ROOT, "o", "p", "organization"))).await.unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use actix::Addr;
 use anyhow::Context as _;
 use ferrodir_router::coordinator::Coordinator;
-use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::storage::{EngineKind, KvEngine, StorageOptions};
 use ferrodir_shard::RuleTable;
 
 use super::{
@@ -33,6 +33,8 @@ pub struct AdminContext {
     pub kind: EngineKind,
     pub manifest: Manifest,
     pub rules: Arc<RuleTable>,
+    /// What a backup's redb files open with: the serving directory's settings.
+    pub storage: StorageOptions,
 }
 
 /// The bound socket. Dropping it (clean shutdown) ends the admin thread, which lets go of
@@ -146,7 +148,7 @@ fn run(
             Ok(format!("exported {count} entries (from the serving server, one consistent cut)"))
         }
         Request::Backup(to) => {
-            let marker = backup::backup(&cut, &context.manifest, context.kind, &to)?;
+            let marker = backup::backup(&cut, &context.manifest, context.kind, &context.storage, &to)?;
             Ok(format!(
                 "backed up {} entries ({} keys) of {} shards to {}",
                 marker.entries,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ferrodir_router::IntentLog;
 use ferrodir_shard::keys;
-use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation};
+use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -77,8 +77,15 @@ struct ShardCopy {
     entries: u64,
 }
 
-/// Writes a backup of `cut` into `to`, which must be absent or an empty directory.
-pub fn backup(cut: &Cut, manifest: &Manifest, kind: EngineKind, to: &Path) -> anyhow::Result<BackupMarker> {
+/// Writes a backup of `cut` into `to`, which must be absent or an empty directory; its redb
+/// files open with `options`.
+pub fn backup(
+    cut: &Cut,
+    manifest: &Manifest,
+    kind: EngineKind,
+    options: &StorageOptions,
+    to: &Path,
+) -> anyhow::Result<BackupMarker> {
     ensure_empty_target(to)?;
     std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
     let copies = std::thread::scope(|scope| {
@@ -88,7 +95,8 @@ pub fn backup(cut: &Cut, manifest: &Manifest, kind: EngineKind, to: &Path) -> an
             .enumerate()
             .map(|(index, view)| {
                 scope.spawn(move || -> anyhow::Result<ShardCopy> {
-                    let engine = kind.open(to, index).map_err(|e| anyhow::anyhow!("shard {index}: {e}"))?;
+                    let engine =
+                        kind.open(to, index, options).map_err(|e| anyhow::anyhow!("shard {index}: {e}"))?;
                     copy_view(view.as_ref(), engine.as_ref())
                         .with_context(|| format!("copying shard {index}"))
                 })
@@ -99,7 +107,7 @@ pub fn backup(cut: &Cut, manifest: &Manifest, kind: EngineKind, to: &Path) -> an
             .map(|handle| handle.join().map_err(|_| anyhow::anyhow!("a backup thread panicked"))?)
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
-    let log = IntentLog::open(&to.join(INTENT_LOG_FILE)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let log = IntentLog::open(&to.join(INTENT_LOG_FILE), options).map_err(|e| anyhow::anyhow!("{e}"))?;
     for intent in &cut.intents {
         log.record(intent).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
@@ -157,8 +165,8 @@ fn copy_view(view: &dyn KvSnapshot, engine: &dyn KvEngine) -> anyhow::Result<Sha
 
 /// Copies the backup in `from` into the data directory `to`. `to` must be absent or empty
 /// unless `force`, which first removes the files of a data directory there (refusing while
-/// a server holds it). The caller verifies the result.
-pub fn restore(from: &Path, to: &Path, force: bool) -> anyhow::Result<Restored> {
+/// a server holds it). The caller verifies the result. Redb files open with `options`.
+pub fn restore(from: &Path, to: &Path, force: bool, options: &StorageOptions) -> anyhow::Result<Restored> {
     let marker = BackupMarker::load(from)?;
     let manifest = Manifest::load(from)?.ok_or_else(|| {
         anyhow::anyhow!("{} has no {}: not a ferrodir backup", from.display(), manifest::FILE_NAME)
@@ -180,7 +188,7 @@ pub fn restore(from: &Path, to: &Path, force: bool) -> anyhow::Result<Restored> 
         anyhow::bail!("{}: the backup is incomplete", missing.display());
     }
     if force {
-        clear_data_dir(to)?;
+        clear_data_dir(to, options)?;
     }
     ensure_empty_target(to)?;
     std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
@@ -193,7 +201,7 @@ pub fn restore(from: &Path, to: &Path, force: bool) -> anyhow::Result<Restored> 
     if log_source.exists() {
         copy_path(&log_source, &to.join(INTENT_LOG_FILE))?;
     }
-    let pending = IntentLog::open(&to.join(INTENT_LOG_FILE))
+    let pending = IntentLog::open(&to.join(INTENT_LOG_FILE), options)
         .and_then(|log| log.pending())
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .len();
@@ -224,7 +232,8 @@ pub fn run_backup_command(config: &Config, data_dir: &Path, to: &Path) -> anyhow
             let store = crate::data::cut::open_offline(config, data_dir)?;
             let kind = EngineKind::parse(&store.manifest.engine)
                 .ok_or_else(|| anyhow::anyhow!("unknown engine {:?}", store.manifest.engine))?;
-            let marker = backup(&Cut::offline(&store, data_dir)?, &store.manifest, kind, &to)?;
+            let marker =
+                backup(&Cut::offline(&store, data_dir)?, &store.manifest, kind, &store.storage, &to)?;
             format!(
                 "backed up {} entries ({} keys) of {} shards to {}",
                 marker.entries,
@@ -241,7 +250,8 @@ pub fn run_backup_command(config: &Config, data_dir: &Path, to: &Path) -> anyhow
 /// `ferrodir restore`: copies the backup, checks the copy's key counts against the marker,
 /// and runs `verify` on the restored directory; fails if anything is off.
 pub fn run_restore_command(config: &Config, from: &Path, to: &Path, force: bool) -> anyhow::Result<()> {
-    let Restored { marker, pending_intents } = restore(from, to, force)?;
+    let options = crate::data::store::storage_options(config, config.shard_count(), false);
+    let Restored { marker, pending_intents } = restore(from, to, force, &options)?;
     let store = crate::data::store::Store::open(config, to)?;
     let keys = count_keys(&store.engines)?;
     if keys != marker.keys_per_shard {
@@ -319,7 +329,7 @@ fn ensure_empty_target(dir: &Path) -> anyhow::Result<()> {
 
 /// `restore --force`: removes a data directory's own files from `dir` (and nothing else),
 /// after checking that no server holds them.
-fn clear_data_dir(dir: &Path) -> anyhow::Result<()> {
+fn clear_data_dir(dir: &Path, options: &StorageOptions) -> anyhow::Result<()> {
     if !dir.exists() {
         return Ok(());
     }
@@ -330,7 +340,7 @@ fn clear_data_dir(dir: &Path) -> anyhow::Result<()> {
         if let Some(kind) = EngineKind::parse(&existing.engine) {
             // Opening takes each engine's lock: it fails while another process holds it.
             for index in 0..existing.shards {
-                kind.open(dir, index).map_err(|e| {
+                kind.open(dir, index, options).map_err(|e| {
                     anyhow::anyhow!(
                         "cannot take shard {index} of {}: {e} (is a server using it?)",
                         dir.display()
@@ -415,12 +425,12 @@ mod tests {
     fn copy_view_copies_every_key_in_chunks() {
         let from_dir = tempfile::tempdir().unwrap();
         let to_dir = tempfile::tempdir().unwrap();
-        let from = EngineKind::Redb.open(from_dir.path(), 0).unwrap();
+        let from = EngineKind::Redb.open(from_dir.path(), 0, &Default::default()).unwrap();
         let batch: Vec<Mutation> = (0..(CHUNK_KEYS_MAX as u32 * 2 + 7))
             .map(|i| Mutation { key: format!("Q{i:08}").into_bytes(), value: Some(vec![1; 3]) })
             .collect();
         from.commit(&batch).unwrap();
-        let to = EngineKind::Redb.open(to_dir.path(), 0).unwrap();
+        let to = EngineKind::Redb.open(to_dir.path(), 0, &Default::default()).unwrap();
         let copied = copy_view(from.snapshot().unwrap().as_ref(), to.as_ref()).unwrap();
         assert_eq!(copied.keys, batch.len() as u64);
         assert_eq!(count_keys(&[Arc::from(to)]).unwrap(), vec![batch.len() as u64]);
@@ -437,21 +447,24 @@ mod tests {
             parent: ferrodir_shard::EntryId::ROOT,
             rdn: "cn=x".into(),
         };
-        IntentLog::open(&data.join(INTENT_LOG_FILE)).unwrap().record(&intent).unwrap();
+        IntentLog::open(&data.join(INTENT_LOG_FILE), &store.storage).unwrap().record(&intent).unwrap();
         let cut = Cut::offline(&store, &data).unwrap();
         assert_eq!(cut.intents, vec![intent]);
         let backup_dir = dir.path().join("backup");
-        let marker = backup(&cut, &store.manifest, EngineKind::Redb, &backup_dir).unwrap();
+        let marker = backup(&cut, &store.manifest, EngineKind::Redb, &store.storage, &backup_dir).unwrap();
         assert_eq!(marker.shards, 2);
         drop((cut, store));
-        let restored = restore(&backup_dir, &dir.path().join("restored"), false).unwrap();
+        let restored =
+            restore(&backup_dir, &dir.path().join("restored"), false, &Default::default()).unwrap();
         assert_eq!((restored.marker, restored.pending_intents), (marker, 1));
     }
 
     #[test]
     fn a_backup_without_its_marker_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let err = restore(dir.path(), &dir.path().join("target"), false).unwrap_err().to_string();
+        let err = restore(dir.path(), &dir.path().join("target"), false, &Default::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(MARKER_FILE), "{err}");
     }
 }

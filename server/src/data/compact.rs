@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use ferrodir_shard::storage::{compact_redb_file, EngineKind};
+use ferrodir_shard::storage::{compact_redb_file, EngineKind, StorageOptions};
 
 use crate::data::manifest::{Manifest, INTENT_LOG_FILE};
 
@@ -43,10 +43,14 @@ pub fn compact_dir(dir: &Path) -> anyhow::Result<Vec<FileResult>> {
     if log.exists() {
         files.push(log);
     }
+    // No config reaches `compact`: the files open with the defaults, which replay any write
+    // log the same way, and the page cache matters little for one pass over each file.
+    let options = StorageOptions::default();
     let mut results = Vec::with_capacity(files.len());
     for path in files {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let done = compact_redb_file(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let done =
+            compact_redb_file(&path, &options).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         results.push(FileResult { name, bytes_before: done.bytes_before, bytes_after: done.bytes_after });
     }
     Ok(results)

@@ -55,7 +55,7 @@ impl Cut {
         let views = store.engines.iter().map(|engine| engine.snapshot()).collect::<Result<_, _>>()?;
         let log_path = data_dir.join(crate::data::manifest::INTENT_LOG_FILE);
         let intents = if log_path.exists() {
-            let log = IntentLog::open(&log_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let log = IntentLog::open(&log_path, &store.storage).map_err(|e| anyhow::anyhow!("{e}"))?;
             log.pending().map_err(|e| anyhow::anyhow!("{e}"))?.into_iter().map(|(_, i)| i).collect()
         } else {
             Vec::new()

@@ -12,7 +12,9 @@ use ferrodir_proto::schema::Schema;
 use ferrodir_shard::{EntryCache, EqBloom, GramShards, IndexConfig, RuleTable};
 
 use crate::data::index_marks::{mark_all_ready, ready_everywhere};
-use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageResult};
+use ferrodir_shard::storage::{
+    EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageOptions, StorageResult,
+};
 use ferrodir_shard::storage::{Mutation, Table};
 use ferrodir_shard::{keys, Skeleton, FLAG_CONTAINER};
 
@@ -33,6 +35,9 @@ pub struct Store {
     /// Per shard: its entry cache, shared by its owner and every replica (`shard::entrycache`);
     /// sized by `[limits] cache_bytes` when serving, empty for tools.
     pub entry_caches: Vec<Arc<EntryCache>>,
+    /// The settings its redb files were opened with; every other redb file of the directory
+    /// (the coordinator's intent log, a backup's copies) opens with them too.
+    pub storage: StorageOptions,
     /// Whether the directory was created by this open.
     pub created: bool,
     /// Shards found damaged (index, what is wrong); only [`Store::open_salvaging`] opens
@@ -82,12 +87,6 @@ impl Store {
 
     fn open_with(config: &Config, data_dir: &Path, salvage: bool, serving: bool) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
-        // Only a build with the `fault-injection` feature reads [testing] (Config::check).
-        #[cfg(feature = "fault-injection")]
-        if let Some(testing) = &config.testing {
-            ferrodir_shard::storage::set_test_modes(testing.simulate_power_cut, testing.ack_before_sync);
-            tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
-        }
         std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {
@@ -102,11 +101,8 @@ impl Store {
                 (m, true)
             }
         };
-        // redb's page cache per file, out of the one budget (`Limits::storage_cache_bytes_per_file`).
-        let per_file = config.limits.storage_cache_bytes_per_file(manifest.shards, serving);
-        ferrodir_shard::storage::set_cache_bytes(per_file);
-        ferrodir_shard::storage::set_write_log_bytes(config.limits.write_log_bytes);
-        let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage)?;
+        let storage = storage_options(config, manifest.shards, serving);
+        let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage, &storage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let mut indexes = IndexConfig::from_directives(&config.index_directives(), &rules)?;
@@ -139,6 +135,7 @@ impl Store {
             blooms,
             grams,
             entry_caches,
+            storage,
             created,
             damaged,
         })
@@ -247,6 +244,28 @@ impl Store {
     }
 }
 
+/// The settings the redb files of `config`'s data directory open with: redb's page cache per
+/// file out of the one budget (`Limits::storage_cache_bytes_per_file`, for `shards` files,
+/// `serving` or a tool), the write log's size, and the crash-test modes, which only a build
+/// with the `fault-injection` feature reads from `[testing]` (Config::check).
+pub fn storage_options(config: &Config, shards: usize, serving: bool) -> StorageOptions {
+    #[allow(unused_mut)]
+    let mut options = StorageOptions {
+        cache_bytes: config.limits.storage_cache_bytes_per_file(shards, serving),
+        write_log_bytes: config.limits.write_log_bytes,
+        ..StorageOptions::default()
+    };
+    #[cfg(feature = "fault-injection")]
+    if let Some(testing) = &config.testing {
+        options.test_modes = ferrodir_shard::storage::TestModes {
+            simulate_power_cut: testing.simulate_power_cut,
+            ack_before_sync: testing.ack_before_sync,
+        };
+        tracing::warn!(?testing, "crash-test fault injection is on: not for real data");
+    }
+    options
+}
+
 /// Shards found damaged: (index, what is wrong).
 pub type Damage = Vec<(usize, String)>;
 
@@ -258,14 +277,15 @@ fn open_engines(
     shards: usize,
     created: bool,
     salvage: bool,
+    options: &StorageOptions,
 ) -> anyhow::Result<(Vec<Arc<dyn KvEngine>>, Damage)> {
     let mut engines: Vec<Arc<dyn KvEngine>> = Vec::with_capacity(shards);
     let mut damaged = Vec::new();
     for shard in 0..shards {
         let opened = if created {
-            kind.open(data_dir, shard).map_err(OpenError::Other)
+            kind.open(data_dir, shard, options).map_err(OpenError::Other)
         } else {
-            kind.open_existing(data_dir, shard)
+            kind.open_existing(data_dir, shard, options)
         };
         match opened {
             Ok(engine) => engines.push(Arc::from(engine)),

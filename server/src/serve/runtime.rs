@@ -101,11 +101,11 @@ async fn run(
 ) -> anyhow::Result<Threads> {
     let mut prepared = prepare(&config, &mut store)?;
     let shard_count = store.manifest.shards;
-    install_shard_statics(&config, shard_count, &prepared.cell);
+    install_shard_statics(&config, shard_count);
     let mut threads = Threads::default();
-    let shards = start_shards(&config, &store, &prepared.entry_counts, &mut threads).await?;
+    let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
-    let coordinator = start_coordinator(&config, &shards, &prepared, &mut threads).await?;
+    let coordinator = start_coordinator(&config, &store, &shards, &prepared, &mut threads).await?;
     let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
     // Moved into the workers: the access-log writer ends once every worker let go of its queue.
     let log_queues = std::mem::take(&mut prepared.log_queues);
@@ -207,12 +207,11 @@ fn shard_files(config: &Config, store: &Store) -> Vec<std::path::PathBuf> {
 }
 
 /// Before any shard starts: CSNs carry the server id, and each shard's actor publishes
-/// its part of contextCSN (shard::watermark).
-fn install_shard_statics(config: &Config, shard_count: usize, cell: &Arc<SkeletonCell>) {
+/// its part of contextCSN (shard::watermark). Both stay process-wide: the CSN clock is read
+/// wherever a stamp is made (shard and router), and the hub by every shard and sync search.
+fn install_shard_statics(config: &Config, shard_count: usize) {
     ferrodir_shard::set_server_id(config.server_id);
     ferrodir_shard::install_watermark_hub(shard_count);
-    ferrodir_shard::set_delete_log_max(config.limits.sync_delete_log_max);
-    ferrodir_shard::install_delete_log_skeleton(cell.clone());
 }
 
 /// The arbiters of a running server. Dropped (a start that failed half-way), they are
@@ -252,23 +251,28 @@ impl Drop for Threads {
 async fn start_shards(
     config: &Config,
     store: &Store,
-    entry_counts: &[u64],
+    prepared: &Prepared,
     threads: &mut Threads,
 ) -> anyhow::Result<Vec<Addr<ShardActor>>> {
     let shard_count = store.manifest.shards;
     let coalesce = Duration::from_micros(config.limits.commit_coalesce_us);
+    let delete_log =
+        ferrodir_shard::DeleteLogSettings::new(config.limits.sync_delete_log_max, prepared.cell.clone());
+    let entry_counts = &prepared.entry_counts;
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {
         let arbiter = Arbiter::new();
         let info = store.shard_info(index, config);
         let engine = store.engines[index].clone();
         let entries = entry_counts.get(index).copied().unwrap_or(0);
+        let delete_log = delete_log.clone();
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
             let started = ShardCore::new(info, engine).and_then(|core| {
                 core.counters().entries.store(entries, std::sync::atomic::Ordering::Relaxed);
                 let core = Rc::new(core);
-                let actor = ShardActor::new(core.clone())?.with_commit_coalesce(coalesce);
+                let actor =
+                    ShardActor::new(core.clone())?.with_commit_coalesce(coalesce).with_delete_log(delete_log);
                 LOCAL_SHARD.with(|slot| *slot.borrow_mut() = Some(core));
                 Ok(actor.start())
             });
@@ -286,12 +290,13 @@ async fn start_shards(
 /// earlier run left in its intent log.
 async fn start_coordinator(
     config: &Config,
+    store: &Store,
     shards: &[Addr<ShardActor>],
     prepared: &Prepared,
     threads: &mut Threads,
 ) -> anyhow::Result<Addr<Coordinator>> {
     let arbiter = Arbiter::new();
-    let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE))?;
+    let log = IntentLog::open(&config.data_dir.join(crate::data::manifest::INTENT_LOG_FILE), &store.storage)?;
     *prepared.metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (shards, cell, refint) = (shards.to_vec(), prepared.cell.clone(), prepared.directory.refint.clone());
@@ -572,6 +577,7 @@ fn start_admin(
         kind,
         manifest: store.manifest.clone(),
         rules: store.rules.clone(),
+        storage: store.storage.clone(),
     };
     match crate::admin::server::start(&config.data_dir, context) {
         Ok(socket) => Some(socket),

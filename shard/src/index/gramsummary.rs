@@ -331,7 +331,7 @@ mod tests {
     fn filling_from_a_snapshot_reads_every_gram() {
         use crate::storage::{EngineKind, Mutation};
         let dir = tempfile::tempdir().unwrap();
-        let engine = EngineKind::Redb.open(dir.path(), 0).unwrap();
+        let engine = EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap();
         let mut batch = Vec::new();
         for seq in 0..50 {
             for gram in [b"abc", b"abd", b"xyz"] {
@@ -415,7 +415,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn crate::storage::KvEngine> =
-            Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let indexes = Arc::new(IndexConfig::from_directives(&["cn eq,sub", "sn sub"], &rules).unwrap());

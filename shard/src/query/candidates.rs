@@ -482,7 +482,7 @@ mod tests {
     #[test]
     fn scope_walk_resumes_after_its_last_id_in_a_new_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = EngineKind::Redb.open(dir.path(), 0).unwrap();
+        let engine = EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap();
         let parent = EntryId::new(0, 1);
         let put = |ids: std::ops::Range<u64>| {
             let batch: Vec<Mutation> = ids

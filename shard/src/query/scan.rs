@@ -502,7 +502,8 @@ mod tests {
     /// came back; `before` may raise a stop signal first.
     fn scan_people(entries: usize, before: impl FnOnce(&StopSignal, &StopSignal)) -> usize {
         let dir = tempfile::tempdir().unwrap();
-        let engine: Arc<dyn KvEngine> = Arc::from(EngineKind::Redb.open(dir.path(), 0).unwrap());
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
         let system = actix::System::new();
         system.block_on(async move {
             let core = Rc::new(ShardCore::new(info(), engine.clone()).unwrap());

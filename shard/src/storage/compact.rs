@@ -17,7 +17,7 @@ use std::path::Path;
 use redb::CompactionError;
 
 use super::redb_engine::open_checked;
-use super::{OpenError, StorageError};
+use super::{OpenError, StorageError, StorageOptions};
 
 /// Sizes of one file before and after compaction, in bytes of file length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,12 +28,13 @@ pub struct Compacted {
 
 /// Compacts the redb file at `path`. Refuses a damaged file (the same checks as the server's
 /// open: present, not empty, every checksum right) and one another process holds open.
-pub fn compact_redb_file(path: &Path) -> Result<Compacted, OpenError> {
+/// `options`: how a shard file's write log is replayed into it first.
+pub fn compact_redb_file(path: &Path, options: &StorageOptions) -> Result<Compacted, OpenError> {
     // Records of the write log that the file lacks (a server killed since its last
     // checkpoint) go into it first, so that the compacted file holds every write.
     if super::log_path(path).exists() {
         drop(open_checked(path)?);
-        drop(super::RedbEngine::open(path).map_err(OpenError::Other)?);
+        drop(super::RedbEngine::open(path, options).map_err(OpenError::Other)?);
     }
     let mut db = open_checked(path)?;
     let bytes_before = file_len(path)?;
@@ -69,7 +70,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         {
-            let engine = RedbEngine::open(&path).unwrap();
+            let engine = RedbEngine::open(&path, &StorageOptions::default()).unwrap();
             for chunk in (0..6000u32).collect::<Vec<_>>().chunks(500) {
                 engine.commit(&chunk.iter().map(|&i| put(i)).collect::<Vec<_>>()).unwrap();
             }
@@ -78,17 +79,17 @@ mod tests {
                 .collect();
             engine.commit(&deletes).unwrap();
             // Held open: compaction must refuse, not wait or corrupt.
-            let refused = compact_redb_file(&path).unwrap_err();
+            let refused = compact_redb_file(&path, &StorageOptions::default()).unwrap_err();
             assert!(refused.to_string().contains("another process"), "{refused}");
         }
-        let done = compact_redb_file(&path).unwrap();
+        let done = compact_redb_file(&path, &StorageOptions::default()).unwrap();
         assert!(
             done.bytes_after * 4 < done.bytes_before,
             "{} bytes before, {} after",
             done.bytes_before,
             done.bytes_after
         );
-        let engine = RedbEngine::open_existing(&path).unwrap();
+        let engine = RedbEngine::open_existing(&path, &StorageOptions::default()).unwrap();
         let view = engine.snapshot().unwrap();
         let mut seen = 0;
         view.scan_prefix(b"E", &mut |k, v| {
@@ -104,7 +105,8 @@ mod tests {
     #[test]
     fn compaction_refuses_a_missing_file() {
         let dir = tempfile::tempdir().unwrap();
-        let err = compact_redb_file(&dir.path().join("shard-009.redb")).unwrap_err();
+        let err =
+            compact_redb_file(&dir.path().join("shard-009.redb"), &StorageOptions::default()).unwrap_err();
         assert!(matches!(err, OpenError::Damaged(_)), "{err}");
     }
 }

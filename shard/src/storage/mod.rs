@@ -15,8 +15,9 @@
 mod commit_pages;
 mod compact;
 mod frozen;
+mod open;
 mod overlay;
-pub(crate) mod powercut;
+mod powercut;
 mod redb_engine;
 mod sled_engine;
 pub(crate) mod writelog;
@@ -24,9 +25,7 @@ pub(crate) mod writelog;
 use std::path::Path;
 
 pub use compact::{compact_redb_file, Compacted};
-pub use powercut::{
-    open_redb, set_cache_bytes, set_test_modes, set_write_log_bytes, WRITE_LOG_BYTES_DEFAULT,
-};
+pub use open::{open, StorageOptions, TestModes, WRITE_LOG_BYTES_DEFAULT};
 pub use redb_engine::{log_path, RedbEngine};
 pub use sled_engine::SledEngine;
 
@@ -222,10 +221,15 @@ impl EngineKind {
     /// Opens the storage of a shard that must already exist (its data directory has a
     /// manifest): never creates it, and checks it before use where the engine can (redb:
     /// every page's checksum). See [`OpenError`].
-    pub fn open_existing(self, dir: &Path, shard_index: usize) -> Result<Box<dyn KvEngine>, OpenError> {
+    pub fn open_existing(
+        self,
+        dir: &Path,
+        shard_index: usize,
+        options: &StorageOptions,
+    ) -> Result<Box<dyn KvEngine>, OpenError> {
         let path = self.shard_path(dir, shard_index);
         match self {
-            Self::Redb => Ok(Box::new(RedbEngine::open_existing(&path)?)),
+            Self::Redb => Ok(Box::new(RedbEngine::open_existing(&path, options)?)),
             Self::Sled => {
                 if !path.exists() {
                     return Err(OpenError::Damaged("the shard's directory is missing".into()));
@@ -235,10 +239,18 @@ impl EngineKind {
         }
     }
 
-    /// Opens (creating if needed) the storage of shard `shard_index` under `dir`.
-    pub fn open(self, dir: &Path, shard_index: usize) -> StorageResult<Box<dyn KvEngine>> {
+    /// Opens (creating if needed) the storage of shard `shard_index` under `dir`; `options`
+    /// apply to redb only (sled has its own defaults).
+    pub fn open(
+        self,
+        dir: &Path,
+        shard_index: usize,
+        options: &StorageOptions,
+    ) -> StorageResult<Box<dyn KvEngine>> {
         match self {
-            Self::Redb => Ok(Box::new(RedbEngine::open(&dir.join(format!("shard-{shard_index:03}.redb")))?)),
+            Self::Redb => {
+                Ok(Box::new(RedbEngine::open(&dir.join(format!("shard-{shard_index:03}.redb")), options)?))
+            }
             Self::Sled => Ok(Box::new(SledEngine::open(&dir.join(format!("shard-{shard_index:03}.sled")))?)),
         }
     }
@@ -363,13 +375,13 @@ mod tests {
     #[test]
     fn redb_engine_commits_and_scans() {
         let dir = tempfile::tempdir().unwrap();
-        exercise(EngineKind::Redb.open(dir.path(), 0).unwrap().as_ref());
+        exercise(EngineKind::Redb.open(dir.path(), 0, &StorageOptions::default()).unwrap().as_ref());
     }
 
     #[test]
     fn sled_engine_commits_and_scans() {
         let dir = tempfile::tempdir().unwrap();
-        exercise(EngineKind::Sled.open(dir.path(), 0).unwrap().as_ref());
+        exercise(EngineKind::Sled.open(dir.path(), 0, &StorageOptions::default()).unwrap().as_ref());
     }
 
     #[test]

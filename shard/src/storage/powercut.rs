@@ -7,7 +7,8 @@
 //! synced dies with it, exactly as after a power cut at that instant. A server that replied
 //! before syncing then loses acknowledged writes, and the crash test sees it.
 //!
-//! Enabled only by the `[testing]` config section, for tests:
+//! Chosen by [`super::open`] when `StorageOptions::test_modes` (the `[testing]` config
+//! section, for tests) asks for it:
 //! - `simulate_power_cut`: the behaviour above;
 //! - `ack_before_sync`: `sync_data` makes nothing durable, a deliberately broken server that
 //!   the crash test must catch under a simulated power cut (and that plain kill -9 misses).
@@ -15,87 +16,19 @@
 //! The model is the strict one (nothing unsynced survives); real disks may also keep some
 //! unsynced pages, which redb's commit protocol (checksummed commit slots) is built to handle.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::ops::Bound;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use redb::backends::FileBackend;
-use redb::{BackendError, Database, StorageBackend};
+use redb::{BackendError, StorageBackend};
 
 use super::overlay::PageOverlay;
 
-static POWER_CUT: AtomicBool = AtomicBool::new(false);
-static ACK_BEFORE_SYNC: AtomicBool = AtomicBool::new(false);
-
-/// Test switches, set once at start from the `[testing]` config section.
-pub fn set_test_modes(simulate_power_cut: bool, ack_before_sync: bool) {
-    POWER_CUT.store(simulate_power_cut, Ordering::Relaxed);
-    ACK_BEFORE_SYNC.store(ack_before_sync, Ordering::Relaxed);
-}
-
-/// redb's page cache per file, in bytes (redb's own default until the config sets it).
-static CACHE_BYTES: AtomicUsize = AtomicUsize::new(1 << 30);
-
-/// Sets the page cache of every redb file opened from now on (`[limits]
-/// storage_cache_bytes_per_shard`), set once at start like the test modes.
-pub fn set_cache_bytes(bytes: usize) {
-    CACHE_BYTES.store(bytes, Ordering::Relaxed);
-}
-
-/// `[limits] write_log_bytes`: the size of each shard's write log (`super::writelog`), 0 for
-/// none; set once at start like the cache. The default is the config's.
-static WRITE_LOG_BYTES: AtomicU64 = AtomicU64::new(WRITE_LOG_BYTES_DEFAULT);
-
-/// The write log's size per shard unless the config says otherwise: 512 KiB, 128 records of
-/// one page (one kept spare), each checkpoint carrying up to that many commits. Between two
-/// checkpoints redb cannot reuse the pages the non-durable commits freed from the durable
-/// state, so a larger log lets churn grow the files further: with 2 MiB the footprint test's
-/// files doubled (9.0 → 16.8 MB), with 512 KiB they stayed at 9.0-10.1 MB.
-pub const WRITE_LOG_BYTES_DEFAULT: u64 = 512 << 10;
-
-/// Sets the write log size of every shard file opened from now on (0: no log).
-pub fn set_write_log_bytes(bytes: u64) {
-    WRITE_LOG_BYTES.store(bytes, Ordering::Relaxed);
-}
-
-/// The write log size shard files open with ([`set_write_log_bytes`]).
-pub fn write_log_bytes() -> u64 {
-    WRITE_LOG_BYTES.load(Ordering::Relaxed)
-}
-
-/// Opens (creating if needed) a shard's write log file, through the test backend when a
-/// test mode is on: under a simulated power cut its unsynced records die with the process,
-/// and `ack_before_sync` makes its syncs do nothing, as for the redb file.
-pub fn open_log_file(path: &Path) -> io::Result<Box<dyn StorageBackend>> {
-    let power_cut = POWER_CUT.load(Ordering::Relaxed);
-    let skip_sync = ACK_BEFORE_SYNC.load(Ordering::Relaxed);
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    if !power_cut && !skip_sync {
-        return Ok(Box::new(FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?));
-    }
-    Ok(Box::new(PowerCutBackend::new(file, power_cut, skip_sync)?))
-}
-
-/// Opens (creating if needed) a redb file with the configured page cache, through the test
-/// backend when a test mode is on. Every redb file of a data directory opens through here.
-pub fn open_redb(path: &Path) -> Result<Database, redb::DatabaseError> {
-    let power_cut = POWER_CUT.load(Ordering::Relaxed);
-    let skip_sync = ACK_BEFORE_SYNC.load(Ordering::Relaxed);
-    let mut builder = redb::Builder::new();
-    builder.set_cache_size(CACHE_BYTES.load(Ordering::Relaxed));
-    if !power_cut && !skip_sync {
-        return builder.create(path);
-    }
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    builder.create_with_backend(PowerCutBackend::new(file, power_cut, skip_sync)?)
-}
-
 /// Unsynced pages live here until `sync_data`; the file holds only synced data.
 #[derive(Debug)]
-pub struct PowerCutBackend {
+pub(crate) struct PowerCutBackend {
     file: FileBackend,
     pending: Mutex<PageOverlay>,
     /// Keep unsynced writes in memory (else they go straight to the file).
@@ -105,7 +38,7 @@ pub struct PowerCutBackend {
 }
 
 impl PowerCutBackend {
-    pub fn new(file: File, power_cut: bool, skip_sync: bool) -> io::Result<Self> {
+    pub(crate) fn new(file: File, power_cut: bool, skip_sync: bool) -> io::Result<Self> {
         let len = file.metadata()?.len();
         let file = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Self { file, pending: Mutex::new(PageOverlay::new(len)), power_cut, skip_sync })
@@ -190,7 +123,10 @@ impl StorageBackend for PowerCutBackend {
 mod tests {
     use super::*;
     use crate::storage::overlay::PAGE_BYTES as PAGE;
+    use redb::Database;
     use redb::{ReadableDatabase, TableDefinition};
+    use std::fs::OpenOptions;
+    use std::path::Path;
 
     const T: TableDefinition<u64, u64> = TableDefinition::new("t");
 

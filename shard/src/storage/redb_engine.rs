@@ -24,7 +24,10 @@ use arc_swap::ArcSwap;
 use redb::{Database, DatabaseError, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::writelog::{Record, WriteLog};
-use super::{prefix_end, BulkSink, KvEngine, KvSnapshot, Mutation, OpenError, StorageError, StorageResult};
+use super::{
+    prefix_end, BulkSink, KvEngine, KvSnapshot, Mutation, OpenError, StorageError, StorageOptions,
+    StorageResult,
+};
 
 const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 /// The write log's bookkeeping in the redb file: [`APPLIED`] → the sequence number of the
@@ -78,21 +81,17 @@ fn create_tables(db: &Database) -> StorageResult<u64> {
 }
 
 impl RedbEngine {
-    /// Opens (creating if needed) the file at `path`, with the write log the settings ask
-    /// for (`powercut::write_log_bytes`), replaying the log's records first.
-    pub fn open(path: &Path) -> StorageResult<Self> {
-        Self::open_with_log(path, super::powercut::write_log_bytes())
-    }
-
-    /// [`RedbEngine::open`] with a log of `log_bytes` (0: none). A file that had a log keeps
-    /// being replayed from it even when opened without one, so that turning the setting off
-    /// loses nothing.
-    pub fn open_with_log(path: &Path, log_bytes: u64) -> StorageResult<Self> {
-        let db = super::powercut::open_redb(path).map_err(err)?;
+    /// Opens (creating if needed) the file at `path` with `options`, and the write log they
+    /// ask for (`write_log_bytes`, 0: none), replaying the log's records first. A file that
+    /// had a log keeps being replayed from it even when opened without one, so that turning
+    /// the setting off loses nothing.
+    pub fn open(path: &Path, options: &StorageOptions) -> StorageResult<Self> {
+        let db = super::open(path, options).map_err(err)?;
         let log_id = create_tables(&db)?;
         let log_path = log_path(path);
+        let log_bytes = options.write_log_bytes;
         let log = if log_bytes > 0 || log_path.exists() {
-            let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE), log_id)?;
+            let mut log = open_log(&log_path, log_bytes.max(super::writelog::PAGE), log_id, options)?;
             replay(&db, &mut log, &log_path)?;
             if log_bytes > 0 {
                 Some(Mutex::new(log))
@@ -134,9 +133,9 @@ impl RedbEngine {
     /// page is checked against its checksum first. redb trusts a file that was closed cleanly
     /// and may panic, or return garbage, on a page damaged since; the check costs about one
     /// read of the file (docs/DECISIONS.md).
-    pub fn open_existing(path: &Path) -> Result<Self, OpenError> {
+    pub fn open_existing(path: &Path, options: &StorageOptions) -> Result<Self, OpenError> {
         check_file(path)?;
-        Self::open(path).map_err(OpenError::Other)
+        Self::open(path, options).map_err(OpenError::Other)
     }
 
     /// The error every write gets once a commit has failed.
@@ -254,10 +253,10 @@ pub fn log_path(path: &Path) -> PathBuf {
     path.with_extension("wal")
 }
 
-fn open_log(path: &Path, bytes: u64, id: u64) -> StorageResult<WriteLog> {
+fn open_log(path: &Path, bytes: u64, id: u64, options: &StorageOptions) -> StorageResult<WriteLog> {
     let created = !path.exists();
-    let file =
-        super::powercut::open_log_file(path).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
+    let file = super::open::open_log_file(path, options)
+        .map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
     let log =
         WriteLog::open(file, bytes, 1, id).map_err(|e| StorageError(format!("{}: {e}", path.display())))?;
     if created {
@@ -655,8 +654,13 @@ impl KvSnapshot for RedbSnapshot {
 mod tests {
     use super::*;
 
+    /// A file opened with a write log of `log_bytes` (0: none) and otherwise the defaults.
+    fn open_with_log(path: &Path, log_bytes: u64) -> StorageResult<RedbEngine> {
+        RedbEngine::open(path, &StorageOptions { write_log_bytes: log_bytes, ..StorageOptions::default() })
+    }
+
     fn filled(path: &Path) {
-        let engine = RedbEngine::open(path).unwrap();
+        let engine = RedbEngine::open(path, &StorageOptions::default()).unwrap();
         let batch: Vec<Mutation> = (0..3000u32)
             .map(|i| Mutation { key: format!("E{i:06}").into_bytes(), value: Some(vec![i as u8; 200]) })
             .collect();
@@ -664,7 +668,7 @@ mod tests {
     }
 
     fn damaged(path: &Path) -> String {
-        match RedbEngine::open_existing(path) {
+        match RedbEngine::open_existing(path, &StorageOptions::default()) {
             Err(OpenError::Damaged(what)) => what,
             Err(other) => panic!("expected damage, got {other}"),
             Ok(_) => panic!("a damaged file opened"),
@@ -682,7 +686,7 @@ mod tests {
 
         filled(&path);
         let intact = std::fs::read(&path).unwrap();
-        let engine = RedbEngine::open_existing(&path).unwrap();
+        let engine = RedbEngine::open_existing(&path, &StorageOptions::default()).unwrap();
         assert_eq!(engine.snapshot().unwrap().get(b"E002999").unwrap(), Some(vec![2999u32 as u8; 200]));
         drop(engine);
 
@@ -710,7 +714,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         filled(&path);
-        let engine = RedbEngine::open(&path).unwrap();
+        let engine = RedbEngine::open(&path, &StorageOptions::default()).unwrap();
         let view = engine.snapshot().unwrap();
         let ours =
             catch_unwind(AssertUnwindSafe(|| view.scan_prefix(b"E", &mut |_, _| panic!("a bug of ours"))));
@@ -744,7 +748,7 @@ mod tests {
     fn log_commits_survive_a_crash_and_the_file_alone_lacks_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
-        let engine = RedbEngine::open_with_log(&path, 16 * super::super::writelog::PAGE).unwrap();
+        let engine = open_with_log(&path, 16 * super::super::writelog::PAGE).unwrap();
         for i in 0..40 {
             engine
                 .commit(&[put(&format!("E{i:03}"), &format!("v{i}")), put("Elast", &format!("{i}"))])
@@ -755,7 +759,7 @@ mod tests {
         let lacking = crash_image(&path, &dir.path().join("no-log"), false);
         drop(engine);
 
-        let reopened = RedbEngine::open_with_log(&crashed, 16 * super::super::writelog::PAGE).unwrap();
+        let reopened = open_with_log(&crashed, 16 * super::super::writelog::PAGE).unwrap();
         for i in (0..40).filter(|&i| i != 7) {
             assert_eq!(value(&reopened, &format!("E{i:03}")), Some(format!("v{i}")), "E{i:03}");
         }
@@ -765,12 +769,12 @@ mod tests {
         reopened.commit(&[put("Eafter", "1")]).unwrap();
         let again = crash_image(&crashed, &dir.path().join("crash-2"), true);
         drop(reopened);
-        let twice = RedbEngine::open_with_log(&again, 16 * super::super::writelog::PAGE).unwrap();
+        let twice = open_with_log(&again, 16 * super::super::writelog::PAGE).unwrap();
         assert_eq!(value(&twice, "Eafter").as_deref(), Some("1"));
         assert_eq!(value(&twice, "E039").as_deref(), Some("v39"));
 
         // Opened without its log, the crash image misses the commits since the last checkpoint.
-        let file_only = RedbEngine::open_with_log(&lacking, 0).unwrap();
+        let file_only = open_with_log(&lacking, 0).unwrap();
         assert_ne!(
             value(&file_only, "Elast").as_deref(),
             Some("39"),
@@ -786,14 +790,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         let pages = 4 * super::super::writelog::PAGE;
-        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        let engine = open_with_log(&path, pages).unwrap();
         engine.commit(&[put("Ea", "1")]).unwrap();
         let big: Vec<Mutation> = (0..100).map(|i| put(&format!("Eb{i:03}"), &"x".repeat(300))).collect();
         engine.commit(&big).unwrap();
         engine.commit(&[put("Ec", "3")]).unwrap();
         let crashed = crash_image(&path, &dir.path().join("crash"), true);
         drop(engine);
-        let reopened = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        let reopened = open_with_log(&crashed, pages).unwrap();
         assert_eq!(value(&reopened, "Ea").as_deref(), Some("1"));
         assert_eq!(value(&reopened, "Eb099").map(|v| v.len()), Some(300));
         assert_eq!(value(&reopened, "Ec").as_deref(), Some("3"));
@@ -801,16 +805,16 @@ mod tests {
         drop(reopened);
         // A clean close checkpointed: the file alone holds everything.
         let alone = crash_image(&crashed, &dir.path().join("alone"), false);
-        let file_only = RedbEngine::open_with_log(&alone, 0).unwrap();
+        let file_only = open_with_log(&alone, 0).unwrap();
         assert_eq!(value(&file_only, "Ed").as_deref(), Some("4"));
         drop(file_only);
         // Turning the log off: a crash image with unapplied records is replayed, then the log
         // file goes.
-        let engine = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        let engine = open_with_log(&crashed, pages).unwrap();
         engine.commit(&[put("Ee", "5")]).unwrap();
         let image = crash_image(&crashed, &dir.path().join("off"), true);
         drop(engine);
-        let off = RedbEngine::open_with_log(&image, 0).unwrap();
+        let off = open_with_log(&image, 0).unwrap();
         assert_eq!(value(&off, "Ee").as_deref(), Some("5"));
         assert!(!log_path(&image).exists());
     }
@@ -822,7 +826,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         let pages = 4 * super::super::writelog::PAGE;
-        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        let engine = open_with_log(&path, pages).unwrap();
         engine.commit(&[put("Ea", "1")]).unwrap();
         let old = crash_image(&path, &dir.path().join("old"), false);
         for i in 0..10 {
@@ -831,7 +835,7 @@ mod tests {
         let crashed = crash_image(&path, &dir.path().join("crash"), true);
         drop(engine);
         std::fs::copy(&old, &crashed).unwrap();
-        let refused = RedbEngine::open_with_log(&crashed, pages).err().expect("opened");
+        let refused = open_with_log(&crashed, pages).err().expect("opened");
         assert!(refused.0.contains("records are missing"), "{refused}");
     }
 
@@ -842,20 +846,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         let pages = 4 * super::super::writelog::PAGE;
-        let engine = RedbEngine::open_with_log(&path, pages).unwrap();
+        let engine = open_with_log(&path, pages).unwrap();
         engine.commit(&[put("Ea", "old")]).unwrap();
         let crashed = crash_image(&path, &dir.path().join("crash"), true);
         drop(engine);
         let other = dir.path().join("other").join("shard-000.redb");
         std::fs::create_dir_all(other.parent().unwrap()).unwrap();
-        drop(RedbEngine::open_with_log(&other, 0).unwrap());
+        drop(open_with_log(&other, 0).unwrap());
         std::fs::copy(&other, &crashed).unwrap();
-        let reopened = RedbEngine::open_with_log(&crashed, pages).unwrap();
+        let reopened = open_with_log(&crashed, pages).unwrap();
         assert_eq!(value(&reopened, "Ea"), None, "another file's log was replayed into this one");
         reopened.commit(&[put("Eb", "new")]).unwrap();
         let again = crash_image(&crashed, &dir.path().join("crash-2"), true);
         drop(reopened);
-        let twice = RedbEngine::open_with_log(&again, pages).unwrap();
+        let twice = open_with_log(&again, pages).unwrap();
         assert_eq!(value(&twice, "Eb").as_deref(), Some("new"));
         assert_eq!(value(&twice, "Ea"), None);
     }
@@ -865,7 +869,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-000.redb");
         filled(&path);
-        let engine = RedbEngine::open_existing(&path).unwrap();
+        let engine = RedbEngine::open_existing(&path, &StorageOptions::default()).unwrap();
         engine.fail_writes(
             &StorageError("I/O error: No space left on device (os error 28)".into()),
             None,

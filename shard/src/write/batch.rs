@@ -166,6 +166,8 @@ pub struct Stager {
     pub next_seq: u64,
     /// The delete log's CSNs (`deletelog`): its records are staged with their changes.
     pub deletelog: crate::write::deletelog::DeleteLog,
+    /// The delete log's bound and the skeleton its records' old DNs come from.
+    pub deletelog_settings: crate::write::deletelog::DeleteLogSettings,
 }
 
 impl Stager {
@@ -328,7 +330,7 @@ impl Stager {
         }
         // A delete takes a CSN too: the watermark (contextCSN) moves past it.
         let csn = self.stamp("").micros;
-        fx.logged = log_record(csn, id, &old, true);
+        fx.logged = log_record(&self.deletelog_settings, csn, id, &old, true);
         fx.csn = csn;
         fx.records.push((id, Some(old.clone()), None));
         Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
@@ -409,7 +411,7 @@ impl Stager {
             stamp_modified(&mut next.entry, &stamp);
         }
         // The old DN leaves every scope that held it: logged for delete phases.
-        fx.logged = log_record(stamp.micros, id, &old, false);
+        fx.logged = log_record(&self.deletelog_settings, stamp.micros, id, &old, false);
         fx.csn = stamp.micros;
         Ok(replaced(id, old, next, fx))
     }
@@ -470,7 +472,7 @@ impl Stager {
     fn apply(&mut self, core: &ShardCore, fx: Effects) {
         let batch = &mut self.pending;
         if let Some(record) = &fx.logged {
-            self.deletelog.record(record, crate::write::deletelog::max(), &mut batch.mutations);
+            self.deletelog.record(record, self.deletelog_settings.max(), &mut batch.mutations);
         }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
@@ -570,6 +572,7 @@ fn renamed_entry(
 /// The delete-log record of `old` leaving its DN at `csn`; None for an entry without an
 /// entryUUID (none is stored without one).
 fn log_record(
+    settings: &crate::write::deletelog::DeleteLogSettings,
     csn: u64,
     id: EntryId,
     old: &EntryRecord,
@@ -583,7 +586,7 @@ fn log_record(
         id,
         subtree: old.is_container(),
         deleted,
-        old_dn: crate::write::deletelog::dn_of(old.parent, &old.rdn),
+        old_dn: settings.dn_of(old.parent, &old.rdn),
     })
 }
 

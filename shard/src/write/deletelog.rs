@@ -30,8 +30,7 @@
 //! commit, whose records never landed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::error::{ShardError, ShardResult};
 use crate::id::EntryId;
@@ -42,30 +41,39 @@ use crate::storage::{KvSnapshot, Mutation, Table};
 /// slapd's syncprov-sessionlog is sized by the operator; this is ours when unset.
 pub const DEFAULT_MAX: usize = 100_000;
 
-static MAX: AtomicUsize = AtomicUsize::new(DEFAULT_MAX);
-static TREE: OnceLock<Arc<SkeletonCell>> = OnceLock::new();
-
-/// Sets `limits.sync_delete_log_max` (at least 1), once at startup before any write.
-pub fn set_max(max: usize) {
-    MAX.store(max.max(1), Ordering::Relaxed);
+/// What a shard's delete log is built with ([`crate::ShardActor::with_delete_log`]): its
+/// bound (`limits.sync_delete_log_max`) and the published skeleton, to name a deleted
+/// entry's old DN (entries store only their RDN and parent id; the parent, a container, is
+/// in the skeleton).
+#[derive(Clone)]
+pub struct DeleteLogSettings {
+    max: usize,
+    skeleton: Option<Arc<SkeletonCell>>,
 }
 
-pub fn max() -> usize {
-    MAX.load(Ordering::Relaxed)
+impl Default for DeleteLogSettings {
+    /// [`DEFAULT_MAX`] and no skeleton (unit tests of a lone shard).
+    fn default() -> Self {
+        Self { max: DEFAULT_MAX, skeleton: None }
+    }
 }
 
-/// Gives the shards the published skeleton, to name a deleted entry's old DN (entries store
-/// only their RDN and parent id; the parent, a container, is in the skeleton).
-pub fn install_tree(cell: Arc<SkeletonCell>) {
-    let _ = TREE.set(cell);
-}
+impl DeleteLogSettings {
+    /// A log of at most `max` records (at least 1), naming old DNs from `skeleton`.
+    pub fn new(max: usize, skeleton: Arc<SkeletonCell>) -> Self {
+        Self { max: max.max(1), skeleton: Some(skeleton) }
+    }
 
-/// The DN an entry under `parent` named `rdn` has now; just the RDN when no skeleton is
-/// installed (unit tests of a lone shard).
-pub fn dn_of(parent: EntryId, rdn: &str) -> String {
-    match TREE.get() {
-        Some(cell) => cell.load().dn_of_child(parent, rdn),
-        None => rdn.to_string(),
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// The DN an entry under `parent` named `rdn` has now; just the RDN without a skeleton.
+    pub fn dn_of(&self, parent: EntryId, rdn: &str) -> String {
+        match &self.skeleton {
+            Some(cell) => cell.load().dn_of_child(parent, rdn),
+            None => rdn.to_string(),
+        }
     }
 }
 
@@ -308,7 +316,7 @@ mod tests {
     #[test]
     fn the_log_stays_bounded_and_records_its_minimum_durably() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = EngineKind::Redb.open(dir.path(), 0).unwrap();
+        let engine = EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap();
         // A shard from before the log: its highest committed CSN is the minimum.
         engine
             .commit(&[Mutation { key: keys::meta("csn_max"), value: Some(5u64.to_be_bytes().to_vec()) }])
