@@ -36,8 +36,8 @@
 //! interface), plus `storage` and, for the offline tools, `keys` and `layout`.
 
 #![forbid(unsafe_code)]
-// Library code never panics on input: errors are typed (STYLE.md 4, 14). Tests and
-// benches may unwrap.
+// Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
+// client sends can panic the server"). Tests and benches may unwrap.
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)

@@ -1,5 +1,5 @@
 //! How many pages one redb commit writes, by what the commit holds: a measurement of the
-//! storage side of a durable write's cost (issue #14), not a check. Pages and bytes are
+//! storage side of a durable write's cost, not a check. Pages and bytes are
 //! counted by a backend that wraps redb's own file backend, so the numbers are exact and do
 //! not depend on the machine's load. Run on a copy of a real shard file (the original is
 //! left alone), e.g. one `bench/commit-io.sh` or `ferrodir import` wrote:

@@ -2,8 +2,8 @@
 //! front of the file and cuts off the free tail.
 //!
 //! redb reuses freed pages but gives space back to the filesystem only from the end of the
-//! file: a file that grew while something pinned freed pages (issue #14: idle read
-//! transactions of other workers' replicas) keeps its size after the pin goes, even once
+//! file: a file that grew while something pinned freed pages (an idle read transaction:
+//! docs/DECISIONS.md, "Disk footprint under churn") keeps its size after the pin goes, even once
 //! most of it is free. `Database::compact` needs the database to itself (no read or write
 //! transaction anywhere), so this runs with the server stopped; redb's file lock makes
 //! sure of that.
