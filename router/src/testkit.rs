@@ -1,4 +1,4 @@
-//! A directory inside a unit test: `N` shards on redb files in a temporary directory, their
+//! A directory inside a unit test: `N` shards in memory (redb's in-memory backend), their
 //! actors and the coordinator on the test's actix System, one [`Worker`] over them (shard 0
 //! local, the others by message, as on a worker thread of the server), and sessions whose
 //! responses a test reads back decoded. Everything runs on the calling thread, so a test
@@ -27,7 +27,7 @@ use ferrodir_proto::message::{
 };
 use ferrodir_proto::schema::Schema;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::storage::{EngineKind, KvEngine};
+use ferrodir_shard::storage::{open_in_memory, KvEngine};
 use ferrodir_shard::{
     EntryCache, EqBloom, GramShards, IndexConfig, RuleTable, ScanLimits, ScanPool, ScanSource, ShardActor,
     ShardCore, ShardInfo, Skeleton, SkeletonCell,
@@ -61,6 +61,7 @@ pub fn run<F: Future>(test: F) -> F::Output {
 
 pub struct TestDirectory {
     pub worker: Rc<Worker>,
+    /// The coordinator's intent log is a file (its durability is what it is for).
     _files: tempfile::TempDir,
 }
 
@@ -88,8 +89,7 @@ impl TestDirectory {
         let mut actors = Vec::with_capacity(shards);
         let mut sources = Vec::with_capacity(shards);
         for index in 0..shards {
-            let engine: Arc<dyn KvEngine> =
-                EngineKind::Redb.open(files.path(), index, &Default::default()).expect("a shard file").into();
+            let engine: Arc<dyn KvEngine> = open_in_memory().expect("an in-memory shard").into();
             let core = Rc::new(ShardCore::new(info(index), engine.clone()).expect("a shard"));
             actors.push(ShardActor::new(core.clone()).expect("a shard actor").start());
             let limits = ScanLimits { slice_us: 1000, snapshot_entries_max: 10_000, snapshot_age_ms: 1000 };
