@@ -35,7 +35,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use ferrodir_shard::storage::{StorageError, StorageResult, Table};
+use crate::storage::{StorageError, StorageResult, Table};
 
 /// Runs merged at once; more are first merged into one run.
 pub const RUNS_MAX: usize = 32;
