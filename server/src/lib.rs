@@ -11,9 +11,9 @@
 //! - `directory/`: what the router serves with, built from the config and the data
 //!   directory (`refint`: `[refint]` resolved).
 //! - `data/`: the data directory and its tools: `store` (opening the shards), `manifest`
-//!   (what a data directory is fixed to, its file names), `index_marks`, `load` and `export`
-//!   (LDIF in and out; `import`: the import command's staging directory and progress
-//!   display; `import_sort`), `reindex`, `backup` (backup and restore), `cut` (a consistent
+//!   (what a data directory is fixed to, its file names), `load` and `export` (LDIF in and
+//!   out; `import`: the import command's staging directory and progress display; each
+//!   shard's write stage is the shard crate's bulk loader), `reindex`, `backup` (backup and restore), `cut` (a consistent
 //!   cut of every shard, taken while serving), `compact`, `verify`.
 //! - `commands.rs`: the offline commands (import, verify, export, ...), one function each.
 //! - `admin/`: the admin socket through which export and backup reach a serving server

@@ -16,6 +16,8 @@
 //!   [`storage::open`], which every redb file opens through with the
 //!   [`storage::StorageOptions`] (page cache, write log size, crash-test modes) its caller
 //!   passes: no storage setting is a process global.
+//! - [`bulk`]: one shard's write stage of an offline load: its bulk transaction, the
+//!   external sort of its keys, its metadata.
 //!
 //! At the top, because every room uses them or they use every room:
 //! - [`actor`]: the shard actor and its messages (uses every room).
@@ -33,7 +35,7 @@
 //!   stuck actor.
 //!
 //! Every module is `pub(crate)`; other crates use the names re-exported below (the public
-//! interface), plus `storage` and, for the offline tools, `keys` and `layout`.
+//! interface), plus `storage` and, for the offline tools, `keys`.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -45,6 +47,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod alarm;
+pub(crate) mod bulk;
 pub(crate) mod core;
 pub(crate) mod entry;
 pub(crate) mod entrycache;
@@ -119,7 +122,13 @@ pub use crate::write::watermark::{
     hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,
     Change, FeedBatch, Hub, Subscription,
 };
-// `storage` (storage engines, a module of its own) and, until the bulk loader and the offline
-// tools move behind operations, `keys` and `layout` are public modules too.
+// Offline loads: one shard's bulk transaction, and the index-ready marks.
+pub use crate::bulk::{BulkError, BulkLoader, BulkResult, Fed, LoadStats, Loaded, ShardWriter, SortSpill};
+pub use crate::index::marks::{
+    mark_all_ready as mark_indexes_ready, ready_everywhere as indexes_ready_everywhere,
+    ready_marks as index_ready_marks, ready_prefix as index_ready_prefix,
+};
+// `storage` (storage engines, a module of its own) and, until the offline tools (verify,
+// export, reindex, backup, the data directory's opening and the replication cookie) move
+// behind operations, `keys`, the on-disk key layout they scan, are public modules too.
 pub use crate::index::keys;
-pub use crate::write::layout;

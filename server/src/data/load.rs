@@ -17,22 +17,17 @@
 //!   exactly as the live server would (`shard_for_child(parent id, normalised RDN)`) and the
 //!   id (ids count up per shard in input order). It sends each entry to its shard's writer,
 //!   and marks a parent a container when its first child arrives.
-//! - One **shard writer** per shard stamps the operational attributes, builds the index keys
-//!   and the record and writes them into that shard's single bulk transaction
-//!   ([`KvEngine::bulk_load`]), which is made durable only after the last entry. The entry
-//!   records go in as they come, as appends ([`BulkSink::append`]: a shard's ids count up,
-//!   and redb takes an ascending run a leaf at a time); the entries that got children are
-//!   flagged as containers after the last entry, so that no read breaks that run. Every
-//!   other key goes through an external sort ([`crate::data::import_sort`], runs spilled to the
-//!   spill directory past a memory budget) and into the transaction in key order after the
-//!   last entry, appended the same way. A failure anywhere drops the channels, every writer
-//!   abandons its transaction, and nothing is written.
+//! - One **shard writer** per shard feeds its entries to the shard's [`BulkLoader`], which
+//!   stamps the operational attributes, builds the index keys and the record and writes them
+//!   into that shard's single bulk transaction, made durable only after the last entry: the
+//!   records as appends, every other key through an external sort (runs spilled to the
+//!   spill directory past a memory budget) in key order at the end (see `ferrodir_shard`'s
+//!   `bulk` module). A failure anywhere drops the channels, every writer abandons its
+//!   transaction, and nothing is written.
 //!
 //! Bad records are judged before placement (parse workers) or at it, in input order, so
 //! `--continue` skips exactly what the sequential loader skipped: a bad record, and any
 //! record whose parent was skipped.
-//!
-//! [`KvEngine::bulk_load`]: ferrodir_shard::storage::KvEngine::bulk_load
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -49,13 +44,11 @@ use ferrodir_proto::schema::check::check_entry;
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
-use ferrodir_shard::storage::{BulkSink, StorageError, StorageResult, Table};
-use ferrodir_shard::EntryId;
 use ferrodir_shard::{
-    keys, layout, set_structural_class, shard_for_child, stamp_imported, EntryRecord, Stamp, FLAG_CONTAINER,
+    keys, set_structural_class, shard_for_child, BulkLoader, EntryId, EntryRecord, Fed, LoadStats, Loaded,
+    SortSpill,
 };
 
-use crate::data::import_sort::{SortedKeys, SortedOut};
 use crate::data::store::Store;
 
 /// A chunk is cut at the first record boundary after this many bytes: large enough that
@@ -206,7 +199,7 @@ fn spawn_writers<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     store: &'scope Store,
     author: &'scope str,
-    sort_dir: &Path,
+    sort_dir: &'scope Path,
     sort_budget: usize,
 ) -> anyhow::Result<(Vec<SyncSender<ShardMsg>>, Vec<Writer<'scope>>)> {
     let shard_count = store.engines.len();
@@ -214,9 +207,10 @@ fn spawn_writers<'scope>(
     let mut writers = Vec::with_capacity(shard_count);
     for shard in 0..shard_count {
         let (tx, rx) = sync_channel::<ShardMsg>(BATCHES_QUEUED_PER_SHARD);
-        let sorted = SortedKeys::new(sort_dir, &format!("shard-{shard:03}"), sort_budget);
         writers.push(spawn_named(scope, &format!("import-shard-{shard}"), move || {
-            write_shard(store, shard, author, sorted, rx).with_context(|| format!("shard {shard}"))
+            let label = format!("shard-{shard:03}");
+            let spill = SortSpill { dir: sort_dir, label: &label, budget_bytes: sort_budget };
+            write_shard(store, shard, author, spill, rx).with_context(|| format!("shard {shard}"))
         })?);
         shard_senders.push(tx);
     }
@@ -707,139 +701,42 @@ enum WriterEnd {
     Abandoned,
 }
 
-/// Writes one shard's entry records into its bulk transaction as they arrive, and its other
-/// keys into `sorted`; on `Finish`, the sorted keys follow, and the transaction commits
-/// (durably).
+/// Feeds one shard's placed entries to its bulk loader as they arrive; on `Finish`, the
+/// loader writes the sorted keys and commits (durably).
 fn write_shard(
     store: &Store,
     shard: usize,
     author: &str,
-    sorted: SortedKeys,
+    spill: SortSpill<'_>,
     work: Receiver<ShardMsg>,
 ) -> anyhow::Result<WriterEnd> {
-    let mut abandoned = false;
-    let mut finishing = None;
-    // In an Option: `finish` consumes it, inside a closure that could run again.
-    let mut sorted = Some(sorted);
-    let outcome = store.engines[shard].bulk_load(&mut |sink| {
-        let Some(mut keys) = sorted.take() else {
-            return Err(StorageError("the import's shard writer ran twice".into()));
-        };
-        // Entries that got a first child: flagged after the last entry, so that the entry
-        // records go in as one ascending run (a read in between would end it).
-        let mut containers = Vec::new();
+    let loader = BulkLoader::new(store.engines[shard].as_ref(), &store.indexes, &store.rules, author, spill);
+    let loaded = loader.run(|writer| {
         for message in work.iter() {
             match message {
                 ShardMsg::Work(batch) => {
                     for item in batch {
                         match item {
-                            ShardWork::Container(id) => containers.push(id),
+                            ShardWork::Container(id) => writer.mark_container(id),
                             ShardWork::Entry { id, parent, rdn, rdn_norm, entry } => {
                                 let record = EntryRecord { parent, rdn, rdn_norm, flags: 0, entry };
-                                write_entry(store, author, sink, &mut keys, id, record)?;
+                                writer.put_entry(id, record)?;
                             }
                         }
                     }
                 }
-                ShardMsg::Finish { next_seq } => {
-                    for id in containers.drain(..) {
-                        mark_container(sink, id)?;
-                    }
-                    for mark in crate::data::index_marks::ready_marks(&store.indexes) {
-                        keys.put(&mark.key, mark.value.as_deref().unwrap_or_default())?;
-                    }
-                    let next_seq = layout::next_seq(next_seq);
-                    keys.put(&next_seq.key, next_seq.value.as_deref().unwrap_or_default())?;
-                    // The import's last CSN: the suffix's contextCSN once the server starts.
-                    let csn_max = ferrodir_shard::clock_now();
-                    keys.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
-                    let started = std::time::Instant::now();
-                    let runs = keys.runs_written();
-                    keys.finish(&mut SinkOut { sink, key: Vec::new(), prefix_len: 0 })?;
-                    finishing = Some((started, runs, std::time::Instant::now()));
-                    return Ok(());
-                }
+                ShardMsg::Finish { next_seq } => return Ok(Fed::Complete { next_seq }),
             }
         }
         // Placement stopped early (a bad record, a read error): abandon the transaction.
-        abandoned = true;
-        Err(StorageError("the import stopped before its end".into()))
-    });
-    if let (Ok(()), Some((started, runs, commit_started))) = (&outcome, finishing) {
-        let sorted_ms = commit_started.duration_since(started).as_millis() as u64;
-        let commit_ms = commit_started.elapsed().as_millis() as u64;
-        tracing::info!(shard, runs, sorted_ms, commit_ms, "import: shard committed and synced");
-    }
-    match outcome {
-        Ok(()) => Ok(WriterEnd::Committed),
-        Err(_) if abandoned => Ok(WriterEnd::Abandoned),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Stamps and stores one new entry: its record straight into the transaction (a shard's ids
-/// count up in placement order: appends), its other keys into the sort.
-fn write_entry(
-    store: &Store,
-    author: &str,
-    sink: &mut dyn BulkSink,
-    sorted: &mut SortedKeys,
-    id: EntryId,
-    mut record: EntryRecord,
-) -> Result<(), StorageError> {
-    stamp_imported(&mut record.entry, &Stamp::now(author));
-    // The layout an Add stages (`layout::new_entry`), so both store an entry alike; visited
-    // key by key (a repeated index key is dropped by the sort).
-    let mut failed = None;
-    layout::each_new_entry_key(&store.indexes, &store.rules, id, &record, &mut |key, value| {
-        if failed.is_some() {
-            return;
+        Ok(Fed::Stopped)
+    })?;
+    match loaded {
+        Loaded::Committed(LoadStats { runs, sorted_ms, commit_ms }) => {
+            tracing::info!(shard, runs, sorted_ms, commit_ms, "import: shard committed and synced");
+            Ok(WriterEnd::Committed)
         }
-        let put = if key.first() == Some(&(Table::Entries as u8)) {
-            sink.append(key, value)
-        } else {
-            sorted.put(key, value)
-        };
-        if let Err(e) = put {
-            failed = Some(e);
-        }
-    });
-    failed.map_or(Ok(()), Err)
-}
-
-/// Flags a stored entry as a container (it got a child).
-fn mark_container(sink: &mut dyn BulkSink, id: EntryId) -> Result<(), StorageError> {
-    let key = keys::entry(id);
-    let stored = sink.get(&key)?.ok_or_else(|| StorageError(format!("entry {id:?} vanished")))?;
-    let mut record = EntryRecord::decode(&stored).map_err(|e| StorageError(e.to_string()))?;
-    record.flags |= FLAG_CONTAINER;
-    sink.put(&key, &record.encode())
-}
-
-/// The sorted keys, into the bulk transaction.
-struct SinkOut<'a> {
-    sink: &'a mut dyn BulkSink,
-    /// The posting key being built: its prefix, then one id after another.
-    key: Vec<u8>,
-    prefix_len: usize,
-}
-
-impl SortedOut for SinkOut<'_> {
-    fn pair(&mut self, key: &[u8], value: &[u8]) -> StorageResult<()> {
-        self.sink.append(key, value)
-    }
-
-    fn postings(&mut self, prefix: &[u8], _count: u32) -> StorageResult<()> {
-        self.key.clear();
-        self.key.extend_from_slice(prefix);
-        self.prefix_len = prefix.len();
-        Ok(())
-    }
-
-    fn posting(&mut self, id: [u8; 8]) -> StorageResult<()> {
-        self.key.truncate(self.prefix_len);
-        self.key.extend_from_slice(&id);
-        self.sink.append(&self.key, &[])
+        Loaded::Abandoned => Ok(WriterEnd::Abandoned),
     }
 }
 

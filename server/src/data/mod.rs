@@ -1,6 +1,6 @@
 //! The data directory and the commands that work on it: opening it (`store`), its manifest
-//! and file names (`manifest`), the index-ready marks (`index_marks`), LDIF import (`import`,
-//! `load`: the pipeline; `import_sort`: each shard's keys sorted before redb) and export
+//! and file names (`manifest`), LDIF import (`import`, `load`: the pipeline up to each
+//! shard's bulk loader, which the shard crate holds) and export
 //! (`export`), the consistent cut (`cut`), backup and restore (`backup`), offline compaction
 //! (`compact`), `reindex` and `verify`.
 
@@ -9,8 +9,6 @@ pub mod compact;
 pub mod cut;
 pub mod export;
 pub mod import;
-pub mod import_sort;
-pub mod index_marks;
 pub mod load;
 pub mod manifest;
 pub mod reindex;

@@ -4,9 +4,8 @@
 
 use anyhow::Context as _;
 use ferrodir_shard::storage::{Mutation, Table};
-use ferrodir_shard::{keys, EntryRecord};
+use ferrodir_shard::{index_ready_marks, index_ready_prefix, keys, EntryRecord};
 
-use crate::data::index_marks::{ready_marks, READY_PREFIX};
 use crate::data::store::Store;
 
 /// Rebuilds all shards in parallel; returns the number of entries indexed.
@@ -35,7 +34,7 @@ fn reindex_shard(store: &Store, shard: usize) -> anyhow::Result<usize> {
             true
         })?;
     }
-    snapshot.scan_prefix(&keys::meta(READY_PREFIX), &mut |key, _| {
+    snapshot.scan_prefix(&index_ready_prefix(), &mut |key, _| {
         batch.push(Mutation { key: key.to_vec(), value: None });
         true
     })?;
@@ -61,7 +60,7 @@ fn reindex_shard(store: &Store, shard: usize) -> anyhow::Result<usize> {
     if let Some(e) = failure {
         return Err(e);
     }
-    batch.extend(ready_marks(&store.indexes));
+    batch.extend(index_ready_marks(&store.indexes));
     engine.commit(&batch)?;
     Ok(entries)
 }

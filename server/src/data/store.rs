@@ -11,12 +11,11 @@ use ferrodir_shard::{ShardCore, ShardInfo};
 use ferrodir_proto::schema::Schema;
 use ferrodir_shard::{EntryCache, EqBloom, GramShards, IndexConfig, RuleTable};
 
-use crate::data::index_marks::{mark_all_ready, ready_everywhere};
 use ferrodir_shard::storage::{
     EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageOptions, StorageResult,
 };
 use ferrodir_shard::storage::{Mutation, Table};
-use ferrodir_shard::{keys, Skeleton, FLAG_CONTAINER};
+use ferrodir_shard::{indexes_ready_everywhere, keys, mark_indexes_ready, Skeleton, FLAG_CONTAINER};
 
 use crate::config::Config;
 use crate::data::manifest::Manifest;
@@ -107,9 +106,9 @@ impl Store {
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let mut indexes = IndexConfig::from_directives(&config.index_directives(), &rules)?;
         if created {
-            mark_all_ready(&engines, &indexes)?;
+            mark_indexes_ready(&engines, &indexes)?;
         }
-        let ready = ready_everywhere(&engines, &indexes)?;
+        let ready = indexes_ready_everywhere(&engines, &indexes)?;
         for (attr, kind) in indexes.configured() {
             if !ready.contains(&(attr.clone(), kind)) {
                 tracing::warn!(

@@ -5,7 +5,7 @@
 pub(crate) mod batch;
 pub(crate) mod commit;
 pub(crate) mod deletelog;
-pub mod layout;
+pub(crate) mod layout;
 pub(crate) mod modify;
 pub(crate) mod stamp;
 pub(crate) mod watermark;

@@ -1,20 +1,26 @@
 //! The index-ready marks: one meta key per (attribute, kind) on each shard, saying that
 //! index is complete there. An index configured after data exists is maintained by writes
 //! but used by searches only once `ferrodir reindex` rebuilt it and set the mark on every
-//! shard (docs/ARCHITECTURE.md, "Indices"). Opening a data directory reads the marks
-//! (`store`), reindex and import write them: this module is their one owner.
+//! shard (docs/ARCHITECTURE.md, "Indices"). Opening a data directory reads the marks, reindex
+//! and the bulk loader write them: this module is their one owner.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use ferrodir_shard::storage::{KvEngine, Mutation};
-use ferrodir_shard::{keys, IndexConfig, IndexKind};
+use crate::index::config::{IndexConfig, IndexKind};
+use crate::index::keys;
+use crate::storage::{KvEngine, Mutation, StorageResult};
 
 /// The meta-key prefix of index readiness marks: `index:<attr>:<kind>`.
-pub const READY_PREFIX: &str = "index:";
+const READY_PREFIX: &str = "index:";
 
-pub fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
+fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
     keys::meta(&format!("{READY_PREFIX}{attr}:{}", kind.name()))
+}
+
+/// The key prefix every readiness mark starts with (reindex removes them all first).
+pub fn ready_prefix() -> Vec<u8> {
+    keys::meta(READY_PREFIX)
 }
 
 /// Marks saying every configured index is complete on a shard.
@@ -27,7 +33,7 @@ pub fn ready_marks(indexes: &IndexConfig) -> Vec<Mutation> {
 }
 
 /// Marks every configured index complete on every shard (a new, empty data directory).
-pub fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> anyhow::Result<()> {
+pub fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> StorageResult<()> {
     let marks = ready_marks(indexes);
     for engine in engines {
         engine.commit(&marks)?;
@@ -39,7 +45,7 @@ pub fn mark_all_ready(engines: &[Arc<dyn KvEngine>], indexes: &IndexConfig) -> a
 pub fn ready_everywhere(
     engines: &[Arc<dyn KvEngine>],
     indexes: &IndexConfig,
-) -> anyhow::Result<HashSet<(String, IndexKind)>> {
+) -> StorageResult<HashSet<(String, IndexKind)>> {
     let mut ready = HashSet::new();
     'index: for (attr, kind) in indexes.configured() {
         for engine in engines {

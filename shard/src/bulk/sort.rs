@@ -35,7 +35,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use ferrodir_shard::storage::{StorageError, StorageResult, Table};
+use crate::storage::{StorageError, StorageResult, Table};
 
 /// Runs merged at once; more are first merged into one run.
 pub const RUNS_MAX: usize = 32;
@@ -47,6 +47,9 @@ const RUN_BUFFER_BYTES: usize = 256 * 1024;
 const PREFIX_OVERHEAD_BYTES: usize = 128;
 /// Estimated bytes per key-value pair beyond its own bytes.
 const PAIR_OVERHEAD_BYTES: usize = 64;
+
+/// A key-value pair that is not a posting, held until its run is written.
+type Pair = (Box<[u8]>, Box<[u8]>);
 
 const TAG_PAIR: u8 = 0;
 const TAG_POSTINGS: u8 = 1;
@@ -67,7 +70,7 @@ pub struct SortedKeys {
     budget_bytes: usize,
     used_bytes: usize,
     postings: HashMap<Box<[u8]>, Postings, BuildHasherDefault<FxHasher>>,
-    pairs: Vec<(Box<[u8]>, Box<[u8]>)>,
+    pairs: Vec<Pair>,
     /// Run files, oldest first.
     runs: Vec<PathBuf>,
     runs_written: usize,
@@ -124,8 +127,7 @@ impl SortedKeys {
             self.used_bytes += (list.ids.capacity() - capacity) * 8;
         } else {
             self.used_bytes += prefix.len() + 8 + PREFIX_OVERHEAD_BYTES;
-            let mut ids = Vec::with_capacity(1);
-            ids.push(id);
+            let ids = vec![id];
             self.postings.insert(prefix.into(), Postings { ids, ascending: true });
         }
     }
@@ -246,7 +248,7 @@ fn io_error(path: &Path, e: std::io::Error) -> StorageError {
 
 struct MemoryRun {
     postings: Vec<(Box<[u8]>, Postings)>,
-    pairs: Vec<(Box<[u8]>, Box<[u8]>)>,
+    pairs: Vec<Pair>,
 }
 
 impl MemoryRun {
@@ -262,9 +264,9 @@ impl MemoryRun {
 /// A memory run read in key order: the sorted postings and the sorted pairs, merged.
 struct MemorySource {
     postings: std::vec::IntoIter<(Box<[u8]>, Postings)>,
-    pairs: std::vec::IntoIter<(Box<[u8]>, Box<[u8]>)>,
+    pairs: std::vec::IntoIter<Pair>,
     next_posting: Option<(Box<[u8]>, Postings)>,
-    next_pair: Option<(Box<[u8]>, Box<[u8]>)>,
+    next_pair: Option<Pair>,
     current: Option<MemoryItem>,
 }
 
@@ -492,13 +494,19 @@ fn merge(mut sources: Vec<Source>, out: &mut dyn SortedOut) -> StorageResult<()>
             heap.push(index);
         }
     }
-    let less = |sources: &[Source], a: usize, b: usize| (sources[a].key(), a) < (sources[b].key(), b);
+    // Every index in the heap names a source: `get` never misses.
+    fn key(sources: &[Source], i: usize) -> Option<&[u8]> {
+        sources.get(i).map(Source::key)
+    }
+    let less = |sources: &[Source], a: usize, b: usize| (key(sources, a), a) < (key(sources, b), b);
     for start in (0..heap.len() / 2).rev() {
         sift_down(&mut heap, start, &|a, b| less(&sources, a, b));
     }
     while let Some(&top) = heap.first() {
-        sources[top].emit_current(out)?;
-        if !sources[top].advance()? {
+        let source =
+            sources.get_mut(top).ok_or_else(|| StorageError("import sort: a merge lost a run".into()))?;
+        source.emit_current(out)?;
+        if !source.advance()? {
             heap.swap_remove(0);
         }
         sift_down(&mut heap, 0, &|a, b| less(&sources, a, b));
@@ -508,13 +516,13 @@ fn merge(mut sources: Vec<Source>, out: &mut dyn SortedOut) -> StorageResult<()>
 
 fn sift_down(heap: &mut [usize], mut at: usize, less: &dyn Fn(usize, usize) -> bool) {
     loop {
-        let (left, right) = (2 * at + 1, 2 * at + 2);
         let mut smallest = at;
-        if left < heap.len() && less(heap[left], heap[smallest]) {
-            smallest = left;
-        }
-        if right < heap.len() && less(heap[right], heap[smallest]) {
-            smallest = right;
+        for child in [2 * at + 1, 2 * at + 2] {
+            if let (Some(&candidate), Some(&current)) = (heap.get(child), heap.get(smallest)) {
+                if less(candidate, current) {
+                    smallest = child;
+                }
+            }
         }
         if smallest == at {
             return;
@@ -553,7 +561,9 @@ impl Hasher for FxHasher {
         let rest = chunks.remainder();
         if !rest.is_empty() {
             let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
+            for (to, from) in word.iter_mut().zip(rest) {
+                *to = *from;
+            }
             self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
         }
     }
@@ -577,6 +587,9 @@ impl Hasher for FxHasher {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    /// Keys and values, in the order a sort emitted them or a test put them.
+    type Keys = Vec<(Vec<u8>, Vec<u8>)>;
 
     /// Collects what a sort emits, as full keys.
     #[derive(Default)]
@@ -644,7 +657,7 @@ mod tests {
         puts.iter().cloned().collect::<BTreeMap<_, _>>().into_iter().collect()
     }
 
-    fn sorted_by(puts: &[(Vec<u8>, Vec<u8>)], budget_bytes: usize) -> (Vec<(Vec<u8>, Vec<u8>)>, usize) {
+    fn sorted_by(puts: &[(Vec<u8>, Vec<u8>)], budget_bytes: usize) -> (Keys, usize) {
         let dir = tempfile::tempdir().unwrap();
         let mut sorter = SortedKeys::new(dir.path(), "shard-000", budget_bytes);
         for (key, value) in puts {
