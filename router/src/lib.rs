@@ -63,11 +63,11 @@ pub use located::Located;
 pub use monitor::{ConnectionEntry, ConnectionInfo, ConsumerFacts, ListenerInfo, ServerFacts, ShardFacts};
 pub use op::context::Outbound;
 pub use op::paged::cookie::CookieKey;
-pub use op::syncrepl::stats::{snapshot as syncrepl_snapshot, Snapshot as SyncreplSnapshot};
+pub use op::syncrepl::stats::{ProviderStats as SyncreplStats, Snapshot as SyncreplSnapshot};
 pub use password::{HashPool, PasswordConfig, StorageScheme};
 pub use requester::Transport;
 pub use resolve::{locate, locate_parent_of};
-pub use session::{stopping, Flow, Session};
+pub use session::{Flow, Session};
 pub use worker::Worker;
 //
 // and four facade modules, where flat names would be vague or clash:

@@ -101,20 +101,12 @@ struct SessionState {
     disconnected: Cell<bool>,
 }
 
-/// Set once the server stops its workers (`stopping`): an operation dropped after that was
-/// cut off by the shutdown, not by a panic. Written once, read only when an operation ends
-/// unfinished.
-static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Says the server is about to stop its workers, dropping the operations still running.
-pub fn stopping() {
-    STOPPING.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
 /// operation ends, and marks the session broken if it ended without finishing.
 struct OpGuard {
     state: Rc<SessionState>,
+    /// Whether the server is stopping, when the operation ends unfinished.
+    worker: Rc<Worker>,
     message_id: u32,
     finished: bool,
     _permit: OwnedSemaphorePermit,
@@ -134,7 +126,7 @@ impl Drop for OpGuard {
             in_flight.remove(&self.message_id);
         }
         if !self.finished {
-            if STOPPING.load(std::sync::atomic::Ordering::Relaxed) {
+            if self.worker.is_stopping() {
                 // The workers stop after the shutdown grace: a persist search, say, ends here.
                 tracing::debug!(message_id = self.message_id, "an operation ended by the server's shutdown");
             } else {
@@ -324,7 +316,13 @@ impl Session {
         (ctx.kind, ctx.received, ctx.op_number) = (Some(arrival.kind), arrival.received, arrival.op_number);
         let refusal = self.refusal(&op, controls.as_deref());
         ctx.controls = controls;
-        let guard = OpGuard { state: self.state.clone(), message_id, finished: false, _permit: permit };
+        let guard = OpGuard {
+            state: self.state.clone(),
+            worker: self.worker.clone(),
+            message_id,
+            finished: false,
+            _permit: permit,
+        };
         // A panic in the operation is caught by tokio, which drops this future and
         // with it the guard: slot and in-flight entry are released, and the
         // connection is closed (its response is lost). Other connections go on.

@@ -75,6 +75,7 @@ impl TestDirectory {
         let indexes = Arc::new(IndexConfig::from_directives(&directives, &rules).expect("index directives"));
         let grams = Arc::new(GramShards::new(shards));
         let blooms: Vec<Arc<EqBloom>> = (0..shards).map(|_| Arc::default()).collect();
+        let hub = ferrodir_shard::Hub::new(shards, 0);
         let info = |index: usize| ShardInfo {
             index,
             count: shards,
@@ -84,6 +85,7 @@ impl TestDirectory {
             rules: rules.clone(),
             bloom: blooms[index].clone(),
             grams: grams.clone(),
+            hub: hub.clone(),
         };
         let mut cores = Vec::with_capacity(shards);
         let mut actors = Vec::with_capacity(shards);
@@ -195,6 +197,7 @@ fn directory_config(
         rules,
         monitor_readers: Vec::new(),
         monitor: Arc::default(),
+        syncrepl: Arc::default(),
         refint: None,
         memberof: None,
         paged: Default::default(),

@@ -3,7 +3,7 @@
 //! the directory config. One `Worker` per thread, behind an `Rc`: nothing here is written by
 //! more than one core.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -46,6 +46,9 @@ pub struct Worker {
     pub access_log: Option<LogSink>,
     /// Groups' resolved member ids, for memberOf searches (`memberids`).
     pub member_ids: RefCell<crate::memberids::MemberIds>,
+    /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
+    /// after that was cut off by the shutdown, not by a panic.
+    stopping: Cell<bool>,
 }
 
 impl Worker {
@@ -71,6 +74,7 @@ impl Worker {
             stats: Arc::default(),
             access_log: None,
             member_ids: RefCell::default(),
+            stopping: Cell::new(false),
         }
     }
 
@@ -141,6 +145,22 @@ impl Worker {
                 }
             }
         });
+    }
+
+    /// The server is about to stop this worker, dropping the operations still running.
+    pub fn stopping(&self) {
+        self.stopping.set(true);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// The directory's write state (`shard::write::watermark`): the CSN clock, the
+    /// watermark, the change feed. Borrowed, never cloned per operation: its count would be
+    /// one every core writes.
+    pub fn hub(&self) -> &Arc<ferrodir_shard::Hub> {
+        &self.local.info.hub
     }
 
     pub fn shard_count(&self) -> usize {

@@ -74,9 +74,7 @@ impl ShardActor {
         // entry cache (`entrycache`).
         core.become_owner()?;
         let next_seq = core.stored_next_seq()?;
-        if let Some(hub) = crate::write::watermark::hub() {
-            hub.restore(core.info.index, core.stored_csn_max()?);
-        }
+        core.info.hub.restore(core.info.index, core.stored_csn_max()?);
         let committer = spawn_committer(core.engine(), core.info.index)?;
         let deletelog = crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
         Ok(Self {
@@ -223,11 +221,9 @@ impl ShardActor {
             }
             Err(e) => {
                 let pending = std::mem::take(&mut self.stager.pending);
-                if let Some(hub) = crate::write::watermark::hub() {
-                    // Nothing of either batch will ever be visible: nothing pending holds
-                    // the watermark back.
-                    hub.committed(self.core.info.index, 0, u64::MAX);
-                }
+                // Nothing of either batch will ever be visible: nothing pending holds the
+                // watermark back.
+                self.core.info.hub.committed(self.core.info.index, 0, u64::MAX);
                 self.roll_back(&batch, &pending, &e);
                 // The failed batches' log records never landed.
                 match crate::write::deletelog::DeleteLog::load(self.core.snapshot().as_ref()) {
@@ -308,7 +304,7 @@ impl ShardActor {
     /// The batch is visible: moves this shard's part of the watermark and hands the
     /// batch's changes to the persist searches (`watermark.rs`), without waiting on them.
     fn publish_csns(&mut self, batch: &mut Overlay) {
-        let Some(hub) = crate::write::watermark::hub() else { return };
+        let hub = &self.core.info.hub;
         let shard = self.core.info.index;
         // Fed before its CSN counts in the watermark: a persist search that reads the
         // watermark and then drains its feed has every change at or below it.
@@ -603,6 +599,7 @@ mod tests {
             rules,
             bloom: Default::default(),
             grams: Default::default(),
+            hub: crate::write::watermark::Hub::new(1, 0),
         }
     }
 

@@ -40,6 +40,9 @@ pub struct ShardInfo {
     /// Which shards may hold each substring gram: one table that every shard writes its
     /// own bit in and every worker reads (`gramsummary`).
     pub grams: Arc<crate::index::gramsummary::GramShards>,
+    /// What the directory's shards share about writes: the CSN clock, the watermark, the
+    /// change feed (`write/watermark.rs`).
+    pub hub: Arc<crate::write::watermark::Hub>,
 }
 
 pub struct ShardCore {
@@ -431,6 +434,7 @@ pub(crate) mod tests {
             rules,
             bloom: Default::default(),
             grams: Default::default(),
+            hub: crate::write::watermark::Hub::new(1, 0),
         }
     }
 

@@ -35,7 +35,8 @@
 //!   stuck actor.
 //!
 //! Every module is `pub(crate)`; other crates use the names re-exported below (the public
-//! interface), plus `storage` and, for the offline tools, `keys`.
+//! interface), plus `storage` and `offline` (what the offline tools read and rewrite of a
+//! shard, as operations: the key layout never leaves this crate).
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -56,6 +57,7 @@ pub(crate) mod fatal;
 pub(crate) mod id;
 pub(crate) mod index;
 pub(crate) mod memberof;
+pub mod offline;
 pub(crate) mod query;
 pub(crate) mod refs;
 pub(crate) mod rights;
@@ -81,10 +83,10 @@ pub use crate::skeleton::{Skeleton, SkeletonCell};
 // Writes.
 pub use crate::refs::RefRewrite;
 pub use crate::write::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
+pub use crate::write::clock::{Clock, SERVER_ID_MAX};
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
-    civil_time, clock_now, csn_of, micros_of_csn, server_id, set_server_id, set_structural_class,
-    stamp_imported, uuid_octets, Stamp, SERVER_ID_MAX,
+    civil_time, format_csn, micros_of_csn, set_structural_class, stamp_imported, uuid_octets, Stamp,
 };
 // Matching, indexing and the filters that skip shards.
 pub use crate::index::bloom::{EqBloom, Probe};
@@ -118,17 +120,12 @@ pub use crate::write::deletelog::{
     prefix as delete_log_prefix, read as read_delete_log, DeleteLogSettings, LogRecord, LogView,
     DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT, KEPT_KEY as DELETE_LOG_KEPT_KEY,
 };
-pub use crate::write::watermark::{
-    hub as watermark_hub, install as install_watermark_hub, replicated_context, set_replicated_context,
-    Change, FeedBatch, Hub, Subscription,
-};
+pub use crate::write::watermark::{Change, FeedBatch, Hub, Subscription};
 // Offline loads: one shard's bulk transaction, and the index-ready marks.
 pub use crate::bulk::{BulkError, BulkLoader, BulkResult, Fed, LoadStats, Loaded, ShardWriter, SortSpill};
 pub use crate::index::marks::{
     mark_all_ready as mark_indexes_ready, ready_everywhere as indexes_ready_everywhere,
     ready_marks as index_ready_marks, ready_prefix as index_ready_prefix,
 };
-// `storage` (storage engines, a module of its own) and, until the offline tools (verify,
-// export, reindex, backup, the data directory's opening and the replication cookie) move
-// behind operations, `keys`, the on-disk key layout they scan, are public modules too.
-pub use crate::index::keys;
+// `storage` (storage engines) and `offline` (what the offline tools read and rewrite of a
+// shard, the key layout kept inside) are public modules of their own.

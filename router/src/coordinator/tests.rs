@@ -10,8 +10,8 @@ use ferrodir_proto::schema::Schema;
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageError, StorageResult};
 use ferrodir_shard::EntryId;
 use ferrodir_shard::{
-    keys, shard_for_child, IndexConfig, RuleTable, ShardActor, ShardCore, ShardInfo, Skeleton, SkeletonCell,
-    Write, WriteOp, WriteOutcome,
+    shard_for_child, IndexConfig, RuleTable, ShardActor, ShardCore, ShardInfo, Skeleton, SkeletonCell, Write,
+    WriteOp, WriteOutcome,
 };
 
 use ferrodir_proto::Dn;
@@ -48,7 +48,7 @@ impl KvEngine for Flaky {
     }
 }
 
-fn info(index: usize) -> ShardInfo {
+fn info(index: usize, hub: &Arc<ferrodir_shard::Hub>) -> ShardInfo {
     let schema = Arc::new(Schema::standard());
     let rules = Arc::new(RuleTable::from_schema(&schema));
     let indexes = Arc::new(IndexConfig::from_directives(&["member,seeAlso eq"], &rules).unwrap());
@@ -61,6 +61,7 @@ fn info(index: usize) -> ShardInfo {
         rules,
         bloom: Default::default(),
         grams: Default::default(),
+        hub: hub.clone(),
     }
 }
 
@@ -104,12 +105,13 @@ async fn setup_with(dir: &std::path::Path, refint: Option<Arc<RefintConfig>>) ->
     let mut cores = Vec::new();
     let mut engines = Vec::new();
     let mut shards = Vec::new();
+    let hub = ferrodir_shard::Hub::new(SHARDS, 0);
     for index in 0..SHARDS {
         let engine = Arc::new(Flaky {
             inner: EngineKind::Redb.open(dir, index, &Default::default()).unwrap(),
             refused: Mutex::new(None),
         });
-        let core = Rc::new(ShardCore::new(info(index), engine.clone()).unwrap());
+        let core = Rc::new(ShardCore::new(info(index, &hub), engine.clone()).unwrap());
         shards.push(ShardActor::new(core.clone()).unwrap().start());
         cores.push(core);
         engines.push(engine);
@@ -157,7 +159,7 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
 
         // Modify DN: the old name's shard refuses the removal of the old name.
         let old_shard = shard_for_child(parent, "cn=l", SHARDS);
-        s.engines[old_shard].refuse(Some(keys::dn(parent, "cn=l")));
+        s.engines[old_shard].refuse(Some(ferrodir_shard::offline::dn_key(parent, "cn=l")));
         let moved = s.coordinator.send(MoveEntry {
             target: Located { id: leaf, parent, rdn_norm: "cn=l".into(), container: false },
             new_parent: parent,
@@ -178,7 +180,7 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
         // Delete: the name's shard (not the entry's) refuses the removal of the name.
         let name_shard = shard_for_child(parent, &new_rdn, SHARDS);
         assert_ne!(name_shard, leaf.shard());
-        s.engines[name_shard].refuse(Some(keys::dn(parent, &new_rdn)));
+        s.engines[name_shard].refuse(Some(ferrodir_shard::offline::dn_key(parent, &new_rdn)));
         let target = Located { id: leaf, parent, rdn_norm: new_rdn.clone(), container: false };
         s.coordinator.send(delete(target)).await.unwrap().expect("the delete is decided");
         assert!(s.cores[leaf.shard()].record(leaf).unwrap().is_none());
@@ -241,7 +243,7 @@ fn a_move_whose_outcome_is_unknown_is_left_to_recovery() {
 
         // Relocating the entry fails with a storage error: the commit may have reached the
         // disk, so the coordinator may not decide, whatever LDAP code that error maps to.
-        s.engines[s.leaf.shard()].refuse(Some(keys::entry(s.leaf)));
+        s.engines[s.leaf.shard()].refuse(Some(ferrodir_shard::offline::entry_key(s.leaf)));
         let moved = s.coordinator.send(move_leaf_to(&s, &new_rdn, &name)).await.unwrap();
         assert!(moved.is_err());
         s.engines[s.leaf.shard()].refuse(None);
@@ -368,7 +370,7 @@ fn refint_left_unfinished_is_finished_by_recovery() {
     system.block_on(async {
         let s = setup_with(dir.path(), refint_config(None)).await;
         let group = add_group(&s, &["cn=l,o=p", "cn=other,o=p"]).await;
-        s.engines[group.shard()].refuse(Some(keys::entry(group)));
+        s.engines[group.shard()].refuse(Some(ferrodir_shard::offline::entry_key(group)));
         s.coordinator.send(delete(leaf_target(&s))).await.unwrap().expect("the delete is done");
         s.engines[group.shard()].refuse(None);
         assert!(s.cores[s.leaf.shard()].record(s.leaf).unwrap().is_none());

@@ -287,7 +287,7 @@ async fn members_down(
 ) -> LdapResultOf<BTreeSet<EntryId>> {
     let mut found = BTreeSet::new();
     // Read before any of the data: resolutions made from it are good while it holds.
-    let token = resolution_token(skeleton);
+    let token = resolution_token(ctx.worker.hub(), skeleton);
     let Ok(group) = ctx.worker.config.dn_rules().parse(group) else { return Ok(found) };
     let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
@@ -322,10 +322,8 @@ async fn members_down(
     Ok(found)
 }
 
-/// What a group's resolved member ids are cached under (`crate::memberids`); None where
-/// nothing publishes the shards' writes (unit tests): no caching then.
-fn resolution_token(skeleton: &Skeleton) -> Option<crate::memberids::Token> {
-    let hub = ferrodir_shard::watermark_hub()?;
+/// What a group's resolved member ids are cached under (`crate::memberids`).
+fn resolution_token(hub: &ferrodir_shard::Hub, skeleton: &Skeleton) -> Option<crate::memberids::Token> {
     Some(crate::memberids::Token { publications: hub.publications(), skeleton: skeleton.version })
 }
 

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use ferrodir_router::IntentLog;
-use ferrodir_shard::keys;
 use ferrodir_shard::storage::{EngineKind, KvEngine, KvSnapshot, Mutation, StorageOptions};
 use serde::{Deserialize, Serialize};
 
@@ -132,14 +131,13 @@ pub fn backup(
 
 /// Copies every key of `view` into `engine`, in chunks.
 fn copy_view(view: &dyn KvSnapshot, engine: &dyn KvEngine) -> anyhow::Result<ShardCopy> {
-    let entries_prefix = keys::entries_prefix();
     let mut copied = ShardCopy::default();
     let mut chunk: Vec<Mutation> = Vec::with_capacity(CHUNK_KEYS_MAX);
     let mut chunk_bytes = 0;
     let mut failure = None;
     view.scan_prefix(&[], &mut |key, value| {
         copied.keys += 1;
-        copied.entries += u64::from(key.starts_with(&entries_prefix));
+        copied.entries += u64::from(ferrodir_shard::offline::is_entry_key(key));
         chunk_bytes += key.len() + value.len();
         chunk.push(Mutation { key: key.to_vec(), value: Some(value.to_vec()) });
         if chunk.len() >= CHUNK_KEYS_MAX || chunk_bytes >= CHUNK_BYTES_MAX {

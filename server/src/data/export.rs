@@ -9,7 +9,8 @@ use std::io::Write;
 
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::write_entry;
-use ferrodir_shard::{keys, EntryId, EntryRecord, RuleTable, Skeleton};
+use ferrodir_shard::offline::{self, Stored};
+use ferrodir_shard::{EntryId, EntryRecord, RuleTable, Skeleton};
 
 use crate::data::cut::Cut;
 
@@ -71,19 +72,16 @@ fn read_records(cut: &Cut) -> anyhow::Result<Vec<(EntryId, EntryRecord)>> {
     let mut records = Vec::new();
     for (index, view) in cut.views.iter().enumerate() {
         let mut failure = None;
-        view.scan_prefix(&keys::entries_prefix(), &mut |key, value| match (
-            keys::trailing_id(key),
-            EntryRecord::decode(value),
-        ) {
-            (Some(id), Ok(record)) => {
+        offline::each_entry(view.as_ref(), &mut |stored| match stored {
+            Stored::Entry(id, record) => {
                 records.push((id, record));
                 true
             }
-            (id, Err(e)) => {
+            Stored::Undecodable(id, e) => {
                 failure = Some(anyhow::anyhow!("shard {index}, entry {id:?}: {e}"));
                 false
             }
-            (None, Ok(_)) => {
+            Stored::BadKey(key) => {
                 failure = Some(anyhow::anyhow!("shard {index}: malformed entry key {key:02x?}"));
                 false
             }

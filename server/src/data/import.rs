@@ -98,9 +98,8 @@ fn load_into(
     sort_memory_bytes: usize,
     progress: &LoadProgress,
 ) -> anyhow::Result<LoadReport> {
+    // The CSNs it stamps carry this server's id (the store's clock).
     let store = Store::open(config, dir)?;
-    // The CSNs it stamps carry this server's id.
-    ferrodir_shard::set_server_id(config.server_id);
     // Offline: values are stored as the file holds them, never hashed.
     let directory =
         crate::directory::directory_config(config, &store, crate::directory::offline_hash_pool())?;

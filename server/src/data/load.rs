@@ -45,7 +45,7 @@ use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::Dn;
 use ferrodir_router::DirectoryConfig;
 use ferrodir_shard::{
-    keys, set_structural_class, shard_for_child, BulkLoader, EntryId, EntryRecord, Fed, LoadStats, Loaded,
+    set_structural_class, shard_for_child, BulkLoader, EntryId, EntryRecord, Fed, LoadStats, Loaded,
     SortSpill,
 };
 
@@ -275,12 +275,7 @@ fn ensure_empty(store: &Store) -> anyhow::Result<()> {
 
 /// Whether a shard holds at least one entry.
 pub fn shard_has_entries(engine: &dyn ferrodir_shard::storage::KvEngine) -> anyhow::Result<bool> {
-    let mut found = false;
-    engine.snapshot()?.scan_prefix(&keys::entries_prefix(), &mut |_, _| {
-        found = true;
-        false
-    })?;
-    Ok(found)
+    Ok(ferrodir_shard::offline::has_entries(engine.snapshot()?.as_ref())?)
 }
 
 // --- reader -----------------------------------------------------------------------------
@@ -710,7 +705,14 @@ fn write_shard(
     spill: SortSpill<'_>,
     work: Receiver<ShardMsg>,
 ) -> anyhow::Result<WriterEnd> {
-    let loader = BulkLoader::new(store.engines[shard].as_ref(), &store.indexes, &store.rules, author, spill);
+    let loader = BulkLoader::new(
+        store.engines[shard].as_ref(),
+        &store.indexes,
+        &store.rules,
+        author,
+        store.hub.clock(),
+        spill,
+    );
     let loaded = loader.run(|writer| {
         for message in work.iter() {
             match message {
@@ -801,7 +803,7 @@ member: UID=bjensen, OU=people, DC=example, DC=com
                 }
                 // The highest CSN committed: a time, and written by the shard actor's commit
                 // (which this test's staging skips), not by staging.
-                if key == keys::meta("csn_max").as_slice() {
+                if key == ferrodir_shard::offline::meta_key("csn_max").as_slice() {
                     return true;
                 }
                 let shown = if key.first() == Some(&b'E') {

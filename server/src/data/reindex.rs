@@ -3,8 +3,9 @@
 //! shard, searches don't use it (see `shard::index`).
 
 use anyhow::Context as _;
-use ferrodir_shard::storage::{Mutation, Table};
-use ferrodir_shard::{index_ready_marks, index_ready_prefix, keys, EntryRecord};
+use ferrodir_shard::offline::{self, Stored};
+use ferrodir_shard::storage::Mutation;
+use ferrodir_shard::{index_ready_marks, index_ready_prefix};
 
 use crate::data::store::Store;
 
@@ -27,35 +28,26 @@ pub fn reindex(store: &Store) -> anyhow::Result<usize> {
 fn reindex_shard(store: &Store, shard: usize) -> anyhow::Result<usize> {
     let engine = &store.engines[shard];
     let snapshot = engine.snapshot()?;
-    let mut batch = Vec::new();
-    for table in [Table::Eq, Table::Pres, Table::Sub, Table::Ord] {
-        snapshot.scan_prefix(&keys::table_prefix(table), &mut |key, _| {
-            batch.push(Mutation { key: key.to_vec(), value: None });
-            true
-        })?;
-    }
+    let mut batch = offline::clear_indexes(snapshot.as_ref())?;
     snapshot.scan_prefix(&index_ready_prefix(), &mut |key, _| {
         batch.push(Mutation { key: key.to_vec(), value: None });
         true
     })?;
     let mut entries = 0;
     let mut failure = None;
-    snapshot.scan_prefix(&keys::entries_prefix(), &mut |key, value| match (
-        keys::trailing_id(key),
-        EntryRecord::decode(value),
-    ) {
-        (Some(id), Ok(record)) => {
+    offline::each_entry(snapshot.as_ref(), &mut |stored| match stored {
+        Stored::Entry(id, record) => {
             entries += 1;
             for index_key in store.indexes.keys_for(&store.rules, id, &record.entry) {
                 batch.push(Mutation { key: index_key, value: Some(Vec::new()) });
             }
             true
         }
-        (_, Err(e)) => {
-            failure = Some(anyhow::anyhow!("entry {:?}: {e}", keys::trailing_id(key)));
+        Stored::Undecodable(id, e) => {
+            failure = Some(anyhow::anyhow!("entry {id:?}: {e}"));
             false
         }
-        (None, _) => true,
+        Stored::BadKey(_) => true,
     })?;
     if let Some(e) = failure {
         return Err(e);

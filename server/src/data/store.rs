@@ -9,13 +9,13 @@ use anyhow::Context as _;
 use ferrodir_shard::{ShardCore, ShardInfo};
 
 use ferrodir_proto::schema::Schema;
-use ferrodir_shard::{EntryCache, EqBloom, GramShards, IndexConfig, RuleTable};
+use ferrodir_shard::{EntryCache, EqBloom, GramShards, Hub, IndexConfig, RuleTable};
 
+use ferrodir_shard::storage::Mutation;
 use ferrodir_shard::storage::{
     EngineKind, KvEngine, KvSnapshot, OpenError, StorageError, StorageOptions, StorageResult,
 };
-use ferrodir_shard::storage::{Mutation, Table};
-use ferrodir_shard::{indexes_ready_everywhere, keys, mark_indexes_ready, Skeleton, FLAG_CONTAINER};
+use ferrodir_shard::{indexes_ready_everywhere, mark_indexes_ready, Skeleton, FLAG_CONTAINER};
 
 use crate::config::Config;
 use crate::data::manifest::Manifest;
@@ -34,6 +34,10 @@ pub struct Store {
     /// Per shard: its entry cache, shared by its owner and every replica (`shard::entrycache`);
     /// sized by `[limits] cache_bytes` when serving, empty for tools.
     pub entry_caches: Vec<Arc<EntryCache>>,
+    /// What the shards share about writes: the CSN clock (its CSNs carry `server_id`), the
+    /// watermark, the change feed (`shard::write::watermark`). One per open directory, so
+    /// that two in one process (the in-process tests) keep their clocks apart.
+    pub hub: Arc<Hub>,
     /// The settings its redb files were opened with; every other redb file of the directory
     /// (the coordinator's intent log, a backup's copies) opens with them too.
     pub storage: StorageOptions,
@@ -126,6 +130,7 @@ impl Store {
         let entry_caches =
             engines.iter().map(|_| Arc::new(EntryCache::new(per_shard, rules.clone()))).collect();
         Ok(Self {
+            hub: Hub::new(manifest.shards, config.server_id),
             manifest,
             engines,
             indexes: Arc::new(indexes),
@@ -150,6 +155,7 @@ impl Store {
             rules: self.rules.clone(),
             bloom: self.blooms[index].clone(),
             grams: self.grams.clone(),
+            hub: self.hub.clone(),
         }
     }
 
@@ -171,7 +177,7 @@ impl Store {
                 }
                 if !has_children {
                     record.flags &= !FLAG_CONTAINER;
-                    batch.push(Mutation { key: keys::entry(id), value: Some(record.encode()) });
+                    batch.push(ferrodir_shard::offline::put_entry(id, &record));
                 }
             }
             if !batch.is_empty() {
@@ -199,12 +205,11 @@ impl Store {
                         self.grams
                             .fill_from(index, snapshot.as_ref(), &self.indexes, &self.rules)
                             .with_context(|| format!("shard {index}"))?;
-                        snapshot.scan_prefix(&keys::table_prefix(Table::Eq), &mut |key, _| {
+                        ferrodir_shard::offline::each_eq_key(snapshot.as_ref(), &mut |key| {
                             // The same key staging records (`eqkey::bloom_key`).
                             if let Some(prefix) = ferrodir_shard::bloom_key(key) {
                                 bloom.insert(prefix);
                             }
-                            true
                         })?;
                         Ok(())
                     })

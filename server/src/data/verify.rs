@@ -8,9 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use ferrodir_proto::schema::check::check_entry;
 use ferrodir_proto::Dn;
-use ferrodir_shard::storage::Table;
+use ferrodir_shard::offline::{self, Stored};
 use ferrodir_shard::EntryId;
-use ferrodir_shard::{keys, shard_for_child, EntryRecord};
+use ferrodir_shard::EntryRecord;
 
 use crate::data::store::Store;
 
@@ -32,9 +32,9 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
     let mut actual: Vec<BTreeSet<Vec<u8>>> = vec![BTreeSet::new(); store.engines.len()];
     for (shard, engine) in store.engines.iter().enumerate() {
         let snapshot = engine.snapshot()?;
-        snapshot.scan_prefix(&keys::entries_prefix(), &mut |key, value| {
-            match (keys::trailing_id(key), EntryRecord::decode(value)) {
-                (Some(id), Ok(record)) => {
+        offline::each_entry(snapshot.as_ref(), &mut |stored| {
+            match stored {
+                Stored::Entry(id, record) => {
                     if id.shard() != shard {
                         report
                             .problems
@@ -42,10 +42,12 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
                     }
                     records.insert(id, record);
                 }
-                (id, Err(e)) => {
+                Stored::Undecodable(id, e) => {
                     report.problems.push(format!("shard {shard}: entry {id:?} does not decode: {e}"))
                 }
-                (None, _) => report.problems.push(format!("shard {shard}: malformed entry key {key:02x?}")),
+                Stored::BadKey(key) => {
+                    report.problems.push(format!("shard {shard}: malformed entry key {key:02x?}"))
+                }
             }
             true
         })?;
@@ -59,18 +61,7 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
             }
             true
         })?;
-        for table in [Table::Dn, Table::Children, Table::Eq, Table::Pres, Table::Sub, Table::Ord] {
-            snapshot.scan_prefix(&keys::table_prefix(table), &mut |key, value| {
-                let mut stored = key.to_vec();
-                if table == Table::Dn {
-                    // The DN→ID record's value is part of what must agree.
-                    stored.push(0xff);
-                    stored.extend_from_slice(value);
-                }
-                actual[shard].insert(stored);
-                true
-            })?;
-        }
+        actual[shard] = offline::stored_keys(snapshot.as_ref())?;
     }
     report.entries = records.len();
     if !store.damaged.is_empty() {
@@ -82,10 +73,12 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
     let expected = expected_keys(store, &records, &mut report);
     for (shard, (want, have)) in expected.iter().zip(&actual).enumerate() {
         for missing in want.difference(have) {
-            report.problems.push(format!("shard {shard}: missing key {}", describe(missing)));
+            report.problems.push(format!("shard {shard}: missing key {}", offline::describe_key(missing)));
         }
         for extra in have.difference(want) {
-            report.problems.push(format!("shard {shard}: key with no entry behind it {}", describe(extra)));
+            report
+                .problems
+                .push(format!("shard {shard}: key with no entry behind it {}", offline::describe_key(extra)));
         }
     }
     Ok(report)
@@ -100,13 +93,11 @@ fn expected_keys(
     let shard_count = store.engines.len();
     let mut expected = vec![BTreeSet::new(); shard_count];
     for (&id, record) in records {
-        let home = &mut expected[id.shard()];
-        home.extend(store.indexes.keys_for(&store.rules, id, &record.entry));
-        home.insert(keys::child(record.parent, id));
-        let mut dn_key = keys::dn(record.parent, &record.rdn_norm);
-        dn_key.push(0xff);
-        dn_key.extend_from_slice(&id.to_be_bytes());
-        expected[shard_for_child(record.parent, &record.rdn_norm, shard_count)].insert(dn_key);
+        for (shard, key) in offline::expected_keys(&store.indexes, &store.rules, id, record, shard_count) {
+            if let Some(keys) = expected.get_mut(shard) {
+                keys.insert(key);
+            }
+        }
         if record.parent != EntryId::ROOT {
             match records.get(&record.parent) {
                 None => report
@@ -125,10 +116,4 @@ fn expected_keys(
         }
     }
     expected
-}
-
-fn describe(key: &[u8]) -> String {
-    let table = key.first().map(|b| *b as char).unwrap_or('?');
-    let text: String = key[1..].iter().map(|b| if b.is_ascii_graphic() { *b as char } else { '.' }).collect();
-    format!("{table}:{text}")
 }

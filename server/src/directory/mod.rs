@@ -56,6 +56,7 @@ pub fn directory_config(
         indexes: store.indexes.clone(),
         monitor_readers: names.monitor_readers,
         monitor: Arc::default(),
+        syncrepl: Arc::default(),
         // The offline tools never page: a key for this run; `serve` reads the kept one.
         paged: ferrodir_router::PagedConfig {
             key: CookieKey::random(),

@@ -76,11 +76,28 @@ pub struct Metrics {
     pub tls: Mutex<Option<Arc<crate::serve::tls::TlsContext>>>,
     /// The coordinator's count of intents not yet cleared.
     pub intents_pending: Mutex<Option<Arc<std::sync::atomic::AtomicU64>>>,
+    /// The directory's write state: contextCSN.
+    pub hub: Arc<ferrodir_shard::Hub>,
+    /// The syncrepl consumers this server serves as a provider.
+    pub syncrepl: Arc<ferrodir_router::SyncreplStats>,
+    /// The replication consumers this server runs (`[[replication]]`).
+    pub replication: crate::replication::status::Consumers,
     process: prometheus::Registry,
 }
 
+/// What the metrics read beyond the shards and workers: the directory's shared write state
+/// and its provider's consumers.
+pub struct Sources {
+    pub shards: Vec<Arc<ShardStats>>,
+    pub shard_files: Vec<PathBuf>,
+    pub skeleton: Arc<SkeletonCell>,
+    pub hub: Arc<ferrodir_shard::Hub>,
+    pub syncrepl: Arc<ferrodir_router::SyncreplStats>,
+}
+
 impl Metrics {
-    pub fn new(shards: Vec<Arc<ShardStats>>, shard_files: Vec<PathBuf>, skeleton: Arc<SkeletonCell>) -> Self {
+    pub fn new(sources: Sources) -> Self {
+        let Sources { shards, shard_files, skeleton, hub, syncrepl } = sources;
         let process = prometheus::Registry::new();
         #[cfg(target_os = "linux")]
         if let Err(e) =
@@ -99,6 +116,9 @@ impl Metrics {
             serving: AtomicBool::new(false),
             tls: Mutex::default(),
             intents_pending: Mutex::default(),
+            hub,
+            syncrepl,
+            replication: Default::default(),
             process,
         }
     }
@@ -118,7 +138,7 @@ impl Metrics {
             .collect();
         if failed.is_empty() {
             // A replica is ready once every consumer has caught up (replication::status).
-            crate::replication::status::readiness()
+            self.replication.readiness()
         } else {
             Err(format!("shards taking no writes after a failed commit: {}", failed.join(", ")))
         }
@@ -130,8 +150,8 @@ impl Metrics {
         families.extend(self.server_families());
         families.extend(self.operation_families());
         families.extend(self.shard_families());
-        families.extend(crate::replication::status::families());
-        families.extend(syncrepl::families());
+        families.extend(self.replication.families());
+        families.extend(syncrepl::families(&self.syncrepl.snapshot(), &self.hub));
         // A family with no series (the certificate's expiry without [tls]) can't be encoded.
         families.retain(|family| !family.get_metric().is_empty());
         let mut out = Vec::new();

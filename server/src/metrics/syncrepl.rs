@@ -1,12 +1,12 @@
 //! The replication provider's families: the syncrepl consumers it serves
-//! (router's syncrepl_snapshot, read at scrape time) and its contextCSN.
+//! (router's SyncreplStats, read at scrape time) and its contextCSN.
 
-use ferrodir_router::syncrepl_snapshot;
+use ferrodir_router::SyncreplSnapshot;
+use ferrodir_shard::Hub;
 
 use super::family::Family;
 
-pub fn families() -> Vec<prometheus::proto::MetricFamily> {
-    let now = syncrepl_snapshot();
+pub fn families(now: &SyncreplSnapshot, hub: &Hub) -> Vec<prometheus::proto::MetricFamily> {
     let mut consumers = Family::gauge(
         "ferrodir_syncrepl_consumers",
         "Syncrepl consumers served now (searches with the Sync Request control), by phase.",
@@ -33,7 +33,7 @@ pub fn families() -> Vec<prometheus::proto::MetricFamily> {
         "ferrodir_syncrepl_context_csn_seconds",
         "contextCSN (the committed low-watermark across shards) as Unix time; 0 before the first write.",
     );
-    let micros = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
+    let micros = hub.watermark();
     context.value(&[], micros as f64 / 1e6);
     vec![consumers.done(), lag.done(), required.done(), refreshes.done(), context.done()]
 }

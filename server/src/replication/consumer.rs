@@ -69,7 +69,7 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
     };
     drop(views);
     if let Some(c) = &stored {
-        ferrodir_shard::set_replicated_context(cookie::csns(c));
+        worker.hub().set_replicated_context(cookie::csns(c));
     }
     tracing::info!(rid, provider = %settings.provider, entries = applier.known(), cookie = ?stored.as_deref().map(String::from_utf8_lossy), "replication consumer starting");
     let mut attempt = 0u64;
@@ -362,7 +362,7 @@ async fn commit_pending(
         return Ok(());
     }
     cookie::commit(worker, settings.rid, &c).await.map_err(ApplyError::from)?;
-    ferrodir_shard::set_replicated_context(cookie::csns(&c));
+    worker.hub().set_replicated_context(cookie::csns(&c));
     *stored = Some(c);
     Ok(())
 }

@@ -9,7 +9,7 @@
 
 use ferrodir_proto::message::sync::Cookie;
 use ferrodir_router::Worker;
-use ferrodir_shard::{keys, ShardCore, WriteOp};
+use ferrodir_shard::{ShardCore, WriteOp};
 
 /// The shard that holds every consumer's cookie.
 const COOKIE_SHARD: usize = 0;
@@ -21,7 +21,7 @@ fn name(rid: u32) -> String {
 /// The cookie committed last for `rid`, if any.
 pub fn load(view: &ShardCore, rid: u32) -> ferrodir_shard::ShardResult<Option<Vec<u8>>> {
     view.refresh_snapshot()?;
-    let value = view.snapshot().get(&keys::meta(&name(rid)))?;
+    let value = ferrodir_shard::offline::meta(view.snapshot().as_ref(), &name(rid))?;
     view.release_snapshot();
     Ok(value.filter(|v| !v.is_empty()))
 }

@@ -2,7 +2,7 @@
 //! cn=Monitor. One writer per consumer (its task); readers take atomics or a short lock.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::settings::Replication;
@@ -120,7 +120,7 @@ impl Status {
 
     /// An entry with this entryCSN was applied.
     pub fn applied_csn(&self, csn: &str) {
-        if let Some(micros) = csn_micros(csn) {
+        if let Some(micros) = ferrodir_shard::micros_of_csn(csn) {
             self.newest_csn_micros.fetch_max(micros, Ordering::Relaxed);
         }
     }
@@ -203,61 +203,43 @@ fn unix_now_s() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The time a CSN names (`YYYYmmddHHMMSS.ffffffZ#...`), in microseconds since the epoch.
-pub fn csn_micros(csn: &str) -> Option<u64> {
-    let digits = csn.get(..14)?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// The status of every replication consumer of one server: registered as each starts,
+/// read by /readyz, the metrics endpoint and cn=Monitor.
+#[derive(Default)]
+pub struct Consumers(Mutex<Vec<Arc<Status>>>);
+
+impl Consumers {
+    /// The status of a consumer about to start.
+    pub fn register(&self, settings: &Replication) -> Arc<Status> {
+        let status = Arc::new(Status::new(settings));
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(status.clone());
+        status
     }
-    let num = |r: std::ops::Range<usize>| digits.get(r).and_then(|s| s.parse::<i64>().ok());
-    let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
-    let (h, mi, s) = (num(8..10)?, num(10..12)?, num(12..14)?);
-    let fraction = csn.get(15..21).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    // Howard Hinnant's days_from_civil.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let seconds = days * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(seconds).ok().map(|s| s * 1_000_000 + fraction)
-}
 
-static REGISTRY: OnceLock<Mutex<Vec<Arc<Status>>>> = OnceLock::new();
+    /// Every consumer's status.
+    pub fn all(&self) -> Vec<Arc<Status>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 
-fn registry() -> &'static Mutex<Vec<Arc<Status>>> {
-    REGISTRY.get_or_init(Mutex::default)
-}
+    /// /readyz: every consumer has finished its first refresh (refreshAndPersist: and persists).
+    pub fn readiness(&self) -> Result<(), String> {
+        let waiting: Vec<String> =
+            self.all().iter().filter(|s| !s.is_ready()).map(|s| format!("rid={:03}", s.rid)).collect();
+        if waiting.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("replication not caught up: {}", waiting.join(", ")))
+        }
+    }
 
-/// The status of a consumer about to start.
-pub fn register(settings: &Replication) -> Arc<Status> {
-    let status = Arc::new(Status::new(settings));
-    registry().lock().unwrap_or_else(|p| p.into_inner()).push(status.clone());
-    status
-}
-
-/// Every consumer's status.
-pub fn all() -> Vec<Arc<Status>> {
-    registry().lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
-
-/// /readyz: every consumer has finished its first refresh (refreshAndPersist: and persists).
-pub fn readiness() -> Result<(), String> {
-    let waiting: Vec<String> =
-        all().iter().filter(|s| !s.is_ready()).map(|s| format!("rid={:03}", s.rid)).collect();
-    if waiting.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("replication not caught up: {}", waiting.join(", ")))
+    /// The metric families of every consumer.
+    pub fn families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        families(&self.all())
     }
 }
 
-/// The metric families of every consumer.
-pub fn families() -> Vec<prometheus::proto::MetricFamily> {
+fn families(consumers: &[Arc<Status>]) -> Vec<prometheus::proto::MetricFamily> {
     use crate::metrics::family::Family;
-    let consumers = all();
     if consumers.is_empty() {
         return Vec::new();
     }
@@ -271,7 +253,7 @@ pub fn families() -> Vec<prometheus::proto::MetricFamily> {
     );
     let mut applied =
         Family::counter("ferrodir_replication_applied_total", "Changes applied from the provider, by kind.");
-    for c in &consumers {
+    for c in consumers {
         let rid = c.rid.to_string();
         state.value(&[("rid", &rid)], f64::from(c.state() as u8));
         lag.value(&[("rid", &rid)], c.lag_seconds());
@@ -281,17 +263,4 @@ pub fn families() -> Vec<prometheus::proto::MetricFamily> {
         }
     }
     vec![state.done(), lag.done(), applied.done()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csn_times() {
-        let micros = csn_micros("20261130005320.000007Z#000000#abc#000000").unwrap();
-        assert_eq!(micros, 1_796_000_000_000_007);
-        assert_eq!(csn_micros("19700101000000.000000Z#000000#000#000000"), Some(0));
-        assert!(csn_micros("garbage").is_none());
-    }
 }

@@ -53,7 +53,9 @@ impl ServerFacts for Facts {
     }
 
     fn consumers(&self) -> Vec<ConsumerFacts> {
-        crate::replication::status::all()
+        self.metrics
+            .replication
+            .all()
             .iter()
             .map(|s| ConsumerFacts {
                 rid: s.rid,

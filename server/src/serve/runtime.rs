@@ -73,8 +73,7 @@ pub fn serve(
 /// Opens the data directory for serving; a new one gets the example entries when the
 /// config asks for them.
 fn open_store(config: &Config) -> anyhow::Result<Store> {
-    // Every CSN carries the server id, the example entries' too.
-    ferrodir_shard::set_server_id(config.server_id);
+    // Every CSN carries the server id, the example entries' too (the store's clock).
     let store = Store::open_serving(config, &config.data_dir)?;
     if store.created && config.example_data {
         let directory =
@@ -101,7 +100,6 @@ async fn run(
 ) -> anyhow::Result<Threads> {
     let mut prepared = prepare(&config, &mut store)?;
     let shard_count = store.manifest.shards;
-    install_shard_statics(&config, shard_count);
     let mut threads = Threads::default();
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
@@ -110,7 +108,7 @@ async fn run(
     // Moved into the workers: the access-log writer ends once every worker let go of its queue.
     let log_queues = std::mem::take(&mut prepared.log_queues);
     start_workers(&config, &store, &prepared, &started, log_queues, &threads.workers).await?;
-    start_replication(&config, &store, &threads.workers);
+    start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
     let admin =
         start_admin(&config, &store, started.coordinator.clone(), std::mem::take(&mut prepared.gates));
@@ -142,7 +140,7 @@ async fn stop(config: &Config, store: &Store, running: Running, threads: &Thread
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, running.connections.acquire_many(all)).await;
-    ferrodir_router::stopping();
+    threads.stopping();
     threads.stop();
     drop(running.admin);
     running.search_pool.shutdown();
@@ -179,7 +177,13 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     }
     let (skeleton, entry_counts) = store.skeleton(config)?;
     let cell = Arc::new(SkeletonCell::new(skeleton));
-    let metrics = Arc::new(Metrics::new(shard_stats, shard_files(config, store), cell.clone()));
+    let metrics = Arc::new(Metrics::new(crate::metrics::Sources {
+        shards: shard_stats,
+        shard_files: shard_files(config, store),
+        skeleton: cell.clone(),
+        hub: store.hub.clone(),
+        syncrepl: directory.syncrepl.clone(),
+    }));
     let log_format = crate::serve::accesslog::format(&config.access_log)?;
     let log_queues = match crate::serve::accesslog::start(&config.access_log, store.manifest.shards)? {
         Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
@@ -206,14 +210,6 @@ fn shard_files(config: &Config, store: &Store) -> Vec<std::path::PathBuf> {
     }
 }
 
-/// Before any shard starts: CSNs carry the server id, and each shard's actor publishes
-/// its part of contextCSN (shard::watermark). Both stay process-wide: the CSN clock is read
-/// wherever a stamp is made (shard and router), and the hub by every shard and sync search.
-fn install_shard_statics(config: &Config, shard_count: usize) {
-    ferrodir_shard::set_server_id(config.server_id);
-    ferrodir_shard::install_watermark_hub(shard_count);
-}
-
 /// The arbiters of a running server. Dropped (a start that failed half-way), they are
 /// told to stop; [`Threads::join`] also waits for them.
 #[derive(Default)]
@@ -224,6 +220,18 @@ struct Threads {
 }
 
 impl Threads {
+    /// Tells each worker the server is stopping it: an operation dropped from now on was cut
+    /// off by the shutdown. Queued before [`Threads::stop`]'s stop, so each runs first.
+    fn stopping(&self) {
+        for arbiter in &self.workers {
+            arbiter.spawn_fn(|| {
+                if let Some(worker) = WORKER.with(|slot| slot.borrow().clone()) {
+                    worker.stopping();
+                }
+            });
+        }
+    }
+
     fn stop(&self) {
         for arbiter in self.workers.iter().chain(self.coordinator.as_ref()) {
             arbiter.stop();
@@ -538,10 +546,10 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
 
 /// Starts one replication consumer per `[[replication]]` entry (server/src/replication),
 /// the i-th on worker `i mod N`, with read views of every shard for its start-up scan.
-fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter]) {
+fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metrics: &Metrics) {
     for (i, settings) in config.replication.iter().enumerate() {
         let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
-        let status = crate::replication::status::register(settings);
+        let status = metrics.replication.register(settings);
         let sources: Vec<_> = (0..store.manifest.shards)
             .map(|s| {
                 (ShardInfo { entry_cache: None, ..store.shard_info(s, config) }, store.engines[s].clone())

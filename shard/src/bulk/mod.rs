@@ -26,8 +26,9 @@ use crate::index::keys;
 use crate::index::marks::ready_marks;
 use crate::rules::RuleTable;
 use crate::storage::{BulkSink, KvEngine, StorageError, StorageResult, Table};
+use crate::write::clock::Clock;
 use crate::write::layout;
-use crate::write::stamp::{clock_now, stamp_imported, Stamp};
+use crate::write::stamp::stamp_imported;
 use sort::{SortedKeys, SortedOut};
 
 /// Why a bulk load failed. Its text is the storage error's (or the sort file's) as is.
@@ -96,6 +97,8 @@ pub struct BulkLoader<'a> {
     rules: &'a RuleTable,
     /// The creatorsName and modifiersName of every entry loaded.
     author: &'a str,
+    /// The directory's CSN clock (`write/clock.rs`): every entry's entryCSN.
+    clock: &'a Clock,
     sorted: SortedKeys,
 }
 
@@ -105,17 +108,18 @@ impl<'a> BulkLoader<'a> {
         indexes: &'a IndexConfig,
         rules: &'a RuleTable,
         author: &'a str,
+        clock: &'a Clock,
         spill: SortSpill<'_>,
     ) -> Self {
         let sorted = SortedKeys::new(spill.dir, spill.label, spill.budget_bytes);
-        Self { engine, indexes, rules, author, sorted }
+        Self { engine, indexes, rules, author, clock, sorted }
     }
 
     /// Runs the shard's bulk transaction: `feed` puts the entries through the
     /// [`ShardWriter`] it is given; on [`Fed::Complete`] the sorted keys and the metadata
     /// follow and the transaction commits (durably).
     pub fn run(self, feed: impl FnOnce(&mut ShardWriter<'_>) -> BulkResult<Fed>) -> BulkResult<Loaded> {
-        let Self { engine, indexes, rules, author, sorted } = self;
+        let Self { engine, indexes, rules, author, clock, sorted } = self;
         // In Options: each is consumed inside a closure that could run again.
         let mut feed = Some(feed);
         let mut sorted = Some(sorted);
@@ -131,6 +135,7 @@ impl<'a> BulkLoader<'a> {
                 indexes,
                 rules,
                 author,
+                clock,
                 containers: Vec::new(),
             };
             let fed = feed(&mut writer)?;
@@ -139,7 +144,7 @@ impl<'a> BulkLoader<'a> {
                 abandoned = true;
                 return Err(StorageError("the import stopped before its end".into()));
             };
-            stats = Some(finish(sink, sorted, indexes, &containers, next_seq)?);
+            stats = Some(finish(sink, sorted, indexes, &containers, next_seq, clock.now())?);
             Ok(())
         });
         match (outcome, stats) {
@@ -164,6 +169,7 @@ fn finish(
     indexes: &IndexConfig,
     containers: &[EntryId],
     next_seq: u64,
+    csn_max: u64,
 ) -> StorageResult<(usize, Instant, Instant)> {
     for &id in containers {
         mark_container(sink, id)?;
@@ -174,7 +180,7 @@ fn finish(
     let next_seq = layout::next_seq(next_seq);
     sorted.put(&next_seq.key, next_seq.value.as_deref().unwrap_or_default())?;
     // The load's last CSN: the suffix's contextCSN once the server starts.
-    sorted.put(&keys::meta("csn_max"), &clock_now().to_be_bytes())?;
+    sorted.put(&keys::meta("csn_max"), &csn_max.to_be_bytes())?;
     let started = Instant::now();
     let runs = sorted.runs_written();
     sorted.finish(&mut SinkOut { sink, key: Vec::new(), prefix_len: 0 })?;
@@ -188,6 +194,7 @@ pub struct ShardWriter<'s> {
     indexes: &'s IndexConfig,
     rules: &'s RuleTable,
     author: &'s str,
+    clock: &'s Clock,
     /// Entries that got a first child: flagged after the last entry, so that the entry
     /// records go in as one ascending run (a read in between would end it).
     containers: Vec<EntryId>,
@@ -197,7 +204,7 @@ impl ShardWriter<'_> {
     /// Stamps and stores one new entry: its record straight into the transaction (a
     /// shard's ids count up in placement order: appends), its other keys into the sort.
     pub fn put_entry(&mut self, id: EntryId, mut record: EntryRecord) -> BulkResult<()> {
-        stamp_imported(&mut record.entry, &Stamp::now(self.author));
+        stamp_imported(&mut record.entry, &self.clock.stamp(self.author));
         // The layout an Add stages (`layout::new_entry`), so both store an entry alike;
         // visited key by key (a repeated index key is dropped by the sort).
         let mut failed = None;

@@ -431,6 +431,7 @@ mod tests {
             rules,
             bloom: Default::default(),
             grams: table.clone(),
+            hub: crate::write::watermark::Hub::new(2, 0),
         };
         let system = actix::System::new();
         system.block_on(async {

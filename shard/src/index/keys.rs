@@ -62,6 +62,7 @@ pub fn eq_attr_prefix(attr_lower: &str) -> Vec<u8> {
     key
 }
 
+#[cfg(test)]
 pub fn eq(attr_lower: &str, value_norm: &[u8], id: EntryId) -> Vec<u8> {
     let mut key = eq_prefix(attr_lower, value_norm);
     key.extend_from_slice(&id.to_be_bytes());
@@ -76,6 +77,7 @@ pub fn pres_prefix(attr_lower: &str) -> Vec<u8> {
     key
 }
 
+#[cfg(test)]
 pub fn pres(attr_lower: &str, id: EntryId) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 + attr_lower.len() + 8);
     pres_into(&mut key, attr_lower, id);
@@ -92,6 +94,7 @@ pub fn pres_into(key: &mut Vec<u8>, attr_lower: &str, id: EntryId) {
 }
 
 /// attr ‖ 0 ‖ gram ‖ id: a substring gram posting.
+#[cfg(test)]
 pub fn sub(attr_lower: &str, gram: &[u8], id: EntryId) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 + attr_lower.len() + gram.len() + 8);
     sub_into(&mut key, attr_lower, gram, id);
@@ -117,15 +120,8 @@ pub fn sub_prefix(attr_lower: &str, gram: &[u8]) -> Vec<u8> {
     key
 }
 
-/// attr ‖ 0 ‖ ordering key ‖ 0 ‖ id: an ordering posting; keys of one attribute sort in the
-/// rule's order.
-pub fn ord(attr_lower: &str, order_key: &[u8], id: EntryId) -> Vec<u8> {
-    let mut key = Vec::with_capacity(3 + attr_lower.len() + order_key.len() + 8);
-    ord_into(&mut key, attr_lower, order_key, id);
-    key
-}
-
-/// [`ord`] into `key` (cleared first).
+/// attr ‖ 0 ‖ ordering key ‖ 0 ‖ id, an ordering posting (keys of one attribute sort in the
+/// rule's order), into `key` (cleared first).
 pub fn ord_into(key: &mut Vec<u8>, attr_lower: &str, order_key: &[u8], id: EntryId) {
     key.clear();
     key.push(Table::Ord as u8);

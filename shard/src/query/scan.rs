@@ -260,7 +260,7 @@ async fn scan(source: &ScanSource, task: &SearchTask) -> ShardResult<Option<Wind
     let mut candidates = Source::for_task(source, task, &mut reader, &stop)?;
     let mut end = window.map(|_| WindowEnd::default());
     let mut window_sent = 0;
-    let judge = Judge::new(&source.info.rules, task);
+    let judge = Judge::new(&source.info.rules, &source.info.hub, task);
     let mut chunk = Chunk::default();
     let mut batch: Vec<EntryId> = Vec::with_capacity(WALK_BATCH);
     let mut matches: Vec<(EntryId, Bytes)> = Vec::new();
@@ -354,7 +354,7 @@ struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    fn new(rules: &'a RuleTable, task: &'a SearchTask) -> Self {
+    fn new(rules: &'a RuleTable, hub: &'a crate::write::watermark::Hub, task: &'a SearchTask) -> Self {
         Judge {
             rules,
             query: Query {
@@ -362,6 +362,7 @@ impl<'a> Judge<'a> {
                 skeleton: &task.skeleton,
                 filter: &task.filter,
                 attrs: &task.attrs,
+                hub,
             },
             scope: task.scope,
             needs: filter_needs(rules, &task.filter),

@@ -243,6 +243,8 @@ pub struct Query<'a> {
     pub skeleton: &'a Skeleton,
     pub filter: &'a Filter,
     pub attrs: &'a AttrSelection,
+    /// The directory's write state: what a suffix entry's contextCSN says.
+    pub hub: &'a crate::write::watermark::Hub,
 }
 
 /// What a filter needs put together before it can be evaluated on an entry.
@@ -619,7 +621,7 @@ fn put_computed(
         }
     }
     if parent == EntryId::ROOT && wanted("contextcsn") {
-        let csns = context_csns();
+        let csns = query.hub.context_csns();
         if !csns.is_empty() {
             let values: Vec<&[u8]> =
                 if sel.types_only { Vec::new() } else { csns.iter().map(|c| c.as_bytes()).collect() };
@@ -634,17 +636,4 @@ fn put_computed(
             attributes.extend(ber::partial_attribute(b"memberOf", &values));
         }
     }
-}
-
-/// A suffix entry's contextCSN, as slapd's syncprov keeps it: the committed low-watermark
-/// across shards (`watermark.rs`), absent before the first write. A replica publishes its
-/// provider's values (`watermark::replicated_context`).
-fn context_csns() -> Vec<String> {
-    let mut csns = crate::write::watermark::replicated_context();
-    if csns.is_empty() {
-        if let Some(micros) = crate::write::watermark::hub().map(|h| h.watermark()).filter(|m| *m > 0) {
-            csns.push(crate::write::stamp::csn_of(micros));
-        }
-    }
-    csns
 }

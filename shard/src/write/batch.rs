@@ -197,12 +197,10 @@ impl Stager {
     pub fn stage(&mut self, core: &ShardCore, op: WriteOp, closed: &dyn Fn(EntryId) -> bool, reply: Reply) {
         if self.pending.csn_floor.is_none() {
             // Before this write takes a CSN: the watermark must not pass it.
-            let floor = crate::write::stamp::clock_now() + 1;
+            let floor = core.info.hub.clock().now() + 1;
             self.pending.csn_floor = Some(floor);
             if self.committing.is_none() {
-                if let Some(hub) = crate::write::watermark::hub() {
-                    hub.set_floor(core.info.index, floor);
-                }
+                core.info.hub.set_floor(core.info.index, floor);
             }
         }
         let mut effects = Effects::default();
@@ -217,16 +215,16 @@ impl Stager {
     /// highest all the same, and the clock moved to it (the floor of the next batch starts
     /// above it), so that this server's watermark passes the entries it holds and a persist
     /// search of a replica (a chain) sends them instead of holding them.
-    fn count_replicated_csn(&mut self, entry: &ferrodir_proto::entry::Entry) {
+    fn count_replicated_csn(&mut self, core: &ShardCore, entry: &ferrodir_proto::entry::Entry) {
         if let Some(micros) = entry.first_str("entryCSN").and_then(crate::write::stamp::micros_of_csn) {
             self.pending.csn_max = self.pending.csn_max.max(micros);
-            crate::write::stamp::seed_clock(micros);
+            core.info.hub.clock().seed(micros);
         }
     }
 
     /// The next CSN, counted into the pending batch's highest.
-    fn stamp(&mut self, author: &str) -> Stamp {
-        let stamp = Stamp::now(author);
+    fn stamp(&mut self, core: &ShardCore, author: &str) -> Stamp {
+        let stamp = core.info.hub.clock().stamp(author);
         self.pending.csn_max = self.pending.csn_max.max(stamp.micros);
         stamp
     }
@@ -314,7 +312,7 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         check_schema(core, &mut record, None)?;
-        stamp_created(&mut record.entry, &self.stamp(author));
+        stamp_created(&mut record.entry, &self.stamp(core, author));
         fx.added = Some((id, Arc::new(record)));
         Ok(WriteOutcome::Added(id))
     }
@@ -329,7 +327,7 @@ impl Stager {
             fx.dns.push((old.parent, old.rdn_norm.clone(), None));
         }
         // A delete takes a CSN too: the watermark (contextCSN) moves past it.
-        let csn = self.stamp("").micros;
+        let csn = self.stamp(core, "").micros;
         fx.logged = log_record(&self.deletelog_settings, csn, id, &old, true);
         fx.csn = csn;
         fx.records.push((id, Some(old.clone()), None));
@@ -347,7 +345,7 @@ impl Stager {
         let old = self.existing(core, id)?;
         let mut next = (*old).clone();
         apply_changes(&core.info.rules, &mut next.entry, changes)?;
-        stamp_modified(&mut next.entry, &self.stamp(author));
+        stamp_modified(&mut next.entry, &self.stamp(core, author));
         if next.parent != EntryId::ROOT {
             check_rdn_kept(&core.info.rules, &next)?;
         }
@@ -402,7 +400,7 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         check_schema(core, &mut next, Some(&old.entry))?;
-        let stamp = self.stamp(author);
+        let stamp = self.stamp(core, author);
         // A replicated move keeps the provider's stamps (the replace that follows
         // carries them); it is logged at this server's clock all the same, later
         // than the provider's CSN, so a delete phase served from here errs towards
@@ -429,7 +427,7 @@ impl Stager {
         if !rewrite.apply(&core.info.rules, &mut next.entry) {
             return Ok(WriteOutcome::Done);
         }
-        stamp_modified(&mut next.entry, &self.stamp(author));
+        stamp_modified(&mut next.entry, &self.stamp(core, author));
         check_schema(core, &mut next, Some(&old.entry))?;
         Ok(replaced(id, old, next, fx))
     }
@@ -441,8 +439,8 @@ impl Stager {
         mut record: EntryRecord,
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
-        crate::write::stamp::stamp_imported(&mut record.entry, &Stamp::now(""));
-        self.count_replicated_csn(&record.entry);
+        crate::write::stamp::stamp_imported(&mut record.entry, &core.info.hub.clock().stamp(""));
+        self.count_replicated_csn(core, &record.entry);
         check_schema(core, &mut record, None)?;
         fx.added = Some((id, Arc::new(record)));
         Ok(WriteOutcome::Added(id))
@@ -456,8 +454,8 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         let old = self.existing(core, id)?;
-        crate::write::stamp::stamp_imported(&mut entry, &Stamp::now(""));
-        self.count_replicated_csn(&entry);
+        crate::write::stamp::stamp_imported(&mut entry, &core.info.hub.clock().stamp(""));
+        self.count_replicated_csn(core, &entry);
         let mut next = EntryRecord {
             parent: old.parent,
             rdn: old.rdn.clone(),

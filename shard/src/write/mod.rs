@@ -3,6 +3,7 @@
 //! and what committed writes publish (the watermark hub, the delete log).
 
 pub(crate) mod batch;
+pub(crate) mod clock;
 pub(crate) mod commit;
 pub(crate) mod deletelog;
 pub(crate) mod layout;

@@ -2,17 +2,9 @@
 //! entryUUID (RFC 4530), entryCSN, createTimestamp, modifyTimestamp, creatorsName and
 //! modifiersName (RFC 4512 §3.4).
 //!
-//! entryCSN comes from one clock for the whole server: a process-wide monotonic counter of
-//! microseconds, so CSNs never repeat or go back, even across shards. Only writes touch it;
-//! reads never do. It is stamped when the write is staged into its batch, and a shard commits
-//! its batches in staging order, so a shard's CSNs rise in commit order. The CSN carries the
-//! configured `server_id` in its third field (three hex digits, as slapd writes it), so
-//! that CSNs of several providers never collide. The clock is seeded at startup with the
-//! highest CSN a shard has committed (`watermark`), so a clock set back doesn't make CSNs go
-//! back either.
-
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+//! entryCSN comes from the directory's clock (`clock.rs`), stamped when the write is staged
+//! into its batch; a shard commits its batches in staging order, so a shard's CSNs rise in
+//! commit order.
 
 use ferrodir_proto::entry::{Attribute, Entry};
 
@@ -26,37 +18,6 @@ pub const STORED_OPERATIONAL: &[&str] = &[
     "modifiersname",
     "modifytimestamp",
 ];
-
-static CLOCK_MICROS: AtomicU64 = AtomicU64::new(0);
-/// The `server_id` (0–4095), set once at startup before any write.
-static SERVER_ID: AtomicU32 = AtomicU32::new(0);
-
-/// The highest server id a CSN can carry (three hex digits).
-pub const SERVER_ID_MAX: u32 = 4095;
-
-/// Sets the server id stamped into every CSN from now on.
-pub fn set_server_id(sid: u32) {
-    SERVER_ID.store(sid.min(SERVER_ID_MAX), Ordering::Relaxed);
-}
-
-pub fn server_id() -> u32 {
-    SERVER_ID.load(Ordering::Relaxed)
-}
-
-/// The clock's last tick (microseconds since the epoch; 0 before the first).
-pub fn clock_now() -> u64 {
-    CLOCK_MICROS.load(Ordering::SeqCst)
-}
-
-/// Moves the clock to at least `micros` (the highest CSN committed before a restart).
-pub fn seed_clock(micros: u64) {
-    CLOCK_MICROS.fetch_max(micros, Ordering::SeqCst);
-}
-
-/// The CSN of a clock tick, with this server's id.
-pub fn csn_of(micros: u64) -> String {
-    format_csn(micros, server_id())
-}
 
 /// `YYYYMMDDHHMMSS.ffffffZ#000000#SID#000000` of a clock tick and a server id.
 pub fn format_csn(micros: u64, sid: u32) -> String {
@@ -74,27 +35,6 @@ pub struct Stamp {
     pub csn: String,
     /// The clock tick the CSN names.
     pub micros: u64,
-}
-
-impl Stamp {
-    /// Takes the next tick of the server-wide clock.
-    pub fn now(author: &str) -> Self {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
-        let mut last = CLOCK_MICROS.load(Ordering::Relaxed);
-        let micros = loop {
-            let next = wall.max(last + 1);
-            // SeqCst: the watermark (`watermark.rs`) reads this clock and the shards' floors
-            // in one total order.
-            match CLOCK_MICROS.compare_exchange_weak(last, next, Ordering::SeqCst, Ordering::Relaxed) {
-                Ok(_) => break next,
-                Err(seen) => last = seen,
-            }
-        };
-        // One civil time for both stamps (`format_csn`'s form, without computing it twice).
-        let civil = civil_time(micros / 1_000_000);
-        let csn = format!("{civil}.{:06}Z#000000#{:03x}#000000", micros % 1_000_000, server_id());
-        Self { author: author.to_string(), time: format!("{civil}Z"), csn, micros }
-    }
 }
 
 /// `YYYYMMDDHHMMSS` of a Unix time (UTC).
@@ -231,14 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn csns_strictly_rise() {
-        let a = Stamp::now("cn=a");
-        let b = Stamp::now("cn=a");
-        assert!(b.csn > a.csn, "{} then {}", a.csn, b.csn);
-        assert_eq!(a.time.len(), 15);
-        // The stamp's CSN is the clock tick's, and its time the same second.
-        assert_eq!(b.csn, csn_of(b.micros));
-        assert_eq!(b.time[..14], b.csn[..14]);
+    fn csn_form() {
         assert_eq!(format_csn(1_796_000_000_000_007, 0xabc), "20261130005320.000007Z#000000#abc#000000");
     }
 
@@ -254,9 +187,9 @@ mod tests {
     #[test]
     fn created_entries_get_every_attribute_once() {
         let mut entry = Entry::default();
-        let stamp = Stamp::now("cn=admin");
-        stamp_created(&mut entry, &stamp);
-        stamp_modified(&mut entry, &Stamp::now("cn=other"));
+        let clock = crate::write::clock::Clock::new(0);
+        stamp_created(&mut entry, &clock.stamp("cn=admin"));
+        stamp_modified(&mut entry, &clock.stamp("cn=other"));
         for name in &STORED_OPERATIONAL[1..] {
             assert_eq!(entry.get(name).map(|a| a.values.len()), Some(1), "{name}");
         }

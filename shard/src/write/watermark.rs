@@ -1,5 +1,8 @@
-//! The committed low-watermark across shards (contextCSN, RFC 4533's provider state) and
-//! the bounded feed of committed changes that persist searches follow.
+//! What the shards of one directory share about their writes, in one value made when the
+//! directory is opened and handed to every shard (`ShardInfo::hub`): the CSN clock
+//! (`clock.rs`), the committed low-watermark across shards (contextCSN, RFC 4533's provider
+//! state), the bounded feed of committed changes that persist searches follow, and on a
+//! replica the provider's contextCSN.
 //!
 //! Each shard publishes two numbers, each written by its own actor only (no counter every
 //! core writes, and nothing on the read path):
@@ -20,12 +23,13 @@
 //! dropped (its flag raised, its sender removed): a slow consumer never slows a commit.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
 use crate::entry::record::EntryRecord;
 use crate::id::EntryId;
+use crate::write::clock::Clock;
 
 /// One shard's published state.
 #[derive(Debug)]
@@ -67,13 +71,12 @@ pub struct Subscription {
     pub batches: mpsc::Receiver<Arc<FeedBatch>>,
     pub dropped: Arc<AtomicBool>,
     id: u64,
+    hub: Arc<Hub>,
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(hub) = hub() {
-            hub.unsubscribe(self.id);
-        }
+        self.hub.unsubscribe(self.id);
     }
 }
 
@@ -84,48 +87,71 @@ struct Subscriber {
 }
 
 pub struct Hub {
+    clock: Clock,
     marks: Vec<ShardMark>,
     subscribers: Mutex<Vec<Subscriber>>,
     /// How many subscribers there are: a shard with none takes no lock.
     count: AtomicUsize,
     next_id: AtomicU64,
+    /// On a replica (a replication consumer, server/src/replication): the provider's
+    /// contextCSN values, those of the last cookie committed with its data. The suffix entry
+    /// publishes them instead of the local watermark, and this server's own provider hands
+    /// them on in its cookies, so that a chain provider → replica → replica compares one set
+    /// of CSNs. Empty: not a replica (or no cookie committed yet).
+    replicated: Mutex<Vec<String>>,
 }
 
-static HUB: OnceLock<Hub> = OnceLock::new();
-
-/// On a replica (a replication consumer, server/src/replication): the provider's contextCSN
-/// values, those of the last cookie committed with its data. The suffix entry publishes
-/// them instead of the local watermark, and this server's own provider hands them on in
-/// its cookies, so that a chain provider → replica → replica compares one set of CSNs.
-/// Empty: not a replica (or no cookie committed yet).
-static REPLICATED_CONTEXT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// The replication consumer, after a cookie is durable: its CSNs are the contextCSN now.
-pub fn set_replicated_context(csns: Vec<String>) {
-    *REPLICATED_CONTEXT.lock().unwrap_or_else(|p| p.into_inner()) = csns;
-}
-
-/// The provider's contextCSN values a replica holds (empty: none).
-pub fn replicated_context() -> Vec<String> {
-    REPLICATED_CONTEXT.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
-
-/// Sets up the marks of `shards` shards, once per process, before any shard starts.
-pub fn install(shards: usize) -> &'static Hub {
-    HUB.get_or_init(|| Hub {
-        marks: (0..shards).map(|_| ShardMark::default()).collect(),
-        subscribers: Mutex::new(Vec::new()),
-        count: AtomicUsize::new(0),
-        next_id: AtomicU64::new(1),
-    })
-}
-
-/// The hub, if the server installed one (unit tests of a lone shard don't).
-pub fn hub() -> Option<&'static Hub> {
-    HUB.get()
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("shards", &self.marks.len())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Hub {
+    /// The hub of a directory of `shards` shards whose CSNs carry `server_id`; made before
+    /// any shard starts.
+    pub fn new(shards: usize, server_id: u32) -> Arc<Self> {
+        Arc::new(Self {
+            clock: Clock::new(server_id),
+            marks: (0..shards).map(|_| ShardMark::default()).collect(),
+            subscribers: Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            replicated: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The directory's CSN clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The replication consumer, after a cookie is durable: its CSNs are the contextCSN now.
+    pub fn set_replicated_context(&self, csns: Vec<String>) {
+        *self.replicated.lock().unwrap_or_else(|p| p.into_inner()) = csns;
+    }
+
+    /// The provider's contextCSN values a replica holds (empty: none).
+    pub fn replicated_context(&self) -> Vec<String> {
+        self.replicated.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// contextCSN as the suffix entry publishes it: a replica's provider values, or the
+    /// committed watermark as a CSN (nothing before the first write).
+    pub fn context_csns(&self) -> Vec<String> {
+        let mut csns = self.replicated_context();
+        if csns.is_empty() {
+            let micros = self.watermark();
+            if micros > 0 {
+                csns.push(self.clock.csn_of(micros));
+            }
+        }
+        csns
+    }
+
     fn mark(&self, shard: usize) -> Option<&ShardMark> {
         self.marks.get(shard)
     }
@@ -135,7 +161,7 @@ impl Hub {
         if let Some(mark) = self.mark(shard) {
             mark.committed.fetch_max(micros, Ordering::SeqCst);
         }
-        crate::write::stamp::seed_clock(micros);
+        self.clock.seed(micros);
     }
 
     /// The shard's actor: nothing was pending and a write is about to take its CSN.
@@ -180,14 +206,14 @@ impl Hub {
     }
 
     /// Follows every shard's committed changes through a channel of `capacity` batches.
-    pub fn subscribe(&self, capacity: usize) -> Subscription {
+    pub fn subscribe(self: &Arc<Self>, capacity: usize) -> Subscription {
         let (sink, batches) = mpsc::channel(capacity.max(1));
         let dropped = Arc::new(AtomicBool::new(false));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
         subscribers.push(Subscriber { id, sink, dropped: dropped.clone() });
         self.count.store(subscribers.len(), Ordering::SeqCst);
-        Subscription { batches, dropped, id }
+        Subscription { batches, dropped, id, hub: self.clone() }
     }
 
     fn unsubscribe(&self, id: u64) {
@@ -225,13 +251,8 @@ impl Hub {
 mod tests {
     use super::*;
 
-    fn hub_of(shards: usize) -> Hub {
-        Hub {
-            marks: (0..shards).map(|_| ShardMark::default()).collect(),
-            subscribers: Mutex::new(Vec::new()),
-            count: AtomicUsize::new(0),
-            next_id: AtomicU64::new(1),
-        }
+    fn hub_of(shards: usize) -> Arc<Hub> {
+        Hub::new(shards, 0)
     }
 
     #[test]

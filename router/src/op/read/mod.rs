@@ -41,8 +41,8 @@ pub(crate) struct Target {
 
 impl Target {
     /// The shards' view of this search, for one read on this thread.
-    pub fn query(&self, message_id: u32) -> Query<'_> {
-        Query { message_id, skeleton: &self.skeleton, filter: &self.filter, attrs: &self.attrs }
+    pub fn query<'a>(&'a self, message_id: u32, hub: &'a ferrodir_shard::Hub) -> Query<'a> {
+        Query { message_id, skeleton: &self.skeleton, filter: &self.filter, attrs: &self.attrs, hub }
     }
 }
 
@@ -113,7 +113,7 @@ pub(crate) async fn read<S: Sink>(
     sink: &mut S,
 ) -> LdapResultOf<Gathered> {
     if let Scope::Base(id) = target.scope {
-        if let Some(pdu) = lookup(ctx, &target.query(ctx.message_id), id).await? {
+        if let Some(pdu) = lookup(ctx, &target.query(ctx.message_id, ctx.worker.hub()), id).await? {
             sink.take_base(ctx, pdu).await?;
         }
         return Ok(Gathered::All { complete: true, end: WindowEnd::default() });

@@ -55,7 +55,7 @@ async fn inline<S: Sink>(
     shards: &[usize],
     sink: &mut S,
 ) -> LdapResultOf<(Vec<usize>, Option<Gathered>)> {
-    let query = target.query(ctx.message_id);
+    let query = target.query(ctx.message_id, ctx.worker.hub());
     let prep = InlinePrep::default();
     let mut pooled = Vec::with_capacity(shards.len());
     let mut matched = Vec::new();
@@ -98,7 +98,7 @@ pub(crate) async fn window<S: Sink>(
     sink: &mut S,
 ) -> LdapResultOf<Gathered> {
     if let Some(view) = ctx.worker.readable(shard)? {
-        let query = target.query(ctx.message_id);
+        let query = target.query(ctx.message_id, ctx.worker.hub());
         if let Some((pdus, end)) = inline_page(view, &query, target.scope, plan.as_ref().as_ref(), window)? {
             return Ok(match sink.take(ctx, pdus).await? {
                 Flow::More => Gathered::All { complete: true, end },

@@ -419,7 +419,7 @@ async fn send_rows(
     rows: &[SortRow],
     bounds: &Bounds<'_>,
 ) -> LdapResultOf<Option<LdapResult>> {
-    let query = target.query(ctx.message_id);
+    let query = target.query(ctx.message_id, ctx.worker.hub());
     let mut sent: u64 = 0;
     for row in rows {
         if ctx.cancelled() {

@@ -48,7 +48,7 @@ use ferrodir_proto::message::{
     ProtocolOp, SearchRequest, SearchResultEntry, SearchScope,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::{AttrSelection, Scope, Subscription};
+use ferrodir_shard::{AttrSelection, Hub, Scope, Subscription};
 
 use crate::access;
 use crate::error::{LdapError, LdapResultOf};
@@ -98,7 +98,7 @@ async fn serve(
     }
     // Deletes and Modify DNs are logged from here on, before the cookie's CSN is read.
     ctx.worker.keep_delete_logs().await?;
-    let registration = stats::Registration::new();
+    let registration = ctx.worker.config.syncrepl.register();
     let mut cookie = match &sync.cookie {
         Some(bytes) => Cookie::parse(bytes)
             .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
@@ -109,9 +109,10 @@ async fn serve(
     // will bring: a refresh it serves sends every entry whole, later ones included (a
     // consumer takes a copy it has as a no-op by entryCSN).
     let replica = !ctx.worker.config.replicated.is_empty();
-    let subscription = subscribe(sync.mode, replica).await?;
-    let now = current_csn();
-    let since = stamp(&mut cookie, now.as_deref())?;
+    let hub = ctx.worker.hub();
+    let subscription = subscribe(hub, sync.mode, replica).await?;
+    let now = current_csn(hub);
+    let since = stamp(hub.clock().server_id(), &mut cookie, now.as_deref())?;
     let scope = Located::of(ctx, &request).await?;
     // Every Modify DN committed up to `now` is in the skeleton the scan reads.
     settle_tree(ctx).await;
@@ -123,9 +124,10 @@ async fn serve(
         since: since.as_deref(),
         since_micros: since.as_deref().and_then(ferrodir_shard::micros_of_csn),
         now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) },
+        server_id: hub.clock().server_id(),
     };
     let refresh_deletes = refresh(ctx, &request, &scope, entries, &points).await?;
-    stats::refreshed(refresh_deletes);
+    ctx.worker.config.syncrepl.refreshed(refresh_deletes);
     if let Some(subscription) = subscription {
         return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
             .await;
@@ -136,23 +138,20 @@ async fn serve(
 
 /// A refreshAndPersist search's feed, subscribed before the watermark is read: no change
 /// after it can be missed.
-async fn subscribe(mode: SyncMode, replica: bool) -> LdapResultOf<Option<Subscription>> {
+async fn subscribe(hub: &Arc<Hub>, mode: SyncMode, replica: bool) -> LdapResultOf<Option<Subscription>> {
     let subscription = match mode {
-        SyncMode::RefreshAndPersist => {
-            ferrodir_shard::watermark_hub().map(|h| h.subscribe(persist::FEED_BATCHES))
-        }
+        SyncMode::RefreshAndPersist => Some(hub.subscribe(persist::FEED_BATCHES)),
         SyncMode::RefreshOnly => None,
     };
     if subscription.is_some() && !replica {
-        fed_before_subscribing().await?;
+        fed_before_subscribing(hub).await?;
     }
     Ok(subscription)
 }
 
 /// Puts the provider's state `now` into the cookie and returns the consumer's CSN for this
 /// server (None: no cookie). A consumer newer than the provider is refused, as slapd does.
-fn stamp(cookie: &mut Cookie, now: Option<&str>) -> LdapResultOf<Option<String>> {
-    let sid = ferrodir_shard::server_id();
+fn stamp(sid: u32, cookie: &mut Cookie, now: Option<&str>) -> LdapResultOf<Option<String>> {
     let since = cookie.csn_for(sid).map(str::to_string);
     if let (Some(theirs), Some(ours)) = (since.as_deref(), now) {
         if theirs > ours {
@@ -221,9 +220,8 @@ const FED_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// refresh. After the wait every such batch is at or below `now`, so in the refresh, and
 /// every later one is in the feed. A shard that stays stuck longer than [`FED_WAIT_MAX`]
 /// (a failing disk) gets the consumer busy (51), which it retries.
-async fn fed_before_subscribing() -> LdapResultOf<()> {
-    let Some(hub) = ferrodir_shard::watermark_hub() else { return Ok(()) };
-    let taken = ferrodir_shard::clock_now();
+async fn fed_before_subscribing(hub: &Hub) -> LdapResultOf<()> {
+    let taken = hub.clock().now();
     let deadline = std::time::Instant::now() + FED_WAIT_MAX;
     while !hub.settled_past(taken) {
         if std::time::Instant::now() > deadline {
@@ -257,13 +255,13 @@ async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_sh
 }
 
 /// The committed low-watermark as a CSN; None before the first write.
-fn current_csn() -> Option<String> {
-    // A replica hands on its provider's state (shard::watermark::replicated_context).
-    if let Some(csn) = ferrodir_shard::replicated_context().into_iter().max() {
+fn current_csn(hub: &Hub) -> Option<String> {
+    // A replica hands on its provider's state (shard::watermark::Hub::replicated_context).
+    if let Some(csn) = hub.replicated_context().into_iter().max() {
         return Some(csn);
     }
-    let micros = ferrodir_shard::watermark_hub()?.watermark();
-    (micros > 0).then(|| ferrodir_shard::csn_of(micros))
+    let micros = hub.watermark();
+    (micros > 0).then(|| hub.clock().csn_of(micros))
 }
 
 async fn send(ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<()> {

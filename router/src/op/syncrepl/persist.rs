@@ -92,18 +92,18 @@ pub(super) async fn follow(
     let mut held: Vec<Held> = Vec::new();
     // The CSN of the last cookie sent: a change between the refresh's watermark and now
     // still moves the next one.
-    let mut last = cookie.csn_for(ferrodir_shard::server_id()).map(str::to_string);
+    let mut last = cookie.csn_for(ctx.worker.hub().clock().server_id()).map(str::to_string);
     loop {
         if ctx.cancelled() {
             return Ok((LdapResult::success(), None));
         }
         if subscription.dropped.load(Ordering::SeqCst) || held.len() > HELD_MAX {
-            return Ok((dropped(), None));
+            return Ok((dropped(ctx), None));
         }
         let wait = if held.is_empty() { IDLE_CHECK } else { HELD_RECHECK };
         let first = match tokio::time::timeout(wait, subscription.batches.recv()).await {
             Ok(Some(batch)) => Some(batch),
-            Ok(None) => return Ok((dropped(), None)),
+            Ok(None) => return Ok((dropped(ctx), None)),
             Err(_) => None,
         };
         // The watermark before the drain: every change at or below it has been fed.
@@ -128,13 +128,14 @@ pub(super) async fn follow(
 
 /// The watermark as a clock tick (what may be sent), and as the CSN the next cookie carries.
 fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
-    let mark = ferrodir_shard::watermark_hub().map_or(0, |h| h.watermark());
+    let hub = ctx.worker.hub();
+    let mark = hub.watermark();
     // A replica hands on its provider's state as the cookie (`current_csn`), so that a
     // chain shows one set of CSNs; its own watermark still says what may be sent.
     let watermark = if ctx.worker.config.replicated.is_empty() {
-        (mark > 0).then(|| ferrodir_shard::csn_of(mark))
+        (mark > 0).then(|| hub.clock().csn_of(mark))
     } else {
-        super::current_csn()
+        super::current_csn(hub)
     };
     (mark, watermark)
 }
@@ -183,8 +184,8 @@ fn change_micros(change: &Change, batch_max: u64) -> u64 {
         .unwrap_or(batch_max)
 }
 
-fn dropped() -> LdapResult {
-    stats::refresh_required();
+fn dropped(ctx: &OpContext) -> LdapResult {
+    ctx.worker.config.syncrepl.refresh_required();
     LdapResult::new(
         SYNC_REFRESH_REQUIRED,
         String::new(),

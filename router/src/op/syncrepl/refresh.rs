@@ -59,6 +59,8 @@ pub(super) struct Points<'a> {
     pub since: Option<&'a str>,
     pub since_micros: Option<u64>,
     pub now: Option<u64>,
+    /// This server's id, which its CSNs carry.
+    pub server_id: u32,
 }
 
 pub(super) fn plan(
@@ -70,7 +72,8 @@ pub(super) fn plan(
     entries: &[SyncEntry],
 ) -> Plan {
     let (since, since_micros) = (points.since, points.since_micros);
-    let now = points.now.map(ferrodir_shard::csn_of);
+    let csn_of = |micros: u64| ferrodir_shard::format_csn(micros, points.server_id);
+    let now = points.now.map(csn_of);
     let records = || log.into_iter().flatten().flat_map(|view| &view.records);
     // Roots of subtrees moved since the cookie and up to `now`, where they are now.
     let moved: Vec<NormDn> = records()
@@ -115,7 +118,7 @@ pub(super) fn plan(
         if !located.holds(&old) {
             continue;
         }
-        let record_csn = ferrodir_shard::csn_of(record.csn);
+        let record_csn = csn_of(record.csn);
         let still_here = entries
             .iter()
             .any(|e| e.uuid == record.uuid && e.csn.as_deref().is_some_and(|csn| csn >= record_csn.as_str()));
@@ -208,7 +211,7 @@ mod tests {
             depth: parsed.len(),
             parsed,
             uuid: [uuid; 16],
-            csn: Some(ferrodir_shard::csn_of(csn)),
+            csn: Some(ferrodir_shard::format_csn(csn, 0)),
             attributes: Vec::new(),
         }
     }
@@ -222,10 +225,11 @@ mod tests {
     }
 
     fn run(log: Vec<LogView>, entries: &[SyncEntry], filter: &Filter) -> Plan {
-        let since = ferrodir_shard::csn_of(SINCE);
+        let since = ferrodir_shard::format_csn(SINCE, 0);
         let scope = located("ou=people,dc=example,dc=com", SearchScope::WholeSubtree);
         let skeleton = Skeleton::default();
-        let points = Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10) };
+        let points =
+            Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10), server_id: 0 };
         plan(&scope, filter, &points, Some(&log), &skeleton, entries)
     }
 

@@ -3,10 +3,12 @@
 //! behind in CSN time, how many refreshes took a delete or a present phase, and how many
 //! consumers were dropped for falling behind (e-syncRefreshRequired).
 //!
-//! Consumers are few (replicas, not clients), so each one registers its state in one
-//! process-wide list under a mutex when its search starts and leaves it when the search
-//! ends; the search updates its own atomics without the lock, and a scrape walks the list.
-//! Nothing here is on the path of an ordinary operation.
+//! Consumers are few (replicas, not clients), so each one registers its state in the
+//! provider's list under a mutex when its search starts and leaves it when the search ends;
+//! the search updates its own atomics without the lock, and a scrape walks the list.
+//! Nothing here is on the path of an ordinary operation. One [`ProviderStats`] per
+//! directory (`DirectoryConfig::syncrepl`), shared by its workers and read by the metrics
+//! endpoint.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -21,23 +23,19 @@ pub struct ConsumerState {
     oldest_unsent: AtomicU64,
 }
 
-static CONSUMERS: Mutex<Vec<Weak<ConsumerState>>> = Mutex::new(Vec::new());
-static REFRESH_REQUIRED: AtomicU64 = AtomicU64::new(0);
-static REFRESHES_DELETE: AtomicU64 = AtomicU64::new(0);
-static REFRESHES_PRESENT: AtomicU64 = AtomicU64::new(0);
+/// The provider's consumers and counters.
+#[derive(Debug, Default)]
+pub struct ProviderStats {
+    consumers: Mutex<Vec<Weak<ConsumerState>>>,
+    refresh_required: AtomicU64,
+    refreshes_delete: AtomicU64,
+    refreshes_present: AtomicU64,
+}
 
 /// Held by a sync search for its whole run: it counts as a consumer while held.
 pub struct Registration(Arc<ConsumerState>);
 
 impl Registration {
-    pub fn new() -> Self {
-        let state = Arc::new(ConsumerState::default());
-        let mut list = CONSUMERS.lock().unwrap_or_else(|p| p.into_inner());
-        list.retain(|w| w.strong_count() > 0);
-        list.push(Arc::downgrade(&state));
-        Self(state)
-    }
-
     /// The refresh is over: persisting now.
     pub fn persisting(&self) {
         self.0.persisting.store(true, Ordering::Relaxed);
@@ -49,21 +47,51 @@ impl Registration {
     }
 }
 
-impl Default for Registration {
-    fn default() -> Self {
-        Self::new()
+impl ProviderStats {
+    /// A sync search starts: it counts as a consumer while the registration is held.
+    pub fn register(&self) -> Registration {
+        let state = Arc::new(ConsumerState::default());
+        let mut list = self.consumers.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&state));
+        Registration(state)
     }
-}
 
-/// A refresh ended: with a delete phase (true) or a present phase.
-pub fn refreshed(delete_phase: bool) {
-    let counter = if delete_phase { &REFRESHES_DELETE } else { &REFRESHES_PRESENT };
-    counter.fetch_add(1, Ordering::Relaxed);
-}
+    /// A refresh ended: with a delete phase (true) or a present phase.
+    pub fn refreshed(&self, delete_phase: bool) {
+        let counter = if delete_phase { &self.refreshes_delete } else { &self.refreshes_present };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 
-/// A persisting consumer was dropped with e-syncRefreshRequired.
-pub fn refresh_required() {
-    REFRESH_REQUIRED.fetch_add(1, Ordering::Relaxed);
+    /// A persisting consumer was dropped with e-syncRefreshRequired.
+    pub fn refresh_required(&self) {
+        self.refresh_required.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What a scrape reads.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+        let mut out = Snapshot {
+            refresh_required_total: self.refresh_required.load(Ordering::Relaxed),
+            refreshes_delete_total: self.refreshes_delete.load(Ordering::Relaxed),
+            refreshes_present_total: self.refreshes_present.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        let list = self.consumers.lock().unwrap_or_else(|p| p.into_inner());
+        for state in list.iter().filter_map(Weak::upgrade) {
+            if state.persisting.load(Ordering::Relaxed) {
+                out.persisting += 1;
+                let since = state.oldest_unsent.load(Ordering::Relaxed);
+                if since > 0 {
+                    let lag = now.saturating_sub(since) as f64 / 1e6;
+                    out.persist_lag_seconds = out.persist_lag_seconds.max(lag);
+                }
+            } else {
+                out.refreshing += 1;
+            }
+        }
+        out
+    }
 }
 
 /// What a scrape reads.
@@ -79,49 +107,37 @@ pub struct Snapshot {
     pub refreshes_present_total: u64,
 }
 
-pub fn snapshot() -> Snapshot {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
-    let mut out = Snapshot {
-        refresh_required_total: REFRESH_REQUIRED.load(Ordering::Relaxed),
-        refreshes_delete_total: REFRESHES_DELETE.load(Ordering::Relaxed),
-        refreshes_present_total: REFRESHES_PRESENT.load(Ordering::Relaxed),
-        ..Default::default()
-    };
-    let list = CONSUMERS.lock().unwrap_or_else(|p| p.into_inner());
-    for state in list.iter().filter_map(Weak::upgrade) {
-        if state.persisting.load(Ordering::Relaxed) {
-            out.persisting += 1;
-            let since = state.oldest_unsent.load(Ordering::Relaxed);
-            if since > 0 {
-                let lag = now.saturating_sub(since) as f64 / 1e6;
-                out.persist_lag_seconds = out.persist_lag_seconds.max(lag);
-            }
-        } else {
-            out.refreshing += 1;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn consumers_are_counted_while_registered() {
-        let before = snapshot();
-        let a = Registration::new();
-        let b = Registration::new();
+        let stats = ProviderStats::default();
+        let a = stats.register();
+        let b = stats.register();
         b.persisting();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
         b.unsent_since(now - 2_000_000);
-        let during = snapshot();
-        // Other tests may register consumers of their own at the same time: at least ours.
-        assert!(during.refreshing > before.refreshing || during.refreshing >= 1);
-        assert!(during.persisting >= 1);
+        let during = stats.snapshot();
+        assert_eq!((during.refreshing, during.persisting), (1, 1));
         assert!(during.persist_lag_seconds >= 2.0);
         drop((a, b));
-        refresh_required();
-        assert!(snapshot().refresh_required_total > before.refresh_required_total);
+        stats.refresh_required();
+        stats.refreshed(true);
+        let after = stats.snapshot();
+        assert_eq!((after.refreshing, after.persisting, after.persist_lag_seconds), (0, 0, 0.0));
+        assert_eq!(
+            (after.refresh_required_total, after.refreshes_delete_total, after.refreshes_present_total),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn two_providers_count_apart() {
+        let (one, two) = (ProviderStats::default(), ProviderStats::default());
+        let _held = one.register();
+        assert_eq!(one.snapshot().refreshing, 1);
+        assert_eq!(two.snapshot().refreshing, 0);
     }
 }
