@@ -2,8 +2,9 @@
 //!
 //! 1. mode: the request's controls choose how the matches reach the client: streamed
 //!    ([`stream`]), a page of a paged search (op::paged), a sorted list or VLV window
-//!    (op::sort), or a syncrepl refresh and persist (op::syncrepl, which takes the search
-//!    whole: a consumer's content is not a search result);
+//!    (op::sort), or a syncrepl refresh and persist (op::syncrepl: rootDN only, its
+//!    content read through op::read into its own sink, with no limits and no special
+//!    bases);
 //! 2. resolve: the base parsed once; the root DSE, cn=Subschema and cn=Monitor answered
 //!    from [`special`]; any other base located, aliases dereferenced ([`resolve`]);
 //! 3. authorize: the base's access, the region the rules allow, the attributes shown
@@ -35,13 +36,10 @@ use crate::op::paged::{self, Paging};
 use crate::op::parse_dn;
 use crate::op::read::Target;
 use crate::op::sort::{self, Refusal, Sorting};
+use crate::op::syncrepl::{self, Syncing};
 
 /// Answers a search, its final response included.
 pub async fn search(ctx: &OpContext, request: SearchRequest) {
-    if crate::op::syncrepl::requested(ctx).is_some() {
-        // RFC 4533 content synchronisation (a consumer's refresh or persist).
-        return crate::op::syncrepl::search(ctx, request).await;
-    }
     let mut mode = match Mode::from_request(ctx, &request) {
         Ok(mode) => mode,
         Err(refusal) => {
@@ -65,10 +63,17 @@ enum Mode {
     /// Server-side sort (RFC 2891), with paging or VLV over the sorted list: op::sort owns
     /// the paged-results control when the sort control is there, as slapd's sssvlv does.
     Sorted(Sorting),
+    /// RFC 4533 content synchronisation: a consumer's refresh, and its persist stage.
+    Sync(Syncing),
 }
 
 impl Mode {
     fn from_request(ctx: &OpContext, request: &SearchRequest) -> Result<Self, Refusal> {
+        match Syncing::from_request(ctx) {
+            Ok(Some(syncing)) => return Ok(Self::Sync(syncing)),
+            Ok(None) => {}
+            Err(e) => return Err(Refusal { result: e.to_result(), controls: None }),
+        }
         if let Some(sorting) = Sorting::from_request(ctx)? {
             return Ok(Self::Sorted(sorting));
         }
@@ -85,6 +90,7 @@ impl Mode {
             Self::Stream => None,
             Self::Paged(paging) => paging.response_control().map(|control| vec![control]),
             Self::Sorted(sorting) => sorting.response_controls(result),
+            Self::Sync(syncing) => syncing.response_controls(),
         }
     }
 
@@ -108,9 +114,14 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     let base = parse_dn(config, &request.base_object)?;
     let mut attrs =
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
-    if let Some(answer) = special::answer(ctx, &request, &base, &attrs).await {
-        return answer;
+    let syncing = matches!(mode, Mode::Sync(_));
+    if !syncing {
+        if let Some(answer) = special::answer(ctx, &request, &base, &attrs).await {
+            return answer;
+        }
     }
+    // A sync search compares DNs with its base (whether a moved entry left its scope).
+    let sync_base = syncing.then(|| base.clone());
     let position = match mode {
         Mode::Paged(paging) => Some(paging.position(ctx)?),
         _ => None,
@@ -123,6 +134,15 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         // No entry may be read: the search finds nothing (the base was searchable).
         return Ok(LdapResult::success());
     };
+    if let (Mode::Sync(syncing), Some(base)) = (&mut *mode, sync_base) {
+        let located = syncrepl::Located {
+            base,
+            scope: authorized.scope,
+            kind: request.scope,
+            rules: config.rules.clone(),
+        };
+        return syncrepl::run(ctx, syncing, &request, located).await;
+    }
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
     let paging = match mode {
         Mode::Paged(paging) => Some(paging),

@@ -50,10 +50,8 @@ use ferrodir_proto::message::{
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::{AttrSelection, Hub, Scope, Subscription};
 
-use crate::access;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::{OpContext, Outbound};
-use crate::op::parse_dn;
 use crate::op::read::{self, Flow, Gathered, Sink, Target};
 use crate::requester::Identity;
 
@@ -63,62 +61,76 @@ pub const SYNC_ENTRIES_MAX: usize = 1_000_000;
 /// Attributes never sent to a consumer: computed here, or kept by the consumer itself.
 const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "memberof", "contextcsn"];
 
-/// The Sync Request control of this search, if it carries one.
-pub fn requested(ctx: &OpContext) -> Option<&Control> {
-    ctx.controls.as_ref()?.iter().find(|c| c.control_type.as_ref() == SYNC_REQUEST_OID.as_bytes())
+/// A search with the Sync Request control, as the search pipeline (op::search) carries it:
+/// read from the request before anything else, run once the base is located and access
+/// settled, its Sync Done kept for the SearchResultDone.
+pub(crate) struct Syncing {
+    mode: SyncMode,
+    cookie: Cookie,
+    /// The SearchResultDone's controls once the refresh ended (None: none, an error).
+    done: Option<Vec<Control>>,
 }
 
-/// Answers a search that carries the Sync Request control, its final response included.
-pub async fn search(ctx: &OpContext, request: SearchRequest) {
-    let outcome = match requested(ctx) {
-        Some(control) => serve(ctx, request, control).await,
-        None => Err(LdapError::internal("no sync request control")),
-    };
-    match outcome {
-        Ok((result, controls)) => ctx.respond_with(ProtocolOp::SearchResultDone(result), controls).await,
-        Err(e) => ctx.respond(ProtocolOp::SearchResultDone(e.to_result())).await,
+impl Syncing {
+    /// The search's Sync Request, if it carries one. Refused: a malformed control or cookie
+    /// (protocolError), or a requester other than the rootDN.
+    pub(crate) fn from_request(ctx: &OpContext) -> LdapResultOf<Option<Self>> {
+        let Some(control) = ctx
+            .controls
+            .as_ref()
+            .and_then(|cs| cs.iter().find(|c| c.control_type.as_ref() == SYNC_REQUEST_OID.as_bytes()))
+        else {
+            return Ok(None);
+        };
+        let value = control.control_value.as_deref().unwrap_or_default();
+        let sync = SyncRequest::decode_value(value)
+            .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync Request control: {e}")))?;
+        if !matches!(ctx.identity, Identity::Root(_)) {
+            return Err(LdapError::new(
+                ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+                "only the rootDN may replicate (the replication identity)",
+            ));
+        }
+        let cookie = match &sync.cookie {
+            Some(bytes) => Cookie::parse(bytes)
+                .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
+            None => Cookie::default(),
+        };
+        Ok(Some(Self { mode: sync.mode, cookie, done: None }))
+    }
+
+    /// The controls of the SearchResultDone: the Sync Done of a refresh that ended.
+    pub(crate) fn response_controls(&self) -> Option<Vec<Control>> {
+        self.done.clone()
     }
 }
 
 /// The refresh (its content read through op::read, as any search's), then the persist
-/// stage or the Sync Done.
-async fn serve(
+/// stage or the Sync Done. `located`: the base and scope the pipeline resolved.
+pub(crate) async fn run(
     ctx: &OpContext,
-    request: SearchRequest,
-    control: &Control,
-) -> LdapResultOf<(LdapResult, Option<Vec<Control>>)> {
-    let value = control.control_value.as_deref().unwrap_or_default();
-    let sync = SyncRequest::decode_value(value)
-        .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync Request control: {e}")))?;
-    if !matches!(ctx.identity, Identity::Root(_)) {
-        return Err(LdapError::new(
-            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
-            "only the rootDN may replicate (the replication identity)",
-        ));
-    }
+    syncing: &mut Syncing,
+    request: &SearchRequest,
+    scope: Located,
+) -> LdapResultOf<LdapResult> {
     // Deletes and Modify DNs are logged from here on, before the cookie's CSN is read.
     ctx.worker.keep_delete_logs().await?;
     let registration = ctx.worker.config.syncrepl.register();
-    let mut cookie = match &sync.cookie {
-        Some(bytes) => Cookie::parse(bytes)
-            .map_err(|e| LdapError::new(ResultCode::PROTOCOL_ERROR, format!("Sync cookie: {e}")))?,
-        None => Cookie::default(),
-    };
+    let mut cookie = std::mem::take(&mut syncing.cookie);
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
     // consumer takes a copy it has as a no-op by entryCSN).
     let replica = !ctx.worker.config.replicated.is_empty();
     let hub = ctx.worker.hub();
-    let subscription = subscribe(hub, sync.mode, replica).await?;
+    let subscription = subscribe(hub, syncing.mode, replica).await?;
     let now = current_csn(hub);
     let since = stamp(hub.clock().server_id(), &mut cookie, now.as_deref())?;
-    let scope = Located::of(ctx, &request).await?;
     // Every Modify DN committed up to `now` is in the skeleton the scan reads.
     settle_tree(ctx).await;
-    let entries = collect(ctx, &request, &scope).await?;
+    let entries = collect(ctx, request, &scope).await?;
     if ctx.cancelled() {
-        return Ok((LdapResult::success(), None));
+        return Ok(LdapResult::success());
     }
     let points = refresh::Points {
         since: since.as_deref(),
@@ -126,14 +138,18 @@ async fn serve(
         now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) },
         server_id: hub.clock().server_id(),
     };
-    let refresh_deletes = refresh(ctx, &request, &scope, entries, &points).await?;
+    let refresh_deletes = refresh(ctx, request, &scope, entries, &points).await?;
     ctx.worker.config.syncrepl.refreshed(refresh_deletes);
     if let Some(subscription) = subscription {
-        return persist::follow(ctx, &scope, &request, cookie, subscription, refresh_deletes, registration)
-            .await;
+        let (result, controls) =
+            persist::follow(ctx, &scope, request, cookie, subscription, refresh_deletes, registration)
+                .await?;
+        syncing.done = controls;
+        return Ok(result);
     }
     let done = SyncDone { cookie: Some(cookie.format().into_bytes()), refresh_deletes };
-    Ok((LdapResult::success(), Some(vec![response_control(SYNC_DONE_OID, done.encode_value())])))
+    syncing.done = Some(vec![response_control(SYNC_DONE_OID, done.encode_value())]);
+    Ok(LdapResult::success())
 }
 
 /// A refreshAndPersist search's feed, subscribed before the watermark is read: no change
@@ -309,14 +325,6 @@ pub(crate) struct Located {
 }
 
 impl Located {
-    async fn of(ctx: &OpContext, request: &SearchRequest) -> LdapResultOf<Self> {
-        let base = parse_dn(&ctx.worker.config, &request.base_object)?;
-        let subject = access::subject(ctx).await;
-        let target = access::locate(ctx, &subject, &base).await?;
-        let scope = crate::op::read::scope(request.scope, target.id);
-        Ok(Self { base, scope, kind: request.scope, rules: ctx.worker.config.rules.clone() })
-    }
-
     /// `text` parsed and normalised as the base was; None if it is no DN.
     pub fn parse(&self, text: &str) -> Option<ferrodir_proto::NormDn> {
         self.rules.dn().parse(text).ok()
