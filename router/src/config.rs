@@ -106,6 +106,8 @@ pub struct DirectoryConfig {
     pub monitor_readers: Vec<NormDn>,
     /// What cn=Monitor reads (router::monitor): filled by the server at start.
     pub monitor: Arc<crate::monitor::Sources>,
+    /// `[[unique]]`: attribute uniqueness (slapo-unique) and the claims of writes in flight.
+    pub unique: Arc<crate::unique::Uniqueness>,
     /// The syncrepl consumers this directory serves, for the metrics endpoint.
     pub syncrepl: Arc<crate::op::syncrepl::stats::ProviderStats>,
     /// `[refint]`: referential integrity after deletes and renames; None when off. Every

@@ -46,6 +46,7 @@ mod requester;
 mod resolve;
 mod session;
 pub mod stats;
+mod unique;
 mod worker;
 
 #[cfg(test)]
@@ -68,6 +69,7 @@ pub use password::{HashPool, PasswordConfig, StorageScheme};
 pub use requester::Transport;
 pub use resolve::{locate, locate_parent_of};
 pub use session::{Flow, Session};
+pub use unique::{UniqueRule, Uniqueness};
 pub use worker::Worker;
 //
 // and four facade modules, where flat names would be vague or clash:

@@ -198,6 +198,7 @@ fn directory_config(
         monitor_readers: Vec::new(),
         monitor: Arc::default(),
         syncrepl: Arc::default(),
+        unique: Arc::default(),
         refint: None,
         memberof: None,
         paged: Default::default(),

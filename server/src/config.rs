@@ -121,6 +121,9 @@ pub struct Config {
     /// `[[replication]]`: this server replicates these subtrees from RFC 4533 providers
     /// (server/src/replication, docs/OPERATIONS.md "Replication consumer").
     pub replication: Vec<crate::replication::settings::Replication>,
+    /// `[[unique]]`: attribute uniqueness (slapd's slapo-unique), see docs/OPERATIONS.md,
+    /// "Attribute uniqueness".
+    pub unique: Vec<Unique>,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -310,6 +313,18 @@ impl Limits {
     }
 }
 
+/// One `[[unique]]` table: within `bases` (every suffix when empty), no two entries that
+/// match `filter` share a value of any one of `attributes`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unique {
+    pub attributes: Vec<String>,
+    #[serde(default)]
+    pub bases: Vec<String>,
+    #[serde(default)]
+    pub filter: Option<String>,
+}
+
 /// `[refint]`, see docs/OPERATIONS.md, "Referential integrity".
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -488,6 +503,7 @@ impl Default for Config {
             access_log: AccessLog::default(),
             refint: Refint::default(),
             replication: Vec::new(),
+            unique: Vec::new(),
             testing: None,
         }
     }

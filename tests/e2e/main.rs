@@ -33,4 +33,5 @@ mod sort;
 mod syncrepl;
 mod systemd;
 mod tls;
+mod unique;
 mod verify;

@@ -49,6 +49,9 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         }
         return Err(refusal);
     }
+    // Held until the write is answered: a second write of a constrained value waits.
+    let written = crate::op::unique::Written { dn: &dn, entry: &entry, changed: None, own: None };
+    let _claims = crate::op::unique::check(ctx, &written).await?;
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.skeleton().contains(p.id));

@@ -20,6 +20,7 @@ pub mod search;
 pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
+pub(crate) mod unique;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;

@@ -60,6 +60,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         .or_else(|| dn.dn.parent())
         .unwrap_or_default()
         .child(new_rdn.clone());
+    let _claims = unique_claims(ctx, &dn, &new_dn, target.id, &add_values).await?;
     let request = MoveEntry {
         target,
         new_parent,
@@ -73,6 +74,40 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         origin: Origin::Client,
     };
     ctx.worker.coordinator.send(request).await?
+}
+
+/// Claims and checks `[[unique]]` values for the renamed entry (crate::op::unique): the
+/// naming values the new RDN adds, or every value when the move brings the entry into a
+/// rule's subtrees; held until the move is answered.
+async fn unique_claims<'c>(
+    ctx: &'c OpContext,
+    old_dn: &NormDn,
+    new_dn: &ferrodir_proto::Dn,
+    id: EntryId,
+    add_values: &[(String, Vec<u8>)],
+) -> LdapResultOf<Option<crate::unique::Claims<'c>>> {
+    let config = &ctx.worker.config;
+    let new_dn = NormDn::new(new_dn.clone(), config.dn_rules());
+    if !config.unique.rules.iter().any(|rule| rule.covers(&new_dn)) {
+        return Ok(None);
+    }
+    let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
+    let mut entry = record.entry.clone();
+    for (attr, value) in add_values {
+        entry.attrs.push(ferrodir_proto::entry::Attribute::new(attr, vec![value.clone()]));
+    }
+    let moved_in = config.unique.rules.iter().any(|rule| rule.covers(&new_dn) && !rule.covers(old_dn));
+    let changed: Vec<String> = add_values
+        .iter()
+        .filter_map(|(attr, _)| config.rules.get(attr).map(|r| r.canonical.clone()))
+        .collect();
+    let written = crate::op::unique::Written {
+        dn: &new_dn,
+        entry: &entry,
+        changed: (!moved_in).then_some(changed.as_slice()),
+        own: Some(old_dn),
+    };
+    crate::op::unique::check(ctx, &written).await
 }
 
 /// The id of `superior`, the entry's new parent: in the same naming context as `dn`, not

@@ -46,10 +46,48 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         }
     }
     crate::op::stored_password::hash_changes(&ctx.worker.config, &mut changes).await?;
+    let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
         .await?;
     Ok(())
+}
+
+/// Claims and checks the values of `[[unique]]` types the changes add or replace, on the
+/// entry as the changes would leave it (crate::op::unique); held until the write is answered.
+async fn unique_claims<'c>(
+    ctx: &'c OpContext,
+    dn: &ferrodir_proto::NormDn,
+    id: ferrodir_shard::EntryId,
+    changes: &[LdifMod],
+) -> LdapResultOf<Option<crate::unique::Claims<'c>>> {
+    let config = &ctx.worker.config;
+    if !config.unique.rules.iter().any(|rule| rule.covers(dn)) {
+        return Ok(None);
+    }
+    let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
+    let mut entry = record.entry.clone();
+    let mut changed = Vec::new();
+    for change in changes {
+        let Some(canonical) = config.rules.get(&change.attr.base_name_lower()).map(|r| r.canonical.clone())
+        else {
+            continue;
+        };
+        let at = ferrodir_shard::find_attr(&config.rules, &entry, &change.attr.name);
+        match (change.op, at) {
+            (ModOp::Replace, Some(at)) => entry.attrs.remove(at).values.clear(),
+            (ModOp::Delete, Some(at)) if change.attr.values.is_empty() => {
+                entry.attrs.remove(at).values.clear()
+            }
+            _ => {}
+        }
+        if matches!(change.op, ModOp::Add | ModOp::Replace) && !change.attr.values.is_empty() {
+            entry.attrs.push(change.attr.clone());
+            changed.push(canonical);
+        }
+    }
+    let written = crate::op::unique::Written { dn, entry: &entry, changed: Some(&changed), own: Some(dn) };
+    crate::op::unique::check(ctx, &written).await
 }
 
 /// What slapd refuses before touching the entry: increments that aren't one integer on an

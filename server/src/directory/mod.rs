@@ -4,6 +4,7 @@
 //! reaches into the other.
 
 pub mod refint;
+pub mod unique;
 
 use std::sync::Arc;
 
@@ -32,6 +33,9 @@ pub fn directory_config(
     let dn_rules = store.rules.dn();
     let names = Names::parse(config, dn_rules)?;
     let access_rules = Arc::new(access_rules(config, store)?);
+    let suffix_dns: Vec<NormDn> =
+        names.suffixes.iter().map(|s| NormDn::new(s.dn.clone(), dn_rules)).collect();
+    let unique = Arc::new(unique::resolve(config, store, &suffix_dns)?);
     Ok(DirectoryConfig {
         suffixes: names.suffixes,
         root_dn: names.root_dn,
@@ -57,6 +61,7 @@ pub fn directory_config(
         monitor_readers: names.monitor_readers,
         monitor: Arc::default(),
         syncrepl: Arc::default(),
+        unique,
         // The offline tools never page: a key for this run; `serve` reads the kept one.
         paged: ferrodir_router::PagedConfig {
             key: CookieKey::random(),

@@ -176,6 +176,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         tracing::info!(settled, "cleared the container flag of entries left without children");
     }
     let (skeleton, entry_counts) = store.skeleton(config)?;
+    crate::directory::unique::refuse_duplicates(&directory.unique, store, &skeleton)?;
     let cell = Arc::new(SkeletonCell::new(skeleton));
     let metrics = Arc::new(Metrics::new(crate::metrics::Sources {
         shards: shard_stats,
