@@ -28,6 +28,8 @@ use crate::worker::Worker;
 /// context is one (`op::context`); access takes this rather than the context itself so that
 /// it sits below the operations, which all ask it.
 pub trait Asker {
+    /// The configuration the operation runs under.
+    fn config(&self) -> &DirectoryConfig;
     fn worker(&self) -> &Worker;
     fn identity(&self) -> &Identity;
     fn transport(&self) -> &Transport;
@@ -37,7 +39,7 @@ pub trait Asker {
 /// lookup per group the rules name, only for an authenticated entry: never per entry).
 /// A group that can't be read counts as not a member.
 pub async fn subject(ctx: &impl Asker) -> Subject {
-    let set = &ctx.worker().config.access_rules;
+    let set = &ctx.config().access_rules;
     let member_of = match ctx.identity() {
         Identity::User(user) if set.has_groups() => {
             let mut member_of = Vec::with_capacity(set.groups.len());
@@ -94,7 +96,7 @@ pub async fn entry_for_rules(
     subject: &Subject,
     id: EntryId,
 ) -> LdapResultOf<Option<Entry>> {
-    if !needs_entry(&ctx.worker().config, subject) || id == EntryId::ROOT {
+    if !needs_entry(ctx.config(), subject) || id == EntryId::ROOT {
         return Ok(None);
     }
     Ok(ctx.worker().fetch(id).await?.map(|record| record.entry.clone()))
@@ -114,7 +116,7 @@ pub async fn undisclosed(ctx: &impl Asker, subject: &Subject, mut error: LdapErr
     if error.code != ResultCode::NO_SUCH_OBJECT || error.matched_dn.is_empty() || subject.is_root() {
         return error;
     }
-    let Ok(matched) = ctx.worker().config.dn_rules().parse(&error.matched_dn) else {
+    let Ok(matched) = ctx.config().dn_rules().parse(&error.matched_dn) else {
         error.matched_dn.clear();
         return error;
     };
@@ -122,7 +124,7 @@ pub async fn undisclosed(ctx: &impl Asker, subject: &Subject, mut error: LdapErr
         Ok(located) => entry_for_rules(ctx, subject, located.id).await.ok().flatten(),
         Err(_) => None,
     };
-    if level(&ctx.worker().config, subject, &matched, entry.as_ref(), Attr::Entry) < Level::Disclose {
+    if level(ctx.config(), subject, &matched, entry.as_ref(), Attr::Entry) < Level::Disclose {
         error.matched_dn.clear();
     }
     error
@@ -252,7 +254,7 @@ pub async fn restrict_search(
     if subject.is_root() {
         return true;
     }
-    let mut draft = view::draft(&ctx.worker().config.access_rules, subject, region);
+    let mut draft = view::draft(&ctx.config().access_rules, subject, region);
     // The requester's own entry matters only if the search can return it; a base lookup
     // of it needs no lookup of its id.
     let mut known_self = None;

@@ -13,7 +13,8 @@ use crate::worker::Worker;
 /// normalised once, by whoever parsed it; the suffix match and the names both read that
 /// (a memberOf search resolves a thousand member DNs this way).
 pub fn names_from_top(worker: &Worker, dn: &NormDn) -> LdapResultOf<Vec<String>> {
-    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
+    let config = worker.config();
+    let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     let below = dn.len() - suffix.dn.len();
     let mut rdn_norms: Vec<String> = Vec::with_capacity(below + 1);
     rdn_norms.extend(dn.rdns.iter().take(below).cloned());
@@ -65,7 +66,8 @@ pub async fn locate_parent_of(
     worker: &Worker,
     dn: &NormDn,
 ) -> LdapResultOf<(Option<Located>, String, String)> {
-    let suffix = worker.config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
+    let config = worker.config();
+    let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
     if dn.len() == suffix.dn.len() {
         // The suffix entry itself hangs under the virtual root.
         return Ok((None, suffix.norm.clone(), suffix.display.clone()));

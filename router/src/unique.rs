@@ -52,7 +52,9 @@ type Stripe = std::sync::Mutex<HashMap<ClaimKey, Arc<Mutex<()>>>>;
 #[derive(Debug)]
 pub struct Uniqueness {
     pub rules: Vec<UniqueRule>,
-    stripes: Vec<Stripe>,
+    /// Shared with the rules a reload puts in place ([`Uniqueness::with_rules`]): a write
+    /// that started before it and one that starts after still meet on their claims.
+    stripes: Arc<Vec<Stripe>>,
 }
 
 impl Default for Uniqueness {
@@ -69,7 +71,12 @@ pub struct Claims<'a> {
 
 impl Uniqueness {
     pub fn new(rules: Vec<UniqueRule>) -> Self {
-        Self { rules, stripes: (0..STRIPES).map(|_| Stripe::default()).collect() }
+        Self { rules, stripes: Arc::new((0..STRIPES).map(|_| Stripe::default()).collect()) }
+    }
+
+    /// Other rules over the same claims (a reload).
+    pub fn with_rules(&self, rules: Vec<UniqueRule>) -> Self {
+        Self { rules, stripes: self.stripes.clone() }
     }
 
     fn stripe(&self, key: &ClaimKey) -> Option<std::sync::MutexGuard<'_, HashMap<ClaimKey, Arc<Mutex<()>>>>> {

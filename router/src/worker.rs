@@ -30,7 +30,10 @@ pub struct Worker {
     pub local: Rc<ShardCore>,
     pub shards: Vec<Addr<ShardActor>>,
     pub coordinator: Addr<Coordinator>,
-    pub config: Arc<DirectoryConfig>,
+    /// The configuration new operations start with ([`Worker::config`]); replaced whole by
+    /// a reload ([`Worker::set_config`]). Each worker holds its own copy, so that taking it
+    /// per operation counts on this thread's cache line only.
+    config: RefCell<Arc<DirectoryConfig>>,
     skeleton_cell: Arc<SkeletonCell>,
     skeleton_cache: RefCell<Arc<Skeleton>>,
     /// With `remote_reads = "snapshot"`: a read-only view of every other shard, read from
@@ -66,7 +69,7 @@ impl Worker {
             local,
             shards,
             coordinator,
-            config,
+            config: RefCell::new(config),
             skeleton_cell,
             skeleton_cache: RefCell::new(skeleton),
             shard_views: Vec::new(),
@@ -145,6 +148,17 @@ impl Worker {
                 }
             }
         });
+    }
+
+    /// The configuration in force now: an operation takes it once, when it starts, and runs
+    /// under it to the end (a reload mid-way changes nothing for it).
+    pub fn config(&self) -> Arc<DirectoryConfig> {
+        self.config.borrow().clone()
+    }
+
+    /// A reload: operations that start from now on run under `next`.
+    pub fn set_config(&self, next: Arc<DirectoryConfig>) {
+        *self.config.borrow_mut() = next;
     }
 
     /// The server is about to stop this worker, dropping the operations still running.

@@ -71,6 +71,15 @@ pub fn restore(config: &Config, from: &Path, data_dir: &Path, force: bool) -> an
     backup::run_restore_command(config, from, data_dir, force)
 }
 
+/// `ferrodir reload`: asks the server serving `data_dir` (its admin socket) to re-read its
+/// config file; returns its summary, or why it refused the file.
+pub fn reload(data_dir: &Path) -> anyhow::Result<String> {
+    let Some(stream) = crate::admin::client::connect(data_dir)? else {
+        anyhow::bail!("no server is serving {} (no admin socket answers)", data_dir.display());
+    };
+    crate::admin::client::call(stream, &crate::admin::Request::Reload, &mut std::io::sink())
+}
+
 /// `ferrodir compact`: gives the free space inside the data directory's files back.
 pub fn compact(data_dir: &Path) -> anyhow::Result<()> {
     compact::run_command(data_dir)

@@ -127,6 +127,10 @@ pub struct Config {
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
+    /// The file this configuration was read from (None: the embedded default): what a
+    /// reload reads again.
+    #[serde(skip)]
+    pub source: Option<std::path::PathBuf>,
 }
 
 /// One `[[access_rules]]` entry: slapd's `access to <to> by <by[0]> by <by[1]> ...`, e.g.
@@ -505,6 +509,7 @@ impl Default for Config {
             replication: Vec::new(),
             unique: Vec::new(),
             testing: None,
+            source: None,
         }
     }
 }
@@ -667,7 +672,10 @@ impl Config {
     pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e:#}", path.display()))
+        let mut config =
+            Self::parse(&text).map_err(|e| anyhow::anyhow!("bad config {}: {e:#}", path.display()))?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// Parses and checks a config's TOML text.

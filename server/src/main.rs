@@ -102,6 +102,16 @@ enum Command {
         #[arg(long, value_name = "BACKUP_DIR")]
         to: PathBuf,
     },
+    /// Ask the server serving DIR to re-read its config file (as SIGHUP does): access
+    /// rules, limits, uniqueness, TLS files... Prints what happened; exits non-zero when the
+    /// file was refused (the running configuration then stays).
+    Reload {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The served data directory (default: the config's `data_dir`).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// Give the free space inside the data directory's files back to the filesystem
     /// (offline: stop the server first). The data stays the same.
     Compact {
@@ -165,6 +175,12 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Backup { config, data_dir, to } => {
             commands::backup(&start(config.as_ref())?, &data_dir, &to)
+        }
+        Command::Reload { config, data_dir } => {
+            let config = start(config.as_ref())?;
+            let summary = commands::reload(&data_dir.unwrap_or(config.data_dir))?;
+            println!("{summary}");
+            Ok(())
         }
         Command::Compact { config, data_dir } => {
             start(config.as_ref())?;

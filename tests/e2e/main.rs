@@ -27,6 +27,7 @@ mod passwords;
 mod persistence;
 mod raw;
 mod refint;
+mod reload;
 mod replication;
 mod semantics;
 mod sort;

@@ -37,7 +37,7 @@ pub async fn search(
     base: &NormDn,
     attrs: &AttrSelection,
 ) -> LdapResultOf<LdapResult> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     if !may_read(&config.monitor_readers, &ctx.identity) {
         return Err(LdapError::no_such_object(""));
     }

@@ -24,11 +24,11 @@ const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
 const PARENT_CLOSED_RETRY_DELAY_MS: u64 = 5;
 
 pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
-    let dn = parse_dn(&ctx.worker.config, &request.entry)?;
+    let dn = parse_dn(&ctx.config, &request.entry)?;
     if request.attributes.is_empty() {
         return Err(LdapError::protocol("no attributes"));
     }
-    check_writable(&ctx.worker.config, &dn)?;
+    check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let subject = access::subject(ctx).await;
     // Name resolution comes before access, as slapd answers: noSuchObject beats refusal.
@@ -36,11 +36,11 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         Ok(found) => found,
         Err(e) => return Err(access::undisclosed(ctx, &subject, e).await),
     };
-    let mut entry = build_entry(&request, &ctx.worker.config)?;
+    let mut entry = build_entry(&request, &ctx.config)?;
     if let Some(named_by) = dn.dn.rdns.first() {
-        add_rdn_values(&ctx.worker.config, &mut entry, named_by)?;
+        add_rdn_values(&ctx.config, &mut entry, named_by)?;
     }
-    crate::op::stored_password::hash_entry(&ctx.worker.config, &mut entry).await?;
+    crate::op::stored_password::hash_entry(&ctx.config, &mut entry).await?;
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     if let Err(refusal) = check_access(ctx, &subject, &dn, parent_id, &entry).await {
         // slapd looks for the entry before it asks the rules: entryAlreadyExists first.
@@ -87,7 +87,7 @@ async fn check_access(
     if subject.is_root() {
         return Ok(());
     }
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let parent_dn = dn.parent().unwrap_or_default();
     let parent_entry = access::entry_for_rules(ctx, subject, parent_id).await?;
     let message = "no write access to parent";

@@ -49,10 +49,10 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         }
         (false, false) => {}
     }
-    if !ctx.transport.password_allowed(ctx.worker.config.require_tls_for_binds) {
+    if !ctx.transport.password_allowed(ctx.config.require_tls_for_binds) {
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "confidentiality required"));
     }
-    let dn = parse_dn(&ctx.worker.config, &request.name)?;
+    let dn = parse_dn(&ctx.config, &request.name)?;
     verify_password(&ctx.worker, &ctx.transport, dn, &password).await
 }
 

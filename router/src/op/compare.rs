@@ -21,12 +21,12 @@ pub async fn compare(ctx: &OpContext, request: CompareRequest) -> LdapResult {
 }
 
 async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<ResultCode> {
-    let dn = parse_dn(&ctx.worker.config, &request.entry)?;
+    let dn = parse_dn(&ctx.config, &request.entry)?;
     let desc = text(&request.ava.attribute_desc)?;
     if desc.is_empty() {
         return Err(LdapError::protocol("empty attribute description"));
     }
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let subject = access::subject(ctx).await;
     let (mut entry, special) = target_entry(ctx, &subject, &dn).await?;
     if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::MEMBER_OF) {
@@ -91,7 +91,7 @@ async fn target_entry(
     subject: &Subject,
     dn: &ferrodir_proto::NormDn,
 ) -> LdapResultOf<(Entry, bool)> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let (user, operational) = if dn.is_root() {
         rootdse::root_dse(config)
     } else if dn.is("cn=subschema") {

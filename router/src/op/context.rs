@@ -6,6 +6,8 @@
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+
+use crate::config::DirectoryConfig;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -36,6 +38,9 @@ pub enum Outbound {
 #[derive(Clone)]
 pub struct OpContext {
     pub worker: Rc<Worker>,
+    /// The configuration the operation runs under from start to end (taken at dispatch:
+    /// a reload changes only the operations that start after it).
+    pub config: Arc<DirectoryConfig>,
     pub out: mpsc::Sender<Outbound>,
     pub message_id: u32,
     pub identity: Identity,
@@ -64,6 +69,10 @@ pub struct OpContext {
 }
 
 impl Asker for OpContext {
+    fn config(&self) -> &DirectoryConfig {
+        &self.config
+    }
+
     fn worker(&self) -> &Worker {
         &self.worker
     }

@@ -19,7 +19,7 @@ pub async fn verify_password(
     password: &[u8],
 ) -> Result<Identity, LdapError> {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
-    let config = &worker.config;
+    let config = &worker.config();
     let (stored, identity) = if config.is_root_dn(&dn) {
         let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
         (stored, Identity::Root(dn.into()))
@@ -48,7 +48,7 @@ async fn stored_passwords(
     let Some(record) = worker.fetch(located.id).await? else {
         return Ok(Vec::new());
     };
-    if !access::may_authenticate(&worker.config, transport, dn, &record.entry) {
+    if !access::may_authenticate(&worker.config(), transport, dn, &record.entry) {
         return Ok(Vec::new());
     }
     Ok(record.entry.get("userPassword").map(|attr| attr.values.clone()).unwrap_or_default())

@@ -11,14 +11,14 @@ use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
 
 pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
-    let dn = parse_dn(&ctx.worker.config, dn_bytes)?;
-    check_writable(&ctx.worker.config, &dn)?;
+    let dn = parse_dn(&ctx.config, dn_bytes)?;
+    check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let subject = access::subject(ctx).await;
     let target = access::locate(ctx, &subject, &dn).await?;
     if !subject.is_root() {
         // slapd: `write` on the parent's `children`, then on the entry's `entry`.
-        let config = &ctx.worker.config;
+        let config = &ctx.config;
         let parent = access::entry_for_rules(ctx, &subject, target.parent).await?;
         let parent_dn = dn.parent().unwrap_or_default();
         let message = "no write access to parent";
@@ -27,7 +27,7 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
         access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, "no write access to entry")?;
     }
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
-    if target.container || name_shard != target.id.shard() || ctx.worker.config.refint.is_some() {
+    if target.container || name_shard != target.id.shard() || ctx.config.refint.is_some() {
         return ctx
             .worker
             .coordinator

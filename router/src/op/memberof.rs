@@ -57,7 +57,7 @@ pub async fn prepare(
     filter: &mut Filter,
     attrs: &mut AttrSelection,
 ) -> LdapResultOf<()> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let Some(groups) = config.memberof.clone() else {
         neutralise(filter, &mut |_| None);
         return Ok(());
@@ -120,7 +120,7 @@ fn required_ids(plan: &Plan) -> Option<&[EntryId]> {
 
 /// A Compare of memberOf: the target's memberOf values, as a search would return them.
 pub async fn compare_values(ctx: &OpContext, subject: &Subject, dn: &str) -> LdapResultOf<Vec<Vec<u8>>> {
-    let Some(groups) = ctx.worker.config.memberof.clone() else { return Ok(Vec::new()) };
+    let Some(groups) = ctx.config.memberof.clone() else { return Ok(Vec::new()) };
     let access = group_access(ctx, subject).await;
     let query = MemberOfQuery::new(groups, access, false);
     let values = query.values(&ctx.worker.skeleton(), dn);
@@ -288,7 +288,7 @@ async fn members_down(
     let mut found = BTreeSet::new();
     // Read before any of the data: resolutions made from it are good while it holds.
     let token = resolution_token(ctx.worker.hub(), skeleton);
-    let Ok(group) = ctx.worker.config.dn_rules().parse(group) else { return Ok(found) };
+    let Ok(group) = ctx.config.dn_rules().parse(group) else { return Ok(found) };
     let Some(start) = resolve(ctx, &group).await? else { return Ok(found) };
     let mut visited = BTreeSet::from([start]);
     let mut frontier = vec![start];
@@ -355,7 +355,7 @@ async fn member_ids(
 
 /// The DNs a group's member and uniqueMember values name.
 fn member_dns(ctx: &OpContext, record: &EntryRecord) -> Vec<NormDn> {
-    let rules = &ctx.worker.config.rules;
+    let rules = &ctx.config.rules;
     record
         .entry
         .attrs

@@ -17,7 +17,7 @@ use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
 
 pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultOf<()> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let dn = parse_dn(config, &request.entry)?;
     let new_rdn = config.dn_rules().parse_rdn(text(&request.newrdn)?).map_err(LdapError::invalid_dn)?;
     let new_superior = request.new_superior.as_deref().map(|bytes| parse_dn(config, bytes)).transpose()?;
@@ -86,7 +86,7 @@ async fn unique_claims<'c>(
     id: EntryId,
     add_values: &[(String, Vec<u8>)],
 ) -> LdapResultOf<Option<crate::unique::Claims<'c>>> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let new_dn = NormDn::new(new_dn.clone(), config.dn_rules());
     if !config.unique.rules.iter().any(|rule| rule.covers(&new_dn)) {
         return Ok(None);
@@ -119,7 +119,7 @@ async fn new_parent(
     superior: &NormDn,
     target: &Located,
 ) -> LdapResultOf<EntryId> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let same_context = config.suffix_of(superior).map(|s| &s.norm) == config.suffix_of(dn).map(|s| &s.norm);
     if !same_context {
         return Err(LdapError::new(
@@ -175,7 +175,7 @@ async fn check_old_parent(
         return Ok(());
     }
     let parent_dn = dn.parent().unwrap_or_default();
-    let parent_id = if ctx.worker.config.suffix_of(&parent_dn).is_some() {
+    let parent_id = if ctx.config.suffix_of(&parent_dn).is_some() {
         match crate::resolve::locate(&ctx.worker, &parent_dn).await {
             Ok(parent) => parent.id,
             Err(_) => return Ok(()),
@@ -185,7 +185,7 @@ async fn check_old_parent(
     };
     let parent = access::entry_for_rules(ctx, subject, parent_id).await?;
     let message = "no write access to old parent's children";
-    access::check_write(&ctx.worker.config, subject, &parent_dn, parent.as_ref(), Attr::Children, message)
+    access::check_write(&ctx.config, subject, &parent_dn, parent.as_ref(), Attr::Children, message)
 }
 
 /// `write` on the new parent's `children` (slapd: "no write access to new superior's
@@ -201,7 +201,7 @@ async fn check_new_parent(
     }
     let entry = access::entry_for_rules(ctx, subject, id).await?;
     let message = "no write access to new superior's children";
-    access::check_write(&ctx.worker.config, subject, superior, entry.as_ref(), Attr::Children, message)
+    access::check_write(&ctx.config, subject, superior, entry.as_ref(), Attr::Children, message)
 }
 
 fn same_ava(rules: &DnNormalizer, a: &ferrodir_proto::dn::Ava, b: &ferrodir_proto::dn::Ava) -> bool {

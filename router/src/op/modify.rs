@@ -15,8 +15,8 @@ use ferrodir_proto::schema::matching::Rule;
 use ferrodir_proto::ResultCode;
 
 pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()> {
-    let dn = parse_dn(&ctx.worker.config, &request.object)?;
-    check_writable(&ctx.worker.config, &dn)?;
+    let dn = parse_dn(&ctx.config, &request.object)?;
+    check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let mut changes = Vec::with_capacity(request.changes.len());
     for change in &request.changes {
@@ -24,7 +24,7 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         if name.is_empty() {
             return Err(LdapError::protocol("empty attribute description"));
         }
-        crate::op::add::reject_no_user_modification(&ctx.worker.config, name)?;
+        crate::op::add::reject_no_user_modification(&ctx.config, name)?;
         let op = match change.operation {
             ModifyOperation::Add => ModOp::Add,
             ModifyOperation::Delete => ModOp::Delete,
@@ -32,8 +32,8 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
             ModifyOperation::Increment => ModOp::Increment,
         };
         let values: Vec<Vec<u8>> = change.modification.vals.iter().map(|v| v.to_vec()).collect();
-        check_change(&ctx.worker.config, op, name, &values)?;
-        let values = canonical_values(&ctx.worker.config, name, values)?;
+        check_change(&ctx.config, op, name, &values)?;
+        let values = canonical_values(&ctx.config, name, values)?;
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let subject = access::subject(ctx).await;
@@ -42,10 +42,10 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         // slapd's acl_check_modlist: `write` on every attribute a change touches.
         let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
         for change in &changes {
-            access::may_write_attr(&ctx.worker.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
+            access::may_write_attr(&ctx.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
         }
     }
-    crate::op::stored_password::hash_changes(&ctx.worker.config, &mut changes).await?;
+    crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
@@ -61,7 +61,7 @@ async fn unique_claims<'c>(
     id: ferrodir_shard::EntryId,
     changes: &[LdifMod],
 ) -> LdapResultOf<Option<crate::unique::Claims<'c>>> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     if !config.unique.rules.iter().any(|rule| rule.covers(dn)) {
         return Ok(None);
     }

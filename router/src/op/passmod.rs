@@ -54,7 +54,7 @@ pub async fn password_modify(ctx: &OpContext, request_value: Option<&[u8]>) -> E
 
 /// Changes the password; returns the generated one, if the request had none.
 async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<Option<Vec<u8>>> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     if !ctx.transport.password_allowed(config.require_tls_for_binds) {
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "TLS confidentiality required"));
     }

@@ -50,13 +50,13 @@ fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
             "SASL EXTERNAL needs a TLS client certificate or the ldapi socket",
         ));
     };
-    let identity = identity_for(&ctx.worker.config, &name)?;
-    check_authzid(ctx.worker.config.dn_rules(), &identity, authzid)?;
+    let identity = identity_for(&ctx.config, &name)?;
+    check_authzid(ctx.config.dn_rules(), &identity, authzid)?;
     Ok(identity)
 }
 
 async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     if config.require_tls_for_binds && !ctx.transport.confidential() {
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "SASL PLAIN needs TLS or ldapi"));
     }

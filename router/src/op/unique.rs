@@ -43,11 +43,11 @@ struct Wanted {
 
 /// Claims and checks the constrained values of `written`. None: no rule applies.
 pub(crate) async fn check<'c>(ctx: &'c OpContext, written: &Written<'_>) -> LdapResultOf<Option<Claims<'c>>> {
-    let unique = &ctx.worker.config.unique;
+    let unique = &ctx.config.unique;
     if unique.is_empty() {
         return Ok(None);
     }
-    let rules = &ctx.worker.config.rules;
+    let rules = &ctx.config.rules;
     let wanted = constrained_values(rules, &unique.rules, written);
     if wanted.is_empty() {
         return Ok(None);
@@ -109,7 +109,7 @@ async fn taken(
     value: &[u8],
     own: Option<&NormDn>,
 ) -> LdapResultOf<bool> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let equal = Filter::EqualityMatch(AttributeValueAssertion {
         attribute_desc: OctetString::from(attr.as_bytes().to_vec()),
         assertion_value: OctetString::from(value.to_vec()),

@@ -9,7 +9,7 @@
 //! authentication. One request per connection, one connection at a time (the admin thread
 //! serves them in turn, so at most one cut is open).
 //!
-//! Protocol: the client sends one line, `export operational`, `export user` or
+//! Protocol: the client sends one line, `export operational`, `export user`, `reload` or
 //! `backup <absolute path>`. The server answers with frames of `kind (1 byte) ‖ length (u32
 //! BE) ‖ payload`: `D` carries LDIF bytes, then exactly one of `K` (done; the payload is a
 //! summary) or `E` (failed; the payload says why). A stream that ends without `K` is
@@ -52,6 +52,8 @@ pub enum Request {
     Export { operational: bool },
     /// Write a backup into this directory (absolute; it must be absent or empty).
     Backup(PathBuf),
+    /// Re-read the config file (serve/reload.rs); the summary says what happened.
+    Reload,
 }
 
 impl Request {
@@ -59,6 +61,7 @@ impl Request {
         let mut line = match self {
             Request::Export { operational: true } => b"export operational".to_vec(),
             Request::Export { operational: false } => b"export user".to_vec(),
+            Request::Reload => b"reload".to_vec(),
             Request::Backup(to) => {
                 let bytes = to.as_os_str().as_bytes();
                 if !to.is_absolute() || bytes.contains(&b'\n') || bytes.len() + 8 > REQUEST_BYTES_MAX {
@@ -76,6 +79,7 @@ impl Request {
         match line {
             b"export operational" => Ok(Request::Export { operational: true }),
             b"export user" => Ok(Request::Export { operational: false }),
+            b"reload" => Ok(Request::Reload),
             _ => match line.strip_prefix(b"backup ") {
                 Some(path) if Path::new(OsStr::from_bytes(path)).is_absolute() => {
                     Ok(Request::Backup(PathBuf::from(OsStr::from_bytes(path))))

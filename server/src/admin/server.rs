@@ -35,6 +35,8 @@ pub struct AdminContext {
     pub rules: Arc<RuleTable>,
     /// What a backup's redb files open with: the serving directory's settings.
     pub storage: StorageOptions,
+    /// `ferrodir reload`: re-reads the config file (serve/reload.rs).
+    pub reloader: Arc<crate::serve::reload::Reloader>,
 }
 
 /// The bound socket. Dropping it (clean shutdown) ends the admin thread, which lets go of
@@ -134,6 +136,10 @@ fn run(
     request: Request,
     frames: &mut FrameSink<'_>,
 ) -> anyhow::Result<String> {
+    if request == Request::Reload {
+        // No cut: a reload reads no data, except for a new [[unique]] rule's check.
+        return context.reloader.reload("ferrodir reload");
+    }
     let cut = runtime.block_on(Cut::online(
         &context.coordinator,
         &context.engines,
@@ -147,6 +153,7 @@ fn run(
             out.flush()?;
             Ok(format!("exported {count} entries (from the serving server, one consistent cut)"))
         }
+        Request::Reload => anyhow::bail!("a reload takes no cut"),
         Request::Backup(to) => {
             let marker = backup::backup(&cut, &context.manifest, context.kind, &context.storage, &to)?;
             Ok(format!(

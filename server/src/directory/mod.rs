@@ -32,10 +32,10 @@ pub fn directory_config(
     // Every configured DN is normalised once, here, by the schema's rules.
     let dn_rules = store.rules.dn();
     let names = Names::parse(config, dn_rules)?;
-    let access_rules = Arc::new(access_rules(config, store)?);
+    let access_rules = Arc::new(access_rules(config, &store.rules)?);
     let suffix_dns: Vec<NormDn> =
         names.suffixes.iter().map(|s| NormDn::new(s.dn.clone(), dn_rules)).collect();
-    let unique = Arc::new(unique::resolve(config, store, &suffix_dns)?);
+    let unique = Arc::new(unique::resolve(config, &store.rules, &store.indexes, &suffix_dns)?);
     Ok(DirectoryConfig {
         suffixes: names.suffixes,
         root_dn: names.root_dn,
@@ -71,6 +71,30 @@ pub fn directory_config(
         memberof: memberof_groups(config, store)?,
         replicated: replicated_areas(config, dn_rules)?,
     })
+}
+
+/// `current` with what a reload may change taken from `next` (a re-read config file):
+/// access rules, limits, authorization rules, cn=Monitor's readers, the root password,
+/// TLS for binds, uniqueness. What lives for the server's life (its caches, counters,
+/// claims, paged-results key, schema and indexes) is kept. Errors name what does not
+/// validate; nothing changes then.
+pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<DirectoryConfig> {
+    let dn_rules = current.rules.dn();
+    let names = Names::parse(next, dn_rules)?;
+    let suffix_dns: Vec<NormDn> =
+        current.suffixes.iter().map(|s| NormDn::new(s.dn.clone(), dn_rules)).collect();
+    let rules = unique::resolve(next, &current.rules, &current.indexes, &suffix_dns)?;
+    let mut out = current.clone();
+    out.access_rules = Arc::new(access_rules(next, &current.rules)?);
+    out.limits = next.limits.resolve(dn_rules)?;
+    out.authz_rules = authz_rules(next)?;
+    out.monitor_readers = names.monitor_readers;
+    out.root_password = (!next.root_password.is_empty()).then(|| next.root_password.clone());
+    out.require_tls_for_binds = next.require_tls_for_binds;
+    out.search_chunks_in_flight = next.limits.search_chunks_in_flight;
+    out.sort = sort_limits(&next.limits);
+    out.unique = Arc::new(current.unique.with_rules(rules.rules));
+    Ok(out)
 }
 
 /// The DNs the config names, normalised: suffixes, the root identity, cn=Monitor's readers.
@@ -177,7 +201,7 @@ fn memberof_groups(config: &Config, store: &Store) -> anyhow::Result<Option<Arc<
 
 /// The access rules, compiled once: `[[access_rules]]` when given, else the built-in set
 /// `access` names. A rule that doesn't compile stops the server, naming the rule.
-fn access_rules(config: &Config, store: &Store) -> anyhow::Result<acl::RuleSet> {
+fn access_rules(config: &Config, rules: &Arc<ferrodir_shard::RuleTable>) -> anyhow::Result<acl::RuleSet> {
     let (texts, origin) = if config.access_rules.is_empty() {
         let texts = acl::profile(&config.access).ok_or_else(|| {
             anyhow::anyhow!("unknown access profile {:?}: use \"default\" or \"open-read\"", config.access)
@@ -188,5 +212,5 @@ fn access_rules(config: &Config, store: &Store) -> anyhow::Result<acl::RuleSet> 
             config.access_rules.iter().map(|r| RuleText { to: r.to.clone(), by: r.by.clone() }).collect();
         (texts, "access_rules".to_string())
     };
-    acl::compile(&texts, store.rules.clone(), &origin).map_err(|e| anyhow::anyhow!("[[access_rules]]: {e}"))
+    acl::compile(&texts, rules.clone(), &origin).map_err(|e| anyhow::anyhow!("[[access_rules]]: {e}"))
 }

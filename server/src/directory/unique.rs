@@ -12,14 +12,18 @@ use ferrodir_shard::offline::{self, Stored};
 use ferrodir_shard::{IndexKind, Skeleton};
 
 use crate::config::Config;
-use crate::data::store::Store;
 
 /// The rules of `[[unique]]`. Refuses a type the schema doesn't know or one without an
 /// equality rule (no two values could be compared), a base outside every suffix and a
 /// filter that doesn't parse; warns of a type whose equality index is not usable (every
 /// constrained write then scans its subtrees).
-pub fn resolve(config: &Config, store: &Store, suffixes: &[NormDn]) -> anyhow::Result<Uniqueness> {
-    let dn_rules = store.rules.dn();
+pub fn resolve(
+    config: &Config,
+    schema_rules: &ferrodir_shard::RuleTable,
+    indexes: &ferrodir_shard::IndexConfig,
+    suffixes: &[NormDn],
+) -> anyhow::Result<Uniqueness> {
+    let dn_rules = schema_rules.dn();
     let mut rules = Vec::new();
     for (n, table) in config.unique.iter().enumerate() {
         let at = format!("unique[{n}]");
@@ -28,13 +32,13 @@ pub fn resolve(config: &Config, store: &Store, suffixes: &[NormDn]) -> anyhow::R
         }
         let mut attrs = Vec::new();
         for name in &table.attributes {
-            let Some(rule) = store.rules.get(name) else {
+            let Some(rule) = schema_rules.get(name) else {
                 bail!("{at}.attributes: {name} is not an attribute type of the schema");
             };
             if rule.equality.is_none() {
                 bail!("{at}.attributes: {name} has no equality matching rule");
             }
-            if !store.indexes.usable(&rule.canonical, IndexKind::Equality) {
+            if !indexes.usable(&rule.canonical, IndexKind::Equality) {
                 tracing::warn!(
                     attribute = %name,
                     "[[unique]]: no usable equality index: each write of it searches its subtrees whole; add `{name} eq` to `index`"
@@ -68,15 +72,19 @@ pub fn resolve(config: &Config, store: &Store, suffixes: &[NormDn]) -> anyhow::R
 }
 
 /// Refuses to start over entries that break a rule, naming the first few pairs.
-pub fn refuse_duplicates(unique: &Uniqueness, store: &Store, skeleton: &Skeleton) -> anyhow::Result<()> {
+pub fn refuse_duplicates(
+    unique: &Uniqueness,
+    rules: &ferrodir_shard::RuleTable,
+    engines: &[std::sync::Arc<dyn ferrodir_shard::storage::KvEngine>],
+    skeleton: &Skeleton,
+) -> anyhow::Result<()> {
     if unique.is_empty() {
         return Ok(());
     }
-    let rules = &store.rules;
     // (rule, type, value key) → the DN that holds it first.
     let mut seen: HashMap<(usize, String, Vec<u8>), String> = HashMap::new();
     let mut duplicates = Vec::new();
-    for engine in &store.engines {
+    for engine in engines {
         let snapshot = engine.snapshot()?;
         offline::each_entry(snapshot.as_ref(), &mut |stored| {
             let Stored::Entry(id, record) = stored else { return true };

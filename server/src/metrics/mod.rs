@@ -59,6 +59,14 @@ impl ListenerStats {
     }
 }
 
+/// How many reloads of the config took effect and how many were refused
+/// (`ferrodir_config_reloads_total{result}`; counted by serve/reload.rs).
+#[derive(Debug, Default)]
+pub struct ReloadCounts {
+    pub ok: AtomicU64,
+    pub failed: AtomicU64,
+}
+
 /// Everything a scrape reads.
 pub struct Metrics {
     pub started: SystemTime,
@@ -82,6 +90,8 @@ pub struct Metrics {
     pub syncrepl: Arc<ferrodir_router::SyncreplStats>,
     /// The replication consumers this server runs (`[[replication]]`).
     pub replication: crate::replication::status::Consumers,
+    /// Reloads of the config that took effect, and those refused.
+    pub reloads: Arc<ReloadCounts>,
     process: prometheus::Registry,
 }
 
@@ -119,6 +129,7 @@ impl Metrics {
             hub,
             syncrepl,
             replication: Default::default(),
+            reloads: Arc::default(),
             process,
         }
     }
@@ -172,7 +183,13 @@ impl Metrics {
         let mut start =
             Family::gauge("ferrodir_start_time_seconds", "When the server started, in Unix time.");
         start.value(&[], self.started.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
-        let mut out = vec![self.tls_expiry_family(), build.done(), start.done()];
+        let mut reloads = Family::counter(
+            "ferrodir_config_reloads_total",
+            "Reloads of the config file (SIGHUP, ferrodir reload), by outcome: ok, or failed (the running configuration stayed).",
+        );
+        reloads.value(&[("result", "ok")], self.reloads.ok.load(Ordering::Relaxed) as f64);
+        reloads.value(&[("result", "failed")], self.reloads.failed.load(Ordering::Relaxed) as f64);
+        let mut out = vec![self.tls_expiry_family(), build.done(), start.done(), reloads.done()];
         out.extend(self.connection_families(&workers));
         out.extend(request_families(&workers));
         out

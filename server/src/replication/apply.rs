@@ -98,7 +98,7 @@ impl Applier {
             for id in view.all_ids(&*snapshot)? {
                 let Some(record) = view.record_in(&*snapshot, id)? else { continue };
                 let in_scope =
-                    (worker.config.dn_rules().parse(&skeleton.dn_of_child(record.parent, &record.rdn)))
+                    (worker.config().dn_rules().parse(&skeleton.dn_of_child(record.parent, &record.rdn)))
                         .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
                 if let (true, Some(uuid)) = (in_scope, uuid_of(&record)) {
                     uuids.insert(uuid, id);
@@ -168,7 +168,7 @@ impl Applier {
     ) -> Result<()> {
         let dn = std::str::from_utf8(dn_bytes)
             .ok()
-            .and_then(|t| self.worker.config.dn_rules().parse(t).ok())
+            .and_then(|t| self.worker.config().dn_rules().parse(t).ok())
             .ok_or_else(|| ApplyError::Bad(format!("a bad DN {:?}", String::from_utf8_lossy(dn_bytes))))?;
         if !dn.is_descendant_or_self_of(&self.base) {
             return Err(ApplyError::Bad(format!("an entry outside the search base: {dn}")));
@@ -452,7 +452,7 @@ impl Applier {
     fn dn_of(&self, record: &EntryRecord) -> Result<NormDn> {
         let text = self.worker.skeleton().dn_of_child(record.parent, &record.rdn);
         self.worker
-            .config
+            .config()
             .dn_rules()
             .parse(&text)
             .map_err(|e| ApplyError::Bad(format!("a local DN that does not parse: {e}")))
@@ -461,7 +461,7 @@ impl Applier {
     /// The entry to store: the provider's attributes but those a consumer never stores and
     /// types this schema lacks (logged), with the uuid of the Sync State control.
     fn entry_of(&mut self, attributes: Vec<PartialAttribute>, uuid: &Uuid) -> Entry {
-        let schema = self.worker.config.schema.clone();
+        let schema = self.worker.config().schema.clone();
         let mut attrs = Vec::with_capacity(attributes.len());
         for attr in attributes {
             let name = String::from_utf8_lossy(&attr.r#type).into_owned();

@@ -51,7 +51,7 @@ enum Ended {
 /// Runs one `[[replication]]` consumer forever (or until its retry schedule is used up).
 pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardCore>>, status: Arc<Status>) {
     let rid = settings.rid;
-    let Ok(base) = worker.config.dn_rules().parse(&settings.search_base) else { return };
+    let Ok(base) = worker.config().dn_rules().parse(&settings.search_base) else { return };
     let Ok(schedule) = RetrySchedule::parse(&settings.retry) else { return };
     let mut applier = match Applier::new(worker.clone(), &views, base, status.clone()) {
         Ok(applier) => applier,

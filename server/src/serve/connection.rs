@@ -147,7 +147,7 @@ async fn open(
             if let Some(sink) = &worker.access_log {
                 sink.emit(connect_line(conn, stream.as_raw_fd(), "connection", "local".into(), path.clone()));
             }
-            let entry = worker.config.monitor.connections.open(
+            let entry = worker.config().monitor.connections.open(
                 conn,
                 ConnectionInfo {
                     peer_address: format!("PATH={path}"),
@@ -169,7 +169,7 @@ fn monitor_entry(worker: &Worker, conn: u64, stream: &TcpStream, scheme: &str) -
     let address =
         |a: std::io::Result<std::net::SocketAddr>| a.map_or_else(|_| "unknown".into(), |a| format!("IP={a}"));
     let local = stream.local_addr().map_or_else(|_| "unknown".into(), |a| a.to_string());
-    worker.config.monitor.connections.open(
+    worker.config().monitor.connections.open(
         conn,
         ConnectionInfo {
             peer_address: address(stream.peer_addr()),

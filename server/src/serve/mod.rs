@@ -12,6 +12,7 @@ pub mod monitor;
 pub mod paged_key;
 pub mod per_ip;
 pub mod priority;
+pub mod reload;
 pub mod runtime;
 pub mod search_pool;
 pub mod stream;

@@ -41,6 +41,14 @@ thread_local! {
     static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
 }
 
+/// Runs `f` on this thread's worker, if it has one (a reload hands each worker its copy of
+/// the new configuration this way).
+pub(crate) fn with_worker(f: impl FnOnce(&Worker)) {
+    if let Some(worker) = WORKER.with(|slot| slot.borrow().clone()) {
+        f(&worker);
+    }
+}
+
 /// What a new data directory holds when `example_data` is set.
 const EXAMPLE_LDIF: &str = include_str!("../example.ldif");
 
@@ -110,10 +118,20 @@ async fn run(
     start_workers(&config, &store, &prepared, &started, log_queues, &threads.workers).await?;
     start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
-    let admin =
-        start_admin(&config, &store, started.coordinator.clone(), std::mem::take(&mut prepared.gates));
+    let reloader = Arc::new(crate::serve::reload::Reloader::new(
+        &config,
+        prepared.directory.clone(),
+        threads.workers.iter().map(Arbiter::handle).collect(),
+        |copy| with_worker(|worker| worker.set_config(copy)),
+        store.engines.clone(),
+        prepared.cell.clone(),
+        prepared.metrics.reloads.clone(),
+    ));
+    let gates = std::mem::take(&mut prepared.gates);
+    let admin = start_admin(&config, &store, started.coordinator.clone(), gates, reloader.clone());
     let (listeners, tls) = open_listeners(&config, listen, &prepared, shard_count)?;
-    spawn_background(&started, tls.clone());
+    reloader.set_tls(tls.clone());
+    spawn_background(&started, tls.clone(), reloader);
     let connections =
         accept_until(shutdown, &config, &listeners, tls, &threads.workers, &prepared.metrics).await;
     let running = Running { listeners, connections, admin, search_pool };
@@ -176,7 +194,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         tracing::info!(settled, "cleared the container flag of entries left without children");
     }
     let (skeleton, entry_counts) = store.skeleton(config)?;
-    crate::directory::unique::refuse_duplicates(&directory.unique, store, &skeleton)?;
+    crate::directory::unique::refuse_duplicates(&directory.unique, &store.rules, &store.engines, &skeleton)?;
     let cell = Arc::new(SkeletonCell::new(skeleton));
     let metrics = Arc::new(Metrics::new(crate::metrics::Sources {
         shards: shard_stats,
@@ -415,7 +433,7 @@ impl WorkerSeed {
             worker = worker.with_access_log(sink);
         }
         metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
-        worker.config.monitor.add_worker(worker.stats.clone());
+        worker.config().monitor.add_worker(worker.stats.clone());
         let worker = Rc::new(worker);
         Worker::start_shard_view_release(&worker);
         worker
@@ -454,12 +472,16 @@ fn open_listeners(
 
 /// The tasks that run beside the accept loop: systemd's watchdog, TLS certificate
 /// polling, SIGHUP.
-fn spawn_background(started: &Started, tls: Option<Arc<TlsContext>>) {
+fn spawn_background(
+    started: &Started,
+    tls: Option<Arc<TlsContext>>,
+    reloader: Arc<crate::serve::reload::Reloader>,
+) {
     actix::spawn(crate::serve::systemd::watchdog(started.coordinator.clone(), started.shards.clone()));
     if let Some(tls) = &tls {
         actix::spawn(tls.clone().poll());
     }
-    actix::spawn(reload_on_hangup(tls));
+    actix::spawn(reload_on_hangup(reloader));
 }
 
 /// Accepts connections until `shutdown` completes, handing each to a worker in turn
@@ -577,6 +599,7 @@ fn start_admin(
     store: &Store,
     coordinator: Addr<Coordinator>,
     gates: Vec<Arc<crate::data::cut::CommitGate>>,
+    reloader: Arc<crate::serve::reload::Reloader>,
 ) -> Option<crate::admin::server::AdminSocket> {
     let kind = ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine)?;
     let context = crate::admin::server::AdminContext {
@@ -587,6 +610,7 @@ fn start_admin(
         manifest: store.manifest.clone(),
         rules: store.rules.clone(),
         storage: store.storage.clone(),
+        reloader,
     };
     match crate::admin::server::start(&config.data_dir, context) {
         Ok(socket) => Some(socket),
@@ -597,10 +621,10 @@ fn start_admin(
     }
 }
 
-/// SIGHUP (systemd's ExecReload) reloads what can change while serving: today the TLS
-/// certificate and key. Handled even without TLS, so that a reload never terminates the
-/// server (SIGHUP's default action).
-async fn reload_on_hangup(tls: Option<Arc<crate::serve::tls::TlsContext>>) {
+/// SIGHUP (systemd's ExecReload) reloads what can change while serving (serve/reload.rs).
+/// Handled even without a config file, so that a reload never terminates the server
+/// (SIGHUP's default action).
+async fn reload_on_hangup(reloader: Arc<crate::serve::reload::Reloader>) {
     let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(signal) => signal,
         Err(e) => {
@@ -610,10 +634,8 @@ async fn reload_on_hangup(tls: Option<Arc<crate::serve::tls::TlsContext>>) {
     };
     while hangup.recv().await.is_some() {
         crate::serve::systemd::reloading();
-        match &tls {
-            Some(tls) => tls.reload("SIGHUP"),
-            None => tracing::info!("SIGHUP: nothing to reload (no [tls])"),
-        }
+        // Outcome logged by the reloader.
+        let _ = reloader.reload("SIGHUP");
         crate::serve::systemd::ready();
     }
 }

@@ -77,7 +77,7 @@ impl Paging {
         if self.cookie.is_empty() {
             return Ok(Position::default());
         }
-        let paged = &ctx.worker.config.paged;
+        let paged = &ctx.config.paged;
         cookie::open(&paged.key, &self.digest, &self.cookie, now_s(), paged.cookie_idle_max_s).map_err(|e| {
             match e {
                 CookieError::Invalid => {
@@ -158,7 +158,7 @@ pub(crate) async fn page(
             return Ok(size_limit_exceeded());
         }
         let next = Position { after: last, sent: position.sent.saturating_add(sink.sent as u32) };
-        let paged = &ctx.worker.config.paged;
+        let paged = &ctx.config.paged;
         paging.next = cookie::mint(&paged.key, &paging.digest, next, now_s());
     }
     Ok(LdapResult::success())

@@ -17,7 +17,7 @@ pub(crate) async fn lookup(
         return Ok(base_entry(view, query, id)?);
     }
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(None) };
-    let pdu = base_record(&ctx.worker.config.rules, query, id, record);
+    let pdu = base_record(&ctx.config.rules, query, id, record);
     ferrodir_shard::check_memberof_query(query.attrs.memberof.as_ref())?;
     Ok(pdu)
 }

@@ -17,7 +17,7 @@ pub(crate) fn plan_shards(
     filter: &Filter,
     attrs: &AttrSelection,
 ) -> LdapResultOf<(Option<Plan>, Vec<usize>)> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let planner =
         Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &attrs.unsearchable };
     let plan = planner.plan(filter);

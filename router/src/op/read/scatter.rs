@@ -34,7 +34,7 @@ pub(crate) async fn scatter<S: Sink>(
         return Ok(Gathered::All { complete: true, end: WindowEnd::default() });
     }
     let stop = Arc::new(StopSignal::new());
-    let capacity = ctx.worker.config.search_chunks_in_flight.max(1) * pooled.len();
+    let capacity = ctx.config.search_chunks_in_flight.max(1) * pooled.len();
     let (chunk_sink, chunks) = mpsc::channel(capacity);
     for &shard in &pooled {
         ctx.worker.start_scan(shard, task(ctx, target, plan, &stop, chunk_sink.clone(), None))?;
@@ -107,7 +107,7 @@ pub(crate) async fn window<S: Sink>(
         }
     }
     let stop = Arc::new(StopSignal::new());
-    let (chunk_sink, chunks) = mpsc::channel(ctx.worker.config.search_chunks_in_flight.max(1));
+    let (chunk_sink, chunks) = mpsc::channel(ctx.config.search_chunks_in_flight.max(1));
     ctx.worker.start_scan(shard, task(ctx, target, plan, &stop, chunk_sink, Some(window)))?;
     let outcome = gather(ctx, chunks, 1, &stop, deadline, sink).await;
     stop.raise(StopReason::Finished);

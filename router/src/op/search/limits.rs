@@ -17,7 +17,7 @@ pub(super) fn bounds<'a>(
     request: &SearchRequest,
     paging: Option<&mut Paging>,
 ) -> Bounds<'a> {
-    let class = ctx.worker.config.limits_for(&ctx.identity);
+    let class = ctx.config.limits_for(&ctx.identity);
     let size_limit = match paging {
         Some(paging) => {
             if class.paged_page_entries_max != 0 {

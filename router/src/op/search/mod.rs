@@ -108,7 +108,7 @@ impl Mode {
 
 /// The pipeline's stages, in order; the result for the SearchResultDone.
 async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> LdapResultOf<LdapResult> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     // Normalised once: the special bases, the suffix, the resolution and the access rules
     // all read this.
     let base = parse_dn(config, &request.base_object)?;

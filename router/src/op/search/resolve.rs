@@ -26,7 +26,7 @@ pub(super) async fn authorize(
     base: NormDn,
     attrs: &mut AttrSelection,
 ) -> LdapResultOf<Option<Authorized>> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let subject = access::subject(ctx).await;
     let mut target = access::locate(ctx, &subject, &base).await?;
     let base_entry = access::entry_for_rules(ctx, &subject, target.id).await?;
@@ -75,7 +75,6 @@ async fn deref_base(ctx: &OpContext, mut target: Located) -> LdapResultOf<Locate
             return Err(LdapError::new(ResultCode::ALIAS_PROBLEM, "alias without aliasedObjectName"));
         };
         let dn = ctx
-            .worker
             .config
             .dn_rules()
             .parse(aliased)

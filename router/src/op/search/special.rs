@@ -35,9 +35,9 @@ async fn root_or_subschema(
     attrs: &AttrSelection,
 ) -> LdapResultOf<LdapResult> {
     let (dn, (user, operational)) = if base.is_root() {
-        ("", rootdse::root_dse(&ctx.worker.config))
+        ("", rootdse::root_dse(&ctx.config))
     } else {
-        (rootdse::SUBSCHEMA_DN, rootdse::subschema(&ctx.worker.config.schema))
+        (rootdse::SUBSCHEMA_DN, rootdse::subschema(&ctx.config.schema))
     };
     if request.scope != SearchScope::BaseObject {
         // Neither has children a search can reach.
@@ -45,7 +45,7 @@ async fn root_or_subschema(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
-    if ferrodir_shard::filter_matches(&ctx.worker.config.rules, &request.filter, &visible, None) {
+    if ferrodir_shard::filter_matches(&ctx.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
     }

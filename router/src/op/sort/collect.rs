@@ -39,7 +39,7 @@ pub(crate) async fn collect(
         filter: target.filter.clone(),
         attrs: Arc::new(attrs),
     };
-    let mut sink = Rows { rows: Vec::new(), max: ctx.worker.config.sort.entries_max };
+    let mut sink = Rows { rows: Vec::new(), max: ctx.config.sort.entries_max };
     Ok(match read::read(ctx, &rows_of, bounds.class, bounds.deadline, &mut sink).await? {
         Gathered::All { .. } => {
             // The keys, then the id: one total order, the same on every page.

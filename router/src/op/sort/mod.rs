@@ -132,7 +132,7 @@ fn parse_keys(ctx: &OpContext, control: &Control) -> Result<SortSpec, Refusal> {
     if items.is_empty() {
         return Err(protocol_error("serverSort control: decoding error"));
     }
-    let rules = &ctx.worker.config.rules;
+    let rules = &ctx.config.rules;
     let mut keys = Vec::with_capacity(items.len());
     for item in items {
         let name = String::from_utf8_lossy(&item.attribute_type);
@@ -214,7 +214,7 @@ fn session(
     paged: Option<&(usize, Vec<u8>)>,
     vlv: Option<&VlvRequested>,
 ) -> Result<(Slot, Option<Kept>), Refusal> {
-    let limits = ctx.worker.config.sort;
+    let limits = ctx.config.sort;
     let (max, idle) = (limits.sessions_per_connection_max, limits.session_idle);
     let busy = || Refusal::plain(ResultCode::BUSY, "Other sort requests already in progress");
     let resumed = match (paged, vlv) {
@@ -262,7 +262,7 @@ impl Sorting {
             });
         };
         let spec = parse_keys(ctx, sort)?;
-        if spec.keys.len() > ctx.worker.config.sort.keys_max {
+        if spec.keys.len() > ctx.config.sort.keys_max {
             return Err(Refusal::plain(ResultCode::UNWILLING_TO_PERFORM, "Too many sort keys"));
         }
         let paged = requested.paged.map(parse_paged).transpose()?;
@@ -350,7 +350,7 @@ pub(crate) async fn run(
             return Ok(LdapResult::error(VLV_ERROR, "VLV assertion value does not normalise"))
         }
         Err(Slice::OutOfRange) => {
-            keep_vlv(sorting, rows, ctx.worker.config.sort.session_idle);
+            keep_vlv(sorting, rows, ctx.config.sort.session_idle);
             return Ok(LdapResult::error(VLV_ERROR, "VLV offset is out of range"));
         }
     };
@@ -385,7 +385,7 @@ fn slice(ctx: &OpContext, sorting: &Sorting, rows: &[SortRow], next: usize) -> R
             vlv::by_offset(n, before, after, offset, count)
         }
         VlvTarget::GreaterThanOrEqual(value) => {
-            let first = sorting.spec.keys.first().and_then(|k| k.encode(value, ctx.worker.config.rules.dn()));
+            let first = sorting.spec.keys.first().and_then(|k| k.encode(value, ctx.config.rules.dn()));
             let Some(assertion) = first else {
                 let mut outcome = sorting.outcome.borrow_mut();
                 outcome.without_sort_result = true;
@@ -438,7 +438,7 @@ async fn send_rows(
 
 /// Keeps the rows for the next page (with a cookie, while rows are left) or VLV window.
 fn keep(ctx: &OpContext, sorting: &Sorting, rows: Vec<SortRow>, end: usize) {
-    let idle = ctx.worker.config.sort.session_idle;
+    let idle = ctx.config.sort.session_idle;
     match &sorting.mode {
         Mode::Plain => {}
         Mode::Paged { .. } => {

@@ -115,13 +115,13 @@ pub(crate) async fn run(
 ) -> LdapResultOf<LdapResult> {
     // Deletes and Modify DNs are logged from here on, before the cookie's CSN is read.
     ctx.worker.keep_delete_logs().await?;
-    let registration = ctx.worker.config.syncrepl.register();
+    let registration = ctx.config.syncrepl.register();
     let mut cookie = std::mem::take(&mut syncing.cookie);
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
     // consumer takes a copy it has as a no-op by entryCSN).
-    let replica = !ctx.worker.config.replicated.is_empty();
+    let replica = !ctx.config.replicated.is_empty();
     let hub = ctx.worker.hub();
     let subscription = subscribe(hub, syncing.mode, replica).await?;
     let now = current_csn(hub);
@@ -139,7 +139,7 @@ pub(crate) async fn run(
         server_id: hub.clock().server_id(),
     };
     let refresh_deletes = refresh(ctx, request, &scope, entries, &points).await?;
-    ctx.worker.config.syncrepl.refreshed(refresh_deletes);
+    ctx.config.syncrepl.refreshed(refresh_deletes);
     if let Some(subscription) = subscription {
         let (result, controls) =
             persist::follow(ctx, &scope, request, cookie, subscription, refresh_deletes, registration)
@@ -395,7 +395,7 @@ async fn collect(
     request: &SearchRequest,
     located: &Located,
 ) -> LdapResultOf<Vec<SyncEntry>> {
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let wanted = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
     // The uuid and CSN of every entry are needed whatever the consumer asked for.
     let mut asked = request.attributes.clone();

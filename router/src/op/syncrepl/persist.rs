@@ -87,7 +87,7 @@ pub(super) async fn follow(
     };
     intermediate(ctx, info).await?;
     registration.persisting();
-    let config = &ctx.worker.config;
+    let config = &ctx.config;
     let attrs = AttrSelection::from_request(&request.attributes, false, &config.rules, &config.schema);
     let mut held: Vec<Held> = Vec::new();
     // The CSN of the last cookie sent: a change between the refresh's watermark and now
@@ -132,7 +132,7 @@ fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
     let mark = hub.watermark();
     // A replica hands on its provider's state as the cookie (`current_csn`), so that a
     // chain shows one set of CSNs; its own watermark still says what may be sent.
-    let watermark = if ctx.worker.config.replicated.is_empty() {
+    let watermark = if ctx.config.replicated.is_empty() {
         (mark > 0).then(|| hub.clock().csn_of(mark))
     } else {
         super::current_csn(hub)
@@ -185,7 +185,7 @@ fn change_micros(change: &Change, batch_max: u64) -> u64 {
 }
 
 fn dropped(ctx: &OpContext) -> LdapResult {
-    ctx.worker.config.syncrepl.refresh_required();
+    ctx.config.syncrepl.refresh_required();
     LdapResult::new(
         SYNC_REFRESH_REQUIRED,
         String::new(),
@@ -203,7 +203,7 @@ async fn changes(
     later: &[Held],
 ) -> LdapResultOf<Vec<Bytes>> {
     let skeleton = ctx.worker.skeleton();
-    let rules = &ctx.worker.config.rules;
+    let rules = &ctx.config.rules;
     let hidden = Default::default();
     // The skeleton already shows the moves, so a change before one gets its DN with the
     // move undone.

@@ -1,0 +1,163 @@
+//! Reloading the configuration while serving: SIGHUP (systemd's ExecReload) and `ferrodir
+//! reload` (through the admin socket, which answers with the outcome).
+//!
+//! A reload re-reads the config file the server started with and checks it whole first; a
+//! file that does not parse, check or compile changes nothing, and the log (and `ferrodir
+//! reload`) says why. Otherwise each worker is handed its own copy of the new directory
+//! configuration (`Worker::set_config`): an operation takes the configuration once when it
+//! starts, so operations already running finish under the old settings and new ones use the
+//! new; no connection is touched. What changes: access rules, limits, authorization rules,
+//! cn=Monitor's readers, the root password, `require_tls_for_binds`, `[[unique]]`, and the
+//! TLS certificate and key. What needs a restart (listeners, shards, suffixes, schema,
+//! indexes, replication, refint, memberOf) is named in a warning and left as it was.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use actix_rt::ArbiterHandle;
+use ferrodir_router::DirectoryConfig;
+use ferrodir_shard::storage::KvEngine;
+use ferrodir_shard::SkeletonCell;
+
+use crate::config::Config;
+use crate::metrics::ReloadCounts;
+use crate::serve::tls::TlsContext;
+
+pub struct Reloader {
+    /// The file the server started with; None: the embedded default (nothing to re-read).
+    source: Option<PathBuf>,
+    /// The file's settings and the directory configuration in force, replaced together.
+    current: Mutex<(Config, Arc<DirectoryConfig>)>,
+    /// Every worker's thread, to hand each its copy, and what hands it over there (the
+    /// serving runtime's: it knows where a thread keeps its worker).
+    workers: Vec<ArbiterHandle>,
+    deliver: fn(Arc<DirectoryConfig>),
+    /// For the uniqueness check of new `[[unique]]` rules over the data.
+    engines: Vec<Arc<dyn KvEngine>>,
+    skeleton: Arc<SkeletonCell>,
+    /// Set once the listeners are open (the TLS context is made with them).
+    tls: Mutex<Option<Arc<TlsContext>>>,
+    pub counts: Arc<ReloadCounts>,
+}
+
+impl Reloader {
+    pub fn new(
+        config: &Config,
+        directory: Arc<DirectoryConfig>,
+        workers: Vec<ArbiterHandle>,
+        deliver: fn(Arc<DirectoryConfig>),
+        engines: Vec<Arc<dyn KvEngine>>,
+        skeleton: Arc<SkeletonCell>,
+        counts: Arc<ReloadCounts>,
+    ) -> Self {
+        Self {
+            source: config.source.clone(),
+            current: Mutex::new((config.clone(), directory)),
+            workers,
+            deliver,
+            engines,
+            skeleton,
+            tls: Mutex::new(None),
+            counts,
+        }
+    }
+
+    pub fn set_tls(&self, tls: Option<Arc<TlsContext>>) {
+        *self.tls.lock().unwrap_or_else(|p| p.into_inner()) = tls;
+    }
+
+    /// Re-reads and applies the config file; the outcome, for the log and `ferrodir
+    /// reload`. `why`: what asked (SIGHUP, the admin socket).
+    pub fn reload(&self, why: &str) -> anyhow::Result<String> {
+        let outcome = self.try_reload();
+        match &outcome {
+            Ok(summary) => {
+                self.counts.ok.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(why, "{summary}");
+            }
+            Err(e) => {
+                self.counts.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    why,
+                    error = format!("{e:#}"),
+                    "reload refused: the running configuration stays"
+                );
+            }
+        }
+        outcome
+    }
+
+    fn try_reload(&self) -> anyhow::Result<String> {
+        let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(path) = &self.source else {
+            if let Some(tls) = &tls {
+                tls.reload("reload");
+            }
+            anyhow::bail!("no config file (the embedded default): nothing to re-read");
+        };
+        let mut next = Config::load(path)?;
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        // The command line's choices (--data-dir, --listen) stay as they are.
+        next.data_dir = current.0.data_dir.clone();
+        next.listen = current.0.listen;
+        next.source = current.0.source.clone();
+        let directory = crate::directory::reloaded(&current.1, &next)?;
+        if directory.unique.rules.len() != current.1.unique.rules.len() || !next.unique.is_empty() {
+            crate::directory::unique::refuse_duplicates(
+                &directory.unique,
+                &directory.rules,
+                &self.engines,
+                &self.skeleton.load(),
+            )?;
+        }
+        let kept = needs_restart(&current.0, &next);
+        if !kept.is_empty() {
+            tracing::warn!(
+                settings = kept.join(", "),
+                "changed in the file but not reloaded: restart to apply"
+            );
+        }
+        for worker in &self.workers {
+            let copy = Arc::new(directory.clone());
+            let deliver = self.deliver;
+            worker.spawn_fn(move || deliver(copy));
+        }
+        if let Some(tls) = &tls {
+            tls.reload("reload");
+        }
+        *current = (next, Arc::new(directory));
+        Ok(match kept.is_empty() {
+            true => format!("configuration reloaded from {}", path.display()),
+            false => format!(
+                "configuration reloaded from {} (needs a restart, left as it was: {})",
+                path.display(),
+                kept.join(", ")
+            ),
+        })
+    }
+}
+
+/// The settings that differ between `old` and `new` and that a reload does not apply.
+fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut kept = Vec::new();
+    let mut check = |name: &'static str, same: bool| {
+        if !same {
+            kept.push(name);
+        }
+    };
+    check("listen_ldaps", old.listen_ldaps == new.listen_ldaps);
+    check("listen_ldapi", old.listen_ldapi == new.listen_ldapi);
+    check("metrics_listen", old.metrics_listen == new.metrics_listen);
+    check("suffixes", old.suffixes == new.suffixes);
+    check("root_dn", old.root_dn == new.root_dn);
+    check("shards", old.shards == new.shards);
+    check("index", old.index == new.index);
+    check("schema_files", old.schema_files == new.schema_files);
+    check("memberof", old.memberof == new.memberof);
+    check("refint.enabled", old.refint.enabled == new.refint.enabled);
+    check("replication", old.replication.len() == new.replication.len());
+    check("server_id", old.server_id == new.server_id);
+    check("engine", old.engine == new.engine);
+    kept
+}
