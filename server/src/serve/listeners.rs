@@ -173,7 +173,18 @@ pub fn announce(config: &Config, listeners: &Listeners, shards: usize) {
         println!("ferrodir listening for ldapi on {}", path.display());
     }
     println!("ferrodir listening on {addr}");
-    if !config.root_dn.is_empty() {
+    if config.root_dn.is_empty() {
+    } else if config.root_password.is_empty() {
+        println!(
+            "admin identity: {} cannot bind: no root_password in the config (`ferrodir hash-password` makes one)",
+            config.root_dn
+        );
+    } else if config.root_password == crate::config::BUILT_IN_ROOT_PASSWORD {
+        println!(
+            "admin identity: {} with the built-in password (see the README; loopback only)",
+            config.root_dn
+        );
+    } else {
         println!("admin identity: {} (password set by root_password in the config)", config.root_dn);
     }
     for suffix in &config.suffixes {
