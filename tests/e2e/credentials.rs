@@ -115,7 +115,7 @@ fn the_built_in_password_serves_loopback_only() {
 
 /// A config file without root_password: the rootDN cannot bind (49), its built-in password
 /// neither. The example entries it loaded on loopback then keep it from starting on 0.0.0.0,
-/// and the refusal names them.
+/// and the refusal names those whose password is still the published one.
 #[test]
 fn without_root_password_the_root_dn_cannot_bind_and_examples_stay_on_loopback() {
     let config = "shards = 2\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"cn=admin,dc=example,dc=com\"\n\
@@ -124,6 +124,15 @@ fn without_root_password_the_root_dn_cannot_bind_and_examples_stay_on_loopback()
     let addr = server.addr.to_string();
     assert_eq!(bind_code(&addr, ADMIN_DN, "secret"), 49, "the built-in password without root_password");
     assert_eq!(bind_code(&addr, &format!("uid=bob,ou=people,{BASE}"), "password"), 0);
+    // Alice changes hers: only bob's is still the published one.
+    let alice = format!("uid=alice,ou=people,{BASE}");
+    let mut client = connect_url(&format!("ldap://{addr}"));
+    assert_eq!(client.simple_bind(&alice, "password").expect("bind").rc, 0);
+    let changed = client
+        .modify(&alice, vec![ldap3::Mod::Replace("userPassword", std::collections::HashSet::from(["her own"]))])
+        .expect("modify");
+    assert_eq!(changed.rc, 0, "{changed:?}");
+    drop(client);
     server.stop();
 
     let config_path = server.config_path().to_str().expect("utf-8 path").to_string();
@@ -132,10 +141,8 @@ fn without_root_password_the_root_dn_cannot_bind_and_examples_stay_on_loopback()
     let refused = run_to_end(&args, server.data_dir.parent().expect("parent"));
     let text = output_text(&refused);
     assert!(!refused.status.success(), "started on 0.0.0.0 with the example passwords: {text}");
-    assert!(
-        text.contains("uid=alice,ou=people,dc=example,dc=com") && text.contains("uid=bob,ou=people,dc=example,dc=com"),
-        "the refusal does not name the example entries: {text}"
-    );
+    assert!(text.contains("uid=bob,ou=people,dc=example,dc=com"), "the refusal does not name bob: {text}");
+    assert!(!text.contains("uid=alice"), "alice changed her password, yet the refusal names her: {text}");
     assert!(!text.contains("built-in password"), "no root password is not the built-in one: {text}");
 }
 

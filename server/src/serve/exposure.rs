@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use ferrodir_router::DirectoryConfig;
-use ferrodir_shard::{shard_for_child, EntryRecord, ShardCore, Skeleton};
+use ferrodir_shard::{shard_for_child, EntryRecord, ShardCore, ShardInfo, Skeleton};
 
 use crate::config::{Config, BUILT_IN_ROOT_PASSWORD};
 use crate::data::example::{EXAMPLE_LDIF, EXAMPLE_PASSWORD};
@@ -129,9 +129,12 @@ fn entry_by_dn(
     if found.matched != parents.len() {
         return Ok(None);
     }
+    // Cores of their own, without the entry caches: nothing read here is left behind for
+    // the shard actors, which open those caches when they start.
     let core = |index: usize| -> anyhow::Result<ShardCore> {
         let engine = store.engines.get(index).ok_or_else(|| anyhow::anyhow!("no shard {index}"))?;
-        Ok(ShardCore::new(store.shard_info(index, config), engine.clone())?)
+        let info = ShardInfo { entry_cache: None, ..store.shard_info(index, config) };
+        Ok(ShardCore::new(info, engine.clone())?)
     };
     let home = shard_for_child(found.deepest, leaf, store.engines.len());
     let Some(id) = core(home)?.lookup_dn(found.deepest, leaf)? else { return Ok(None) };
