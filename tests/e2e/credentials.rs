@@ -2,8 +2,9 @@
 //! to start with the built-in root password or the example entries' published passwords,
 //! and says how to set one; a config file without root_password leaves the rootDN unable to
 //! bind; `ferrodir hash-password` makes a value that binds; the data directory and its files
-//! are the user's alone whatever the umask. On loopback with no config file, the README's
-//! first command still binds as the rootDN with the built-in password.
+//! are the user's alone whatever the umask, and one opened up gets a warning. On loopback
+//! with no config file, the README's first command still binds as the rootDN with the
+//! built-in password.
 //!
 //! The refused servers never accept traffic: they exit before binding any port. The one
 //! server started on 0.0.0.0 (port 0) is reached on 127.0.0.1 only, and stopped at once.
@@ -92,7 +93,9 @@ fn the_built_in_password_serves_loopback_only() {
     let refused = run_to_end(&["serve", "--listen", "0.0.0.0:0"], dir.path());
     let text = output_text(&refused);
     assert!(!refused.status.success(), "started on 0.0.0.0 with the built-in password: {text}");
-    for needed in ["beyond loopback", "ldap on 0.0.0.0:0", "built-in password", "root_password", "hash-password"] {
+    for needed in
+        ["beyond loopback", "ldap on 0.0.0.0:0", "built-in password", "root_password", "hash-password"]
+    {
         assert!(text.contains(needed), "the refusal does not say {needed:?}: {text}");
     }
     assert!(!dir.path().join("ferrodir-data").exists(), "a refused start made the data directory");
@@ -129,11 +132,16 @@ fn without_root_password_the_root_dn_cannot_bind_and_examples_stay_on_loopback()
     let mut client = connect_url(&format!("ldap://{addr}"));
     assert_eq!(client.simple_bind(&alice, "password").expect("bind").rc, 0);
     let changed = client
-        .modify(&alice, vec![ldap3::Mod::Replace("userPassword", std::collections::HashSet::from(["her own"]))])
+        .modify(
+            &alice,
+            vec![ldap3::Mod::Replace("userPassword", std::collections::HashSet::from(["her own"]))],
+        )
         .expect("modify");
     assert_eq!(changed.rc, 0, "{changed:?}");
     drop(client);
     server.stop();
+    // Opened up by hand: the next start warns.
+    std::fs::set_permissions(&server.data_dir, std::fs::Permissions::from_mode(0o750)).expect("chmod");
 
     let config_path = server.config_path().to_str().expect("utf-8 path").to_string();
     let data_dir = server.data_dir.to_str().expect("utf-8 path").to_string();
@@ -143,6 +151,7 @@ fn without_root_password_the_root_dn_cannot_bind_and_examples_stay_on_loopback()
     assert!(!refused.status.success(), "started on 0.0.0.0 with the example passwords: {text}");
     assert!(text.contains("uid=bob,ou=people,dc=example,dc=com"), "the refusal does not name bob: {text}");
     assert!(!text.contains("uid=alice"), "alice changed her password, yet the refusal names her: {text}");
+    assert!(text.contains("open to its group or others") && text.contains("chmod 700"), "no warning: {text}");
     assert!(!text.contains("built-in password"), "no root password is not the built-in one: {text}");
 }
 
@@ -188,7 +197,8 @@ fn a_hashed_root_password_serves_beyond_loopback_in_a_private_directory() {
     assert!(modes.len() > 3, "the data directory's files: {modes:?}");
     for (path, mode, is_dir) in &modes {
         let wanted = if *is_dir { 0o700 } else { 0o600 };
-        assert_eq!(*mode, wanted, "{path} is {mode:o} under umask 000; all: {modes:?}");
+        let all: Vec<String> = modes.iter().map(|(p, m, _)| format!("{p} {m:o}")).collect();
+        assert_eq!(*mode, wanted, "{path} is {mode:o} under umask 000; all: {all:?}");
     }
 }
 

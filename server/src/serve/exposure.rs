@@ -54,7 +54,10 @@ pub fn check_config(config: &Config, listen: &Listen, new_directory: bool) -> an
     }
     let mut known = Vec::new();
     if !config.root_dn.is_empty()
-        && ferrodir_router::password_matches(config.root_password.as_bytes(), BUILT_IN_ROOT_PASSWORD.as_bytes())
+        && ferrodir_router::password_matches(
+            config.root_password.as_bytes(),
+            BUILT_IN_ROOT_PASSWORD.as_bytes(),
+        )
     {
         known.push(format!("the rootDN {} has the built-in password", config.root_dn));
     }

@@ -100,7 +100,13 @@ async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Threads> {
     let mut prepared = prepare(&config, &mut store)?;
-    crate::serve::exposure::check_directory(&config, &listen, &store, &prepared.directory, &prepared.cell.load())?;
+    crate::serve::exposure::check_directory(
+        &config,
+        &listen,
+        &store,
+        &prepared.directory,
+        &prepared.cell.load(),
+    )?;
     let shard_count = store.manifest.shards;
     let mut threads = Threads::default();
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
