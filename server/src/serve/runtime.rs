@@ -50,6 +50,9 @@ thread_local! {
 /// polled when the accept loop starts, on that System's tokio runtime: a channel's
 /// receiver, or tokio's signals (as `ferrodir serve` passes SIGTERM and SIGINT).
 ///
+/// Refuses to start, before any listener is bound, when a listener beyond loopback would
+/// serve known credentials (serve/exposure.rs).
+///
 /// One server per process: the shard and router crates keep a few settings in
 /// process-wide statics (the server id, the contextCSN hub, the delete log's bounds,
 /// "stopping"), set here.
