@@ -20,6 +20,8 @@ python3 bench/gen-data.py "$N" > "$OUT/data.ldif"
 
 cat > "$OUT/ferrodir.toml" <<TOML
 suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
 shards = ${SHARDS:-2}
 remote_reads = "${REMOTE_READS:-message}"
 example_data = false

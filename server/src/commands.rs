@@ -1,6 +1,6 @@
 //! The commands of `ferrodir` that work on a data directory without serving it (import,
-//! verify, reindex, export, backup, restore, compact) and the health check, one function
-//! each, for the command line in main.rs. Each reports as the command line shows it.
+//! verify, reindex, export, backup, restore, compact), the health check and
+//! `hash-password`, one function each, for the command line in main.rs. Each reports as the command line shows it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -83,4 +83,14 @@ pub fn reload(data_dir: &Path) -> anyhow::Result<String> {
 /// `ferrodir compact`: gives the free space inside the data directory's files back.
 pub fn compact(data_dir: &Path) -> anyhow::Result<()> {
     compact::run_command(data_dir)
+}
+
+/// `ferrodir hash-password` (slappasswd's job): a password read from the terminal (no echo)
+/// or standard input, never from an argument, printed hashed with `password_scheme`, ready
+/// for `root_password` or a userPassword value.
+pub fn hash_password(config: &Config) -> anyhow::Result<()> {
+    let scheme = ferrodir_router::StorageScheme::parse(&config.password_scheme)?;
+    let password = crate::prompt::read_password()?;
+    println!("{}", scheme.hash(&password));
+    Ok(())
 }

@@ -42,7 +42,10 @@ pub struct Config {
     /// Naming contexts served.
     pub suffixes: Vec<String>,
     pub root_dn: String,
-    /// Cleartext or a hash in any scheme a bind reads (`{ARGON2}`, `{SSHA}`, ...).
+    /// Cleartext or a hash in any scheme a bind reads (`{ARGON2}`, `{SSHA}`, ...), as
+    /// `ferrodir hash-password` prints. Empty (the default of a config file): the rootDN
+    /// cannot bind, as slapd without `rootpw`. Only [`Config::embedded`] (no config file)
+    /// has one, [`BUILT_IN_ROOT_PASSWORD`], which a server beyond loopback refuses.
     pub root_password: String,
     /// Whether cleartext userPassword values written by Add, Modify and Password Modify are
     /// stored hashed with `password_scheme`. Unset: on, except with `access = "open-read"`
@@ -474,7 +477,7 @@ impl Default for Config {
             data_dir: PathBuf::from("ferrodir-data"),
             suffixes: vec!["dc=example,dc=com".into()],
             root_dn: "cn=admin,dc=example,dc=com".into(),
-            root_password: "secret".into(),
+            root_password: String::new(),
             password_hash_on_write: None,
             password_scheme: "{ARGON2}".into(),
             password_hash_threads: 0,
@@ -668,7 +671,19 @@ impl Default for Log {
     }
 }
 
+/// The rootDN's password when no config file is given at all (`ferrodir serve` as the
+/// README's first command runs it): known to everyone, so serving it beyond loopback is
+/// refused (serve/exposure.rs).
+pub const BUILT_IN_ROOT_PASSWORD: &str = "secret";
+
 impl Config {
+    /// The configuration with no config file: the defaults, the example entries, and the
+    /// built-in root password, for a first try on loopback. A config file that leaves out
+    /// `root_password` gets none (docs/DECISIONS.md, "No known credentials off loopback").
+    pub fn embedded() -> Self {
+        Self { root_password: BUILT_IN_ROOT_PASSWORD.into(), ..Self::default() }
+    }
+
     pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
@@ -918,6 +933,16 @@ search_time_max_s = 0
         let error = Config::parse("password_scheme = \"{MD5}\"").unwrap_err().to_string();
         assert!(error.contains("password_scheme") && error.contains("{MD5}"), "{error}");
         assert!(Config::parse("password_scheme = \"{PBKDF2-SHA512}\"").is_ok());
+    }
+
+    /// A config file that leaves out root_password gets none (the rootDN cannot bind); only
+    /// the embedded default, with no config file, has the built-in one.
+    #[test]
+    fn only_the_embedded_default_has_a_root_password() {
+        assert_eq!(Config::parse("shards = 1").unwrap().root_password, "");
+        assert_eq!(Config::default().root_password, "");
+        assert_eq!(Config::embedded().root_password, BUILT_IN_ROOT_PASSWORD);
+        assert_eq!(Config::parse("root_password = \"x\"").unwrap().root_password, "x");
     }
 
     #[test]

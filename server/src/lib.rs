@@ -15,7 +15,8 @@
 //!   out; `import`: the import command's staging directory and progress display; each
 //!   shard's write stage is the shard crate's bulk loader), `reindex`, `backup` (backup and restore), `cut` (a consistent
 //!   cut of every shard, taken while serving), `compact`, `verify`.
-//! - `commands.rs`: the offline commands (import, verify, export, ...), one function each.
+//! - `commands.rs`: the offline commands (import, verify, export, ...), one function each;
+//!   `prompt.rs`: reading a password for `hash-password`.
 //! - `admin/`: the admin socket through which export and backup reach a serving server
 //!   (the protocol, its server and its client).
 //! - `metrics/`: the HTTP endpoint; `replication/`: the RFC 4533 consumer
@@ -31,6 +32,7 @@ mod config;
 mod data;
 mod directory;
 mod metrics;
+mod prompt;
 mod replication;
 mod serve;
 

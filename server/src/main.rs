@@ -120,6 +120,15 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// Print a password hashed with the config's password_scheme (default {ARGON2}), for
+    /// root_password or a userPassword value, like slappasswd. The password is read from
+    /// the terminal (not echoed, asked twice) or the first line of standard input; never
+    /// from an argument.
+    HashPassword {
+        /// Take password_scheme from this config file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Restore a finished backup into DIR (offline; DIR new or empty unless --force), then
     /// verify the result.
     Restore {
@@ -138,7 +147,7 @@ enum Command {
 fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     match path {
         Some(path) => Config::load(path),
-        None => Ok(Config::default()),
+        None => Ok(Config::embedded()),
     }
 }
 
@@ -154,7 +163,15 @@ fn init_logging(config: &Config) {
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // Every file and directory this process makes is its user's alone, whatever umask it
+    // was started with: the data directory's files (shards, write logs, intent log,
+    // manifest, paged-cookie key, import's sort runs), backups, the access log. They hold
+    // password hashes. The systemd unit sets the same (UMask=0077); this covers every other
+    // way of starting it. The ldapi socket is made 0666 on purpose (serve/listeners.rs).
+    // SAFETY: umask only sets this process's file mode creation mask.
+    unsafe { libc::umask(0o077) };
+    match cli.command {
         Command::Serve { config, listen, data_dir } => serve(config.as_ref(), listen, data_dir),
         Command::Import { config, data_dir, keep_going, progress, sort_memory, file } => {
             let config = start(config.as_ref())?;
@@ -186,6 +203,7 @@ fn main() -> anyhow::Result<()> {
             start(config.as_ref())?;
             commands::compact(&data_dir)
         }
+        Command::HashPassword { config } => commands::hash_password(&load_config(config.as_ref())?),
         Command::Restore { config, from, data_dir, force } => {
             commands::restore(&start(config.as_ref())?, &from, &data_dir, force)
         }

@@ -9,6 +9,7 @@ mod backup;
 mod cache;
 mod cli;
 mod concurrency;
+mod credentials;
 mod fanout;
 mod faults;
 mod footprint;

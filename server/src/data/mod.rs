@@ -2,11 +2,13 @@
 //! and file names (`manifest`), LDIF import (`import`, `load`: the pipeline up to each
 //! shard's bulk loader, which the shard crate holds) and export
 //! (`export`), the consistent cut (`cut`), backup and restore (`backup`), offline compaction
-//! (`compact`), `reindex` and `verify`.
+//! (`compact`), `reindex` and `verify`; the example entries a new directory may start with
+//! (`example`).
 
 pub mod backup;
 pub mod compact;
 pub mod cut;
+pub mod example;
 pub mod export;
 pub mod import;
 pub mod load;

@@ -48,6 +48,41 @@ pub struct Store {
     pub damaged: Damage,
 }
 
+/// Creates `dir` (and any missing parent) mode 0700 whatever the umask: the shard files
+/// inside hold password hashes. An existing directory keeps its mode
+/// ([`warn_if_others_may_read`] says when that is too open).
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    // DirBuilder's mode is still masked by the umask; 0700 is what is meant.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot set the mode of {}", dir.display()))
+}
+
+/// A warning at start when the group or others have any access to the data directory
+/// (made before 0700 was the rule, or opened up by hand): its files hold password hashes.
+pub fn warn_if_others_may_read(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(metadata) = std::fs::metadata(dir) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                data_dir = %dir.display(),
+                mode = format!("{mode:o}"),
+                "the data directory is open to its group or others, and its files hold password hashes: chmod 700 it"
+            );
+        }
+    }
+}
+
 /// The engine named in the config, refusing sled unless its weaker promise is accepted.
 pub fn engine_kind(config: &Config) -> anyhow::Result<EngineKind> {
     let kind = EngineKind::parse(&config.engine)
@@ -90,7 +125,7 @@ impl Store {
 
     fn open_with(config: &Config, data_dir: &Path, salvage: bool, serving: bool) -> anyhow::Result<Self> {
         let kind = engine_kind(config)?;
-        std::fs::create_dir_all(data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+        create_private_dir(data_dir)?;
         let wanted = (config.shards > 0).then_some(config.shards);
         let (manifest, created) = match Manifest::load(data_dir)? {
             Some(m) => {

@@ -173,10 +173,25 @@ pub fn announce(config: &Config, listeners: &Listeners, shards: usize) {
         println!("ferrodir listening for ldapi on {}", path.display());
     }
     println!("ferrodir listening on {addr}");
-    if !config.root_dn.is_empty() {
-        println!("admin identity: {} (password set by root_password in the config)", config.root_dn);
+    if let Some(line) = admin_identity(config) {
+        println!("{line}");
     }
     for suffix in &config.suffixes {
         println!("try: ldapsearch -x -H ldap://{addr} -b {suffix}");
     }
+}
+
+/// The line that tells a newcomer who the administrator is and where its password comes from.
+fn admin_identity(config: &Config) -> Option<String> {
+    let dn = &config.root_dn;
+    if dn.is_empty() {
+        return None;
+    }
+    Some(if config.root_password.is_empty() {
+        format!("admin identity: {dn} cannot bind: no root_password in the config (`ferrodir hash-password` makes one)")
+    } else if config.root_password == crate::config::BUILT_IN_ROOT_PASSWORD {
+        format!("admin identity: {dn} with the built-in password (see the README; loopback only)")
+    } else {
+        format!("admin identity: {dn} (password set by root_password in the config)")
+    })
 }

@@ -3,10 +3,12 @@
 //! plain TCP, TLS or ldapi (`stream`), TLS configuration and reload (`tls`), the search
 //! pool (`search_pool`) and thread priorities (`priority`), systemd notification
 //! (`systemd`), the access-log writer (`accesslog`), what cn=Monitor reads (`monitor`), and
-//! the key that seals paged-results cookies (`paged_key`).
+//! the key that seals paged-results cookies (`paged_key`), and the refusal to serve known
+//! credentials beyond loopback (`exposure`).
 
 pub mod accesslog;
 pub mod connection;
+pub mod exposure;
 pub mod listeners;
 pub mod monitor;
 pub mod paged_key;

@@ -49,9 +49,6 @@ pub(crate) fn with_worker(f: impl FnOnce(&Worker)) {
     }
 }
 
-/// What a new data directory holds when `example_data` is set.
-const EXAMPLE_LDIF: &str = include_str!("../example.ldif");
-
 /// Runs the server until `shutdown` completes, then stops it: no new connections, up to
 /// `[limits] shutdown_grace_s` for the open ones, every shard checkpointed, and every
 /// thread that held a shard ended, so that the data directory is free when this returns.
@@ -61,6 +58,9 @@ const EXAMPLE_LDIF: &str = include_str!("../example.ldif");
 /// polled when the accept loop starts, on that System's tokio runtime: a channel's
 /// receiver, or tokio's signals (as `ferrodir serve` passes SIGTERM and SIGINT).
 ///
+/// Refuses to start, before any listener is bound, when a listener beyond loopback would
+/// serve known credentials (serve/exposure.rs).
+///
 /// One server per process: the shard and router crates keep a few settings in
 /// process-wide statics (the server id, the contextCSN hub, the delete log's bounds,
 /// "stopping"), set here.
@@ -69,9 +69,12 @@ pub fn serve(
     listener: impl Into<Listen>,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let listen = listener.into();
+    let new_directory = crate::data::manifest::Manifest::load(&config.data_dir)?.is_none();
+    crate::serve::exposure::check_config(&config, &listen, new_directory)?;
     let store = open_store(&config)?;
     let system = actix_rt::System::new();
-    let threads = system.block_on(run(config, store, listener.into(), shutdown))?;
+    let threads = system.block_on(run(config, store, listen, shutdown))?;
     // The System's own tasks (watchdog, TLS polling, SIGHUP) end with it.
     drop(system);
     threads.join();
@@ -83,6 +86,7 @@ pub fn serve(
 fn open_store(config: &Config) -> anyhow::Result<Store> {
     // Every CSN carries the server id, the example entries' too (the store's clock).
     let store = Store::open_serving(config, &config.data_dir)?;
+    crate::data::store::warn_if_others_may_read(&config.data_dir);
     if store.created && config.example_data {
         let directory =
             crate::directory::directory_config(config, &store, crate::directory::offline_hash_pool())?;
@@ -90,7 +94,7 @@ fn open_store(config: &Config) -> anyhow::Result<Store> {
             &store,
             &config.data_dir,
             &directory,
-            EXAMPLE_LDIF.as_bytes(),
+            crate::data::example::EXAMPLE_LDIF.as_bytes(),
             false,
         )?;
         tracing::info!(entries = report.entries, "new data directory: loaded the example entries");
@@ -107,6 +111,13 @@ async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<Threads> {
     let mut prepared = prepare(&config, &mut store)?;
+    crate::serve::exposure::check_directory(
+        &config,
+        &listen,
+        &store,
+        &prepared.directory,
+        &prepared.cell.load(),
+    )?;
     let shard_count = store.manifest.shards;
     let mut threads = Threads::default();
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
