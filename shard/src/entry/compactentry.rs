@@ -116,6 +116,7 @@ impl CompactEntry {
     }
 
     /// The encoded PartialAttribute of the `i`-th attribute.
+    #[inline]
     fn segment(&self, i: usize) -> Option<&[u8]> {
         let start = self.spans.get(i)?.start as usize;
         let end = self.spans.get(i + 1).map_or(self.buf.len(), |next| next.start as usize);
@@ -123,6 +124,9 @@ impl CompactEntry {
     }
 
     /// Every attribute, with its encoding and what selecting it needs, in stored order.
+    /// Inlined: it sits on every entry a search sends (`query::search::encode_entry`), in
+    /// another codegen unit.
+    #[inline]
     pub fn attributes<'a>(&'a self, rules: &'a RuleTable) -> impl Iterator<Item = SentAttribute<'a>> + 'a {
         (0..self.spans.len()).filter_map(move |i| {
             let with_values = self.segment(i)?;
