@@ -53,6 +53,10 @@ pub struct Config {
     pub password_hash_on_write: Option<bool>,
     /// "{ARGON2}" (argon2id, m=19456 KiB, t=2, p=1), "{PBKDF2-SHA512}" or "{SSHA512}".
     pub password_scheme: String,
+    /// A successful simple bind whose stored value is in another scheme (an imported
+    /// `{SSHA}`, say) stores the password again in `password_scheme` (389-ds's upgrade on
+    /// bind). Default true; needs hash-on-write.
+    pub password_upgrade_on_bind: bool,
     /// Threads that hash and check passwords; 0 = one per CPU core but one (at least one).
     pub password_hash_threads: usize,
     /// Hashes and checks waiting for a thread; one more gets busy (51) at once.
@@ -480,6 +484,7 @@ impl Default for Config {
             root_password: String::new(),
             password_hash_on_write: None,
             password_scheme: "{ARGON2}".into(),
+            password_upgrade_on_bind: true,
             password_hash_threads: 0,
             password_hash_queue_max: 1024,
             password_hash_threads_nice: 10,

@@ -6,6 +6,7 @@
 mod accesslog;
 mod acl;
 mod backup;
+mod bindtiming;
 mod cache;
 mod cli;
 mod concurrency;

@@ -111,6 +111,20 @@ impl StorageScheme {
         }
     }
 
+    /// The scheme's name between braces, as its values start.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Argon2 => "ARGON2",
+            Self::Pbkdf2Sha512 => "PBKDF2-SHA512",
+            Self::Ssha512 => "SSHA512",
+        }
+    }
+
+    /// Whether `stored` is a value in this scheme (its name compared without case).
+    pub fn holds(self, stored: &[u8]) -> bool {
+        split_scheme(stored).is_some_and(|(name, _)| name.eq_ignore_ascii_case(self.name().as_bytes()))
+    }
+
     /// `password` hashed with a fresh random salt, `{SCHEME}` prefix included.
     pub fn hash(self, password: &[u8]) -> String {
         match self {
@@ -142,28 +156,59 @@ pub struct PasswordConfig {
     /// against (unknown DN, entry without userPassword) checks against it, so that its
     /// answer takes as long as a wrong password's.
     pub dummy_hash: Arc<[u8]>,
+    /// `password_upgrade_on_bind`: a successful bind whose matching value is not in
+    /// `scheme` stores the password again in `scheme` (389-ds's upgrade on bind).
+    pub upgrade_on_bind: bool,
 }
 
 impl PasswordConfig {
     pub fn new(hash_on_write: bool, scheme: StorageScheme, pool: Arc<HashPool>) -> Self {
         let unknowable = random_salt();
         let dummy_hash: Arc<[u8]> = scheme.hash(&unknowable).into_bytes().into();
-        Self { hash_on_write, scheme, pool, dummy_hash }
+        Self { hash_on_write, scheme, pool, dummy_hash, upgrade_on_bind: true }
     }
 
-    /// Whether one of `stored` matches `offered`, checked on the pool. With no stored value
-    /// the dummy hash is checked (and the answer is no), for the timing's sake.
+    /// With `password_upgrade_on_bind` set as given.
+    pub fn with_upgrade_on_bind(mut self, upgrade: bool) -> Self {
+        self.upgrade_on_bind = upgrade;
+        self
+    }
+
+    /// Whether one of `stored` matches `offered`, checked on the pool.
     pub async fn check(&self, stored: Vec<Vec<u8>>, offered: Vec<u8>) -> Result<bool, PoolError> {
+        Ok(self.matching(stored, offered).await?.is_some())
+    }
+
+    /// Which of `stored` matches `offered` (None: none), checked on the pool. A failure
+    /// costs at least what a value in the configured scheme costs: when no stored value is
+    /// in it (no value at all, cleartext, a cheaper scheme such as `{SSHA}`), the dummy hash
+    /// is checked too. So a wrong password takes as long whether the DN exists, has a
+    /// password, or holds any scheme, and timing tells nobody which accounts exist or which
+    /// are stored cheaply.
+    pub async fn matching(&self, stored: Vec<Vec<u8>>, offered: Vec<u8>) -> Result<Option<usize>, PoolError> {
         let dummy = self.dummy_hash.clone();
+        let scheme = self.scheme;
         self.pool
             .run(move || {
-                if stored.is_empty() {
+                let matched = stored.iter().position(|value| verify(value, &offered));
+                if matched.is_none() && !stored.iter().any(|value| scheme.holds(value)) {
                     let _ = verify(&dummy, &offered);
-                    return false;
                 }
-                stored.iter().any(|value| verify(value, &offered))
+                matched
             })
             .await
+    }
+
+    /// Whether a bind that matched `stored` should store its password again in the
+    /// configured scheme.
+    pub fn upgrades(&self, stored: &[u8]) -> bool {
+        self.upgrade_on_bind && self.hash_on_write && !self.scheme.holds(stored)
+    }
+
+    /// `password` hashed in the configured scheme, on the pool.
+    pub async fn hash(&self, password: Vec<u8>) -> Result<Vec<u8>, PoolError> {
+        let scheme = self.scheme;
+        self.pool.run(move || scheme.hash(&password).into_bytes()).await
     }
 
     /// `values` as they are to be stored: each cleartext one hashed with the configured

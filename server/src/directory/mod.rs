@@ -44,7 +44,8 @@ pub fn directory_config(
             config.password_hash_on_write(),
             StorageScheme::parse(&config.password_scheme)?,
             hash_pool,
-        ),
+        )
+        .with_upgrade_on_bind(config.password_upgrade_on_bind),
         access_rules,
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
@@ -94,6 +95,7 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.search_chunks_in_flight = next.limits.search_chunks_in_flight;
     out.sort = sort_limits(&next.limits);
     out.unique = Arc::new(current.unique.with_rules(rules.rules));
+    out.passwords = current.passwords.clone().with_upgrade_on_bind(next.password_upgrade_on_bind);
     Ok(out)
 }
 
