@@ -9,6 +9,7 @@ use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
+use crate::auditlog::Change;
 use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
 use crate::located::Located;
@@ -60,6 +61,15 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         .or_else(|| dn.dn.parent())
         .unwrap_or_default()
         .child(new_rdn.clone());
+    let audit = crate::op::audit::prepare(
+        ctx,
+        &dn,
+        Change::ModDn {
+            new_rdn: &new_rdn.to_string(),
+            delete_old_rdn: request.deleteoldrdn,
+            new_superior: new_superior.as_ref().map(|s| s.dn.to_string()).as_deref(),
+        },
+    );
     let request = MoveEntry {
         target,
         new_parent,
@@ -72,7 +82,9 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         new_dn,
         origin: Origin::Client,
     };
-    ctx.worker.coordinator.send(request).await?
+    ctx.worker.coordinator.send(request).await??;
+    crate::op::audit::committed(ctx, audit);
+    Ok(())
 }
 
 /// The id of `superior`, the entry's new parent: in the same naming context as `dn`, not

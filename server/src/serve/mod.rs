@@ -2,12 +2,15 @@
 //! (`listeners`) and the per-IP limit at accept (`per_ip`), connections (`connection`) over
 //! plain TCP, TLS or ldapi (`stream`), TLS configuration and reload (`tls`), the search
 //! pool (`search_pool`) and thread priorities (`priority`), systemd notification
-//! (`systemd`), the access-log writer (`accesslog`), what cn=Monitor reads (`monitor`), and
-//! the key that seals paged-results cookies (`paged_key`).
+//! (`systemd`), the log writer thread (`logfile`) behind the access log (`accesslog`) and
+//! the audit log (`auditlog`), what cn=Monitor reads (`monitor`), and the key that seals
+//! paged-results cookies (`paged_key`).
 
 pub mod accesslog;
+pub mod auditlog;
 pub mod connection;
 pub mod listeners;
+pub mod logfile;
 pub mod monitor;
 pub mod paged_key;
 pub mod per_ip;

@@ -18,6 +18,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 use ferrodir_router::accesslog::{LogBuffer, LogFormat, LogSink};
+use ferrodir_router::auditlog::AuditSink;
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::{DirectoryConfig, HashPool, IntentLog, RemoteReads, Worker};
 use ferrodir_shard::storage::KvEngine;
@@ -105,9 +106,12 @@ async fn run(
     let search_pool = SearchPool::start(&config, &store)?;
     let coordinator = start_coordinator(&config, &store, &shards, &prepared, &mut threads).await?;
     let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
-    // Moved into the workers: the access-log writer ends once every worker let go of its queue.
-    let log_queues = std::mem::take(&mut prepared.log_queues);
-    start_workers(&config, &store, &prepared, &started, log_queues, &threads.workers).await?;
+    // Moved into the workers: each log's writer ends once every worker let go of its queue.
+    let queues = LogQueues {
+        access: std::mem::take(&mut prepared.log_queues),
+        audit: std::mem::take(&mut prepared.audit_queues),
+    };
+    start_workers(&config, &store, &prepared, &started, queues, &threads.workers).await?;
     start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
     let admin =
@@ -160,6 +164,14 @@ struct Prepared {
     log_format: LogFormat,
     /// One access-log queue per worker and its line bound; empty when the log is off.
     log_queues: Vec<(Arc<LogBuffer>, usize)>,
+    /// One audit-log queue per worker and its byte bound; empty when the log is off.
+    audit_queues: Vec<(Arc<LogBuffer>, usize)>,
+}
+
+/// Each worker's queues into the logs, handed out in worker order.
+struct LogQueues {
+    access: Vec<(Arc<LogBuffer>, usize)>,
+    audit: Vec<(Arc<LogBuffer>, usize)>,
 }
 
 fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
@@ -189,6 +201,10 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
         None => Vec::new(),
     };
+    let audit_queues = match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards)? {
+        Some((buffers, bytes_max)) => buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect(),
+        None => Vec::new(),
+    };
     Ok(Prepared {
         gates,
         directory: Arc::new(directory),
@@ -197,6 +213,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         metrics,
         log_format,
         log_queues,
+        audit_queues,
     })
 }
 
@@ -333,10 +350,11 @@ async fn start_workers(
     store: &Store,
     prepared: &Prepared,
     started: &Started,
-    log_queues: Vec<(Arc<LogBuffer>, usize)>,
+    queues: LogQueues,
     arbiters: &[Arbiter],
 ) -> anyhow::Result<()> {
-    let mut log_queues = log_queues.into_iter();
+    let mut log_queues = queues.access.into_iter();
+    let mut audit_queues = queues.audit.into_iter();
     for (index, arbiter) in arbiters.iter().enumerate() {
         let seed = WorkerSeed {
             index,
@@ -347,6 +365,7 @@ async fn start_workers(
             scans: started.scans.clone(),
             metrics: prepared.metrics.clone(),
             access_log: log_queues.next().map(|(buffer, lines_max)| (buffer, lines_max, prepared.log_format)),
+            audit_log: audit_queues.next(),
             view_sources: shard_view_sources(config, store, index, prepared.directory.remote_reads),
         };
         let (tx, rx) = oneshot::channel();
@@ -391,6 +410,8 @@ struct WorkerSeed {
     metrics: Arc<Metrics>,
     /// This worker's access-log queue, its line bound and the format.
     access_log: Option<(Arc<LogBuffer>, usize, LogFormat)>,
+    /// This worker's audit-log queue and its byte bound.
+    audit_log: Option<(Arc<LogBuffer>, usize)>,
     view_sources: Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>>,
 }
 
@@ -412,6 +433,10 @@ impl WorkerSeed {
         if let Some((buffer, lines_max, format)) = self.access_log {
             let sink = LogSink::new(buffer, lines_max, format, worker.stats.clone());
             worker = worker.with_access_log(sink);
+        }
+        if let Some((buffer, bytes_max)) = self.audit_log {
+            let stats = worker.stats.clone();
+            worker = worker.with_audit_log(AuditSink::new(buffer, bytes_max, stats));
         }
         metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
         worker.config.monitor.add_worker(worker.stats.clone());
