@@ -75,12 +75,19 @@ struct Record {
     end: String,
 }
 
-/// The records of an audit file: blocks separated by a blank line.
+/// The records of an audit file: blocks separated by a blank line, lines unfolded.
 fn records(text: &str) -> Vec<Record> {
     text.split("\n\n")
         .filter(|block| !block.trim().is_empty())
         .map(|block| {
-            let mut lines: Vec<String> = block.lines().map(str::to_string).collect();
+            // Long lines are folded (RFC 2849 note 2: a continuation starts with a space).
+            let mut lines: Vec<String> = Vec::new();
+            for line in block.lines() {
+                match (line.strip_prefix(' '), lines.last_mut()) {
+                    (Some(rest), Some(last)) => last.push_str(rest),
+                    _ => lines.push(line.to_string()),
+                }
+            }
             assert!(lines.len() >= 4, "a short record: {block:?}");
             let header = lines.remove(0);
             let end = lines.pop().unwrap();
