@@ -93,7 +93,9 @@ pub struct Requester<'a> {
     pub author: &'a str,
     /// slapd's peer name: `IP=127.0.0.1:40522`, `IP=[::1]:40522`, `PATH=/run/ldapi`.
     pub peer: &'a str,
-    pub conn: u64,
+    /// The connection's number; -1 for the server's own changes (refint), as slapd writes
+    /// an internal operation's.
+    pub conn: i64,
 }
 
 /// The record of a change to the entry `dn` in the naming context `suffix` ("" when none

@@ -5,7 +5,8 @@
 //! connection (cross-checked with cn=Monitor's connection entry), whose body is the change
 //! as LDIF, and in which a password shows only as the hash the entry holds. A refused
 //! change leaves none. SIGUSR1 after the file was moved away makes the next change land in
-//! a new file at the path (logrotate).
+//! a new file at the path (logrotate). With `[refint]` on, the server's own rewrite of a
+//! group after a member's delete is recorded too, as slapd's refint overlay's modify is.
 
 use std::path::Path;
 use std::process::Command;
@@ -241,4 +242,50 @@ fn every_change_is_recorded_as_slapo_auditlog_writes_it_and_sigusr1_reopens() {
     );
     let old = std::fs::read_to_string(&rotated).unwrap();
     assert_eq!(records(&old).len(), 5, "the moved file got nothing after the reopen:\n{old}");
+}
+
+#[test]
+fn refint_rewrites_are_recorded_as_the_servers_own_modify() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.ldif");
+    let config = TEST_CONFIG.replacen(
+        "[log]",
+        &format!("[audit_log]\npath = \"{}\"\n[refint]\nenabled = true\n[log]", path.display()),
+        1,
+    );
+    let server = Server::start_with_config(&config);
+    let changes = "dn: uid=rita,ou=people,dc=example,dc=com\nchangetype: add\nobjectClass: inetOrgPerson\n\
+                   uid: rita\ncn: Rita\nsn: R\n\n\
+                   dn: cn=auditors,ou=groups,dc=example,dc=com\nchangetype: add\nobjectClass: groupOfNames\n\
+                   cn: auditors\nmember: uid=rita,ou=people,dc=example,dc=com\n\
+                   member: uid=alice,ou=people,dc=example,dc=com\n\n\
+                   dn: uid=rita,ou=people,dc=example,dc=com\nchangetype: delete\n";
+    let (code, _, err) =
+        tool("ldapmodify", &["-x", "-H", &server.url(), "-D", ADMIN_DN, "-w", ADMIN_PW], Some(changes));
+    assert_eq!(code, 0, "{err}");
+    let text = wait_for_records(&path, 4);
+    let all = records(&text);
+    assert_eq!(all.len(), 4, "two adds, the delete, refint's modify:\n{text}");
+    let client: Vec<&Record> =
+        all.iter().filter(|r| r.header.contains(&format!(" {ADMIN_DN} IP=127.0.0.1:"))).collect();
+    assert_eq!(client.len(), 3, "{text}");
+    let internal: Vec<&Record> = all.iter().filter(|r| r.header.ends_with(" conn=-1")).collect();
+    let [refint] = internal[..] else { panic!("one record of the server's own change:\n{text}") };
+    assert!(
+        refint.header.starts_with("# modify ")
+            && refint.header.ends_with(" dc=example,dc=com cn=Referential Integrity Overlay  conn=-1"),
+        "{}",
+        refint.header
+    );
+    starts(
+        &refint.lines,
+        &[
+            "dn: cn=auditors,ou=groups,dc=example,dc=com",
+            "changetype: modify",
+            "replace: member",
+            "member: uid=alice,ou=people,dc=example,dc=com",
+            "-",
+        ],
+    );
+    assert!(!refint.lines.iter().any(|l| l.contains("rita")), "{:#?}", refint.lines);
 }

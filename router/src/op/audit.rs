@@ -18,5 +18,6 @@ pub fn prepare(ctx: &OpContext, dn: &NormDn, change: Change<'_>) -> Option<Pendi
 pub fn committed(ctx: &OpContext, pending: Option<Pending>) {
     let (Some(sink), Some(pending)) = (&ctx.worker.audit_log, pending) else { return };
     let author = ctx.identity.author();
-    sink.commit(&pending, &Requester { author: &author, peer: &ctx.transport.peer_name, conn: ctx.conn_id });
+    let conn = i64::try_from(ctx.conn_id).unwrap_or(i64::MAX);
+    sink.commit(&pending, &Requester { author: &author, peer: &ctx.transport.peer_name, conn });
 }

@@ -104,7 +104,9 @@ async fn run(
     let mut threads = Threads::default();
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
-    let coordinator = start_coordinator(&config, &store, &shards, &prepared, &mut threads).await?;
+    let coordinator_audit = prepared.coordinator_audit.take();
+    let coordinator =
+        start_coordinator(&config, &store, &shards, &prepared, coordinator_audit, &mut threads).await?;
     let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
     // Moved into the workers: each log's writer ends once every worker let go of its queue.
     let queues = LogQueues {
@@ -166,6 +168,8 @@ struct Prepared {
     log_queues: Vec<(Arc<LogBuffer>, usize)>,
     /// One audit-log queue per worker and its byte bound; empty when the log is off.
     audit_queues: Vec<(Arc<LogBuffer>, usize)>,
+    /// The coordinator's audit-log queue (refint's rewrites) and its byte bound.
+    coordinator_audit: Option<(Arc<LogBuffer>, usize)>,
 }
 
 /// Each worker's queues into the logs, handed out in worker order.
@@ -201,10 +205,13 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
         None => Vec::new(),
     };
-    let audit_queues = match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards)? {
-        Some((buffers, bytes_max)) => buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect(),
-        None => Vec::new(),
-    };
+    // One queue per worker, and the last for the coordinator.
+    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
+        match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards + 1)? {
+            Some((buffers, bytes_max)) => buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect(),
+            None => Vec::new(),
+        };
+    let coordinator_audit = audit_queues.pop();
     Ok(Prepared {
         gates,
         directory: Arc::new(directory),
@@ -214,6 +221,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         log_format,
         log_queues,
         audit_queues,
+        coordinator_audit,
     })
 }
 
@@ -318,6 +326,7 @@ async fn start_coordinator(
     store: &Store,
     shards: &[Addr<ShardActor>],
     prepared: &Prepared,
+    audit: Option<(Arc<LogBuffer>, usize)>,
     threads: &mut Threads,
 ) -> anyhow::Result<Addr<Coordinator>> {
     let arbiter = Arbiter::new();
@@ -325,8 +334,18 @@ async fn start_coordinator(
     *prepared.metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (shards, cell, refint) = (shards.to_vec(), prepared.cell.clone(), prepared.directory.refint.clone());
+    // Its dropped records are counted with the workers'.
+    let audit = audit.map(|(buffer, bytes_max)| {
+        let stats = Arc::new(ferrodir_router::stats::WorkerStats::default());
+        prepared.metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(stats.clone());
+        AuditSink::new(buffer, bytes_max, stats)
+    });
     arbiter.spawn(async move {
-        let _ = tx.send(Coordinator::new(shards, cell, log, refint).start());
+        let mut coordinator = Coordinator::new(shards, cell, log, refint);
+        if let Some(sink) = audit {
+            coordinator = coordinator.with_audit_log(sink);
+        }
+        let _ = tx.send(coordinator.start());
     });
     threads.coordinator = Some(arbiter);
     let coordinator = rx.await.context("coordinator thread died")?;
