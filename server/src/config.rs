@@ -832,6 +832,8 @@ mod tests {
         // Turned on by the sample, on a loopback port that is not the exporters' 9330/9389.
         assert_eq!(config.metrics_listen, Some(SocketAddr::from(([127, 0, 0, 1], 9390))));
         assert!(config.require_tls_for_binds && config.tls.is_none());
+        assert_eq!(config.audit_log.path, None, "the sample leaves the audit log off");
+        assert_eq!(config.audit_log.queue_bytes_max, defaults.audit_log.queue_bytes_max);
     }
 
     #[test]
