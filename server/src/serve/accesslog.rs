@@ -21,9 +21,12 @@ pub fn format(settings: &Settings) -> anyhow::Result<LogFormat> {
     }
 }
 
-/// Opens the output and starts the writer thread; returns one buffer per worker and the
-/// most lines each may hold between two collections. None when the log is off.
-pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize)>> {
+/// Opens the output and starts the writer thread; returns one buffer per worker, the most
+/// lines each may hold between two collections, and the writer. None when the log is off.
+pub fn start(
+    settings: &Settings,
+    workers: usize,
+) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize, logfile::Writer)>> {
     if !settings.enabled {
         return Ok(None);
     }
@@ -37,6 +40,6 @@ pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<(Vec<
         mode: 0o666,
         flush_interval: FLUSH_INTERVAL,
     };
-    logfile::start(log, buffers.clone())?;
-    Ok(Some((buffers, per_worker)))
+    let writer = logfile::start(log, buffers.clone())?;
+    Ok(Some((buffers, per_worker, writer)))
 }

@@ -10,9 +10,12 @@ use ferrodir_router::accesslog::LogBuffer;
 use crate::config::AuditLog as Settings;
 use crate::serve::logfile::{self, LogFile};
 
-/// Opens the file and starts the writer thread; returns one buffer per worker and the most
-/// bytes each may hold between two collections. None when the log is off.
-pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize)>> {
+/// Opens the file and starts the writer thread; returns one buffer per worker, the most
+/// bytes each may hold between two collections, and the writer. None when the log is off.
+pub fn start(
+    settings: &Settings,
+    workers: usize,
+) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize, logfile::Writer)>> {
     let Some(path) = settings.path.clone() else { return Ok(None) };
     let per_worker = (settings.queue_bytes_max / workers.max(1)).max(1);
     let buffers: Vec<Arc<LogBuffer>> = (0..workers).map(|_| Arc::new(LogBuffer::default())).collect();
@@ -23,6 +26,6 @@ pub fn start(settings: &Settings, workers: usize) -> anyhow::Result<Option<(Vec<
         mode: 0o600,
         flush_interval: std::time::Duration::ZERO,
     };
-    logfile::start(log, buffers.clone())?;
-    Ok(Some((buffers, per_worker)))
+    let writer = logfile::start(log, buffers.clone())?;
+    Ok(Some((buffers, per_worker, writer)))
 }

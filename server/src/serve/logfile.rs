@@ -83,12 +83,30 @@ impl Output {
     }
 }
 
+/// A started writer, to wait for at shutdown.
+pub struct Writer {
+    /// Disconnected when the thread ends (its sender is dropped with it, panic or not).
+    ended: std::sync::mpsc::Receiver<()>,
+}
+
+impl Writer {
+    /// Waits until the thread wrote what the buffers held and ended, at most until
+    /// `deadline`: the workers are gone by then, so it ends within one collection, but a
+    /// stuck disk must not hold the process.
+    pub fn wait(&self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        matches!(self.ended.recv_timeout(left), Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(()))
+    }
+}
+
 /// Opens the output (an error names the log and the path) and starts the writer thread
 /// over `buffers`, one per worker. The thread ends once every worker let go of its
 /// buffer and the buffers are empty.
-pub fn start(log: LogFile, buffers: Vec<Arc<LogBuffer>>) -> anyhow::Result<()> {
+pub fn start(log: LogFile, buffers: Vec<Arc<LogBuffer>>) -> anyhow::Result<Writer> {
     let output = Output::open(&log)?;
+    let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
     std::thread::Builder::new().name(log.thread.into()).spawn(move || {
+        let _ended = ended_tx;
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(runtime) => runtime,
             Err(e) => {
@@ -98,7 +116,7 @@ pub fn start(log: LogFile, buffers: Vec<Arc<LogBuffer>>) -> anyhow::Result<()> {
         };
         runtime.block_on(write_all(log, output, buffers));
     })?;
-    Ok(())
+    Ok(Writer { ended })
 }
 
 /// Every [`POLL_INTERVAL`], takes what the workers' buffers hold (swapping in an empty

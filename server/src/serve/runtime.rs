@@ -42,6 +42,9 @@ thread_local! {
     static LOCAL_SHARD: RefCell<Option<Rc<ShardCore>>> = const { RefCell::new(None) };
 }
 
+/// How long a stop waits for the logs' writers to write what was queued.
+const LOG_WRITERS_GRACE: Duration = Duration::from_secs(5);
+
 /// What a new data directory holds when `example_data` is set.
 const EXAMPLE_LDIF: &str = include_str!("../example.ldif");
 
@@ -102,6 +105,7 @@ async fn run(
     let mut prepared = prepare(&config, &mut store)?;
     let shard_count = store.manifest.shards;
     let mut threads = Threads::default();
+    threads.log_writers = std::mem::take(&mut prepared.log_writers);
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
     let coordinator_audit = prepared.coordinator_audit.take();
@@ -170,6 +174,8 @@ struct Prepared {
     audit_queues: Vec<(Arc<LogBuffer>, usize)>,
     /// The coordinator's audit-log queue (refint's rewrites) and its byte bound.
     coordinator_audit: Option<(Arc<LogBuffer>, usize)>,
+    /// The logs' writer threads, waited for at the end (`Threads::join`).
+    log_writers: Vec<crate::serve::logfile::Writer>,
 }
 
 /// Each worker's queues into the logs, handed out in worker order.
@@ -201,14 +207,21 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         syncrepl: directory.syncrepl.clone(),
     }));
     let log_format = crate::serve::accesslog::format(&config.access_log)?;
+    let mut log_writers = Vec::new();
     let log_queues = match crate::serve::accesslog::start(&config.access_log, store.manifest.shards)? {
-        Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
+        Some((buffers, lines_max, writer)) => {
+            log_writers.push(writer);
+            buffers.into_iter().map(|buffer| (buffer, lines_max)).collect()
+        }
         None => Vec::new(),
     };
     // One queue per worker, and the last for the coordinator.
     let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
         match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards + 1)? {
-            Some((buffers, bytes_max)) => buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect(),
+            Some((buffers, bytes_max, writer)) => {
+                log_writers.push(writer);
+                buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
+            }
             None => Vec::new(),
         };
     let coordinator_audit = audit_queues.pop();
@@ -222,6 +235,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         log_queues,
         audit_queues,
         coordinator_audit,
+        log_writers,
     })
 }
 
@@ -242,6 +256,9 @@ struct Threads {
     /// One per shard, in shard order: its actor, its worker, its connections.
     workers: Vec<Arbiter>,
     coordinator: Option<Arbiter>,
+    /// The logs' writers: once the workers and the coordinator are gone, each writes what
+    /// their buffers still hold and ends.
+    log_writers: Vec<crate::serve::logfile::Writer>,
 }
 
 impl Threads {
@@ -269,6 +286,13 @@ impl Threads {
         self.stop();
         for arbiter in std::mem::take(&mut self.workers).into_iter().chain(self.coordinator.take()) {
             let _ = arbiter.join();
+        }
+        // The last access-log lines and audit records reach their files before serve returns.
+        let deadline = std::time::Instant::now() + LOG_WRITERS_GRACE;
+        for writer in &self.log_writers {
+            if !writer.wait(deadline) {
+                tracing::warn!("a log writer did not finish in time; its last lines may be lost");
+            }
         }
     }
 }
