@@ -61,15 +61,19 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         .or_else(|| dn.dn.parent())
         .unwrap_or_default()
         .child(new_rdn.clone());
-    let audit = crate::op::audit::prepare(
-        ctx,
-        &dn,
-        Change::ModDn {
-            new_rdn: &new_rdn.to_string(),
-            delete_old_rdn: request.deleteoldrdn,
-            new_superior: new_superior.as_ref().map(|s| s.dn.to_string()).as_deref(),
-        },
-    );
+    // Formatted only when the log is on: the new names are printed for it.
+    let audit = match ctx.worker.audit_log {
+        Some(_) => {
+            let superior = new_superior.as_ref().map(|s| s.dn.to_string());
+            let change = Change::ModDn {
+                new_rdn: &new_rdn.to_string(),
+                delete_old_rdn: request.deleteoldrdn,
+                new_superior: superior.as_deref(),
+            };
+            crate::op::audit::prepare(ctx, &dn, change)
+        }
+        None => None,
+    };
     let request = MoveEntry {
         target,
         new_parent,
