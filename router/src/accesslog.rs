@@ -72,6 +72,22 @@ impl LogBuffer {
         std::mem::swap(&mut pending.text, out);
         std::mem::take(&mut pending.lines)
     }
+
+    /// Appends `text` (whole records: the audit log's, `crate::auditlog`) as one more
+    /// item, unless the buffer already holds `bytes_max` bytes or would hold more with it;
+    /// false when it was left out. A record larger than the whole bound still goes into an
+    /// empty buffer: one request's size is bounded by the PDU limit, and dropping every
+    /// such change would leave the log silent about exactly those.
+    pub fn append_within(&self, text: &str, bytes_max: usize) -> bool {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let held = pending.text.len();
+        if held > 0 && held.saturating_add(text.len()) > bytes_max {
+            return false;
+        }
+        pending.text.push_str(text);
+        pending.lines += 1;
+        true
+    }
 }
 
 /// One worker's way into the access log.

@@ -32,6 +32,7 @@ use ferrodir_shard::{
     SkeletonCell, Write, WriteOp, WriteOutcome,
 };
 
+use crate::auditlog::AuditSink;
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, IntentLog};
 use crate::located::Located;
@@ -50,6 +51,9 @@ struct Inner {
     log: IntentLog,
     /// Referential integrity after deletes and renames; None when off.
     refint: Option<Arc<RefintConfig>>,
+    /// The audit log's queue for the coordinator's own changes (refint's rewrites); None
+    /// when the log is off.
+    audit: Option<AuditSink>,
 }
 
 impl Coordinator {
@@ -60,7 +64,17 @@ impl Coordinator {
         refint: Option<Arc<RefintConfig>>,
     ) -> Self {
         let skeleton = (*cell.load()).clone();
-        Self { inner: Rc::new(Inner { shards, cell, skeleton: RefCell::new(skeleton), log, refint }) }
+        let inner = Inner { shards, cell, skeleton: RefCell::new(skeleton), log, refint, audit: None };
+        Self { inner: Rc::new(inner) }
+    }
+
+    /// Records the coordinator's own changes (refint's rewrites) in the audit log, through
+    /// `sink`. Call before the actor starts.
+    pub fn with_audit_log(mut self, sink: AuditSink) -> Self {
+        if let Some(inner) = Rc::get_mut(&mut self.inner) {
+            inner.audit = Some(sink);
+        }
+        self
     }
 }
 

@@ -18,6 +18,8 @@
 //!   on a request's shape.
 //! - `error`: the one place failures become LDAP result codes.
 //! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
+//! - [`auditlog`]: the audit log's records (slapo-auditlog's LDIF), queued per worker in
+//!   the access log's buffers.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 //! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
 
@@ -32,6 +34,7 @@
 mod access;
 pub mod accesslog;
 pub mod acl;
+pub mod auditlog;
 mod config;
 pub mod coordinator;
 mod error;
@@ -72,7 +75,7 @@ pub use session::{Flow, Session};
 pub use unique::{UniqueRule, Uniqueness};
 pub use worker::Worker;
 //
-// and four facade modules, where flat names would be vague or clash:
+// and five facade modules, where flat names would be vague or clash:
 // - `coordinator`: the actor that changes the tree's shape across shards, and its messages
 //   (`Coordinator`, `AddUnder`, `DeleteEntry`, `MoveEntry`, `MaybeDemote`, `Origin`,
 //   `Recover`, `Ping`, `BetweenChanges`);
@@ -81,4 +84,5 @@ pub use worker::Worker;
 //   `ResultClass`, `BindMethod`, `CloseReason`, `Listener`, `Histogram`, `bump`,
 //   `LATENCY_BUCKETS_S`; the syncrepl provider's are `syncrepl_snapshot` above);
 // - `accesslog`: access-log lines and the per-worker queue (`LogSink`, `LogBuffer`,
-//   `LogFormat`, `Line`, `Value`).
+//   `LogFormat`, `Line`, `Value`);
+// - `auditlog`: the audit log's per-worker sink (`AuditSink`), over the same `LogBuffer`.

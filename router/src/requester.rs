@@ -52,6 +52,9 @@ pub struct Transport {
     pub peer_cred: Option<(u32, u32)>,
     /// Under TLS with a verified client certificate: its subject DN, RFC 4514 string form.
     pub client_cert_subject: Option<String>,
+    /// The peer as slapd names it (its audit log, cn=Monitor): `IP=127.0.0.1:40522`,
+    /// `IP=[::1]:40522`, or `PATH=/run/ldapi` for ldapi; "" when unknown.
+    pub peer_name: String,
 }
 
 impl Transport {

@@ -251,6 +251,8 @@ pub struct WorkerStats {
     pub bytes_out: AtomicU64,
     /// Access-log lines dropped because the log thread fell behind.
     pub access_log_dropped: AtomicU64,
+    /// Audit-log records dropped because the log thread fell behind (`auditlog`).
+    pub audit_log_dropped: AtomicU64,
     closed: [[AtomicU64; CloseReason::ALL.len()]; Listener::ALL.len()],
 }
 

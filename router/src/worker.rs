@@ -15,6 +15,7 @@ use ferrodir_shard::{
 };
 
 use crate::accesslog::LogSink;
+use crate::auditlog::AuditSink;
 use crate::config::DirectoryConfig;
 use crate::coordinator::Coordinator;
 use crate::error::{LdapError, LdapResultOf};
@@ -47,6 +48,8 @@ pub struct Worker {
     pub stats: Arc<WorkerStats>,
     /// This worker's queue into the access log; None when the log is off.
     pub access_log: Option<LogSink>,
+    /// This worker's queue into the audit log; None when `[audit_log] path` is unset.
+    pub audit_log: Option<AuditSink>,
     /// Groups' resolved member ids, for memberOf searches (`memberids`).
     pub member_ids: RefCell<crate::memberids::MemberIds>,
     /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
@@ -76,6 +79,7 @@ impl Worker {
             scans: None,
             stats: Arc::default(),
             access_log: None,
+            audit_log: None,
             member_ids: RefCell::default(),
             stopping: Cell::new(false),
         }
@@ -84,6 +88,12 @@ impl Worker {
     /// Writes access-log lines through `sink`.
     pub fn with_access_log(mut self, sink: LogSink) -> Self {
         self.access_log = Some(sink);
+        self
+    }
+
+    /// Writes audit records of committed changes through `sink`.
+    pub fn with_audit_log(mut self, sink: AuditSink) -> Self {
+        self.audit_log = Some(sink);
         self
     }
 

@@ -122,6 +122,9 @@ pub struct Config {
     pub log: Log,
     /// `[access_log]`: a line per connection event and operation, 389-ds's format or JSON.
     pub access_log: AccessLog,
+    /// `[audit_log]`: every committed change in slapo-auditlog's LDIF format; on when
+    /// `path` is set.
+    pub audit_log: AuditLog,
     /// `[refint]`: referential integrity (slapd's refint overlay): a delete or rename
     /// removes or rewrites the values that name the entry. Off by default.
     pub refint: Refint,
@@ -458,6 +461,46 @@ impl Default for AccessLog {
     }
 }
 
+/// `[audit_log]`, off unless `path` is set (docs/OPERATIONS.md, "The audit log").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditLog {
+    /// The file every committed change is appended to, as slapo-auditlog writes it
+    /// (created 0600, reopened on SIGUSR1). Unset: no audit log.
+    pub path: Option<String>,
+    /// Bytes of records queued toward the writer, shared out between the workers; beyond
+    /// it records are dropped, counted (ferrodir_audit_log_dropped_records_total) and
+    /// warned about, never waited for.
+    pub queue_bytes_max: usize,
+}
+
+impl Default for AuditLog {
+    fn default() -> Self {
+        Self { path: None, queue_bytes_max: 64 << 20 }
+    }
+}
+
+impl AuditLog {
+    /// A path that names a file, and room for records.
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.path {
+            if path.is_empty() || path == "-" {
+                anyhow::bail!("audit_log.path {path:?}: name a file, or leave the key out for no audit log");
+            }
+        }
+        if self.queue_bytes_max < AUDIT_QUEUE_BYTES_MIN {
+            anyhow::bail!(
+                "audit_log.queue_bytes_max {} is too small: at least {AUDIT_QUEUE_BYTES_MIN}",
+                self.queue_bytes_max
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The smallest `[audit_log] queue_bytes_max`: a few records per worker.
+const AUDIT_QUEUE_BYTES_MIN: usize = 64 * 1024;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
@@ -513,6 +556,7 @@ impl Default for Config {
             limits: Limits::default(),
             log: Log::default(),
             access_log: AccessLog::default(),
+            audit_log: AuditLog::default(),
             refint: Refint::default(),
             replication: Vec::new(),
             unique: Vec::new(),
@@ -720,6 +764,7 @@ impl Config {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
         }
         self.refint.check()?;
+        self.audit_log.check()?;
         self.limits.check_values()?;
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
@@ -831,6 +876,8 @@ mod tests {
         // Turned on by the sample, on a loopback port that is not the exporters' 9330/9389.
         assert_eq!(config.metrics_listen, Some(SocketAddr::from(([127, 0, 0, 1], 9390))));
         assert!(config.require_tls_for_binds && config.tls.is_none());
+        assert_eq!(config.audit_log.path, None, "the sample leaves the audit log off");
+        assert_eq!(config.audit_log.queue_bytes_max, defaults.audit_log.queue_bytes_max);
     }
 
     #[test]
@@ -948,6 +995,19 @@ search_time_max_s = 0
         assert_eq!(Config::default().root_password, "");
         assert_eq!(Config::embedded().root_password, BUILT_IN_ROOT_PASSWORD);
         assert_eq!(Config::parse("root_password = \"x\"").unwrap().root_password, "x");
+    }
+
+    #[test]
+    fn the_audit_log_is_on_when_its_path_is_set() {
+        assert_eq!(Config::default().audit_log.path, None);
+        let config = Config::parse("[audit_log]\npath = \"/var/log/ferrodir/audit.ldif\"").unwrap();
+        assert_eq!(config.audit_log.path.as_deref(), Some("/var/log/ferrodir/audit.ldif"));
+        assert_eq!(config.audit_log.queue_bytes_max, 64 << 20);
+        for bad in ["path = \"\"", "path = \"-\"", "path = \"/x\"\nqueue_bytes_max = 10"] {
+            let error = Config::parse(&format!("[audit_log]\n{bad}")).unwrap_err().to_string();
+            assert!(error.contains("audit_log."), "{bad}: {error}");
+        }
+        assert!(Config::parse("[audit_log]\nenabled = true").is_err(), "on by its path only");
     }
 
     #[test]

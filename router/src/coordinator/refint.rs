@@ -14,10 +14,13 @@
 
 use std::sync::Arc;
 
+use ferrodir_proto::entry::Attribute;
+use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::{Dn, ResultCode};
-use ferrodir_shard::{EntryId, FindRefs, RefRewrite, ShardError, Write, WriteOp};
+use ferrodir_shard::{find_attr, EntryId, FindRefs, RefRewrite, ShardError, Write, WriteOp, WriteOutcome};
 
 use super::Inner;
+use crate::auditlog::{self, Change, Requester};
 use crate::error::{LdapError, LdapResultOf};
 use crate::intent::{Intent, RenamedTo};
 
@@ -137,7 +140,7 @@ impl Inner {
                     .collect();
                 for (id, reply) in sent {
                     match reply.await.map_err(|e| ShardError::Unavailable(e.to_string())).and_then(|r| r) {
-                        Ok(_) => {}
+                        Ok(outcome) => self.audit_rewrite(config, &rewrite, outcome),
                         // Refused for sure (a schema rule: the last value of a MUST attribute
                         // without a placeholder): retrying can't help, the reference stays.
                         Err(e) if !e.is_outcome_unknown() => {
@@ -150,6 +153,51 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+impl Inner {
+    /// A rewrite that changed an entry, in the audit log: slapd's refint modifies through
+    /// the overlays, so slapo-auditlog records it as a modify by `modifiers_name` on an
+    /// internal connection (no peer, conn=-1). Each refint attribute the entry holds is
+    /// written as a `replace:` with the values it now holds, which says exactly what the
+    /// entry holds after the rewrite without a read before it; when a delete may have
+    /// removed an attribute's last value (no `nothing` placeholder), each one it lacks is a
+    /// `replace:` with no values, which removes it if present.
+    fn audit_rewrite(&self, config: &RefintConfig, rewrite: &RefRewrite, outcome: WriteOutcome) {
+        let (Some(sink), WriteOutcome::Record(after)) = (&self.audit, outcome) else { return };
+        let (dn, suffix) = {
+            let skeleton = self.skeleton.borrow();
+            (skeleton.dn_of_child(after.parent, &after.rdn), naming_context(&skeleton, after.parent))
+        };
+        let suffix = suffix.unwrap_or_else(|| dn.clone());
+        let may_vanish = rewrite.new.is_none() && rewrite.nothing.is_none();
+        let mods: Vec<LdifMod> = config
+            .attrs
+            .iter()
+            .filter_map(|name| {
+                let held = find_attr(&config.rules, &after.entry, name)
+                    .and_then(|index| after.entry.attrs.get(index).cloned());
+                let attr = match held {
+                    Some(attr) => attr,
+                    None if may_vanish => Attribute::new(config.rules.display(name), Vec::new()),
+                    None => return None,
+                };
+                Some(LdifMod { op: ModOp::Replace, attr })
+            })
+            .collect();
+        let pending = auditlog::prepare(&dn, &suffix, Change::Modify(&mods));
+        sink.commit(&pending, &Requester { author: &config.modifiers_name, peer: "", conn: -1 });
+    }
+}
+
+/// The DN of the naming context an entry whose parent is `parent` lies in: its topmost
+/// container; None when the entry is a naming context itself.
+fn naming_context(skeleton: &ferrodir_shard::Skeleton, parent: EntryId) -> Option<String> {
+    let mut node = skeleton.get(parent)?;
+    while let Some(up) = skeleton.get(node.parent) {
+        node = up;
+    }
+    Some(node.dn.to_string())
 }
 
 /// The intent of a delete of the entry `id` named `dn`.

@@ -11,6 +11,7 @@ use ferrodir_shard::{shard_for_child, EntryId, ShardError, WriteOp};
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
+use crate::auditlog::Change;
 use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
@@ -52,9 +53,24 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     // Held until the write is answered: a second write of a constrained value waits.
     let written = crate::op::unique::Written { dn: &dn, entry: &entry, changed: None, own: None };
     let _claims = crate::op::unique::check(ctx, &written).await?;
+    let audit = crate::op::audit::prepare(ctx, &dn, Change::Add(&entry.attrs));
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.skeleton().contains(p.id));
+    send(ctx, parent_id, parent_is_container, shard, op).await?;
+    crate::op::audit::committed(ctx, audit);
+    Ok(())
+}
+
+/// Sends the add to its shard: through the coordinator under a leaf (which it promotes),
+/// else straight to the shard, retrying while the coordinator has the parent closed.
+async fn send(
+    ctx: &OpContext,
+    parent_id: EntryId,
+    parent_is_container: bool,
+    shard: usize,
+    op: WriteOp,
+) -> LdapResultOf<()> {
     if !parent_is_container {
         ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
         return Ok(());

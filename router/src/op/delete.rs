@@ -1,12 +1,15 @@
 //! Delete (RFC 4511 §4.8). A leaf whose name and data share a shard is deleted by that
 //! shard alone; containers and leaves with a moved name go through the coordinator.
 
+use ferrodir_proto::NormDn;
 use ferrodir_shard::{shard_for_child, EntryId, WriteOp, WriteOutcome};
 
 use crate::access::{self, check_not_anonymous};
 use crate::acl::rule::Attr;
+use crate::auditlog::Change;
 use crate::coordinator::{DeleteEntry, MaybeDemote, Origin};
 use crate::error::LdapResultOf;
+use crate::located::Located;
 use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
 
@@ -26,6 +29,15 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
         let entry = access::entry_for_rules(ctx, &subject, target.id).await?;
         access::check_write(config, &subject, &dn, entry.as_ref(), Attr::Entry, "no write access to entry")?;
     }
+    let audit = crate::op::audit::prepare(ctx, &dn, Change::Delete);
+    remove(ctx, target, dn).await?;
+    crate::op::audit::committed(ctx, audit);
+    Ok(())
+}
+
+/// Deletes the located entry: on its shard alone when it is a leaf whose name is on that
+/// shard too, else through the coordinator.
+async fn remove(ctx: &OpContext, target: Located, dn: NormDn) -> LdapResultOf<()> {
     let name_shard = shard_for_child(target.parent, &target.rdn_norm, ctx.worker.shard_count());
     if target.container || name_shard != target.id.shard() || ctx.config.refint.is_some() {
         return ctx

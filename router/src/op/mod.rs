@@ -1,6 +1,7 @@
 //! One file per LDAP operation, dispatched from [`run`].
 
 pub mod add;
+pub mod audit;
 pub mod bind;
 pub mod compare;
 pub mod context;

@@ -9,6 +9,7 @@ use ferrodir_shard::EntryId;
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
+use crate::auditlog::Change;
 use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
 use crate::located::Located;
@@ -61,6 +62,19 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         .unwrap_or_default()
         .child(new_rdn.clone());
     let _claims = unique_claims(ctx, &dn, &new_dn, target.id, &add_values).await?;
+    // Formatted only when the log is on: the new names are printed for it.
+    let audit = match ctx.worker.audit_log {
+        Some(_) => {
+            let superior = new_superior.as_ref().map(|s| s.dn.to_string());
+            let change = Change::ModDn {
+                new_rdn: &new_rdn.to_string(),
+                delete_old_rdn: request.deleteoldrdn,
+                new_superior: superior.as_deref(),
+            };
+            crate::op::audit::prepare(ctx, &dn, change)
+        }
+        None => None,
+    };
     let request = MoveEntry {
         target,
         new_parent,
@@ -73,7 +87,9 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         new_dn,
         origin: Origin::Client,
     };
-    ctx.worker.coordinator.send(request).await?
+    ctx.worker.coordinator.send(request).await??;
+    crate::op::audit::committed(ctx, audit);
+    Ok(())
 }
 
 /// Claims and checks `[[unique]]` values for the renamed entry (crate::op::unique): the

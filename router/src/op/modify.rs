@@ -6,6 +6,7 @@ use ferrodir_proto::message::{ModifyOperation, ModifyRequest};
 use ferrodir_shard::WriteOp;
 
 use crate::access::{self, check_not_anonymous};
+use crate::auditlog::Change;
 use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::add::canonical_values;
@@ -47,9 +48,11 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     }
     crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
+    let audit = crate::op::audit::prepare(ctx, &dn, Change::Modify(&changes));
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
         .await?;
+    crate::op::audit::committed(ctx, audit);
     Ok(())
 }
 

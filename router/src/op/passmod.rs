@@ -25,6 +25,7 @@ use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::WriteOp;
 
 use crate::access;
+use crate::auditlog::Change;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
@@ -100,9 +101,12 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
         }
     };
     let values = config.passwords.for_storage(vec![new]).await?;
-    let change = LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) };
-    let op = WriteOp::Modify { id: located.id, changes: vec![change], author: ctx.identity.author() };
+    let changes = vec![LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) }];
+    // slapd's Password Modify is a modify to its overlays: slapo-auditlog logs it as one.
+    let audit = crate::op::audit::prepare(ctx, &target, Change::Modify(&changes));
+    let op = WriteOp::Modify { id: located.id, changes, author: ctx.identity.author() };
     ctx.worker.write(located.id.shard(), op).await?;
+    crate::op::audit::committed(ctx, audit);
     Ok(generated)
 }
 

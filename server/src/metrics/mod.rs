@@ -420,5 +420,15 @@ fn request_families(workers: &[Arc<WorkerStats>]) -> Vec<MetricFamily> {
         counter("ferrodir_sent_bytes_total", "Bytes sent on LDAP connections (before TLS).", |w| {
             &w.bytes_out
         }),
+        counter(
+            "ferrodir_access_log_dropped_lines_total",
+            "Access-log lines dropped because the log's writer fell behind.",
+            |w| &w.access_log_dropped,
+        ),
+        counter(
+            "ferrodir_audit_log_dropped_records_total",
+            "Audit-log records of committed changes dropped because the log's writer fell behind.",
+            |w| &w.audit_log_dropped,
+        ),
     ]
 }

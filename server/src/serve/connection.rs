@@ -115,7 +115,8 @@ async fn open(
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(worker, conn, &stream, "connection");
             let entry = monitor_entry(worker, conn, &stream, "ldap");
-            Some((Stream::Tcp(stream), Transport { local, ..Transport::default() }, entry))
+            let transport = Transport { local, peer_name: peer_name(&stream), ..Transport::default() };
+            Some((Stream::Tcp(stream), transport, entry))
         }
         Incoming::Ldaps(std_stream) => {
             let stream = TcpStream::from_std(std_stream).ok()?;
@@ -123,9 +124,10 @@ async fn open(
             let local = is_loopback(&stream) && !shared.loopback_is_remote;
             log_connect(worker, conn, &stream, "SSL connection");
             let entry = monitor_entry(worker, conn, &stream, "ldaps");
+            let transport = Transport { local, peer_name: peer_name(&stream), ..Transport::default() };
             // Boxed, here and in `serve`: a handshake's state is kilobytes, and inline it
             // would size every connection's future, plain and idle ones included.
-            match Box::pin(handshake(stream, shared, Transport { local, ..Transport::default() })).await {
+            match Box::pin(handshake(stream, shared, transport)).await {
                 Some((tls, transport)) => {
                     log_tls(worker, conn, &tls);
                     Some((Stream::Tls(Box::new(tls)), transport, entry))
@@ -157,10 +159,17 @@ async fn open(
                     authz_dn: String::new(),
                 },
             );
-            let transport = Transport { local: true, ldapi: true, peer_cred, ..Transport::default() };
+            let peer_name = format!("PATH={path}");
+            let transport =
+                Transport { local: true, ldapi: true, peer_cred, peer_name, ..Transport::default() };
             Some((Stream::Unix(stream), transport, entry))
         }
     }
+}
+
+/// The peer as slapd names it: `IP=127.0.0.1:40522`, `IP=[::1]:40522`.
+fn peer_name(stream: &TcpStream) -> String {
+    stream.peer_addr().map_or_else(|_| String::new(), |a| format!("IP={a}"))
 }
 
 /// Connection `conn`'s entry under cn=Monitor's cn=Connections, removed when dropped (at

@@ -2,14 +2,17 @@
 //! (`listeners`) and the per-IP limit at accept (`per_ip`), connections (`connection`) over
 //! plain TCP, TLS or ldapi (`stream`), TLS configuration and reload (`tls`), the search
 //! pool (`search_pool`) and thread priorities (`priority`), systemd notification
-//! (`systemd`), the access-log writer (`accesslog`), what cn=Monitor reads (`monitor`), and
-//! the key that seals paged-results cookies (`paged_key`), and the refusal to serve known
-//! credentials beyond loopback (`exposure`).
+//! (`systemd`), the log writer thread (`logfile`) behind the access log (`accesslog`) and
+//! the audit log (`auditlog`), what cn=Monitor reads (`monitor`), the key that seals
+//! paged-results cookies (`paged_key`), reloading the config (`reload`), and the refusal
+//! to serve known credentials beyond loopback (`exposure`).
 
 pub mod accesslog;
+pub mod auditlog;
 pub mod connection;
 pub mod exposure;
 pub mod listeners;
+pub mod logfile;
 pub mod monitor;
 pub mod paged_key;
 pub mod per_ip;

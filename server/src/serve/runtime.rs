@@ -18,6 +18,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use anyhow::Context as _;
 use ferrodir_router::accesslog::{LogBuffer, LogFormat, LogSink};
+use ferrodir_router::auditlog::AuditSink;
 use ferrodir_router::coordinator::{Coordinator, Recover};
 use ferrodir_router::{DirectoryConfig, HashPool, IntentLog, RemoteReads, Worker};
 use ferrodir_shard::storage::KvEngine;
@@ -48,6 +49,9 @@ pub(crate) fn with_worker(f: impl FnOnce(&Worker)) {
         f(&worker);
     }
 }
+
+/// How long a stop waits for the logs' writers to write what was queued.
+const LOG_WRITERS_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the server until `shutdown` completes, then stops it: no new connections, up to
 /// `[limits] shutdown_grace_s` for the open ones, every shard checkpointed, and every
@@ -120,13 +124,19 @@ async fn run(
     )?;
     let shard_count = store.manifest.shards;
     let mut threads = Threads::default();
+    threads.log_writers = std::mem::take(&mut prepared.log_writers);
     let shards = start_shards(&config, &store, &prepared, &mut threads).await?;
     let search_pool = SearchPool::start(&config, &store)?;
-    let coordinator = start_coordinator(&config, &store, &shards, &prepared, &mut threads).await?;
+    let coordinator_audit = prepared.coordinator_audit.take();
+    let coordinator =
+        start_coordinator(&config, &store, &shards, &prepared, coordinator_audit, &mut threads).await?;
     let started = Started { shards, coordinator, scans: search_pool.scans.clone() };
-    // Moved into the workers: the access-log writer ends once every worker let go of its queue.
-    let log_queues = std::mem::take(&mut prepared.log_queues);
-    start_workers(&config, &store, &prepared, &started, log_queues, &threads.workers).await?;
+    // Moved into the workers: each log's writer ends once every worker let go of its queue.
+    let queues = LogQueues {
+        access: std::mem::take(&mut prepared.log_queues),
+        audit: std::mem::take(&mut prepared.audit_queues),
+    };
+    start_workers(&config, &store, &prepared, &started, queues, &threads.workers).await?;
     start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
     let reloader = Arc::new(crate::serve::reload::Reloader::new(
@@ -189,6 +199,18 @@ struct Prepared {
     log_format: LogFormat,
     /// One access-log queue per worker and its line bound; empty when the log is off.
     log_queues: Vec<(Arc<LogBuffer>, usize)>,
+    /// One audit-log queue per worker and its byte bound; empty when the log is off.
+    audit_queues: Vec<(Arc<LogBuffer>, usize)>,
+    /// The coordinator's audit-log queue (refint's rewrites) and its byte bound.
+    coordinator_audit: Option<(Arc<LogBuffer>, usize)>,
+    /// The logs' writer threads, waited for at the end (`Threads::join`).
+    log_writers: Vec<crate::serve::logfile::Writer>,
+}
+
+/// Each worker's queues into the logs, handed out in worker order.
+struct LogQueues {
+    access: Vec<(Arc<LogBuffer>, usize)>,
+    audit: Vec<(Arc<LogBuffer>, usize)>,
 }
 
 fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
@@ -215,10 +237,24 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         syncrepl: directory.syncrepl.clone(),
     }));
     let log_format = crate::serve::accesslog::format(&config.access_log)?;
+    let mut log_writers = Vec::new();
     let log_queues = match crate::serve::accesslog::start(&config.access_log, store.manifest.shards)? {
-        Some((buffers, lines_max)) => buffers.into_iter().map(|buffer| (buffer, lines_max)).collect(),
+        Some((buffers, lines_max, writer)) => {
+            log_writers.push(writer);
+            buffers.into_iter().map(|buffer| (buffer, lines_max)).collect()
+        }
         None => Vec::new(),
     };
+    // One queue per worker, and the last for the coordinator.
+    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
+        match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards + 1)? {
+            Some((buffers, bytes_max, writer)) => {
+                log_writers.push(writer);
+                buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
+            }
+            None => Vec::new(),
+        };
+    let coordinator_audit = audit_queues.pop();
     Ok(Prepared {
         gates,
         directory: Arc::new(directory),
@@ -227,6 +263,9 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         metrics,
         log_format,
         log_queues,
+        audit_queues,
+        coordinator_audit,
+        log_writers,
     })
 }
 
@@ -247,6 +286,9 @@ struct Threads {
     /// One per shard, in shard order: its actor, its worker, its connections.
     workers: Vec<Arbiter>,
     coordinator: Option<Arbiter>,
+    /// The logs' writers: once the workers and the coordinator are gone, each writes what
+    /// their buffers still hold and ends.
+    log_writers: Vec<crate::serve::logfile::Writer>,
 }
 
 impl Threads {
@@ -274,6 +316,13 @@ impl Threads {
         self.stop();
         for arbiter in std::mem::take(&mut self.workers).into_iter().chain(self.coordinator.take()) {
             let _ = arbiter.join();
+        }
+        // The last access-log lines and audit records reach their files before serve returns.
+        let deadline = std::time::Instant::now() + LOG_WRITERS_GRACE;
+        for writer in &self.log_writers {
+            if !writer.wait(deadline) {
+                tracing::warn!("a log writer did not finish in time; its last lines may be lost");
+            }
         }
     }
 }
@@ -331,6 +380,7 @@ async fn start_coordinator(
     store: &Store,
     shards: &[Addr<ShardActor>],
     prepared: &Prepared,
+    audit: Option<(Arc<LogBuffer>, usize)>,
     threads: &mut Threads,
 ) -> anyhow::Result<Addr<Coordinator>> {
     let arbiter = Arbiter::new();
@@ -338,8 +388,18 @@ async fn start_coordinator(
     *prepared.metrics.intents_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(log.pending_count());
     let (tx, rx) = oneshot::channel();
     let (shards, cell, refint) = (shards.to_vec(), prepared.cell.clone(), prepared.directory.refint.clone());
+    // Its dropped records are counted with the workers'.
+    let audit = audit.map(|(buffer, bytes_max)| {
+        let stats = Arc::new(ferrodir_router::stats::WorkerStats::default());
+        prepared.metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(stats.clone());
+        AuditSink::new(buffer, bytes_max, stats)
+    });
     arbiter.spawn(async move {
-        let _ = tx.send(Coordinator::new(shards, cell, log, refint).start());
+        let mut coordinator = Coordinator::new(shards, cell, log, refint);
+        if let Some(sink) = audit {
+            coordinator = coordinator.with_audit_log(sink);
+        }
+        let _ = tx.send(coordinator.start());
     });
     threads.coordinator = Some(arbiter);
     let coordinator = rx.await.context("coordinator thread died")?;
@@ -363,10 +423,11 @@ async fn start_workers(
     store: &Store,
     prepared: &Prepared,
     started: &Started,
-    log_queues: Vec<(Arc<LogBuffer>, usize)>,
+    queues: LogQueues,
     arbiters: &[Arbiter],
 ) -> anyhow::Result<()> {
-    let mut log_queues = log_queues.into_iter();
+    let mut log_queues = queues.access.into_iter();
+    let mut audit_queues = queues.audit.into_iter();
     for (index, arbiter) in arbiters.iter().enumerate() {
         let seed = WorkerSeed {
             index,
@@ -377,6 +438,7 @@ async fn start_workers(
             scans: started.scans.clone(),
             metrics: prepared.metrics.clone(),
             access_log: log_queues.next().map(|(buffer, lines_max)| (buffer, lines_max, prepared.log_format)),
+            audit_log: audit_queues.next(),
             view_sources: shard_view_sources(config, store, index, prepared.directory.remote_reads),
         };
         let (tx, rx) = oneshot::channel();
@@ -421,6 +483,8 @@ struct WorkerSeed {
     metrics: Arc<Metrics>,
     /// This worker's access-log queue, its line bound and the format.
     access_log: Option<(Arc<LogBuffer>, usize, LogFormat)>,
+    /// This worker's audit-log queue and its byte bound.
+    audit_log: Option<(Arc<LogBuffer>, usize)>,
     view_sources: Vec<Option<(ShardInfo, Arc<dyn KvEngine>)>>,
 }
 
@@ -442,6 +506,10 @@ impl WorkerSeed {
         if let Some((buffer, lines_max, format)) = self.access_log {
             let sink = LogSink::new(buffer, lines_max, format, worker.stats.clone());
             worker = worker.with_access_log(sink);
+        }
+        if let Some((buffer, bytes_max)) = self.audit_log {
+            let stats = worker.stats.clone();
+            worker = worker.with_audit_log(AuditSink::new(buffer, bytes_max, stats));
         }
         metrics.workers.lock().unwrap_or_else(|p| p.into_inner()).push(worker.stats.clone());
         worker.config().monitor.add_worker(worker.stats.clone());
