@@ -9,7 +9,8 @@
 //! new; no connection is touched. What changes: access rules, limits, authorization rules,
 //! cn=Monitor's readers, the root password, `require_tls_for_binds`, `[[unique]]`, and the
 //! TLS certificate and key. What needs a restart (listeners, shards, suffixes, schema,
-//! indexes, replication, refint, memberOf) is named in a warning and left as it was.
+//! indexes, replication, refint, memberOf, the audit log's file) is named in a warning and
+//! left as it was.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -159,5 +160,6 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     check("replication", old.replication.len() == new.replication.len());
     check("server_id", old.server_id == new.server_id);
     check("engine", old.engine == new.engine);
+    check("audit_log", old.audit_log.path == new.audit_log.path);
     kept
 }
