@@ -30,6 +30,7 @@ mod scripts;
 mod servers;
 mod sort;
 mod syncrepl;
+mod unique;
 
 use scripts::Replay;
 use servers::Server;
