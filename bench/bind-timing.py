@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""bind-timing: do an unknown DN, a wrong password and an entry without userPassword take
-as long to refuse? (docs/BENCHMARKS.md, "Bind timing"; the e2e test checks only that each
+"""bind-timing: do an unknown DN, a wrong password (stored in the server's scheme or in
+{SSHA}) and an entry without userPassword take as long to refuse? (docs/BENCHMARKS.md, "Bind timing"; the e2e test checks only that each
 does the same work.)
 
 Against a running server with the example data (`ferrodir serve`): adds uid=bind-timing
-under ou=people as the admin (its password stored with the server's scheme, hash on
-write), then binds wrongly as the three kinds, interleaved so that a slow moment hits each
+and uid=bind-timing-ssha under ou=people as the admin (one password stored with the
+server's scheme, hash on write; the other given as {SSHA}), then binds wrongly as the four
+kinds, interleaved so that a slow moment hits each
 alike, one connection per kind, --samples binds each per round. Prints each round's
 median per kind and the spread (max - min) / min; exits 1 if no round's spread is under
 --spread-max (20%). Deletes the entry again.
@@ -14,6 +15,9 @@ median per kind and the spread (max - min) / min; exits 1 if no round's spread i
 """
 
 import argparse
+import base64
+import hashlib
+import os
 import statistics
 import sys
 import time
@@ -22,6 +26,7 @@ import ldap3
 
 BASE = "dc=example,dc=com"
 USER = "uid=bind-timing,ou=people," + BASE
+CHEAP = "uid=bind-timing-ssha,ou=people," + BASE
 
 
 def connect(server):
@@ -44,13 +49,21 @@ def main():
     if not admin.bind():
         sys.exit(f"bind-timing: cannot bind as {args.admin_dn}: {admin.result}")
     admin.delete(USER)
+    admin.delete(CHEAP)
     if not admin.add(USER, ["inetOrgPerson"],
                      {"cn": "bind timing", "sn": "timing", "userPassword": "bind-timing-secret"}):
         sys.exit(f"bind-timing: cannot add {USER}: {admin.result}")
+    # An {SSHA} value, as an import from slapd brings: stored as given (hash on write keeps
+    # values already hashed), never bound with its right password here (no upgrade).
+    salt = os.urandom(4)
+    ssha = "{SSHA}" + base64.b64encode(hashlib.sha1(b"bind-timing-secret" + salt).digest() + salt).decode()
+    if not admin.add(CHEAP, ["inetOrgPerson"], {"cn": "bind timing ssha", "sn": "timing", "userPassword": ssha}):
+        sys.exit(f"bind-timing: cannot add {CHEAP}: {admin.result}")
     kinds = [
         ("unknown DN", "uid=nobody,ou=people," + BASE),
         ("wrong password", USER),
         ("no userPassword", "cn=staff,ou=groups," + BASE),
+        ("wrong password, {SSHA}", CHEAP),
     ]
     conns = [connect(args.server) for _ in kinds]
     for conn in conns:
@@ -75,6 +88,7 @@ def main():
             best = spread if best is None else min(best, spread)
     finally:
         admin.delete(USER)
+        admin.delete(CHEAP)
     if best is None or best >= args.spread_max:
         print(f"FAIL: the medians differ by {best:.1%} or more in every round")
         sys.exit(1)
