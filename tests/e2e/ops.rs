@@ -270,7 +270,9 @@ fn user_password_is_only_readable_by_its_owner_and_the_admin() {
     let entry = read(&mut root, ALICE, &[]).expect("alice");
     let stored = values(&entry, "userPassword");
     let binary = entry.bin_attrs.keys().any(|k| k.eq_ignore_ascii_case("userPassword"));
-    assert!(stored.iter().any(|v| v.starts_with("{SSHA}")) || binary, "{entry:?}");
+    // Stored hashed: the example's {SSHA}, upgraded to {ARGON2} by alice's bind above
+    // (password_upgrade_on_bind).
+    assert!(stored.iter().any(|v| v.starts_with("{ARGON2}")) || binary, "{entry:?}");
 }
 
 // ---- bind and Who am I? ----
