@@ -119,6 +119,8 @@ pub struct DirectoryConfig {
     /// The subtrees this server replicates from a provider (`[[replication]]`): client
     /// writes there get a referral or unwillingToPerform (`op::check_writable`).
     pub replicated: Vec<ReplicatedArea>,
+    /// `[ppolicy]`: the default password policy (router `ppolicy`).
+    pub ppolicy: crate::ppolicy::PpolicyConfig,
 }
 
 /// A subtree a replication consumer keeps: read-only for clients, the rootDN included.

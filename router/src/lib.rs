@@ -20,6 +20,8 @@
 //! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 //! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
+//! - `ppolicy`: password policy (slapd's ppolicy overlay): policies read from the tree,
+//!   lockout and the bookkeeping of binds.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -42,6 +44,7 @@ mod memberids;
 mod monitor;
 mod op;
 mod password;
+mod ppolicy;
 mod requester;
 mod resolve;
 mod session;
@@ -65,6 +68,7 @@ pub use op::context::Outbound;
 pub use op::paged::cookie::CookieKey;
 pub use op::syncrepl::stats::{ProviderStats as SyncreplStats, Snapshot as SyncreplSnapshot};
 pub use password::{HashPool, PasswordConfig, StorageScheme};
+pub use ppolicy::PpolicyConfig;
 pub use requester::Transport;
 pub use resolve::{locate, locate_parent_of};
 pub use session::{Flow, Session};

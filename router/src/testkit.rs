@@ -164,6 +164,16 @@ fn person(uid: &'static str) -> [(&'static str, &'static [&'static str]); 5] {
     ]
 }
 
+/// A directory config over the standard schema and no index, for tests of what reads the
+/// config only.
+pub fn test_config() -> DirectoryConfig {
+    let schema = Arc::new(Schema::standard());
+    let rules = Arc::new(RuleTable::from_schema(&schema));
+    let no_index: &[&str] = &[];
+    let indexes = Arc::new(IndexConfig::from_directives(no_index, &rules).expect("no index"));
+    directory_config(schema, rules, indexes, Vec::new())
+}
+
 /// The rootDN and its password, the suffix, the built-in `default` access rules (passwords
 /// for binds only, everything else readable by all), and the limits' defaults.
 fn directory_config(
@@ -202,6 +212,7 @@ fn directory_config(
         memberof: None,
         paged: Default::default(),
         replicated: Vec::new(),
+        ppolicy: Default::default(),
     }
 }
 

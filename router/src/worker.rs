@@ -46,6 +46,8 @@ pub struct Worker {
     pub access_log: Option<LogSink>,
     /// Groups' resolved member ids, for memberOf searches (`memberids`).
     pub member_ids: RefCell<crate::memberids::MemberIds>,
+    /// Password policies read from the tree, for binds (`ppolicy::lookup`).
+    pub policies: RefCell<crate::ppolicy::PolicyCache>,
     /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
     /// after that was cut off by the shutdown, not by a panic.
     stopping: Cell<bool>,
@@ -74,6 +76,7 @@ impl Worker {
             stats: Arc::default(),
             access_log: None,
             member_ids: RefCell::default(),
+            policies: RefCell::default(),
             stopping: Cell::new(false),
         }
     }

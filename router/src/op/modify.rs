@@ -34,6 +34,9 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         let values: Vec<Vec<u8>> = change.modification.vals.iter().map(|v| v.to_vec()).collect();
         check_change(&ctx.worker.config, op, name, &values)?;
         let values = canonical_values(&ctx.worker.config, name, values)?;
+        if matches!(op, ModOp::Add | ModOp::Replace) {
+            crate::ppolicy::policy::check_policy_values(&ctx.worker.config, name, &values)?;
+        }
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let subject = access::subject(ctx).await;
@@ -45,6 +48,8 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
             access::may_write_attr(&ctx.worker.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
         }
     }
+    // Unlocking an account clears the failures that locked it (slapd's ppolicy_modify).
+    crate::ppolicy::lockout::with_unlock(&ctx.worker.config, &mut changes);
     crate::op::stored_password::hash_changes(&ctx.worker.config, &mut changes).await?;
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
