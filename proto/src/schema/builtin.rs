@@ -44,15 +44,35 @@ pub const MEMBEROF: &str = include_str!("../../schema/memberof.schema");
 /// administrator can set pwdReset or delete pwdAccountLockedTime (router `ppolicy`).
 pub const PPOLICY: &str = include_str!("../../schema/ppolicy.schema");
 
+/// Where slapd's hard-coded types end in [`STANDARD`] and core.schema's begin: the first
+/// definition of core.schema (RFC 4519's knowledgeInformation).
+const FIRST_CORE_TYPE: &str = "attributetype ( 2.5.4.2 ";
+
 /// Loads the built-in files into an empty schema.
+///
+/// In slapd's order: cn=Subschema lists types in the order they were registered, and slapd
+/// registers the types of its overlay modules (ppolicy, memberof) with its hard-coded ones,
+/// before any schema file's, whenever the module is loaded. So ppolicy's and memberof's
+/// types go between [`STANDARD`]'s hard-coded part and its core.schema part, which makes
+/// matchingRuleUse's APPLIES lists come out in slapd's order; ppolicy's classes, which
+/// need `top`, go last.
 fn load_builtin() -> Result<Schema, SchemaError> {
     let mut schema = Schema::empty();
+    let (hard_coded, files_part) = match STANDARD.find(FIRST_CORE_TYPE) {
+        Some(at) => STANDARD.split_at(at),
+        None => (STANDARD, ""),
+    };
+    let (ppolicy_classes, ppolicy_types): (Vec<&str>, Vec<&str>) =
+        PPOLICY.lines().partition(|line| line.starts_with("objectclass"));
+    let (ppolicy_types, ppolicy_classes) = (ppolicy_types.join("\n"), ppolicy_classes.join("\n"));
     let files = [
         ("hidden.schema", HIDDEN, Visibility::Hidden),
-        ("standard.schema", STANDARD, Visibility::Published),
-        ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("standard.schema", hard_coded, Visibility::Published),
+        ("ppolicy.schema", &ppolicy_types, Visibility::Published),
         ("memberof.schema", MEMBEROF, Visibility::Published),
-        ("ppolicy.schema", PPOLICY, Visibility::Published),
+        ("standard.schema", files_part, Visibility::Published),
+        ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("ppolicy.schema", &ppolicy_classes, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
