@@ -287,3 +287,54 @@ fn the_root_dse_lists_the_control() {
         client.with_controls(vec![ask]).simple_bind("uid=bob,ou=people,dc=example,dc=com", "password");
     assert_eq!(result.expect("bind").rc, 0);
 }
+
+/// A replica (`[[replication]]`) of a provider with the same default policy: the lock the
+/// provider writes replicates and refuses binds on the replica; failed binds on the replica
+/// write nothing there (its subtree is the provider's), and the provider's unlock replicates.
+#[test]
+fn a_replica_refuses_binds_to_an_account_the_provider_locked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, format!("{ADMIN_PW}\n")).expect("write the password file");
+    let provider =
+        Server::start_with_config(&config().replacen("shards = 4", "server_id = 1\nshards = 4", 1));
+    let mut root = admin(&provider);
+    add_policy(&mut root, "default", &[("pwdLockout", "TRUE"), ("pwdMaxFailure", "3")]);
+    add_person(&mut root, "rita", &[]);
+    let replica_config = format!(
+        "shards = 3\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"{ADMIN_PW}\"\n\
+         example_data = false\npassword_scheme = \"{{SSHA512}}\"\n[ppolicy]\ndefault_policy = \"{DEFAULT_POLICY}\"\n\
+         [limits]\nshutdown_grace_s = 1\n[log]\nlevel = \"warn\"\n\
+         [[replication]]\nrid = 1\nprovider = \"{}\"\nbind_dn = \"{ADMIN_DN}\"\npassword_file = \"{}\"\n\
+         search_base = \"dc=example,dc=com\"\ntype = \"refreshAndPersist\"\nretry = \"1 +\"\n",
+        provider.url(),
+        password_file.display()
+    );
+    let replica = Server::start_with_config(&replica_config);
+    let rita = dn_of("rita");
+    let deadline = || Instant::now() + Duration::from_secs(30);
+    assert!(
+        wait_until(deadline(), || bind(&replica, &rita, "rita-pw").0 == 0),
+        "rita never reached the replica"
+    );
+    for _ in 0..3 {
+        assert_eq!(bind(&provider, &rita, "wrong").0, 49);
+    }
+    let locked_there = || !values(&replica, &rita, "pwdAccountLockedTime").is_empty();
+    assert!(wait_until(deadline(), locked_there), "the lock never reached the replica");
+    assert_eq!(values(&replica, &rita, "pwdFailureTime").len(), 3);
+    assert_eq!(bind(&replica, &rita, "rita-pw"), (49, locked()));
+    // A failure on the replica is not counted there, nor on the provider.
+    assert_eq!(bind(&replica, &rita, "wrong").0, 49);
+    assert_eq!(values(&replica, &rita, "pwdFailureTime").len(), 3);
+    assert_eq!(values(&provider, &rita, "pwdFailureTime").len(), 3);
+    // The provider's administrator unlocks; the replica follows.
+    let unlock =
+        root.modify(&rita, vec![Mod::Delete("pwdAccountLockedTime", Default::default())]).expect("modify");
+    assert_eq!(unlock.rc, 0, "{unlock:?}");
+    assert!(
+        wait_until(deadline(), || bind(&replica, &rita, "rita-pw").0 == 0),
+        "the unlock never reached the replica"
+    );
+    assert!(values(&replica, &rita, "pwdFailureTime").is_empty());
+}
