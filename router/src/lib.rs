@@ -57,6 +57,7 @@ mod testkit;
 // The public interface is:
 //
 // Flat names, for building and running the router (what the server wires together):
+pub use config::PpolicyConfig;
 pub use config::{AuthzRule, DirectoryConfig, PagedConfig, RemoteReads, ReplicatedArea, Suffix};
 pub use coordinator::RefintConfig;
 pub use error::LdapError;
@@ -68,7 +69,6 @@ pub use op::context::Outbound;
 pub use op::paged::cookie::CookieKey;
 pub use op::syncrepl::stats::{ProviderStats as SyncreplStats, Snapshot as SyncreplSnapshot};
 pub use password::{HashPool, PasswordConfig, StorageScheme};
-pub use ppolicy::PpolicyConfig;
 pub use requester::Transport;
 pub use resolve::{locate, locate_parent_of};
 pub use session::{Flow, Session};

@@ -47,7 +47,7 @@ pub struct Worker {
     /// Groups' resolved member ids, for memberOf searches (`memberids`).
     pub member_ids: RefCell<crate::memberids::MemberIds>,
     /// Password policies read from the tree, for binds (`ppolicy::lookup`).
-    pub policies: RefCell<crate::ppolicy::PolicyCache>,
+    pub policies: RefCell<crate::ppolicy::cache::PolicyCache>,
     /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
     /// after that was cut off by the shutdown, not by a panic.
     stopping: Cell<bool>,

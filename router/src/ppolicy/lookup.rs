@@ -2,14 +2,13 @@
 //! pwdPolicySubentry, else `[ppolicy] default_policy`. Policies are ordinary entries,
 //! edited over LDAP; nothing is loaded at start and nothing is global.
 //!
-//! A worker keeps the policies it read ([`PolicyCache`]), valid while nothing anywhere was
+//! A worker keeps the policies it read (`cache::PolicyCache`), valid while nothing anywhere was
 //! written: filled under the count of batches every shard has published
 //! (`shard::Hub::publications`, read before the data) and the skeleton's version, dropped
 //! whole when either moves, as `memberids` does. A directory mostly read (binds that
 //! succeed write nothing) reads each policy once per worker; under writes a bind reads its
 //! policy again, one base lookup through the entry cache.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferrodir_proto::entry::Entry;
@@ -19,45 +18,6 @@ use crate::memberids::Token;
 use crate::ppolicy::policy::Policy;
 use crate::resolve::locate;
 use crate::worker::Worker;
-
-/// Policies kept per worker.
-pub const POLICIES_MAX: usize = 64;
-
-/// The `[ppolicy]` settings the router reads.
-#[derive(Debug, Clone, Default)]
-pub struct PpolicyConfig {
-    /// `default_policy`: the policy of every entry without a pwdPolicySubentry. None: only
-    /// entries that name a policy have one.
-    pub default_policy: Option<NormDn>,
-}
-
-/// A worker's policies read from the tree, by the policy entry's normalised DN.
-#[derive(Default)]
-pub struct PolicyCache {
-    token: Option<Token>,
-    policies: HashMap<String, Option<Arc<Policy>>>,
-}
-
-impl PolicyCache {
-    fn get(&mut self, token: Token, key: &str) -> Option<Option<Arc<Policy>>> {
-        if self.token != Some(token) {
-            self.token = Some(token);
-            self.policies.clear();
-            return None;
-        }
-        self.policies.get(key).cloned()
-    }
-
-    fn put(&mut self, token: Token, key: String, policy: Option<Arc<Policy>>) {
-        if self.token != Some(token) {
-            return;
-        }
-        if self.policies.len() >= POLICIES_MAX {
-            self.policies.clear();
-        }
-        self.policies.insert(key, policy);
-    }
-}
 
 /// The policy that governs `entry`, None when no policy does (no pwdPolicySubentry and no
 /// default, or one naming no entry, or an entry that is no policy for userPassword: slapd
@@ -98,27 +58,4 @@ async fn read_policy(worker: &Worker, dn: &NormDn) -> Option<Arc<Policy>> {
         tracing::debug!(policy = %dn.dn, "the named password policy is no pwdPolicy for userPassword");
     }
     policy.map(Arc::new)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn policies_last_until_anything_moves_and_are_bounded() {
-        let mut cache = PolicyCache::default();
-        let t0 = Token { publications: 1, skeleton: 1 };
-        assert!(cache.get(t0, "cn=p").is_none());
-        cache.put(t0, "cn=p".into(), None);
-        assert_eq!(cache.get(t0, "cn=p"), Some(None));
-        let t1 = Token { publications: 2, skeleton: 1 };
-        assert!(cache.get(t1, "cn=p").is_none());
-        // Filled under a token that moved meanwhile: not kept.
-        cache.put(t0, "cn=q".into(), None);
-        assert!(cache.get(t1, "cn=q").is_none());
-        for i in 0..(POLICIES_MAX + 5) {
-            cache.put(t1, format!("cn={i}"), None);
-        }
-        assert!(cache.policies.len() <= POLICIES_MAX);
-    }
 }

@@ -3,7 +3,7 @@
 //!
 //! - `policy`: a pwdPolicy entry's settings, and the check of pwdAttribute on Add/Modify.
 //! - `lookup`: which policy governs an entry (pwdPolicySubentry, else `[ppolicy]
-//!   default_policy`), read from the tree at bind time and kept per worker.
+//!   default_policy`), read from the tree at bind time and kept per worker (`cache`).
 //! - `lockout`: whether pwdAccountLockedTime refuses a bind, and the bookkeeping of failed
 //!   and successful binds, decided in the entry's shard.
 //!
@@ -12,6 +12,7 @@
 //! binds, pwdReset/pwdMustChange, history and quality plug in here too: they read
 //! [`policy::Policy`]'s fields and add their changes to the same bookkeeping updates.
 
+pub mod cache;
 pub mod lockout;
 pub mod lookup;
 pub mod policy;
@@ -21,8 +22,6 @@ use std::sync::Arc;
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::NormDn;
 use ferrodir_shard::{EntryId, WriteOp};
-
-pub use lookup::{PolicyCache, PpolicyConfig};
 
 use crate::ppolicy::lockout::{lock_state, Lock, RecordFailure, RecordSuccess};
 use crate::ppolicy::policy::Policy;
