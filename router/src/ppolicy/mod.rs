@@ -87,3 +87,57 @@ fn now_micros() -> i64 {
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::message::SearchScope;
+    use ferrodir_proto::ResultCode;
+
+    use crate::testkit::{run, TestDirectory, ROOT_DN, ROOT_PASSWORD, USER_PASSWORD};
+
+    const POLICY: &str = "cn=policy,dc=example,dc=com";
+    const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
+    const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
+
+    /// Four wrong binds at once on four sessions, under pwdMaxFailure 4: they read the
+    /// entry before their password checks (on the hash pool) end, so before any of them
+    /// writes; only the shard's staged state can count them all.
+    #[test]
+    fn failures_sent_at_once_all_count_and_lock_at_the_limit() {
+        run(async {
+            let directory = TestDirectory::with_people_configured(2, |config| {
+                config.ppolicy.default_policy = Some(config.dn_rules().parse(POLICY).unwrap());
+            })
+            .await;
+            let mut root = directory.connect();
+            assert_eq!(root.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            let policy = root
+                .add(
+                    POLICY,
+                    &[
+                        ("objectClass", &["organizationalRole", "pwdPolicy"]),
+                        ("cn", &["policy"]),
+                        ("pwdAttribute", &["userPassword"]),
+                        ("pwdLockout", &["TRUE"]),
+                        ("pwdMaxFailure", &["4"]),
+                    ],
+                )
+                .await;
+            assert_eq!(policy.result_code, ResultCode::SUCCESS, "{policy:?}");
+            let (mut a, mut b, mut c, mut d) =
+                (directory.connect(), directory.connect(), directory.connect(), directory.connect());
+            let codes =
+                tokio::join!(a.bind(ALICE, "x"), b.bind(ALICE, "x"), c.bind(ALICE, "x"), d.bind(ALICE, "x"));
+            let invalid = ResultCode::INVALID_CREDENTIALS;
+            assert_eq!(codes, (invalid, invalid, invalid, invalid));
+            let found =
+                root.search(ALICE, SearchScope::BaseObject, "(objectClass=*)", &["pwdFailureTime"]).await;
+            assert_eq!(found.values(ALICE, "pwdFailureTime").len(), 4);
+            assert_eq!(a.bind(ALICE, USER_PASSWORD).await, ResultCode::INVALID_CREDENTIALS, "locked");
+            // Another entry under the same policy binds; the rootDN is never governed.
+            assert_eq!(b.bind(BOB, USER_PASSWORD).await, ResultCode::SUCCESS);
+            assert_eq!(c.bind(ROOT_DN, "x").await, ResultCode::INVALID_CREDENTIALS);
+            assert_eq!(c.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+        });
+    }
+}
