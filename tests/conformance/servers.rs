@@ -85,8 +85,9 @@ pub(crate) fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String
     // The ppolicy overlay's schema, which ferrodir always has (proto/schema/ppolicy.schema),
     // registered where ferrodir loads it, before test.schema (cn=Subschema lists types in
     // the order they came): loading the module registers it; without `overlay ppolicy` no
-    // policy applies.
-    if Path::new("/usr/lib/ldap/ppolicy.la").exists() {
+    // policy applies. Not with back-monitor, as memberof: the module adds an entry to
+    // cn=Monitor.
+    if extra.is_empty() && Path::new("/usr/lib/ldap/ppolicy.la").exists() {
         conf.push_str("modulepath /usr/lib/ldap\nmoduleload ppolicy\n");
     }
     conf.push_str(&format!("include {}\n", openldap_data("test.schema").display()));
