@@ -121,6 +121,16 @@ pub struct DirectoryConfig {
     /// The subtrees this server replicates from a provider (`[[replication]]`): client
     /// writes there get a referral or unwillingToPerform (`op::check_writable`).
     pub replicated: Vec<ReplicatedArea>,
+    /// `[ppolicy]`: the default password policy (router `ppolicy`).
+    pub ppolicy: PpolicyConfig,
+}
+
+/// The `[ppolicy]` settings the router reads (router `ppolicy`).
+#[derive(Debug, Clone, Default)]
+pub struct PpolicyConfig {
+    /// `default_policy`: the policy of every entry without a pwdPolicySubentry. None: only
+    /// entries that name a policy have one.
+    pub default_policy: Option<NormDn>,
 }
 
 /// A subtree a replication consumer keeps: read-only for clients, the rootDN included.

@@ -22,6 +22,8 @@
 //!   the access log's buffers.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 //! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
+//! - `ppolicy`: password policy (slapd's ppolicy overlay): policies read from the tree,
+//!   lockout and the bookkeeping of binds.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -45,6 +47,7 @@ mod memberids;
 mod monitor;
 mod op;
 mod password;
+mod ppolicy;
 mod requester;
 mod resolve;
 mod session;
@@ -58,6 +61,7 @@ mod testkit;
 // The public interface is:
 //
 // Flat names, for building and running the router (what the server wires together):
+pub use config::PpolicyConfig;
 pub use config::{AuthzRule, DirectoryConfig, PagedConfig, RemoteReads, ReplicatedArea, Suffix};
 pub use coordinator::RefintConfig;
 pub use error::LdapError;

@@ -287,6 +287,8 @@ impl Session {
         if let Some(refusal) = refusal {
             ctx.respond(op::bind::response(refusal)).await;
         } else {
+            // The Password Policy control asks for its answer on the BindResponse.
+            ctx.controls = controls;
             let identity = op::bind::bind(&ctx, request).await;
             self.set_identity(identity);
         }

@@ -68,6 +68,11 @@ pub struct TestDirectory {
 impl TestDirectory {
     /// An empty directory of `shards` shards: not even the suffix entry. Call inside [`run`].
     pub async fn open(shards: usize) -> Self {
+        Self::open_configured(shards, |_| {}).await
+    }
+
+    /// [`TestDirectory::open`], with `configure` changing the directory config first.
+    pub async fn open_configured(shards: usize, configure: impl FnOnce(&mut DirectoryConfig)) -> Self {
         let files = tempfile::tempdir().expect("a temporary directory");
         let schema = Arc::new(Schema::standard());
         let rules = Arc::new(RuleTable::from_schema(&schema));
@@ -106,7 +111,9 @@ impl TestDirectory {
         let log =
             IntentLog::open(&files.path().join("intents.redb"), &Default::default()).expect("an intent log");
         let coordinator = Coordinator::new(actors.clone(), cell.clone(), log, None).start();
-        let config = Arc::new(directory_config(schema, rules, indexes, blooms));
+        let mut config = directory_config(schema, rules, indexes, blooms);
+        configure(&mut config);
+        let config = Arc::new(config);
         let local = cores.swap_remove(0);
         let worker = Worker::new(0, local, actors, coordinator, config, cell)
             // Scans run on this thread (the server's `search_scans = "worker"`).
@@ -117,7 +124,12 @@ impl TestDirectory {
     /// A directory holding the suffix entry, `ou=people` under it, and two people, `alice`
     /// and `bob`, each with userPassword [`USER_PASSWORD`], all added by the rootDN.
     pub async fn with_people(shards: usize) -> Self {
-        let directory = Self::open(shards).await;
+        Self::with_people_configured(shards, |_| {}).await
+    }
+
+    /// [`TestDirectory::with_people`], with `configure` changing the directory config first.
+    pub async fn with_people_configured(shards: usize, configure: impl FnOnce(&mut DirectoryConfig)) -> Self {
+        let directory = Self::open_configured(shards, configure).await;
         let mut root = directory.connect();
         assert_eq!(root.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
         let adds: [(&str, Attrs<'_>); 4] = [
@@ -164,6 +176,16 @@ fn person(uid: &'static str) -> [(&'static str, &'static [&'static str]); 5] {
     ]
 }
 
+/// A directory config over the standard schema and no index, for tests of what reads the
+/// config only.
+pub fn test_config() -> DirectoryConfig {
+    let schema = Arc::new(Schema::standard());
+    let rules = Arc::new(RuleTable::from_schema(&schema));
+    let no_index: &[&str] = &[];
+    let indexes = Arc::new(IndexConfig::from_directives(no_index, &rules).expect("no index"));
+    directory_config(schema, rules, indexes, Vec::new())
+}
+
 /// The rootDN and its password, the suffix, the built-in `default` access rules (passwords
 /// for binds only, everything else readable by all), and the limits' defaults.
 fn directory_config(
@@ -203,6 +225,7 @@ fn directory_config(
         memberof: None,
         paged: Default::default(),
         replicated: Vec::new(),
+        ppolicy: Default::default(),
     }
 }
 

@@ -52,6 +52,8 @@ pub struct Worker {
     pub audit_log: Option<AuditSink>,
     /// Groups' resolved member ids, for memberOf searches (`memberids`).
     pub member_ids: RefCell<crate::memberids::MemberIds>,
+    /// Password policies read from the tree, for binds (`ppolicy::lookup`).
+    pub policies: RefCell<crate::ppolicy::cache::PolicyCache>,
     /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
     /// after that was cut off by the shutdown, not by a panic.
     stopping: Cell<bool>,
@@ -81,6 +83,7 @@ impl Worker {
             access_log: None,
             audit_log: None,
             member_ids: RefCell::default(),
+            policies: RefCell::default(),
             stopping: Cell::new(false),
         }
     }

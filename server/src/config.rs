@@ -128,6 +128,9 @@ pub struct Config {
     /// `[refint]`: referential integrity (slapd's refint overlay): a delete or rename
     /// removes or rewrites the values that name the entry. Off by default.
     pub refint: Refint,
+    /// `[ppolicy]`: password policy (slapd's ppolicy overlay), see docs/OPERATIONS.md
+    /// "Password policy".
+    pub ppolicy: Ppolicy,
     /// `[[replication]]`: this server replicates these subtrees from RFC 4533 providers
     /// (server/src/replication, docs/OPERATIONS.md "Replication consumer").
     pub replication: Vec<crate::replication::settings::Replication>,
@@ -383,6 +386,25 @@ impl Default for Refint {
     }
 }
 
+/// `[ppolicy]`, see docs/OPERATIONS.md, "Password policy". Policies themselves are
+/// pwdPolicy entries in the tree, edited over LDAP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Ppolicy {
+    /// The DN of the pwdPolicy entry that governs every entry without a pwdPolicySubentry
+    /// (slapd's `ppolicy_default`); unset: only entries that name a policy have one.
+    pub default_policy: Option<String>,
+}
+
+impl Ppolicy {
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(dn) = &self.default_policy {
+            Dn::parse(dn).map_err(|e| anyhow::anyhow!("ppolicy.default_policy {dn:?} is not a DN: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 /// Switches for the crash tests (tests/crash). Both default to off.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -558,6 +580,7 @@ impl Default for Config {
             access_log: AccessLog::default(),
             audit_log: AuditLog::default(),
             refint: Refint::default(),
+            ppolicy: Ppolicy::default(),
             replication: Vec::new(),
             unique: Vec::new(),
             testing: None,
@@ -765,6 +788,7 @@ impl Config {
         }
         self.refint.check()?;
         self.audit_log.check()?;
+        self.ppolicy.check()?;
         self.limits.check_values()?;
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
@@ -1014,5 +1038,19 @@ search_time_max_s = 0
     fn read_budget_must_hold_the_largest_pdu() {
         let text = "[limits]\nread_buffers_bytes_max = 1000";
         assert!(Config::parse(text).is_err());
+    }
+
+    #[test]
+    fn ppolicy_names_a_default_policy_by_dn() {
+        assert!(Config::default().ppolicy.default_policy.is_none());
+        let text = "[ppolicy]\ndefault_policy = \"cn=default,ou=policies,dc=example,dc=com\"";
+        let config = Config::parse(text).unwrap();
+        assert_eq!(
+            config.ppolicy.default_policy.as_deref(),
+            Some("cn=default,ou=policies,dc=example,dc=com")
+        );
+        let error = Config::parse("[ppolicy]\ndefault_policy = \"not a dn\"").unwrap_err().to_string();
+        assert!(error.contains("ppolicy.default_policy"), "{error}");
+        assert!(Config::parse("[ppolicy]\ndefault = \"cn=x\"").is_err(), "unknown keys are refused");
     }
 }

@@ -879,6 +879,60 @@ mod tests {
         });
     }
 
+    /// Adds a description value numbered after those the staged entry has, or nothing once
+    /// there are `up_to`: what each of many updates sent at once sees is the state the
+    /// earlier ones left.
+    #[derive(Debug)]
+    struct Count {
+        up_to: usize,
+    }
+
+    impl crate::write::update::EntryUpdate for Count {
+        fn changes(&self, entry: &Entry) -> Option<Vec<ferrodir_proto::ldif::LdifMod>> {
+            let have = entry.get("description").map_or(0, |a| a.values.len());
+            (have < self.up_to).then(|| {
+                vec![ferrodir_proto::ldif::LdifMod {
+                    op: ferrodir_proto::ldif::ModOp::Add,
+                    attr: Attribute::new("description", vec![format!("n{have}").into_bytes()]),
+                }]
+            })
+        }
+    }
+
+    #[test]
+    fn updates_sent_at_once_each_see_the_ones_staged_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine: Arc<dyn KvEngine> =
+            Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&[]), engine).unwrap());
+            let addr = ShardActor::new(core.clone()).unwrap().start();
+            let Ok(WriteOutcome::Added(id)) = addr.send(add("u", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            let csn_before = core.record(id).unwrap().unwrap().entry.first_str("entryCSN").map(str::to_owned);
+            let update: Arc<dyn crate::write::update::EntryUpdate> = Arc::new(Count { up_to: 8 });
+            let pending: Vec<_> = (0..10)
+                .map(|_| {
+                    let op = WriteOp::Update { id, update: update.clone(), author: "cn=policy".into() };
+                    actix::spawn(addr.send(Write(op)))
+                })
+                .collect();
+            for handle in pending {
+                assert!(matches!(handle.await.unwrap().unwrap(), Ok(WriteOutcome::Record(_))));
+            }
+            let record = core.record(id).unwrap().unwrap();
+            let values: Vec<&[u8]> =
+                record.entry.get("description").unwrap().values.iter().map(|v| &v[..]).collect();
+            let expected: Vec<Vec<u8>> = (0..8).map(|i| format!("n{i}").into_bytes()).collect();
+            assert_eq!(values, expected.iter().map(|v| &v[..]).collect::<Vec<_>>(), "none lost, none past 8");
+            // Stamped like any change, so that it replicates.
+            assert_eq!(record.entry.first_str("modifiersName"), Some("cn=policy"));
+            assert_ne!(record.entry.first_str("entryCSN").map(str::to_owned), csn_before);
+        });
+    }
+
     #[test]
     fn closed_parent_refuses_children_and_containers_refuse_delete() {
         let dir = tempfile::tempdir().unwrap();

@@ -88,6 +88,7 @@ pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
     civil_time, format_csn, micros_of_csn, set_structural_class, stamp_imported, uuid_octets, Stamp,
 };
+pub use crate::write::update::EntryUpdate;
 // Matching, indexing and the filters that skip shards.
 pub use crate::index::bloom::{EqBloom, Probe};
 pub use crate::index::config::{IndexConfig, IndexKind};

@@ -169,13 +169,11 @@ pub const ALLOWED: &[Allowed] = &[
                 "2.5.13.19",
             ],
             // The APPLIES lists: slapd adds the types of compatible syntaxes (c,
-            // telephoneNumber, ...), ferrodir lists objectClass under objectIdentifierMatch,
-            // and distinguishedNameMatch's list comes in another order.
+            // telephoneNumber, ...) and ferrodir lists objectClass under objectIdentifierMatch.
             unlike: &[
                 "1.3.6.1.4.1.1466.109.114.1",
                 "1.3.6.1.4.1.1466.109.114.2",
                 "2.5.13.0",
-                "2.5.13.1",
                 "2.5.13.2",
                 "2.5.13.3",
                 "2.5.13.5",

@@ -25,6 +25,7 @@ mod ldif;
 mod monitor;
 mod ops_read;
 mod ops_write;
+mod ppolicy;
 mod refint;
 mod scripts;
 mod servers;

@@ -82,6 +82,14 @@ pub(crate) fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String
     for schema in SCHEMAS {
         conf.push_str(&format!("include /etc/ldap/schema/{schema}.schema\n"));
     }
+    // The ppolicy overlay's schema, which ferrodir always has (proto/schema/ppolicy.schema),
+    // registered where ferrodir loads it, before test.schema (cn=Subschema lists types in
+    // the order they came): loading the module registers it; without `overlay ppolicy` no
+    // policy applies. Not with back-monitor, as memberof: the module adds an entry to
+    // cn=Monitor.
+    if extra.is_empty() && Path::new("/usr/lib/ldap/ppolicy.la").exists() {
+        conf.push_str("modulepath /usr/lib/ldap\nmoduleload ppolicy\n");
+    }
     conf.push_str(&format!("include {}\n", openldap_data("test.schema").display()));
     conf.push_str(&format!("pidfile {0}/slapd.pid\nargsfile {0}/slapd.args\n", dir.display()));
     // Debian builds the backends as modules; other builds link back-mdb in.
@@ -93,6 +101,7 @@ pub(crate) fn slapd_config(dir: &Path, access: &[String], extra: &str) -> String
     if member_of {
         conf.push_str("moduleload memberof\n");
     }
+
     // Without `access` lines: slapd's default policy, "access to * by * read"
     // (slapd.access(5)), which is what ferrodir's `access = "open-read"` reproduces.
     conf.push_str(&format!(

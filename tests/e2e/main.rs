@@ -28,6 +28,7 @@ mod ops;
 mod paging;
 mod passwords;
 mod persistence;
+mod ppolicy;
 mod raw;
 mod refint;
 mod reload;

@@ -33,6 +33,7 @@ mod codec;
 mod ops;
 mod paged;
 mod passwd_modify;
+pub mod ppolicy;
 mod result;
 pub mod sort_vlv;
 pub mod sync;

@@ -37,14 +37,42 @@ pub const MONITOR: &str = include_str!("../../schema/monitor.schema");
 /// (`shard::memberof`), never stored.
 pub const MEMBEROF: &str = include_str!("../../schema/memberof.schema");
 
+/// The ppolicy overlay's schema (draft-behera-ldap-password-policy-10) exactly as slapd 2.5.13
+/// publishes it with `overlay ppolicy` loaded: the pwdPolicy and pwdPolicyChecker classes and
+/// their attributes, and the per-entry operational state (pwdAccountLockedTime,
+/// pwdFailureTime, pwdReset...). Always loaded, so that policy entries can be added and an
+/// administrator can set pwdReset or delete pwdAccountLockedTime (router `ppolicy`).
+pub const PPOLICY: &str = include_str!("../../schema/ppolicy.schema");
+
+/// Where slapd's hard-coded types end in [`STANDARD`] and core.schema's begin: the first
+/// definition of core.schema (RFC 4519's knowledgeInformation).
+const FIRST_CORE_TYPE: &str = "attributetype ( 2.5.4.2 ";
+
 /// Loads the built-in files into an empty schema.
+///
+/// In slapd's order: cn=Subschema lists types in the order they were registered, and slapd
+/// registers the types of its overlay modules (ppolicy, memberof) with its hard-coded ones,
+/// before any schema file's, whenever the module is loaded. So ppolicy's and memberof's
+/// types go between [`STANDARD`]'s hard-coded part and its core.schema part, which makes
+/// matchingRuleUse's APPLIES lists come out in slapd's order; ppolicy's classes, which
+/// need `top`, go last.
 fn load_builtin() -> Result<Schema, SchemaError> {
     let mut schema = Schema::empty();
+    let (hard_coded, files_part) = match STANDARD.find(FIRST_CORE_TYPE) {
+        Some(at) => STANDARD.split_at(at),
+        None => (STANDARD, ""),
+    };
+    let (ppolicy_classes, ppolicy_types): (Vec<&str>, Vec<&str>) =
+        PPOLICY.lines().partition(|line| line.starts_with("objectclass"));
+    let (ppolicy_types, ppolicy_classes) = (ppolicy_types.join("\n"), ppolicy_classes.join("\n"));
     let files = [
         ("hidden.schema", HIDDEN, Visibility::Hidden),
-        ("standard.schema", STANDARD, Visibility::Published),
-        ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("standard.schema", hard_coded, Visibility::Published),
+        ("ppolicy.schema", &ppolicy_types, Visibility::Published),
         ("memberof.schema", MEMBEROF, Visibility::Published),
+        ("standard.schema", files_part, Visibility::Published),
+        ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("ppolicy.schema", &ppolicy_classes, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
@@ -101,7 +129,7 @@ mod tests {
         let schema = Schema::standard();
         let published = schema.subschema_values();
         for (keyword, values) in [("attributetype", &published[0].1), ("objectclass", &published[1].1)] {
-            for text in [STANDARD, OPENLDAP, MEMBEROF] {
+            for text in [STANDARD, OPENLDAP, MEMBEROF, PPOLICY] {
                 for definition in definitions(text, keyword) {
                     assert!(values.iter().any(|v| v == definition), "not republished verbatim: {definition}");
                 }
@@ -119,19 +147,55 @@ mod tests {
         let excluded = ["1.3.6.1.4.1.4203.1.12.2.", "1.3.6.1.4.1.4203.1.12.1."];
         let schema = Schema::standard();
         let published = schema.subschema_values();
-        // memberOf is published only by a slapd with the memberof overlay, as ours is.
-        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded) + 1);
-        assert_eq!(published[1].1.len(), count("objectClasses: ", &excluded));
-        assert_eq!(published[0].1.len(), 170);
-        assert_eq!(published[1].1.len(), 66);
+        // memberOf is published only by a slapd with the memberof overlay, and ppolicy's 33
+        // types and 2 classes by one with the ppolicy overlay, as ours are.
+        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded) + 1 + 33);
+        assert_eq!(published[1].1.len(), count("objectClasses: ", &excluded) + 2);
+        assert_eq!(published[0].1.len(), 203);
+        assert_eq!(published[1].1.len(), 68);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
         // The hidden files add four types and back-monitor's 32 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 170 + 4 + 32);
+        assert_eq!(schema.attribute_types().count(), 203 + 4 + 32);
         let member_of = schema.attribute("memberOf").unwrap();
         assert!(member_of.no_user_modification);
         assert!(schema.attribute("monitorOpCompleted").is_some());
         assert!(schema.object_class("monitoredObject").is_some());
+    }
+
+    #[test]
+    fn ppolicy_types_carry_slapds_flags() {
+        use crate::schema::Usage;
+        let schema = Schema::standard();
+        let at = |name: &str| schema.attribute(name).unwrap_or_else(|| panic!("{name} is not defined"));
+        // An administrator writes these (slapd: no NO-USER-MODIFICATION)...
+        for name in ["pwdReset", "pwdAccountLockedTime", "pwdPolicySubentry", "pwdStartTime", "pwdEndTime"] {
+            assert!(!at(name).no_user_modification && at(name).single_value, "{name}");
+            assert_eq!(at(name).usage, Usage::DirectoryOperation, "{name}");
+        }
+        // ...the server alone these; the failure and grace times are multi-valued.
+        for (name, single) in [
+            ("pwdChangedTime", true),
+            ("pwdFailureTime", false),
+            ("pwdHistory", false),
+            ("pwdGraceUseTime", false),
+            ("pwdAccountTmpLockoutEnd", true),
+            ("pwdLastSuccess", true),
+        ] {
+            assert!(at(name).no_user_modification, "{name}");
+            assert_eq!(at(name).single_value, single, "{name}");
+            assert_eq!(at(name).usage, Usage::DirectoryOperation, "{name}");
+        }
+        assert_eq!(at("pwdFailureTime").ordering.as_deref(), Some("generalizedTimeOrderingMatch"));
+        assert_eq!(at("pwdMaxFailure").syntax.as_deref(), Some("1.3.6.1.4.1.1466.115.121.1.27"));
+        assert!(!at("pwdMaxFailure").is_operational() && at("pwdMaxFailure").single_value);
+        assert_eq!(at("pwdAttribute").equality.as_deref(), Some("objectIdentifierMatch"));
+        let policy = schema.object_class("pwdPolicy").unwrap();
+        assert_eq!(policy.kind, ObjectClassKind::Auxiliary);
+        assert_eq!(policy.must, ["pwdAttribute"]);
+        assert_eq!(policy.may.len(), 20);
+        let checker = schema.object_class("pwdPolicyChecker").unwrap();
+        assert_eq!(checker.may, ["pwdCheckModule", "pwdCheckModuleArg"]);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!   generated from what slapd 2.5 publishes).
 //! - [`check`]: checking an entry against the schema (object class chain, MUST/MAY, ...).
 //! - [`dn_rules`]: the DN normaliser built from a schema ([`DnNormalizer`]).
+//! - [`gentime`]: GeneralizedTime values as instants, and the server's own time stamps.
 //! - [`matching`]: matching rules: normalisation, ordering, substrings (RFC 4517, 4518).
 //! - [`syntax`]: value syntax validation (RFC 4517).
 
@@ -18,6 +19,7 @@ pub mod syntax;
 pub mod builtin;
 pub mod check;
 pub mod dn_rules;
+pub mod gentime;
 mod parse;
 
 pub use dn_rules::DnNormalizer;
@@ -823,10 +825,14 @@ mod tests {
         schema.load_openldap_schema(&text).unwrap();
         let values = schema.subschema_values();
         let find = |oid: &str| values[4].1.iter().find(|v| v.starts_with(&format!("( {oid} "))).cloned();
-        // slapd lists olcIndexHash64 too, from cn=config's schema, which Ferrodir does not load.
+        // slapd lists olcIndexHash64 too, from cn=config's schema, which Ferrodir does not load;
+        // the pwd* types in the same order as a slapd with the ppolicy overlay.
         assert_eq!(
             find("2.5.13.13").as_deref(),
-            Some("( 2.5.13.13 NAME 'booleanMatch' APPLIES ( hasSubordinates $ testObsolete ) )")
+            Some(
+                "( 2.5.13.13 NAME 'booleanMatch' APPLIES ( hasSubordinates $ pwdReset $ pwdLockout $ \
+                 pwdMustChange $ pwdAllowUserChange $ pwdSafeModify $ testObsolete ) )"
+            )
         );
         // By syntax, not by the rules a type names: vendorName (caseExactMatch) qualifies for
         // caseIgnoreMatch, as in slapd.

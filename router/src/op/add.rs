@@ -145,6 +145,7 @@ fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<E
         }
         let stored_name = config.rules.display(&name);
         let values = canonical_values(config, &name, attribute.vals.iter().map(|v| v.to_vec()).collect())?;
+        crate::ppolicy::policy::check_policy_values(config, &name, &values)?;
         entry.attrs.push(Attribute::new(stored_name, values));
     }
     Ok(entry)

@@ -6,12 +6,15 @@
 //! check runs on the hash pool (`password::pool`); when its queue is full, the bind gets
 //! busy (51).
 
-use ferrodir_proto::message::{AuthenticationChoice, BindRequest, BindResponse, LdapResult, ProtocolOp};
+use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PASSWORD_POLICY_OID};
+use ferrodir_proto::message::{
+    AuthenticationChoice, BindRequest, BindResponse, Control, LdapResult, OctetString, ProtocolOp,
+};
 use ferrodir_proto::ResultCode;
 
 use crate::error::LdapError;
 use crate::op::context::OpContext;
-use crate::op::credentials::verify_password;
+use crate::op::credentials::verify;
 use crate::op::parse_dn;
 use crate::op::sasl;
 use crate::requester::Identity;
@@ -23,15 +26,36 @@ pub fn response(result: LdapResult) -> ProtocolOp {
 /// Runs the bind, answers it, and returns the connection's new identity (anonymous on any
 /// failure, RFC 4511 §4.2.1).
 pub async fn bind(ctx: &OpContext, request: BindRequest) -> Identity {
-    let (result, identity) = match authenticate(ctx, request).await {
+    let mut policy = None;
+    let (result, identity) = match authenticate(ctx, request, &mut policy).await {
         Ok(identity) => (LdapResult::success(), identity),
         Err(e) => (e.to_result(), Identity::Anonymous),
     };
-    ctx.respond(response(result)).await;
+    ctx.respond_with(response(result), policy_control(ctx, policy)).await;
     identity
 }
 
-async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity, LdapError> {
+/// The Password Policy response control, when the request asked for it and a simple bind
+/// checked an entry's password (draft-behera-ldap-password-policy-10 §8.1.2). Also for a
+/// DN that names no entry, unlike slapd: a control only existing entries got would tell
+/// which DNs exist.
+fn policy_control(ctx: &OpContext, policy: Option<PasswordPolicyResponse>) -> Option<Vec<Control>> {
+    let asked =
+        ctx.controls.iter().flatten().any(|c| c.control_type.as_ref() == PASSWORD_POLICY_OID.as_bytes());
+    let value = policy.filter(|_| asked)?.encode_value().ok()?;
+    Some(vec![Control {
+        control_type: OctetString::from_static(PASSWORD_POLICY_OID.as_bytes()),
+        criticality: false,
+        control_value: Some(OctetString::from(value)),
+    }])
+}
+
+/// `policy`: set to the policy's word when a simple bind checked an entry's password.
+async fn authenticate(
+    ctx: &OpContext,
+    request: BindRequest,
+    policy: &mut Option<PasswordPolicyResponse>,
+) -> Result<Identity, LdapError> {
     if request.version != 3 {
         return Err(LdapError::protocol("only LDAPv3 is supported"));
     }
@@ -53,7 +77,12 @@ async fn authenticate(ctx: &OpContext, request: BindRequest) -> Result<Identity,
         return Err(LdapError::new(ResultCode::CONFIDENTIALITY_REQUIRED, "confidentiality required"));
     }
     let dn = parse_dn(&ctx.config, &request.name)?;
-    verify_password(&ctx.worker, &ctx.transport, dn, &password).await
+    let root = ctx.config.is_root_dn(&dn);
+    let verified = verify(&ctx.worker, &ctx.transport, dn, &password).await;
+    if !root {
+        *policy = Some(verified.policy);
+    }
+    verified.identity
 }
 
 #[cfg(test)]

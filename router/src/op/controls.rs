@@ -3,6 +3,7 @@
 //! proto): the root DSE, cn=Monitor and the session read the list without importing the
 //! operations that implement the controls.
 
+use ferrodir_proto::message::ppolicy::PASSWORD_POLICY_OID;
 use ferrodir_proto::message::sort_vlv::{SORT_REQUEST_OID, VLV_REQUEST_OID};
 use ferrodir_proto::message::sync::SYNC_REQUEST_OID;
 use ferrodir_proto::message::{Control, LdapResult, PAGED_RESULTS_OID};
@@ -12,9 +13,17 @@ use ferrodir_proto::ResultCode;
 /// no referral objects, so every operation already behaves as the control asks.
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
 
-/// Controls this server honours; advertised in the rootDSE's supportedControl.
-pub const SUPPORTED: &[&str] =
-    &[MANAGE_DSA_IT_OID, PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_OID, SYNC_REQUEST_OID];
+/// Controls this server honours; advertised in the rootDSE's supportedControl. The Password
+/// Policy control is answered on Bind (`op::bind`); elsewhere it is accepted and, for now,
+/// answered with nothing.
+pub const SUPPORTED: &[&str] = &[
+    MANAGE_DSA_IT_OID,
+    PAGED_RESULTS_OID,
+    SORT_REQUEST_OID,
+    VLV_REQUEST_OID,
+    SYNC_REQUEST_OID,
+    PASSWORD_POLICY_OID,
+];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,
 /// they are refused like an unknown control (as slapd refuses them).

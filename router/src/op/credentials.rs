@@ -1,17 +1,30 @@
 //! Checking a DN and password: what a simple bind and SASL PLAIN (once its name is mapped
-//! to a DN) share. Here, below both, so that neither imports the other for it.
+//! to a DN) share. Here, below both, so that neither imports the other for it. The
+//! password policy (`ppolicy`) is applied here too, so that a locked account is refused
+//! whichever way it binds.
+
+use std::sync::Arc;
 
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::{LdifMod, ModOp};
+use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PolicyError};
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::{EntryId, WriteOp};
+use ferrodir_shard::{EntryId, EntryRecord, WriteOp};
 
 use crate::access;
 use crate::config::DirectoryConfig;
 use crate::error::LdapError;
+use crate::ppolicy::Governed;
 use crate::requester::{Identity, Transport};
 use crate::resolve::locate;
 use crate::worker::Worker;
+
+/// What checking a password gave: the identity, or the failure to answer; and what the
+/// Password Policy control says about it (draft-behera-ldap-password-policy-10 §6.2).
+pub struct Verified {
+    pub identity: Result<Identity, LdapError>,
+    pub policy: PasswordPolicyResponse,
+}
 
 /// The identity `dn` authenticates as with `password`: the rootDN against `root_password`,
 /// an entry against its userPassword values. Every failure is the same invalidCredentials,
@@ -24,26 +37,74 @@ pub async fn verify_password(
     dn: NormDn,
     password: &[u8],
 ) -> Result<Identity, LdapError> {
+    verify(worker, transport, dn, password).await.identity
+}
+
+/// [`verify_password`], with the password policy's word.
+///
+/// A bind to an account its policy locks checks the password against the dummy hash, as a
+/// bind to an unknown DN does, and answers the same invalidCredentials: the answer and its
+/// time tell nothing, only the control says accountLocked (to a client that asks, like
+/// slapd with `ppolicy_use_lockout`). It records nothing.
+pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password: &[u8]) -> Verified {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
+    let no_word = PasswordPolicyResponse::default();
     let config = &worker.config();
     if config.is_root_dn(&dn) {
+        // The rootDN is no entry: no policy governs it, as in slapd.
         let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
-        return match config.passwords.matching(stored, password.to_vec()).await? {
-            Some(_) => Ok(Identity::Root(dn.into())),
-            None => Err(invalid()),
+        let identity = match config.passwords.matching(stored, password.to_vec()).await {
+            Ok(Some(_)) => Ok(Identity::Root(dn.into())),
+            Ok(None) => Err(invalid()),
+            Err(e) => Err(e.into()),
         };
+        return Verified { identity, policy: no_word };
     }
-    let (stored, id) = stored_passwords(worker, transport, &dn).await?;
-    let Some(matched) = config.passwords.matching(stored.clone(), password.to_vec()).await? else {
-        return Err(invalid());
+    let target = match target(worker, transport, &dn).await {
+        Ok(target) => target,
+        Err(e) => return Verified { identity: Err(e), policy: no_word },
     };
-    let identity = Identity::User(dn.into());
-    if let (Some(id), Some(value)) = (id, stored.get(matched)) {
-        if config.passwords.upgrades(value) {
-            upgrade(worker, config, id, &identity.author(), value, password).await;
+    let stored = target
+        .as_ref()
+        .and_then(|(_, record)| record.entry.get("userPassword"))
+        .map(|attr| attr.values.clone())
+        .unwrap_or_default();
+    // No password, no policy (slapd, ITS#7089): nothing to lock or count.
+    let governed = match &target {
+        Some((id, record)) if !stored.is_empty() => Governed::find(worker, *id, &dn, &record.entry).await,
+        _ => None,
+    };
+    if let (Some(governed), Some((_, record))) = (&governed, &target) {
+        if governed.locked(&record.entry) {
+            let identity = match config.passwords.matching(Vec::new(), password.to_vec()).await {
+                Ok(_) => Err(invalid()),
+                Err(e) => Err(e.into()),
+            };
+            return Verified { identity, policy: PasswordPolicyResponse::error(PolicyError::AccountLocked) };
         }
     }
-    Ok(identity)
+    let identity = match config.passwords.matching(stored.clone(), password.to_vec()).await {
+        Ok(Some(matched)) => {
+            if let (Some(governed), Some((_, record))) = (&governed, &target) {
+                governed.succeeded(worker, &record.entry).await;
+            }
+            let identity = Identity::User(dn.into());
+            if let (Some((id, _)), Some(value)) = (&target, stored.get(matched)) {
+                if config.passwords.upgrades(value) {
+                    upgrade(worker, config, *id, &identity.author(), value, password).await;
+                }
+            }
+            Ok(identity)
+        }
+        Ok(None) => {
+            if let Some(governed) = &governed {
+                governed.failed(worker).await;
+            }
+            Err(invalid())
+        }
+        Err(e) => Err(e.into()),
+    };
+    Verified { identity, policy: no_word }
 }
 
 /// Replaces the matched `old` value with `password` hashed in the configured scheme. The
@@ -76,24 +137,23 @@ async fn upgrade(
     }
 }
 
-/// The userPassword values of the entry named `dn`, and its id; none when there is no such
-/// entry, or when the access rules give no `auth` on them (slapd asks for it, as the still
-/// anonymous connection): the bind then checks the dummy hash and fails like a wrong
-/// password, so the rules can't be probed, by the answer or by its timing.
-async fn stored_passwords(
+/// The entry named `dn`; none when there is no such entry, or when the access rules give
+/// no `auth` on its userPassword (slapd asks for it, as the still anonymous connection):
+/// the bind then checks the dummy hash and fails like a wrong password, so the rules can't
+/// be probed, by the answer or by its timing.
+async fn target(
     worker: &Worker,
     transport: &Transport,
     dn: &NormDn,
-) -> Result<(Vec<Vec<u8>>, Option<EntryId>), LdapError> {
+) -> Result<Option<(EntryId, Arc<EntryRecord>)>, LdapError> {
     let Ok(located) = locate(worker, dn).await else {
-        return Ok((Vec::new(), None));
+        return Ok(None);
     };
     let Some(record) = worker.fetch(located.id).await? else {
-        return Ok((Vec::new(), None));
+        return Ok(None);
     };
     if !access::may_authenticate(&worker.config(), transport, dn, &record.entry) {
-        return Ok((Vec::new(), None));
+        return Ok(None);
     }
-    let values = record.entry.get("userPassword").map(|attr| attr.values.clone()).unwrap_or_default();
-    Ok((values, Some(located.id)))
+    Ok(Some((located.id, record)))
 }

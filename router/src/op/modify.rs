@@ -35,6 +35,9 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         let values: Vec<Vec<u8>> = change.modification.vals.iter().map(|v| v.to_vec()).collect();
         check_change(&ctx.config, op, name, &values)?;
         let values = canonical_values(&ctx.config, name, values)?;
+        if matches!(op, ModOp::Add | ModOp::Replace) {
+            crate::ppolicy::policy::check_policy_values(&ctx.config, name, &values)?;
+        }
         changes.push(LdifMod { op, attr: Attribute::new(name, values) });
     }
     let subject = access::subject(ctx).await;
@@ -46,6 +49,8 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
             access::may_write_attr(&ctx.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
         }
     }
+    // Unlocking an account clears the failures that locked it (slapd's ppolicy_modify).
+    crate::ppolicy::lockout::with_unlock(&ctx.config, &mut changes);
     crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     let audit = crate::op::audit::prepare(ctx, &dn, Change::Modify(&changes));

@@ -71,6 +71,7 @@ pub fn directory_config(
         refint: refint::resolve(config, store)?,
         memberof: memberof_groups(config, store)?,
         replicated: replicated_areas(config, dn_rules)?,
+        ppolicy: ppolicy(config, dn_rules)?,
     })
 }
 
@@ -96,7 +97,19 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.sort = sort_limits(&next.limits);
     out.unique = Arc::new(current.unique.with_rules(rules.rules));
     out.passwords = current.passwords.clone().with_upgrade_on_bind(next.password_upgrade_on_bind);
+    out.ppolicy = ppolicy(next, dn_rules)?;
     Ok(out)
+}
+
+/// `[ppolicy]`, its DN normalised by the schema's rules.
+fn ppolicy(config: &Config, dn_rules: &DnNormalizer) -> anyhow::Result<ferrodir_router::PpolicyConfig> {
+    let default_policy = match &config.ppolicy.default_policy {
+        Some(text) => Some(
+            dn_rules.parse(text).map_err(|e| anyhow::anyhow!("bad ppolicy.default_policy {text:?}: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok(ferrodir_router::PpolicyConfig { default_policy })
 }
 
 /// The DNs the config names, normalised: suffixes, the root identity, cn=Monitor's readers.

@@ -102,6 +102,15 @@ pub enum WriteOp {
         id: EntryId,
         entry: Entry,
     },
+    /// A change decided from the entry as staged (`write::update`): the router's password
+    /// policy bookkeeping. Answered with the entry as it is after (unchanged when the
+    /// update had nothing to change: then nothing is written).
+    Update {
+        id: EntryId,
+        update: Arc<dyn crate::write::update::EntryUpdate>,
+        /// Stamped as modifiersName.
+        author: String,
+    },
     /// Store a metadata value (a replication consumer's cookie). It commits in the same
     /// batch as the writes staged before it on this shard, or a later one: never before them.
     PutMeta {
@@ -269,6 +278,9 @@ impl Stager {
                 self.plan_replica_add(core, id, EntryRecord { parent, rdn, rdn_norm, flags: 0, entry }, fx)
             }
             WriteOp::ReplicaReplace { id, entry } => self.plan_replica_replace(core, id, entry, fx),
+            WriteOp::Update { id, update, author } => {
+                self.plan_update(core, id, update.as_ref(), &author, fx)
+            }
             WriteOp::PutMeta { name, value } => {
                 fx.meta.push(Mutation { key: crate::index::keys::meta(&name), value: Some(value) });
                 Ok(WriteOutcome::Done)
@@ -350,6 +362,27 @@ impl Stager {
             check_rdn_kept(&core.info.rules, &next)?;
         }
         check_structural_kept(&core.info.rules, &old, &next)?;
+        check_schema(core, &mut next, Some(&old.entry))?;
+        Ok(replaced(id, old, next, fx))
+    }
+
+    /// `update`'s changes to the staged entry, applied as a Modify's; none: no write.
+    fn plan_update(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        update: &dyn crate::write::update::EntryUpdate,
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let old = self.existing(core, id)?;
+        let changes = match update.changes(&old.entry) {
+            Some(changes) if !changes.is_empty() => changes,
+            _ => return Ok(WriteOutcome::Record(old)),
+        };
+        let mut next = (*old).clone();
+        apply_changes(&core.info.rules, &mut next.entry, &changes)?;
+        stamp_modified(&mut next.entry, &self.stamp(core, author));
         check_schema(core, &mut next, Some(&old.entry))?;
         Ok(replaced(id, old, next, fx))
     }

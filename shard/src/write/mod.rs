@@ -9,4 +9,5 @@ pub(crate) mod deletelog;
 pub(crate) mod layout;
 pub(crate) mod modify;
 pub(crate) mod stamp;
+pub(crate) mod update;
 pub(crate) mod watermark;
