@@ -105,7 +105,7 @@ fn script(conn: &mut LdapConn) -> Vec<(&'static str, u32)> {
 fn the_same_writes_get_the_same_answers_as_slapo_unique() {
     let slapd = servers::start_slapd_with_overlay(
         "unique",
-        &format!("index uid,mail eq\noverlay unique\nunique_uri ldap:///ou=people,{SUFFIX}?uid,mail?sub\n"),
+        &format!("overlay unique\nunique_uri ldap:///ou=people,{SUFFIX}?uid,mail?sub\n"),
     );
     let ferrodir = servers::start_ferrodir_with(
         None,
