@@ -92,7 +92,8 @@ fd_accepts() {
     "$SUFFIX" "$2" > "$d/data.ldif"
   local rc=0
   "$FERRODIR" import --config "$d/ferrodir.toml" --data-dir "$d/data" "$d/data.ldif" > "$d/import.log" 2>&1 || rc=$?
-  [ $rc = 0 ] || log "  probe refused: $(grep -v '^\s*$' "$d/import.log" | tail -1)"
+  # The error's first lines, not the backtrace RUST_BACKTRACE may add after them.
+  [ $rc = 0 ] || log "  probe refused: $({ grep -m1 'unknown field' "$d/import.log" || grep -m1 '^Error' "$d/import.log"; } | cut -c1-120)"
   rm -rf "$d"
   return $rc
 }

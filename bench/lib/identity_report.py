@@ -33,6 +33,13 @@ def fmt(value, digits=0):
     return f"{value:,.{digits}f}" if digits else f"{value:,.0f}"
 
 
+def cpu_per_op(runs):
+    """The server's CPU (user + system) per operation, median over the runs; None if none."""
+    values = [(r["cpu_user_s"] + r["cpu_sys_s"]) / r["ops_total"] * 1e6
+              for r in runs if r.get("ops_total") and "cpu_user_s" in r]
+    return statistics.median(values) if values else None
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     meta = next((r for r in rows if r.get("type") == "meta"), {})
@@ -61,17 +68,22 @@ def main():
     medians = {}
     for (sc, server), rs in runs.items():
         rates = [r.get("ops_per_s", 0) for r in rs]
-        cpu = [(r["cpu_user_s"] + r["cpu_sys_s"]) / r["ops_total"] * 1e6
-               for r in rs if r.get("ops_total") and "cpu_user_s" in r]
+        cpu = cpu_per_op(rs)
         errors = sum(r.get("errors", 0) for r in rs)
         medians[(sc, server)] = statistics.median(rates)
         out.append(f"| {sc} | {describe.get(server, server)} | {fmt(statistics.median(rates))} | "
                    f"{' / '.join(fmt(x) for x in rates)} | "
-                   f"{fmt(statistics.median(cpu)) if cpu else '-'} | {errors} |")
+                   f"{fmt(cpu)} | {errors} |")
     out.append("")
-    out.append("| ratio (same run) | median | lowest-highest | target | met |")
-    out.append("|---|---:|---|---:|---|")
+    out.append("| ratio (same run) | ops/s: median | lowest-highest | target | met | server CPU µs/op: num / den |")
+    out.append("|---|---:|---|---:|---|---:|")
     for sc, num, den, target, what in RATIOS:
+        if meta.get("ferrodir_ppolicy") == "off":
+            what = what.replace("policy in force", "policy in force on slapd only")
+            if sc == "bind-fail":
+                what += " (slapd records each failure, ferrodir has no policy)"
+        if meta.get("ferrodir_changelog") == "off":
+            what = what.replace(" (and changelog)", "")
         a, b = runs.get((sc, num)), runs.get((sc, den))
         if not a or not b:
             continue
@@ -81,8 +93,11 @@ def main():
         ratio = statistics.median(per_rep)
         met = "-" if target is None else ("yes" if ratio >= target else "**no**")
         broken = any(r.get("errors") for r in a + b)
+        cpu = [cpu_per_op(a), cpu_per_op(b)]
+        cpu_cell = f"{fmt(cpu[0])} / {fmt(cpu[1])} = {cpu[0] / cpu[1]:.2f}" if all(cpu) else "-"
         out.append(f"| {what}: {num} / {den} | {ratio:.2f}x{' (errors!)' if broken else ''} | "
-                   f"{min(per_rep):.2f}-{max(per_rep):.2f} | {'-' if target is None else f'>= {target}x'} | {met} |")
+                   f"{min(per_rep):.2f}-{max(per_rep):.2f} | {'-' if target is None else f'>= {target}x'} | "
+                   f"{met} | {cpu_cell} |")
     out.append("")
     if evidence:
         out.append(f"Evidence after the runs: pwdFailureTime values on user00001..10: "
