@@ -193,7 +193,7 @@ scenario_args() {  # scenario server -> SC_ARGS
   case $1 in
     bind) SC_ARGS=("${users[@]}" -w "password$MASK") ;;
     bind-fail) SC_ARGS=("${users[@]}" -w "wrongpw$MASK" -I 49 -e counteach) ;;
-    add) SC_ARGS=(-D "$ROOT_DN" -w "$ROOT_PW" -b "ou=people,$SUFFIX" -e add,commoncounter
+    add) SC_ARGS=(-D "$ROOT_DN" -w "$ROOT_PW" -b "ou=people,$SUFFIX" -e "add,commoncounter"
                   -e "object=$OUT/add.template" -e "rdn=uid:add[A=INCRNNOLOOP(${ADD_NEXT[$2]:-0};9999999;7)]") ;;
     modify) SC_ARGS=(-D "$ROOT_DN" -w "$ROOT_PW" -e "attreplace=description:XXXXXX,random"
                      -b "ou=people,$SUFFIX" -f "uid=user$MASK" -r 0 -R $((SIZE - 1))) ;;
