@@ -2,7 +2,8 @@
 //! entries added over LDAP and named by `[ppolicy] default_policy` or an entry's
 //! pwdPolicySubentry; lockout after pwdMaxFailure failures, for pwdLockoutDuration or until
 //! an administrator deletes pwdAccountLockedTime; the Password Policy control's
-//! accountLocked; failures counted across connections and kept across a restart. Driven
+//! accountLocked; failures counted across connections and kept across a restart; aging
+//! (pwdMaxAge: the expiry warning, grace binds, passwordExpired). Driven
 //! with the ldap3 crate and `ldapwhoami -e ppolicy`.
 
 use std::sync::{Arc, Barrier};
@@ -337,4 +338,58 @@ fn a_replica_refuses_binds_to_an_account_the_provider_locked() {
         "the unlock never reached the replica"
     );
     assert!(values(&replica, &rita, "pwdFailureTime").is_empty());
+}
+
+/// `pwdChangedTime` of `dn` as Unix seconds.
+fn changed_at(server: &Server, dn: &str) -> u64 {
+    let text = values(server, dn, "pwdChangedTime").into_iter().next().expect("pwdChangedTime is stamped");
+    let micros = ferrodir_proto::schema::gentime::unix_micros(&text).expect("a generalized time");
+    u64::try_from(micros / 1_000_000).expect("after 1970")
+}
+
+fn warning(warning: ferrodir_proto::message::ppolicy::PolicyWarning) -> Option<PasswordPolicyResponse> {
+    Some(PasswordPolicyResponse { warning: Some(warning), error: None })
+}
+
+#[test]
+fn a_password_near_its_max_age_warns_and_one_past_it_spends_grace_binds_then_is_refused() {
+    use ferrodir_proto::message::ppolicy::PolicyWarning;
+    let server = Server::start_with_config(&config());
+    let mut root = admin(&server);
+    add_policy(&mut root, "default", &[("pwdMaxAge", "3600"), ("pwdExpireWarning", "7200")]);
+    add_policy(&mut root, "short", &[("pwdMaxAge", "1"), ("pwdGraceAuthNLimit", "2")]);
+    // Within the warning window from the start: the control says how long is left.
+    add_person(&mut root, "wendy", &[]);
+    let wendy = dn_of("wendy");
+    let (rc, control) = bind(&server, &wendy, "wendy-pw");
+    let left = match control.and_then(|c| c.warning) {
+        Some(PolicyWarning::TimeBeforeExpiration(left)) => left,
+        other => panic!("expected timeBeforeExpiration, got {other:?}"),
+    };
+    assert_eq!(rc, 0);
+    assert!((3500..=3600).contains(&left), "{left} seconds left");
+    let (_, _, stderr) = tool(
+        "ldapwhoami",
+        &["-x", "-H", &server.url(), "-D", &wendy, "-w", "wendy-pw", "-e", "ppolicy"],
+        None,
+    );
+    assert!(stderr.contains("expires in"), "ldapwhoami -e ppolicy: {stderr}");
+
+    // One second of age allowed, two grace binds.
+    let short = format!("cn=short,{POLICIES}");
+    add_person(&mut root, "gus", &[("pwdPolicySubentry", short.as_str())]);
+    let gus = dn_of("gus");
+    let changed = changed_at(&server, &gus);
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert!(wait_until(Instant::now() + Duration::from_secs(10), || unix_now() >= changed + 2));
+    assert_eq!(bind(&server, &gus, "gus-pw"), (0, warning(PolicyWarning::GraceAuthNsRemaining(1))));
+    assert_eq!(bind(&server, &gus, "gus-pw"), (0, warning(PolicyWarning::GraceAuthNsRemaining(0))));
+    assert_eq!(values(&server, &gus, "pwdGraceUseTime").len(), 2);
+    let expired = Some(PasswordPolicyResponse::error(PolicyError::PasswordExpired));
+    assert_eq!(bind(&server, &gus, "gus-pw"), (49, expired));
+    // A new password: stamped again, the grace binds counted afresh.
+    let result = root.modify(&gus, vec![Mod::Replace("userPassword", ["gus-new"].into())]).expect("modify");
+    assert_eq!(result.rc, 0);
+    assert!(changed_at(&server, &gus) >= changed + 2, "pwdChangedTime moved");
+    assert!(values(&server, &gus, "pwdGraceUseTime").is_empty(), "grace binds reset");
 }

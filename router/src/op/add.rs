@@ -42,6 +42,7 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         add_rdn_values(&ctx.config, &mut entry, named_by)?;
     }
     crate::op::stored_password::hash_entry(&ctx.config, &mut entry).await?;
+    crate::ppolicy::stamp_added(&ctx.worker, &mut entry).await;
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);
     if let Err(refusal) = check_access(ctx, &subject, &dn, parent_id, &entry).await {
         // slapd looks for the entry before it asks the rules: entryAlreadyExists first.

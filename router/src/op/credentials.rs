@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::{LdifMod, ModOp};
-use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PolicyError};
+use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PolicyError, PolicyWarning};
 use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::{EntryId, EntryRecord, WriteOp};
 
 use crate::access;
 use crate::config::DirectoryConfig;
 use crate::error::LdapError;
+use crate::ppolicy::expiry::Age;
 use crate::ppolicy::Governed;
 use crate::requester::{Identity, Transport};
 use crate::resolve::locate;
@@ -83,9 +84,24 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
             return Verified { identity, policy: PasswordPolicyResponse::error(PolicyError::AccountLocked) };
         }
     }
+    let mut word = no_word;
     let identity = match config.passwords.matching(stored.clone(), password.to_vec()).await {
         Ok(Some(matched)) => {
             if let (Some(governed), Some((_, record))) = (&governed, &target) {
+                match governed.age(&record.entry) {
+                    Age::Expired => {
+                        let policy = PasswordPolicyResponse::error(PolicyError::PasswordExpired);
+                        return Verified { identity: Err(invalid()), policy };
+                    }
+                    Age::Grace(left) => {
+                        governed.graced(worker).await;
+                        word.warning = Some(PolicyWarning::GraceAuthNsRemaining(left));
+                    }
+                    Age::Expiring(seconds) => {
+                        word.warning = Some(PolicyWarning::TimeBeforeExpiration(seconds))
+                    }
+                    Age::Fresh => {}
+                }
                 governed.succeeded(worker, &record.entry).await;
             }
             let identity = Identity::User(dn.into());
@@ -104,7 +120,7 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
         }
         Err(e) => Err(e.into()),
     };
-    Verified { identity, policy: no_word }
+    Verified { identity, policy: word }
 }
 
 /// Replaces the matched `old` value with `password` hashed in the configured scheme. The

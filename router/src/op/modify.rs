@@ -52,12 +52,35 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     // Unlocking an account clears the failures that locked it (slapd's ppolicy_modify).
     crate::ppolicy::lockout::with_unlock(&ctx.config, &mut changes);
     crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
+    password_aging(ctx, target.id, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     let audit = crate::op::audit::prepare(ctx, &dn, Change::Modify(&changes));
     ctx.worker
         .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
         .await?;
     crate::op::audit::committed(ctx, audit);
+    Ok(())
+}
+
+/// A change that sets userPassword, of an entry under an aging policy, stamps
+/// pwdChangedTime too (crate::ppolicy::expiry).
+async fn password_aging(
+    ctx: &OpContext,
+    id: ferrodir_shard::EntryId,
+    changes: &mut Vec<LdifMod>,
+) -> LdapResultOf<()> {
+    let sets_password = changes.iter().any(|c| {
+        matches!(c.op, ModOp::Add | ModOp::Replace)
+            && !c.attr.values.is_empty()
+            && c.attr.base_name_lower() == "userpassword"
+    });
+    if !sets_password {
+        return Ok(());
+    }
+    let Some(record) = ctx.worker.fetch(id).await? else { return Ok(()) };
+    if let Some(more) = crate::ppolicy::changed_password(&ctx.worker, &record.entry).await {
+        changes.extend(more);
+    }
     Ok(())
 }
 

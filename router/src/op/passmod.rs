@@ -101,7 +101,12 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
         }
     };
     let values = config.passwords.for_storage(vec![new]).await?;
-    let changes = vec![LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) }];
+    let mut changes = vec![LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) }];
+    if let Some(record) = ctx.worker.fetch(located.id).await? {
+        if let Some(more) = crate::ppolicy::changed_password(&ctx.worker, &record.entry).await {
+            changes.extend(more);
+        }
+    }
     // slapd's Password Modify is a modify to its overlays: slapo-auditlog logs it as one.
     let audit = crate::op::audit::prepare(ctx, &target, Change::Modify(&changes));
     let op = WriteOp::Modify { id: located.id, changes, author: ctx.identity.author() };

@@ -9,10 +9,14 @@
 //!
 //! What a bind asks of it is [`Governed`]: found once the bind has read its entry, asked
 //! whether the account is locked, then told how the password check went. Expiry, grace
-//! binds, pwdReset/pwdMustChange, history and quality plug in here too: they read
-//! [`policy::Policy`]'s fields and add their changes to the same bookkeeping updates.
+//! binds (`expiry`) plug in here too; pwdReset/pwdMustChange, history and quality will,
+//! reading [`policy::Policy`]'s fields and adding their changes to the same updates.
+//!
+//! What a password change asks of it is [`changed_password`]: the changes that go with a
+//! new password (pwdChangedTime under an aging policy).
 
 pub mod cache;
+pub mod expiry;
 pub mod lockout;
 pub mod lookup;
 pub mod policy;
@@ -59,6 +63,17 @@ impl Governed {
         self.write(worker, Arc::new(update)).await;
     }
 
+    /// How old the password is, for a bind with the right one (`expiry`).
+    pub fn age(&self, entry: &Entry) -> expiry::Age {
+        expiry::age(&self.policy, entry, self.now)
+    }
+
+    /// A grace bind after expiry: one pwdGraceUseTime value more.
+    pub async fn graced(&self, worker: &Worker) {
+        let update = expiry::RecordGrace { now: self.now };
+        self.write(worker, Arc::new(update)).await;
+    }
+
     /// The password was right: failures and an expired lock go (no write when there are
     /// none, the usual case).
     pub async fn succeeded(&self, worker: &Worker, entry: &Entry) {
@@ -80,6 +95,26 @@ impl Governed {
         let op = WriteOp::Update { id: self.id, update, author };
         if let Err(e) = worker.write(self.id.shard(), op).await {
             tracing::warn!(policy = %self.policy.dn, error = %e.message, "password policy state not written");
+        }
+    }
+}
+
+/// The changes that go with a new password of `entry` (the entry as it stands, or an Add's),
+/// under the policy that governs it: pwdChangedTime and no more grace binds, when it ages
+/// passwords (`expiry`). None when no policy governs it or it doesn't age them.
+pub async fn changed_password(worker: &Worker, entry: &Entry) -> Option<Vec<ferrodir_proto::ldif::LdifMod>> {
+    let policy = lookup::policy_for(worker, entry).await?;
+    expiry::ages(&policy).then(|| expiry::on_change(now_micros()))
+}
+
+/// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy.
+pub async fn stamp_added(worker: &Worker, entry: &mut Entry) {
+    if entry.get("userPassword").is_none() {
+        return;
+    }
+    if let Some(policy) = lookup::policy_for(worker, entry).await {
+        if expiry::ages(&policy) {
+            expiry::stamp_added(entry, now_micros());
         }
     }
 }

@@ -15,7 +15,9 @@ pub const DEFAULT_MAX_RECORDED_FAILURE: u64 = 5;
 
 /// One pwdPolicy entry's settings. Durations are in seconds; an absent or negative integer
 /// is 0, as slapd reads them (0 means "no limit" for the ages and intervals).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (`Default`: every setting off, for tests; [`Policy::from_entry`] applies the draft's
+/// defaults.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
     /// The policy entry's DN as stored (for logs).
     pub dn: String,
