@@ -425,6 +425,7 @@ impl Session {
             op_number: -1,
             entries: Cell::new(0),
             notes: Cell::new(None),
+            policy_error: Cell::new(None),
             log_dn: None,
             cancel,
             controls: None,

@@ -393,3 +393,80 @@ fn a_password_near_its_max_age_warns_and_one_past_it_spends_grace_binds_then_is_
     assert!(changed_at(&server, &gus) >= changed + 2, "pwdChangedTime moved");
     assert!(values(&server, &gus, "pwdGraceUseTime").is_empty(), "grace binds reset");
 }
+
+/// A Modify on a new connection bound as `dn`, asking for the Password Policy control: the
+/// result code and the control's error.
+fn modify_as(server: &Server, dn: &str, password: &str, mods: Vec<Mod<&str>>) -> (u32, Option<PolicyError>) {
+    let mut client = bound(server, dn, password);
+    let ask = RawControl { ctype: PASSWORD_POLICY_OID.to_string(), crit: false, val: None };
+    let result = client.with_controls(vec![ask]).modify(dn, mods).expect("modify");
+    let error = result
+        .ctrls
+        .iter()
+        .find(|c| c.1.ctype == PASSWORD_POLICY_OID)
+        .and_then(|c| PasswordPolicyResponse::decode_value(c.1.val.as_deref().unwrap_or_default()).ok())
+        .and_then(|r| r.error);
+    (result.rc, error)
+}
+
+#[test]
+fn a_new_password_must_be_long_enough_new_and_changed_as_the_policy_says() {
+    let server = Server::start_with_config(&config());
+    let mut root = admin(&server);
+    add_policy(
+        &mut root,
+        "default",
+        &[("pwdCheckQuality", "1"), ("pwdMinLength", "8"), ("pwdInHistory", "2")],
+    );
+    add_policy(&mut root, "strict", &[("pwdSafeModify", "TRUE")]);
+    add_policy(&mut root, "fixed", &[("pwdAllowUserChange", "FALSE")]);
+    add_person(&mut root, "hana", &[]);
+    let hana = dn_of("hana");
+    let replace = |value: &'static str| vec![Mod::Replace("userPassword", [value].into())];
+    // Too short, then long enough; then the one just replaced: in history.
+    assert_eq!(
+        modify_as(&server, &hana, "hana-pw", replace("short")),
+        (19, Some(PolicyError::PasswordTooShort))
+    );
+    assert_eq!(modify_as(&server, &hana, "hana-pw", replace("long-enough-1")), (0, None));
+    assert_eq!(values(&server, &hana, "pwdHistory").len(), 1, "the old value joined the history");
+    assert_eq!(
+        modify_as(&server, &hana, "long-enough-1", replace("hana-pw-long")),
+        (0, None),
+        "a value never used"
+    );
+    assert_eq!(
+        modify_as(&server, &hana, "hana-pw-long", replace("long-enough-1")),
+        (19, Some(PolicyError::PasswordInHistory))
+    );
+    // The rootDN passes every rule.
+    let result = root.modify(&hana, replace("x")).expect("modify");
+    assert_eq!(result.rc, 0, "the rootDN sets any password");
+
+    // pwdSafeModify: the old password must come with the new one.
+    let strict = format!("cn=strict,{POLICIES}");
+    add_person(&mut root, "sam", &[("pwdPolicySubentry", strict.as_str())]);
+    let sam = dn_of("sam");
+    assert_eq!(
+        modify_as(&server, &sam, "sam-pw", replace("sam-new")),
+        (53, Some(PolicyError::MustSupplyOldPassword))
+    );
+    let both =
+        vec![Mod::Delete("userPassword", ["sam-pw"].into()), Mod::Add("userPassword", ["sam-new"].into())];
+    assert_eq!(modify_as(&server, &sam, "sam-pw", both), (0, None));
+    let (rc, _, stderr) = tool(
+        "ldappasswd",
+        &["-x", "-H", &server.url(), "-D", &sam, "-w", "sam-new", "-a", "sam-new", "-s", "sam-newer"],
+        None,
+    );
+    assert_eq!(rc, 0, "Password Modify with the old password: {stderr}");
+
+    // pwdAllowUserChange FALSE: only someone else (here the rootDN) may change it.
+    let fixed = format!("cn=fixed,{POLICIES}");
+    add_person(&mut root, "fay", &[("pwdPolicySubentry", fixed.as_str())]);
+    let fay = dn_of("fay");
+    assert_eq!(
+        modify_as(&server, &fay, "fay-pw", replace("fay-new-password")),
+        (50, Some(PolicyError::PasswordModNotAllowed))
+    );
+}

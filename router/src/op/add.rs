@@ -41,6 +41,10 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     if let Some(named_by) = dn.dn.rdns.first() {
         add_rdn_values(&ctx.config, &mut entry, named_by)?;
     }
+    if let Some(values) = entry.get("userPassword").map(|a| a.values.clone()) {
+        // The password policy's rules, on the values before they are hashed.
+        crate::ppolicy::new_password(ctx, &entry, None, &values, false, false).await?;
+    }
     crate::op::stored_password::hash_entry(&ctx.config, &mut entry).await?;
     crate::ppolicy::stamp_added(&ctx.worker, &mut entry).await;
     let parent_id = parent.as_ref().map(|p| p.id).unwrap_or(EntryId::ROOT);

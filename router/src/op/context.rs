@@ -64,6 +64,9 @@ pub struct OpContext {
     pub cancel: Arc<StopSignal>,
     /// The request's controls (already checked: every critical one is supported).
     pub controls: Option<Vec<Control>>,
+    /// What the password policy says of this operation's new password, for the Password
+    /// Policy response control on an Add, a Modify or a Password Modify (`ppolicy`).
+    pub policy_error: Cell<Option<ferrodir_proto::message::ppolicy::PolicyError>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::store::Sessions>,
 }
@@ -93,6 +96,29 @@ impl OpContext {
 
     /// Sends one response PDU with this operation's messageID. An abandoned operation gets
     /// no response (RFC 4511 §4.11). A final response is counted in the worker's stats.
+    /// The password policy refused this operation's new password.
+    pub fn set_policy_error(&self, error: ferrodir_proto::message::ppolicy::PolicyError) {
+        self.policy_error.set(Some(error));
+    }
+
+    /// The Password Policy response control, when the request asked for it (for an
+    /// operation that set a password: empty when the policy had nothing to say).
+    pub fn policy_controls(&self) -> Option<Vec<Control>> {
+        use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PASSWORD_POLICY_OID};
+        let oid = PASSWORD_POLICY_OID.as_bytes();
+        let asked = self.controls.iter().flatten().any(|c| c.control_type.as_ref() == oid);
+        if !asked {
+            return None;
+        }
+        let response = PasswordPolicyResponse { warning: None, error: self.policy_error.get() };
+        let value = response.encode_value().ok()?;
+        Some(vec![Control {
+            control_type: ferrodir_proto::message::OctetString::from_static(oid),
+            criticality: false,
+            control_value: Some(ferrodir_proto::message::OctetString::from(value)),
+        }])
+    }
+
     pub async fn respond(&self, op: ProtocolOp) {
         self.respond_with(op, None).await;
     }

@@ -50,7 +50,7 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
         ProtocolOp::SearchRequest(req) => search::search(ctx, req).await,
         ProtocolOp::AddRequest(req) => {
             let result = add::add(ctx, req).await;
-            ctx.respond(ProtocolOp::AddResponse(finish(result))).await;
+            ctx.respond_with(ProtocolOp::AddResponse(finish(result)), ctx.policy_controls()).await;
         }
         ProtocolOp::DelRequest(dn) => {
             let result = delete::delete(ctx, &dn).await;
@@ -58,7 +58,7 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
         }
         ProtocolOp::ModifyRequest(req) => {
             let result = modify::modify(ctx, req).await;
-            ctx.respond(ProtocolOp::ModifyResponse(finish(result))).await;
+            ctx.respond_with(ProtocolOp::ModifyResponse(finish(result)), ctx.policy_controls()).await;
         }
         ProtocolOp::ModifyDnRequest(req) => {
             let result = moddn::modify_dn(ctx, req).await;
@@ -70,7 +70,7 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
         }
         ProtocolOp::ExtendedRequest(req) => {
             let response = extended::extended(ctx, req).await;
-            ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+            ctx.respond_with(ProtocolOp::ExtendedResponse(response), ctx.policy_controls()).await;
         }
         _ => {}
     }

@@ -51,8 +51,8 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     }
     // Unlocking an account clears the failures that locked it (slapd's ppolicy_modify).
     crate::ppolicy::lockout::with_unlock(&ctx.config, &mut changes);
+    password_rules(ctx, &dn, target.id, &mut changes).await?;
     crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
-    password_aging(ctx, target.id, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     let audit = crate::op::audit::prepare(ctx, &dn, Change::Modify(&changes));
     ctx.worker
@@ -62,25 +62,43 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     Ok(())
 }
 
-/// A change that sets userPassword, of an entry under an aging policy, stamps
-/// pwdChangedTime too (crate::ppolicy::expiry).
-async fn password_aging(
+/// A change that sets userPassword, of an entry a password policy governs: the new values
+/// checked against its rules before they are hashed, and the changes that go with them
+/// (pwdChangedTime, pwdHistory) added (crate::ppolicy).
+async fn password_rules(
     ctx: &OpContext,
+    dn: &ferrodir_proto::NormDn,
     id: ferrodir_shard::EntryId,
     changes: &mut Vec<LdifMod>,
 ) -> LdapResultOf<()> {
-    let sets_password = changes.iter().any(|c| {
-        matches!(c.op, ModOp::Add | ModOp::Replace)
-            && !c.attr.values.is_empty()
-            && c.attr.base_name_lower() == "userpassword"
-    });
-    if !sets_password {
+    let is_password = |c: &LdifMod| c.attr.base_name_lower() == "userpassword";
+    let new: Vec<Vec<u8>> = changes
+        .iter()
+        .filter(|c| matches!(c.op, ModOp::Add | ModOp::Replace) && is_password(c))
+        .flat_map(|c| c.attr.values.iter().cloned())
+        .collect();
+    if new.is_empty() {
         return Ok(());
     }
+    let old_given =
+        changes.iter().any(|c| c.op == ModOp::Delete && is_password(c) && !c.attr.values.is_empty());
     let Some(record) = ctx.worker.fetch(id).await? else { return Ok(()) };
-    if let Some(more) = crate::ppolicy::changed_password(&ctx.worker, &record.entry).await {
-        changes.extend(more);
+    // The old password given in clear to delete a hashed value: the stored value it matches
+    // is what goes (slapd's ppolicy does the same, so that a safe modify can name it).
+    let stored = record.entry.get("userPassword").map(|a| a.values.clone()).unwrap_or_default();
+    for change in changes.iter_mut().filter(|c| c.op == ModOp::Delete && is_password(c)) {
+        for value in change.attr.values.iter_mut().filter(|v| !crate::password::is_hashed(v)) {
+            if let Some(at) = ctx.config.passwords.matching(stored.clone(), value.clone()).await? {
+                if let Some(hashed) = stored.get(at) {
+                    *value = hashed.clone();
+                }
+            }
+        }
     }
+    let own = matches!(&ctx.identity, crate::requester::Identity::User(me) if me.same_entry(dn));
+    let more =
+        crate::ppolicy::new_password(ctx, &record.entry, Some(&record.entry), &new, own, old_given).await?;
+    changes.extend(more);
     Ok(())
 }
 

@@ -100,13 +100,18 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
             (generated.clone(), Some(generated))
         }
     };
+    // The password policy's rules, on the value before it is hashed.
+    let mut more = Vec::new();
+    if let Some(record) = ctx.worker.fetch(located.id).await? {
+        let own = matches!(&ctx.identity, Identity::User(me) if me.same_entry(&target));
+        let old_given = request.old_passwd.is_some();
+        let values = [new.clone()];
+        more = crate::ppolicy::new_password(ctx, &record.entry, Some(&record.entry), &values, own, old_given)
+            .await?;
+    }
     let values = config.passwords.for_storage(vec![new]).await?;
     let mut changes = vec![LdifMod { op: ModOp::Replace, attr: Attribute::new("userPassword", values) }];
-    if let Some(record) = ctx.worker.fetch(located.id).await? {
-        if let Some(more) = crate::ppolicy::changed_password(&ctx.worker, &record.entry).await {
-            changes.extend(more);
-        }
-    }
+    changes.extend(more);
     // slapd's Password Modify is a modify to its overlays: slapo-auditlog logs it as one.
     let audit = crate::op::audit::prepare(ctx, &target, Change::Modify(&changes));
     let op = WriteOp::Modify { id: located.id, changes, author: ctx.identity.author() };

@@ -12,10 +12,12 @@
 //! binds (`expiry`) plug in here too; pwdReset/pwdMustChange, history and quality will,
 //! reading [`policy::Policy`]'s fields and adding their changes to the same updates.
 //!
-//! What a password change asks of it is [`changed_password`]: the changes that go with a
-//! new password (pwdChangedTime under an aging policy).
+//! What a password change asks of it is [`new_password`]: the rules a new password must
+//! pass (`change`), and the changes that go with it (pwdChangedTime under an aging policy,
+//! pwdHistory).
 
 pub mod cache;
+pub mod change;
 pub mod expiry;
 pub mod lockout;
 pub mod lookup;
@@ -99,12 +101,49 @@ impl Governed {
     }
 }
 
-/// The changes that go with a new password of `entry` (the entry as it stands, or an Add's),
-/// under the policy that governs it: pwdChangedTime and no more grace binds, when it ages
-/// passwords (`expiry`). None when no policy governs it or it doesn't age them.
-pub async fn changed_password(worker: &Worker, entry: &Entry) -> Option<Vec<ferrodir_proto::ldif::LdifMod>> {
-    let policy = lookup::policy_for(worker, entry).await?;
-    expiry::ages(&policy).then(|| expiry::on_change(now_micros()))
+/// Checks new password `values` against the policy that governs `governing` (the entry as
+/// it stands, or an Add's) and returns the changes that go with them: pwdChangedTime under
+/// an aging policy, pwdHistory when history is kept. `current`: the entry as it stands (None
+/// for an Add); `own`: the requester changes their own password; `old_given`: the change
+/// names the old password. The rootDN passes every
+/// rule (slapd's too). A refusal sets the operation's Password Policy response (`ctx`).
+pub async fn new_password(
+    ctx: &crate::op::context::OpContext,
+    governing: &Entry,
+    current: Option<&Entry>,
+    values: &[Vec<u8>],
+    own: bool,
+    old_given: bool,
+) -> crate::error::LdapResultOf<Vec<ferrodir_proto::ldif::LdifMod>> {
+    let Some(policy) = lookup::policy_for(&ctx.worker, governing).await else { return Ok(Vec::new()) };
+    let now = now_micros();
+    if !matches!(ctx.identity, crate::requester::Identity::Root(_)) {
+        let proposed = change::Proposed { current, values, own, old_given, now };
+        if let Err(refused) = change::check(&policy, &proposed) {
+            ctx.set_policy_error(refused.policy);
+            return Err(refused.error);
+        }
+        if let Some(current) = current {
+            let history = change::history_values(&policy, current);
+            if !history.is_empty() {
+                for value in values.iter().filter(|v| !crate::password::is_hashed(v)) {
+                    if ctx.config.passwords.matching(history.clone(), value.clone()).await?.is_some() {
+                        let refused = change::in_history();
+                        ctx.set_policy_error(refused.policy);
+                        return Err(refused.error);
+                    }
+                }
+            }
+        }
+    }
+    let mut more = Vec::new();
+    if expiry::ages(&policy) {
+        more.extend(expiry::on_change(now));
+    }
+    if let Some(current) = current {
+        more.extend(change::history_change(&policy, current, now));
+    }
+    Ok(more)
 }
 
 /// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy.
