@@ -99,6 +99,9 @@ struct SessionState {
     broken_notify: Notify,
     /// A Notice of Disconnection was sent (a protocol violation): for the close reason.
     disconnected: Cell<bool>,
+    /// The bound password must be changed first (`ppolicy::reset`); set by a Bind, cleared
+    /// by the change.
+    must_change: Rc<Cell<bool>>,
 }
 
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
@@ -168,6 +171,7 @@ impl Session {
             broken: Cell::new(false),
             broken_notify: Notify::new(),
             disconnected: Cell::new(false),
+            must_change: Rc::default(),
         };
         Self {
             worker,
@@ -426,6 +430,7 @@ impl Session {
             entries: Cell::new(0),
             notes: Cell::new(None),
             policy_error: Cell::new(None),
+            must_change: self.state.must_change.clone(),
             log_dn: None,
             cancel,
             controls: None,

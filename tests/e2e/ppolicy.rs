@@ -470,3 +470,38 @@ fn a_new_password_must_be_long_enough_new_and_changed_as_the_policy_says() {
         (50, Some(PolicyError::PasswordModNotAllowed))
     );
 }
+
+#[test]
+fn after_an_administrators_reset_the_user_may_only_change_the_password() {
+    let server = Server::start_with_config(&config());
+    let mut root = admin(&server);
+    add_policy(&mut root, "default", &[("pwdMustChange", "TRUE")]);
+    // Added by the administrator: the first password is a reset too.
+    add_person(&mut root, "rita", &[]);
+    let rita = dn_of("rita");
+    assert_eq!(values(&server, &rita, "pwdReset"), vec!["TRUE".to_string()]);
+    let reset = Some(PasswordPolicyResponse::error(PolicyError::ChangeAfterReset));
+    assert_eq!(bind(&server, &rita, "rita-pw"), (0, reset));
+    let (_, _, stderr) =
+        tool("ldapwhoami", &["-x", "-H", &server.url(), "-D", &rita, "-w", "rita-pw", "-e", "ppolicy"], None);
+    assert!(stderr.contains("must be changed") || stderr.contains("Password must"), "ldapwhoami: {stderr}");
+
+    // On the connection that bound: nothing but the change.
+    let mut client = bound(&server, &rita, "rita-pw");
+    let search = client.search(PEOPLE, Scope::Base, "(objectClass=*)", vec!["1.1"]).expect("search");
+    assert_eq!(search.1.rc, 50, "a search before the change: {:?}", search.1);
+    let other = client.modify(&rita, vec![Mod::Replace("description", ["x"].into())]).expect("modify");
+    assert_eq!(other.rc, 50, "a change of anything else");
+    let change =
+        client.modify(&rita, vec![Mod::Replace("userPassword", ["rita-own"].into())]).expect("modify");
+    assert_eq!(change.rc, 0, "the password change itself");
+    let search = client.search(PEOPLE, Scope::Base, "(objectClass=*)", vec!["1.1"]).expect("search");
+    assert_eq!(search.1.rc, 0, "after the change the connection is free");
+    assert!(values(&server, &rita, "pwdReset").is_empty(), "the user's own change clears pwdReset");
+    assert_eq!(bind(&server, &rita, "rita-own"), (0, Some(PasswordPolicyResponse::default())));
+
+    // The administrator resets it again: pwdReset comes back.
+    let result = root.modify(&rita, vec![Mod::Replace("userPassword", ["temp-pw"].into())]).expect("modify");
+    assert_eq!(result.rc, 0);
+    assert_eq!(values(&server, &rita, "pwdReset"), vec!["TRUE".to_string()]);
+}

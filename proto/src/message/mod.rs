@@ -46,7 +46,7 @@ pub use ops::{
     SearchRequest, SearchResultEntry, SearchScope,
 };
 pub use paged::{PagedResults, PAGED_RESULTS_OID};
-pub use passwd_modify::{PasswdModifyRequest, PasswdModifyResponse};
+pub use passwd_modify::{PasswdModifyRequest, PasswdModifyResponse, PASSWORD_MODIFY_OID};
 pub use rasn::types::OctetString;
 pub use result::{BindResponse, ExtendedResponse, LdapResult};
 

@@ -7,6 +7,9 @@ use rasn::{AsnType, Decode, Decoder, Encode};
 
 use super::OctetString;
 
+/// RFC 3062's OID of the Password Modify extended operation.
+pub const PASSWORD_MODIFY_OID: &str = "1.3.6.1.4.1.4203.1.11.1";
+
 /// RFC 3062 §2, whose module has IMPLICIT TAGS:
 /// ```text
 /// PasswdModifyRequestValue ::= SEQUENCE {

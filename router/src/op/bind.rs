@@ -31,6 +31,11 @@ pub async fn bind(ctx: &OpContext, request: BindRequest) -> Identity {
         Ok(identity) => (LdapResult::success(), identity),
         Err(e) => (e.to_result(), Identity::Anonymous),
     };
+    // A bind that must be followed by a change of password restricts the connection until
+    // then (ppolicy::reset); any other bind lifts it.
+    let reset = policy
+        .is_some_and(|p| p.error == Some(ferrodir_proto::message::ppolicy::PolicyError::ChangeAfterReset));
+    ctx.must_change.set(reset && result.result_code == ferrodir_proto::ResultCode::SUCCESS);
     ctx.respond_with(response(result), policy_control(ctx, policy)).await;
     identity
 }

@@ -67,6 +67,9 @@ pub struct OpContext {
     /// What the password policy says of this operation's new password, for the Password
     /// Policy response control on an Add, a Modify or a Password Modify (`ppolicy`).
     pub policy_error: Cell<Option<ferrodir_proto::message::ppolicy::PolicyError>>,
+    /// The connection's bind was told changeAfterReset: until its password is changed, it
+    /// may only change it (`ppolicy::reset`). Shared with the session.
+    pub must_change: std::rc::Rc<Cell<bool>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::store::Sessions>,
 }

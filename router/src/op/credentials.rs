@@ -102,6 +102,9 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
                     }
                     Age::Fresh => {}
                 }
+                if governed.must_change(&record.entry) {
+                    word.error = Some(PolicyError::ChangeAfterReset);
+                }
                 governed.succeeded(worker, &record.entry).await;
             }
             let identity = Identity::User(dn.into());

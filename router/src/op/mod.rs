@@ -46,6 +46,10 @@ pub fn is_request(op: &ProtocolOp) -> bool {
 
 /// Runs one request to completion, sending its responses.
 pub async fn run(ctx: &OpContext, op: ProtocolOp) {
+    if ctx.must_change.get() && !changes_own_password(ctx, &op) {
+        restricted(ctx, &op).await;
+        return;
+    }
     match op {
         ProtocolOp::SearchRequest(req) => search::search(ctx, req).await,
         ProtocolOp::AddRequest(req) => {
@@ -107,6 +111,50 @@ pub fn unknown_enumerated_response(field: UnknownEnumerated) -> Option<ProtocolO
         }
         _ => None,
     }
+}
+
+/// Whether `op` changes the bound entry's own password (a Modify of its userPassword only,
+/// or a Password Modify): what a connection that must change its password may do.
+fn changes_own_password(ctx: &OpContext, op: &ProtocolOp) -> bool {
+    match op {
+        ProtocolOp::ExtendedRequest(req) => {
+            req.request_name.as_ref() == ferrodir_proto::message::PASSWORD_MODIFY_OID.as_bytes()
+        }
+        ProtocolOp::ModifyRequest(req) => {
+            let crate::requester::Identity::User(me) = &ctx.identity else { return false };
+            let own = parse_dn(&ctx.config, &req.object).is_ok_and(|dn| dn.same_entry(me));
+            own && req.changes.iter().all(|c| {
+                std::str::from_utf8(&c.modification.r#type)
+                    .is_ok_and(|t| ferrodir_proto::entry::base_name_lower(t) == "userpassword")
+            })
+        }
+        _ => false,
+    }
+}
+
+/// The answer to any other request while the password must be changed first: 50, and the
+/// Password Policy control's changeAfterReset to a client that asks.
+async fn restricted(ctx: &OpContext, op: &ProtocolOp) {
+    ctx.set_policy_error(ferrodir_proto::message::ppolicy::PolicyError::ChangeAfterReset);
+    let result =
+        LdapError::new(ResultCode::INSUFFICIENT_ACCESS_RIGHTS, crate::ppolicy::reset::RESTRICTED).to_result();
+    let response = match op {
+        ProtocolOp::SearchRequest(_) => ProtocolOp::SearchResultDone(result),
+        ProtocolOp::AddRequest(_) => ProtocolOp::AddResponse(result),
+        ProtocolOp::DelRequest(_) => ProtocolOp::DelResponse(result),
+        ProtocolOp::ModifyRequest(_) => ProtocolOp::ModifyResponse(result),
+        ProtocolOp::ModifyDnRequest(_) => ProtocolOp::ModifyDnResponse(result),
+        ProtocolOp::CompareRequest(_) => ProtocolOp::CompareResponse(result),
+        ProtocolOp::ExtendedRequest(_) => {
+            ProtocolOp::ExtendedResponse(ferrodir_proto::message::ExtendedResponse {
+                result,
+                response_name: None,
+                response_value: None,
+            })
+        }
+        _ => return,
+    };
+    ctx.respond_with(response, ctx.policy_controls()).await;
 }
 
 fn finish(result: Result<(), LdapError>) -> LdapResult {

@@ -31,7 +31,7 @@ use crate::op::context::OpContext;
 use crate::op::{check_writable, parse_dn};
 use crate::requester::Identity;
 
-pub const PASSWORD_MODIFY_OID: &str = "1.3.6.1.4.1.4203.1.11.1";
+pub use ferrodir_proto::message::PASSWORD_MODIFY_OID;
 
 /// Characters of generated passwords: letters and digits without the look-alikes
 /// (0/O/o, 1/l/I), so that a password read off a screen is typed right.

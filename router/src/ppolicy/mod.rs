@@ -22,6 +22,7 @@ pub mod expiry;
 pub mod lockout;
 pub mod lookup;
 pub mod policy;
+pub mod reset;
 
 use std::sync::Arc;
 
@@ -63,6 +64,11 @@ impl Governed {
     pub async fn failed(&self, worker: &Worker) {
         let update = RecordFailure { policy: self.policy.clone(), now: self.now };
         self.write(worker, Arc::new(update)).await;
+    }
+
+    /// Whether the password must be changed before anything else (`reset`).
+    pub fn must_change(&self, entry: &Entry) -> bool {
+        reset::must_change(&self.policy, entry)
     }
 
     /// How old the password is, for a bind with the right one (`expiry`).
@@ -143,10 +149,16 @@ pub async fn new_password(
     if let Some(current) = current {
         more.extend(change::history_change(&policy, current, now));
     }
+    more.extend(reset::on_change(&policy, current, own));
+    if own {
+        // The connection may do more than change its password again.
+        ctx.must_change.set(false);
+    }
     Ok(more)
 }
 
-/// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy.
+/// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy,
+/// and pwdReset TRUE under pwdMustChange (someone else set its first password).
 pub async fn stamp_added(worker: &Worker, entry: &mut Entry) {
     if entry.get("userPassword").is_none() {
         return;
@@ -154,6 +166,10 @@ pub async fn stamp_added(worker: &Worker, entry: &mut Entry) {
     if let Some(policy) = lookup::policy_for(worker, entry).await {
         if expiry::ages(&policy) {
             expiry::stamp_added(entry, now_micros());
+        }
+        if let Some(reset) = reset::on_change(&policy, None, false) {
+            entry.attrs.retain(|a| !a.name.eq_ignore_ascii_case(reset::RESET));
+            entry.attrs.push(reset.attr);
         }
     }
 }
