@@ -31,10 +31,13 @@ pub async fn delete(ctx: &OpContext, dn_bytes: &[u8]) -> LdapResultOf<()> {
         return ctx
             .worker
             .coordinator
-            .send(DeleteEntry { target, dn: dn.dn, origin: Origin::Client })
+            .send(DeleteEntry { target, dn: dn.dn, origin: Origin::Client, author: ctx.identity.author() })
             .await?;
     }
-    let outcome = ctx.worker.write(target.id.shard(), WriteOp::Delete { id: target.id }).await?;
+    let outcome = ctx
+        .worker
+        .write(target.id.shard(), WriteOp::Delete { id: target.id, author: ctx.identity.author() })
+        .await?;
     let maybe_last_child = match outcome {
         WriteOutcome::Deleted { parent_has_children_here, .. } => !parent_has_children_here,
         _ => true,

@@ -39,11 +39,20 @@ pub struct ShardMark {
     /// Batches the shard has made visible, CSN or not (a container flag, a DN record):
     /// what a cache of name resolutions is checked against ([`Hub::publications`]).
     published: AtomicU64,
+    /// The shard's oldest and newest committed changelog records (`changelog`; 0: none).
+    changelog_first: AtomicU64,
+    changelog_last: AtomicU64,
 }
 
 impl Default for ShardMark {
     fn default() -> Self {
-        Self { floor: AtomicU64::new(u64::MAX), committed: AtomicU64::new(0), published: AtomicU64::new(0) }
+        Self {
+            floor: AtomicU64::new(u64::MAX),
+            committed: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            changelog_first: AtomicU64::new(0),
+            changelog_last: AtomicU64::new(0),
+        }
     }
 }
 
@@ -189,6 +198,40 @@ impl Hub {
     /// filled under one count is good while the count stays the same.
     pub fn publications(&self) -> u64 {
         self.marks.iter().map(|m| m.published.load(Ordering::SeqCst)).sum()
+    }
+
+    /// The shard's actor, after a commit (or at start): its oldest and newest committed
+    /// changelog records (0, 0: none).
+    pub fn set_changelog(&self, shard: usize, first: u64, last: u64) {
+        if let Some(mark) = self.mark(shard) {
+            mark.changelog_first.store(first, Ordering::SeqCst);
+            mark.changelog_last.store(last, Ordering::SeqCst);
+        }
+    }
+
+    /// The changelog's firstChangeNumber and lastChangeNumber as the root DSE shows them
+    /// (0, 0: empty): the oldest record any shard holds, and the newest at or below the
+    /// watermark (a shard whose newest record is above it contributes none: a lower bound,
+    /// never a number a later commit could undercut).
+    pub fn changelog_bounds(&self) -> (u64, u64) {
+        let watermark = self.watermark();
+        let (mut first, mut last) = (u64::MAX, 0);
+        for mark in &self.marks {
+            let shard_first = mark.changelog_first.load(Ordering::SeqCst);
+            let shard_last = mark.changelog_last.load(Ordering::SeqCst);
+            if shard_first == 0 || shard_last == 0 || shard_first > watermark {
+                continue;
+            }
+            first = first.min(shard_first);
+            if shard_last <= watermark {
+                last = last.max(shard_last);
+            }
+        }
+        if first == u64::MAX {
+            (0, 0)
+        } else {
+            (first, last.max(first))
+        }
     }
 
     /// The committed low-watermark (a clock tick; 0 when nothing was ever committed).
