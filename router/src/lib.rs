@@ -20,6 +20,7 @@
 //! - [`accesslog`]: access-log lines (389-ds's format or JSON), queued per worker.
 //! - [`stats`]: per-worker counters, summed by the metrics endpoint at scrape time.
 //! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
+//! - `changelog`: cn=changelog, the retro changelog the shards record with every change.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -32,6 +33,7 @@
 mod access;
 pub mod accesslog;
 pub mod acl;
+mod changelog;
 mod config;
 pub mod coordinator;
 mod error;

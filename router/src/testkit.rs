@@ -203,6 +203,7 @@ fn directory_config(
         memberof: None,
         paged: Default::default(),
         replicated: Vec::new(),
+        changelog: false,
     }
 }
 

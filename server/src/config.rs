@@ -124,6 +124,9 @@ pub struct Config {
     /// `[[unique]]`: attribute uniqueness (slapd's slapo-unique), see docs/OPERATIONS.md,
     /// "Attribute uniqueness".
     pub unique: Vec<Unique>,
+    /// `[changelog]`: the retro changelog under cn=changelog (draft-good-ldap-changelog, as
+    /// 389-ds serves it), see docs/OPERATIONS.md, "Changelog". Off by default.
+    pub changelog: Changelog,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -426,6 +429,31 @@ impl Default for Tls {
     }
 }
 
+/// `[changelog]`, off by default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Changelog {
+    pub enabled: bool,
+    /// The most records kept, all shards together (each shard keeps its share, rounded up);
+    /// the oldest go first.
+    pub max_entries: usize,
+    /// Records older than this many seconds are trimmed; 0: only `max_entries` bounds it.
+    pub max_age_s: u64,
+}
+
+impl Default for Changelog {
+    fn default() -> Self {
+        Self { enabled: false, max_entries: 100_000, max_age_s: 7 * 86_400 }
+    }
+}
+
+impl Changelog {
+    /// What shard `count` keeps of `max_entries` (rounded up, at least 1).
+    pub fn per_shard(&self, count: usize) -> usize {
+        self.max_entries.div_ceil(count.max(1)).max(1)
+    }
+}
+
 /// `[access_log]`, on by default.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -504,6 +532,7 @@ impl Default for Config {
             refint: Refint::default(),
             replication: Vec::new(),
             unique: Vec::new(),
+            changelog: Changelog::default(),
             testing: None,
         }
     }
@@ -692,6 +721,9 @@ impl Config {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
         }
         self.refint.check()?;
+        if self.changelog.max_entries == 0 {
+            anyhow::bail!("changelog.max_entries must be at least 1");
+        }
         self.limits.check_values()?;
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");

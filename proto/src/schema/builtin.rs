@@ -37,6 +37,12 @@ pub const MONITOR: &str = include_str!("../../schema/monitor.schema");
 /// (`shard::memberof`), never stored.
 pub const MEMBEROF: &str = include_str!("../../schema/memberof.schema");
 
+/// The retro changelog's types and class (draft-good-ldap-changelog, 389-ds's
+/// retro-changelog plugin): what the router's cn=changelog entries (`router::changelog`)
+/// and the root DSE's changelog numbers publish. Hidden, as slapd (which has no changelog)
+/// publishes none of them.
+pub const CHANGELOG: &str = include_str!("../../schema/changelog.schema");
+
 /// Loads the built-in files into an empty schema.
 fn load_builtin() -> Result<Schema, SchemaError> {
     let mut schema = Schema::empty();
@@ -46,6 +52,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("openldap.schema", OPENLDAP, Visibility::Published),
         ("memberof.schema", MEMBEROF, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
+        ("changelog.schema", CHANGELOG, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
         schema.load(text, visibility).map_err(|e| SchemaError(format!("{file}: {}", e.0)))?;
@@ -126,8 +133,11 @@ mod tests {
         assert_eq!(published[1].1.len(), 66);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
-        // The hidden files add four types and back-monitor's 32 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 170 + 4 + 32);
+        // The hidden files add four types, back-monitor's 32 and the changelog's 11 on top
+        // of the published ones.
+        assert_eq!(schema.attribute_types().count(), 170 + 4 + 32 + 11);
+        assert!(schema.object_class("changeLogEntry").is_some());
+        assert!(schema.attribute("changeNumber").is_some());
         let member_of = schema.attribute("memberOf").unwrap();
         assert!(member_of.no_user_modification);
         assert!(schema.attribute("monitorOpCompleted").is_some());

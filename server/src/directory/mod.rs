@@ -70,6 +70,7 @@ pub fn directory_config(
         refint: refint::resolve(config, store)?,
         memberof: memberof_groups(config, store)?,
         replicated: replicated_areas(config, dn_rules)?,
+        changelog: config.changelog.enabled,
     })
 }
 
