@@ -7,6 +7,7 @@ mod accesslog;
 mod acl;
 mod backup;
 mod cache;
+mod changelog;
 mod cli;
 mod concurrency;
 mod fanout;
