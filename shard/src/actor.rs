@@ -836,6 +836,60 @@ mod tests {
         });
     }
 
+    /// With the changelog on, each client change leaves one record in its own commit,
+    /// numbered by its CSN tick and read back through the actor's message; a failed
+    /// commit's records never show; the hub publishes the committed bounds.
+    #[test]
+    fn changes_are_recorded_in_the_changelog_in_their_commit() {
+        use crate::write::changelog::{ChangeKind, ChangelogSettings};
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Failing {
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
+            failing: std::sync::atomic::AtomicBool::new(false),
+        });
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&[]), engine.clone()).unwrap());
+            let settings = ChangelogSettings::new(100, 0, None);
+            let addr = ShardActor::new(core.clone()).unwrap().with_changelog(settings).start();
+            let all = || ReadChangelog { after: 0, upto: u64::MAX, max: 100 };
+            let Ok(WriteOutcome::Added(id)) = addr.send(add("a", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            let Write(modify) = replace_sn(id, "changed");
+            let Ok(WriteOutcome::Record(record)) = addr.send(Write(modify)).await.unwrap() else {
+                panic!("modify failed")
+            };
+            let log = addr.send(all()).await.unwrap().unwrap();
+            let kinds: Vec<_> =
+                log.iter().map(|r| (r.kind, r.target_dn.as_str(), r.author.as_str())).collect();
+            assert_eq!(
+                kinds,
+                [(ChangeKind::Add, "cn=a", "cn=test"), (ChangeKind::Modify, "cn=a", "cn=test")]
+            );
+            let stamped =
+                crate::write::stamp::micros_of_csn(record.entry.first_str("entryCSN").unwrap()).unwrap();
+            assert_eq!(log[1].number, stamped, "the changeNumber is the change's CSN tick");
+            assert_eq!(String::from_utf8_lossy(&log[1].changes), "replace: sn\nsn: changed\n-\n");
+            assert_eq!(core.info.hub.changelog_bounds(), (log[0].number, log[1].number));
+            engine.failing.store(true, Ordering::SeqCst);
+            let delete = WriteOp::Delete { id, author: "cn=test".into() };
+            assert!(addr.send(Write(delete.clone())).await.unwrap().is_err());
+            engine.failing.store(false, Ordering::SeqCst);
+            assert_eq!(addr.send(all()).await.unwrap().unwrap().len(), 2, "a failed commit records nothing");
+            addr.send(Write(delete)).await.unwrap().unwrap();
+            let log = addr.send(all()).await.unwrap().unwrap();
+            assert_eq!(log.last().map(|r| r.kind), Some(ChangeKind::Delete));
+            // The replication consumer's changes are its provider's: not recorded.
+            let Ok(WriteOutcome::Added(b)) = addr.send(add("b", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            let replicated = WriteOp::Delete { id: b, author: crate::write::batch::REPLICA_AUTHOR.into() };
+            addr.send(Write(replicated)).await.unwrap().unwrap();
+            assert_eq!(addr.send(all()).await.unwrap().unwrap().len(), 4);
+        });
+    }
+
     /// A delete and a Modify DN each leave a delete-log record, committed with them (read
     /// back through the actor's message), once the log is kept (before, a delete only
     /// raises the minimum); a failed commit's records never show.

@@ -228,6 +228,22 @@ pub fn added_ldif(entry: &Entry) -> Vec<u8> {
             let _ = write_value_line(&mut out, &attr.name, value);
         }
     }
+    unfolded(out)
+}
+
+/// `ldif` with its folded lines joined again: a tool reading `changes` line by line (as
+/// 389-ds writes it, unfolded) sees one line per value. Every "\n " is a fold: a value
+/// that could hold a newline or start with a space was written in base64.
+fn unfolded(ldif: Vec<u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ldif.len());
+    let mut bytes = ldif.into_iter().peekable();
+    while let Some(byte) = bytes.next() {
+        if byte == b'\n' && bytes.peek() == Some(&b' ') {
+            bytes.next();
+            continue;
+        }
+        out.push(byte);
+    }
     out
 }
 
@@ -248,7 +264,7 @@ pub fn modified_ldif(changes: &[LdifMod]) -> Vec<u8> {
         }
         out.extend_from_slice(b"-\n");
     }
-    out
+    unfolded(out)
 }
 
 /// The records of `snapshot`'s changelog numbered above `after` and at most `upto`, in
@@ -412,6 +428,9 @@ mod tests {
             Attribute::new("userPassword", vec![b"{SSHA}abc".to_vec()]),
         ]);
         assert_eq!(String::from_utf8(added_ldif(&entry)).unwrap(), "cn: a\nuserPassword: {SSHA}abc\n");
+        let long = "x".repeat(200);
+        let entry = Entry::new(vec![Attribute::new("description", vec![long.clone().into_bytes()])]);
+        assert_eq!(String::from_utf8(added_ldif(&entry)).unwrap(), format!("description: {long}\n"));
         let mods = vec![
             LdifMod { op: ModOp::Replace, attr: Attribute::new("sn", vec![b"x".to_vec(), b"y".to_vec()]) },
             LdifMod { op: ModOp::Delete, attr: Attribute::new("description", vec![]) },
