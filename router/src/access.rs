@@ -209,6 +209,18 @@ pub fn may_read_changelog(config: &DirectoryConfig, subject: &Subject, dn: &Norm
     subject.clause_level(rule, &|| subject.is_self(dn)) >= Level::Read
 }
 
+/// Whether any rule names a DN scope within cn=changelog: without one, nobody but the
+/// rootDN reads the changelog, and a search need not look at a record to say so.
+pub fn changelog_has_rules(config: &DirectoryConfig) -> bool {
+    use crate::acl::rule::DnScope;
+    config.access_rules.rules.iter().any(|rule| match &rule.what.dn {
+        DnScope::All => false,
+        DnScope::Base(dn) | DnScope::One(dn) | DnScope::Subtree(dn) | DnScope::Children(dn) => {
+            dn.rdns.last().is_some_and(|rdn| rdn == "cn=changelog")
+        }
+    })
+}
+
 /// The access `subject` has to `dn` as a search base.
 pub fn entry_access(
     config: &DirectoryConfig,

@@ -14,7 +14,8 @@
 //! - Paged results (RFC 2696) work as a sync tool uses them: the cookie carries the last
 //!   changeNumber sent, sealed like every paged cookie (`op::paged::cookie`).
 //! - Who may read: the rootDN, and whoever a rule naming the changelog's DNs grants read
-//!   (`access::may_read_changelog`); everyone else gets noSuchObject, as for cn=Monitor.
+//!   (`access::may_read_changelog`, entry by entry); whoever may read nothing of it gets
+//!   noSuchObject, as for cn=Monitor.
 //!   Writes are refused (`op::check_writable`: no naming context holds it).
 
 use ferrodir_proto::entry::{Attribute, Entry};
@@ -73,10 +74,11 @@ pub async fn search(
     let subject = access::subject(ctx).await;
     let container = container_entry();
     let container_dn = config.dn_rules().parse(CHANGELOG_DN).map_err(LdapError::invalid_dn)?;
-    if !access::may_read_changelog(config, &subject, &container_dn, &container) {
+    if !subject.is_root() && !access::changelog_has_rules(config) {
         // As cn=Monitor: not disclosed to whoever may not read it.
         return Err(LdapError::no_such_object(""));
     }
+    let container_readable = access::may_read_changelog(config, &subject, &container_dn, &container);
     let position = match &paging {
         Some(paging) if paging.size == 0 => return Ok(LdapResult::success()),
         Some(paging) => paging.position(ctx)?,
@@ -96,11 +98,11 @@ pub async fn search(
     };
     let mut out = Output::new(ctx, request, attrs, &subject, paging);
     // The container goes with the first page only.
-    if with_container && position.after.is_none() && out.matches(&container) {
+    if with_container && container_readable && position.after.is_none() && out.matches(&container) {
         out.send(CHANGELOG_DN, container).await;
     }
     let Some((lo, hi)) = range else {
-        return Ok(LdapResult::success());
+        return out.finish(container_readable);
     };
     let (filter_lo, filter_hi) = number_range(&config.rules, &request.filter);
     let after = position.after.map_or(0, |id| id.0).max(lo.max(filter_lo).saturating_sub(1));
@@ -109,7 +111,7 @@ pub async fn search(
     if let (Base::Record(_), SearchScope::BaseObject, false) = (&base, request.scope, found) {
         return Err(LdapError::no_such_object(CHANGELOG_DN));
     }
-    Ok(out.result)
+    out.finish(container_readable)
 }
 
 /// Sends the records numbered in (`after`, `upto`] that match, in number order, merging
@@ -158,6 +160,8 @@ struct Output<'a, 'c> {
     subject: &'a Subject,
     paging: Option<&'c mut Paging>,
     sent: usize,
+    /// Records the requester may read that matched (sent or not).
+    readable: usize,
     /// The last record sent (the next page starts after it).
     last: Option<u64>,
     result: LdapResult,
@@ -171,7 +175,26 @@ impl<'a, 'c> Output<'a, 'c> {
         subject: &'a Subject,
         paging: Option<&'c mut Paging>,
     ) -> Self {
-        Self { ctx, request, attrs, subject, paging, sent: 0, last: None, result: LdapResult::success() }
+        Self {
+            ctx,
+            request,
+            attrs,
+            subject,
+            paging,
+            sent: 0,
+            readable: 0,
+            last: None,
+            result: LdapResult::success(),
+        }
+    }
+
+    /// The search's result: noSuchObject, as if there were no changelog, for a requester
+    /// who may read neither the container nor any record it reached.
+    fn finish(self, container_readable: bool) -> LdapResultOf<LdapResult> {
+        if self.sent == 0 && self.readable == 0 && !container_readable {
+            return Err(LdapError::no_such_object(""));
+        }
+        Ok(self.result)
     }
 
     fn matches(&self, entry: &Entry) -> bool {
@@ -193,6 +216,7 @@ impl<'a, 'c> Output<'a, 'c> {
                 return true;
             }
         }
+        self.readable += 1;
         let page_full = self.paging.as_ref().is_some_and(|p| self.sent >= p.size as usize);
         if page_full {
             // One match more than the page: another page follows.

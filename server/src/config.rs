@@ -835,6 +835,22 @@ mod tests {
         // Turned on by the sample, on a loopback port that is not the exporters' 9330/9389.
         assert_eq!(config.metrics_listen, Some(SocketAddr::from(([127, 0, 0, 1], 9390))));
         assert!(config.require_tls_for_binds && config.tls.is_none());
+        // The sample's [changelog] states the defaults.
+        assert!(!config.changelog.enabled);
+        assert_eq!(config.changelog.max_entries, defaults.changelog.max_entries);
+        assert_eq!(config.changelog.max_age_s, defaults.changelog.max_age_s);
+    }
+
+    #[test]
+    fn changelog_keys_parse_and_max_entries_is_shared_out() {
+        let config = Config::parse("[changelog]\nenabled = true\nmax_entries = 10\nmax_age_s = 0\n").unwrap();
+        assert!(config.changelog.enabled);
+        assert_eq!((config.changelog.max_entries, config.changelog.max_age_s), (10, 0));
+        assert_eq!(config.changelog.per_shard(4), 3, "rounded up");
+        assert_eq!(config.changelog.per_shard(16), 1, "at least one");
+        let zero = Config::parse("[changelog]\nenabled = true\nmax_entries = 0\n").unwrap_err();
+        assert!(zero.to_string().contains("changelog.max_entries"), "{zero}");
+        assert!(Config::parse("[changelog]\nmax_rows = 1\n").is_err(), "an unknown key");
     }
 
     #[test]
