@@ -227,6 +227,15 @@ fn a_delete_is_recorded_with_its_target() {
     for absent in ["changes", "newRDN", "deleteOldRDN", "newSuperior"] {
         assert!(!record.attrs.contains_key(absent), "{absent} on a delete: {record:?}");
     }
+    // The default rules (`to * by * read`) do not reach the changelog: only the rootDN
+    // reads it.
+    for (who, mut client) in
+        [("anonymous", connect_url(&server.url())), ("a user", bound(&server, ALICE, "password"))]
+    {
+        let result =
+            client.search("cn=changelog", Scope::Subtree, "(objectClass=*)", vec!["*"]).expect("search");
+        assert_eq!((result.1.rc, result.0.len()), (32, 0), "{who} reads the changelog");
+    }
 }
 
 #[test]

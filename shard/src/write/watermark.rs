@@ -332,6 +332,24 @@ mod tests {
     }
 
     #[test]
+    fn changelog_bounds_show_only_records_under_the_watermark() {
+        let hub = hub_of(2);
+        assert_eq!(hub.changelog_bounds(), (0, 0), "empty");
+        hub.committed(0, 120, u64::MAX);
+        hub.set_changelog(0, 100, 120);
+        assert_eq!(hub.changelog_bounds(), (100, 120));
+        // Shard 1 has a write at 125 pending and committed a record at 130 before it: 130
+        // stays hidden until 125 commits, since a poller could skip 125 otherwise.
+        hub.set_floor(1, 125);
+        hub.committed(1, 130, 125);
+        hub.set_changelog(1, 110, 130);
+        assert_eq!(hub.watermark(), 124);
+        assert_eq!(hub.changelog_bounds(), (100, 120));
+        hub.committed(1, 131, u64::MAX);
+        assert_eq!(hub.changelog_bounds(), (100, 130));
+    }
+
+    #[test]
     fn a_full_subscriber_is_dropped() {
         let hub = hub_of(1);
         let sub = hub.subscribe(1);
