@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{bound, connect_url, Client, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{bound, connect_url, wait_until, Client, Server, ADMIN_DN, ADMIN_PW};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
@@ -350,6 +350,19 @@ fn max_entries_trims_the_oldest_records() {
     assert_eq!(first, kept[0], "firstChangeNumber moved to the oldest record kept");
     assert!(first > numbers[0]);
     assert_eq!(last, *numbers.last().unwrap());
+}
+
+#[test]
+fn max_age_s_trims_old_records_of_an_idle_server() {
+    let server = Server::start_with_config(&config("max_age_s = 1", ""));
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    let change = vec![Mod::Replace("description", HashSet::from(["short-lived"]))];
+    assert_eq!(admin.modify(ALICE, change).expect("modify").rc, 0);
+    assert_eq!(records_from(&mut admin, 0).len(), 1, "recorded");
+    // No more writes: the shard's timer trims the record once it is a second old.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    assert!(wait_until(deadline, || records_from(&mut admin, 0).is_empty()), "the record outlived max_age_s");
+    assert_eq!(root_numbers(&mut admin), (0, 0), "an empty changelog's numbers");
 }
 
 #[test]
