@@ -220,8 +220,10 @@ impl<'a, 'c> Output<'a, 'c> {
         let page_full = self.paging.as_ref().is_some_and(|p| self.sent >= p.size as usize);
         if page_full {
             // One match more than the page: another page follows.
+            // `after` is set even when only the container went out, so the next page does
+            // not send it again.
             let next = Position {
-                after: self.last.map(EntryId),
+                after: Some(EntryId(self.last.unwrap_or(0))),
                 sent: position.sent.saturating_add(self.sent as u32),
             };
             if let Some(paging) = self.paging.as_deref_mut() {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{bound, connect_url, wait_until, Client, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{bound, connect_url, tool, wait_until, Client, Server, ADMIN_DN, ADMIN_PW};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
@@ -329,6 +329,30 @@ print("\n".join(seen))
     let expected: Vec<(String, String)> =
         expected.into_iter().map(|(kind, dn)| (kind, dn.to_ascii_lowercase())).collect();
     assert_eq!(got, expected);
+    // ldapsearch pages the whole subtree one entry a page: the container once, then every
+    // record once.
+    let url = server.url();
+    let args = [
+        "-x",
+        "-LLL",
+        "-H",
+        &url,
+        "-D",
+        ADMIN_DN,
+        "-w",
+        ADMIN_PW,
+        "-b",
+        "cn=changelog",
+        "-E",
+        "pr=1/noprompt",
+    ];
+    let (rc, out, err) = tool("ldapsearch", &[&args[..], &["(objectClass=*)", "1.1"]].concat(), None);
+    assert_eq!(rc, 0, "{err}");
+    let dns: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("dn: ")).collect();
+    let unique: HashSet<&str> = dns.iter().copied().collect();
+    assert_eq!(dns.len(), unique.len(), "an entry sent twice: {dns:?}");
+    assert_eq!(dns.first(), Some(&"cn=changelog"));
+    assert_eq!(dns.len(), 1 + records_from(&mut admin, 0).len(), "{dns:?}");
 }
 
 #[test]
