@@ -104,7 +104,12 @@ pub async fn search(
     let Some((lo, hi)) = range else {
         return out.finish(container_readable);
     };
-    let (filter_lo, filter_hi) = number_range(&config.rules, &request.filter);
+    // A record's own base is looked up whatever the filter says: a filter that does not
+    // match it makes an empty answer, not noSuchObject.
+    let (filter_lo, filter_hi) = match base {
+        Base::Record(_) => (0, u64::MAX),
+        Base::Container => number_range(&config.rules, &request.filter),
+    };
     let after = position.after.map_or(0, |id| id.0).max(lo.max(filter_lo).saturating_sub(1));
     let upto = hi.min(filter_hi).min(ctx.worker.hub().watermark());
     let found = walk(ctx, after, upto, &mut out, position).await?;
