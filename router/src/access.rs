@@ -188,6 +188,41 @@ pub enum EntryAccess {
     Nothing,
 }
 
+/// Whether `subject` may read the cn=changelog entry `dn` (`entry`: its attributes, for
+/// rules with a filter). The changelog is a database of its own, as 389-ds's and slapd's
+/// are: the naming contexts' rules that cover every DN (`to *`, `to attrs=...`) do not reach
+/// it, only rules whose `<what>` names a DN scope that holds the entry
+/// (`to dn.subtree="cn=changelog" by dn.exact="..." read`). So by default only the rootDN
+/// reads it.
+pub fn may_read_changelog(config: &DirectoryConfig, subject: &Subject, dn: &NormDn, entry: &Entry) -> bool {
+    if subject.is_root() {
+        return true;
+    }
+    let set = &config.access_rules;
+    let target = Target { dn, entry: Some(entry) };
+    let Some(rule) = set
+        .rules
+        .iter()
+        .filter(|rule| rule.what.dn != crate::acl::rule::DnScope::All)
+        .find(|rule| decide::rule_applies(set, rule, &target, Attr::Entry))
+    else {
+        return false;
+    };
+    subject.clause_level(rule, &|| subject.is_self(dn)) >= Level::Read
+}
+
+/// Whether any rule names a DN scope within cn=changelog: without one, nobody but the
+/// rootDN reads the changelog, and a search need not look at a record to say so.
+pub fn changelog_has_rules(config: &DirectoryConfig) -> bool {
+    use crate::acl::rule::DnScope;
+    config.access_rules.rules.iter().any(|rule| match &rule.what.dn {
+        DnScope::All => false,
+        DnScope::Base(dn) | DnScope::One(dn) | DnScope::Subtree(dn) | DnScope::Children(dn) => {
+            dn.rdns.last().is_some_and(|rdn| rdn == "cn=changelog")
+        }
+    })
+}
+
 /// The access `subject` has to `dn` as a search base.
 pub fn entry_access(
     config: &DirectoryConfig,

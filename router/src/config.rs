@@ -121,6 +121,9 @@ pub struct DirectoryConfig {
     /// The subtrees this server replicates from a provider (`[[replication]]`): client
     /// writes there get a referral or unwillingToPerform (`op::check_writable`).
     pub replicated: Vec<ReplicatedArea>,
+    /// `[changelog] enabled`: cn=changelog is served (crate::changelog), and the root DSE
+    /// names it with its first and last change numbers.
+    pub changelog: bool,
     /// `[ppolicy]`: the default password policy (router `ppolicy`).
     pub ppolicy: PpolicyConfig,
 }

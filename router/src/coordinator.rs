@@ -167,7 +167,7 @@ impl Inner {
         }
     }
 
-    async fn delete_container(&self, target: Located) -> LdapResultOf<()> {
+    async fn delete_container(&self, target: Located, author: String) -> LdapResultOf<()> {
         let id = target.id;
         let children = self.close_and_count(id).await?;
         if children > 0 {
@@ -176,23 +176,23 @@ impl Inner {
         }
         // It stays closed whatever happens next: it is no longer published as a container,
         // and a later first child would promote (and reopen) it.
-        self.delete_closed(target).await
+        self.delete_closed(target, author).await
     }
 
-    async fn delete_closed(&self, target: Located) -> LdapResultOf<()> {
+    async fn delete_closed(&self, target: Located, author: String) -> LdapResultOf<()> {
         let id = target.id;
         self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await?;
         let next = self.skeleton.borrow().without_container(id);
         self.publish(next);
-        self.delete_leaf(target).await
+        self.delete_leaf(target, author).await
     }
 
     /// Deletes a leaf whose DN→ID record lives on another shard than the entry.
-    async fn delete_leaf(&self, target: Located) -> LdapResultOf<()> {
+    async fn delete_leaf(&self, target: Located, author: String) -> LdapResultOf<()> {
         let id = target.id;
         let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.shards.len());
         if name_shard == id.shard() {
-            self.write(id.shard(), WriteOp::Delete { id }).await?;
+            self.write(id.shard(), WriteOp::Delete { id, author }).await?;
         } else {
             let intent =
                 Intent::DeleteWithRemoteName { id, parent: target.parent, rdn: target.rdn_norm.clone() };
@@ -200,7 +200,7 @@ impl Inner {
                 .log
                 .record(&intent)
                 .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
-            if let Err(e) = self.write(id.shard(), WriteOp::Delete { id }).await {
+            if let Err(e) = self.write(id.shard(), WriteOp::Delete { id, author }).await {
                 // Refused for sure (the entry is still there): nothing for recovery to do.
                 // Otherwise the delete may have happened, and recovery decides from the entry.
                 if !e.is_outcome_unknown() {
@@ -298,8 +298,17 @@ impl Inner {
         container: bool,
         reservation_left: &mut bool,
     ) -> ShardResult<bool> {
-        let MoveEntry { target, new_parent, new_rdn, new_rdn_norm, drop_values, add_values, author, .. } =
-            req;
+        let MoveEntry {
+            target,
+            new_parent,
+            new_rdn,
+            new_rdn_norm,
+            drop_values,
+            add_values,
+            author,
+            delete_old_rdn,
+            ..
+        } = req;
         let id = target.id;
         let count = self.shards.len();
         let new_name_shard = shard_for_child(new_parent, &new_rdn_norm, count);
@@ -313,6 +322,7 @@ impl Inner {
             drop_values,
             add_values,
             author,
+            delete_old_rdn,
         };
         if let Err(e) = self.write(id.shard(), relocate).await {
             let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
@@ -448,15 +458,18 @@ pub struct DeleteEntry {
     /// Its DN, as the client named it (what referential integrity looks for).
     pub dn: ferrodir_proto::Dn,
     pub origin: Origin,
+    /// Who asks (the changelog's creatorsName; `ferrodir_shard::REPLICA_AUTHOR` for the
+    /// replication consumer).
+    pub author: String,
 }
 
 serial_handler!(DeleteEntry, LdapResultOf<()>, |inner, msg| {
-    let DeleteEntry { target, dn, origin } = msg;
+    let DeleteEntry { target, dn, origin, author } = msg;
     let refint = inner.refint_begin(origin, refint::delete_intent(target.id, &dn))?;
     let result = if inner.skeleton.borrow().contains(target.id) {
-        inner.delete_container(target).await
+        inner.delete_container(target, author).await
     } else {
-        inner.delete_leaf(target).await
+        inner.delete_leaf(target, author).await
     };
     inner.refint_end(refint).await;
     result
@@ -480,6 +493,8 @@ pub struct MoveEntry {
     pub drop_values: Vec<(String, Vec<u8>)>,
     pub add_values: Vec<(String, Vec<u8>)>,
     pub author: String,
+    /// The request's deleteOldRDN (recorded by the changelog).
+    pub delete_old_rdn: bool,
     /// The entry's DN before and after, as the client named them (referential integrity).
     pub old_dn: ferrodir_proto::Dn,
     pub new_dn: ferrodir_proto::Dn,

@@ -24,6 +24,7 @@
 //! - `monitor`: cn=Monitor, slapd's back-monitor subtree, built from those counters.
 //! - `ppolicy`: password policy (slapd's ppolicy overlay): policies read from the tree,
 //!   lockout and the bookkeeping of binds.
+//! - `changelog`: cn=changelog, the retro changelog the shards record with every change.
 
 #![forbid(unsafe_code)]
 // Library code never panics on input: errors are typed (CONTRIBUTING.md, "Nothing a
@@ -37,6 +38,7 @@ mod access;
 pub mod accesslog;
 pub mod acl;
 pub mod auditlog;
+mod changelog;
 mod config;
 pub mod coordinator;
 mod error;

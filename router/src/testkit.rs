@@ -226,6 +226,7 @@ fn directory_config(
         paged: Default::default(),
         replicated: Vec::new(),
         ppolicy: Default::default(),
+        changelog: false,
     }
 }
 

@@ -277,6 +277,23 @@ impl Worker {
         Ok(self.shard(shard)?.send(ask).await??)
     }
 
+    /// A shard's changelog records numbered in (`after`, `upto`], at most `max` (a
+    /// cn=changelog search): read here when the shard is readable on this thread, else
+    /// asked of its actor.
+    pub async fn changelog(
+        &self,
+        shard: usize,
+        after: u64,
+        upto: u64,
+        max: usize,
+    ) -> LdapResultOf<Vec<ferrodir_shard::ChangeRecord>> {
+        if let Some(view) = self.readable(shard)? {
+            return Ok(ferrodir_shard::read_changelog(view.snapshot().as_ref(), after, upto, max)?);
+        }
+        let ask = ferrodir_shard::ReadChangelog { after, upto, max };
+        Ok(self.shard(shard)?.send(ask).await??)
+    }
+
     /// Has every shard keep its delete log from now on (a sync search, before it reads the
     /// watermark its cookie carries: `shard::deletelog`). A shard that did not keep it
     /// before stores the mark durably before this returns, if it can write.

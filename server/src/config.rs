@@ -137,6 +137,9 @@ pub struct Config {
     /// `[[unique]]`: attribute uniqueness (slapd's slapo-unique), see docs/OPERATIONS.md,
     /// "Attribute uniqueness".
     pub unique: Vec<Unique>,
+    /// `[changelog]`: the retro changelog under cn=changelog (draft-good-ldap-changelog, as
+    /// 389-ds serves it), see docs/OPERATIONS.md, "Changelog". Off by default.
+    pub changelog: Changelog,
     /// Fault injection for the crash tests. Accepted only by a binary built with the
     /// `fault-injection` feature; a release build refuses a config that has the table.
     pub testing: Option<Testing>,
@@ -462,6 +465,31 @@ impl Default for Tls {
     }
 }
 
+/// `[changelog]`, off by default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Changelog {
+    pub enabled: bool,
+    /// The most records kept, all shards together (each shard keeps its share, rounded up);
+    /// the oldest go first.
+    pub max_entries: usize,
+    /// Records older than this many seconds are trimmed; 0: only `max_entries` bounds it.
+    pub max_age_s: u64,
+}
+
+impl Default for Changelog {
+    fn default() -> Self {
+        Self { enabled: false, max_entries: 100_000, max_age_s: 7 * 86_400 }
+    }
+}
+
+impl Changelog {
+    /// What shard `count` keeps of `max_entries` (rounded up, at least 1).
+    pub fn per_shard(&self, count: usize) -> usize {
+        self.max_entries.div_ceil(count.max(1)).max(1)
+    }
+}
+
 /// `[access_log]`, on by default.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -583,6 +611,7 @@ impl Default for Config {
             ppolicy: Ppolicy::default(),
             replication: Vec::new(),
             unique: Vec::new(),
+            changelog: Changelog::default(),
             testing: None,
             source: None,
         }
@@ -789,6 +818,9 @@ impl Config {
         self.refint.check()?;
         self.audit_log.check()?;
         self.ppolicy.check()?;
+        if self.changelog.max_entries == 0 {
+            anyhow::bail!("changelog.max_entries must be at least 1");
+        }
         self.limits.check_values()?;
         if self.memberof_chain_depth_max == 0 || self.memberof_chain_entries_max == 0 {
             anyhow::bail!("memberof_chain_depth_max and memberof_chain_entries_max must be at least 1");
@@ -902,6 +934,22 @@ mod tests {
         assert!(config.require_tls_for_binds && config.tls.is_none());
         assert_eq!(config.audit_log.path, None, "the sample leaves the audit log off");
         assert_eq!(config.audit_log.queue_bytes_max, defaults.audit_log.queue_bytes_max);
+        // The sample's [changelog] states the defaults.
+        assert!(!config.changelog.enabled);
+        assert_eq!(config.changelog.max_entries, defaults.changelog.max_entries);
+        assert_eq!(config.changelog.max_age_s, defaults.changelog.max_age_s);
+    }
+
+    #[test]
+    fn changelog_keys_parse_and_max_entries_is_shared_out() {
+        let config = Config::parse("[changelog]\nenabled = true\nmax_entries = 10\nmax_age_s = 0\n").unwrap();
+        assert!(config.changelog.enabled);
+        assert_eq!((config.changelog.max_entries, config.changelog.max_age_s), (10, 0));
+        assert_eq!(config.changelog.per_shard(4), 3, "rounded up");
+        assert_eq!(config.changelog.per_shard(16), 1, "at least one");
+        let zero = Config::parse("[changelog]\nenabled = true\nmax_entries = 0\n").unwrap_err();
+        assert!(zero.to_string().contains("changelog.max_entries"), "{zero}");
+        assert!(Config::parse("[changelog]\nmax_rows = 1\n").is_err(), "an unknown key");
     }
 
     #[test]

@@ -77,9 +77,11 @@ impl ShardActor {
         core.info.hub.restore(core.info.index, core.stored_csn_max()?);
         let committer = spawn_committer(core.engine(), core.info.index)?;
         let deletelog = crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
+        let changelog = crate::write::changelog::Changelog::load(core.snapshot().as_ref())?;
+        core.info.hub.set_changelog(core.info.index, changelog.first(), changelog.committed_last());
         Ok(Self {
             core,
-            stager: Stager { next_seq, deletelog, ..Default::default() },
+            stager: Stager { next_seq, deletelog, changelog, ..Default::default() },
             committer,
             closed: HashSet::new(),
             started_generation: 0,
@@ -111,6 +113,25 @@ impl ShardActor {
     pub fn with_delete_log(mut self, settings: crate::write::deletelog::DeleteLogSettings) -> Self {
         self.stager.deletelog_settings = settings;
         self
+    }
+
+    /// Records every client change in the retro changelog (`write::changelog`), within
+    /// `settings`' bounds; without this, nothing is recorded.
+    pub fn with_changelog(mut self, settings: crate::write::changelog::ChangelogSettings) -> Self {
+        self.stager.changelog_settings = settings;
+        self
+    }
+
+    /// The changelog's age bound, checked now and then: an idle shard's expired records are
+    /// deleted by a write of their own (a busy shard trims them with each record it stages).
+    fn trim_changelog(&mut self, ctx: &mut Context<Self>) {
+        let settings = &self.stager.changelog_settings;
+        if !self.stager.changelog.has_expired(settings, crate::write::changelog::now_micros()) {
+            return;
+        }
+        // Nobody waits for the answer.
+        let (reply, _) = oneshot::channel();
+        self.stage_write(WriteOp::TrimChangelog, reply, ctx);
     }
 
     /// After a commit that answered `answered` writes: the next commit now, or once the
@@ -237,6 +258,12 @@ impl ShardActor {
                         tracing::error!(shard = self.core.info.index, error = %e, "delete log not reloaded")
                     }
                 }
+                match crate::write::changelog::Changelog::load(self.core.snapshot().as_ref()) {
+                    Ok(log) => self.stager.changelog = log,
+                    Err(e) => {
+                        tracing::error!(shard = self.core.info.index, error = %e, "changelog not reloaded")
+                    }
+                }
                 let shard = self.core.info.index;
                 fail_all(batch, shard, &e);
                 // The pending batch was checked against state that never landed.
@@ -271,6 +298,13 @@ impl ShardActor {
     }
 
     fn publish(&mut self, mut batch: Overlay) {
+        if batch.changelog_last > 0 || self.stager.changelog_settings.is_enabled() {
+            let log = &mut self.stager.changelog;
+            log.committed(batch.changelog_last);
+            // Before the watermark passes the batch's CSNs: the root DSE never shows a
+            // watermark above a record it does not count yet.
+            self.core.info.hub.set_changelog(self.core.info.index, log.first(), log.committed_last());
+        }
         self.publish_csns(&mut batch);
         for (id, record) in batch.touched {
             match record {
@@ -352,6 +386,13 @@ impl Actor for ShardActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        let max_age_s = self.stager.changelog_settings.max_age_s();
+        if self.stager.changelog_settings.is_enabled() && max_age_s > 0 {
+            // A quarter of the age bound, between 1 s and a minute: an expired record
+            // outlives its bound by at most that on an idle shard.
+            let every = Duration::from_secs((max_age_s / 4).clamp(1, 60));
+            ctx.run_interval(every, |act, ctx| act.trim_changelog(ctx));
+        }
     }
 }
 
@@ -479,6 +520,24 @@ impl Handler<ReadDeleteLog> for ShardActor {
 
     fn handle(&mut self, msg: ReadDeleteLog, _: &mut Context<Self>) -> Self::Result {
         crate::write::deletelog::read(self.core.snapshot().as_ref(), msg.after)
+    }
+}
+
+/// This shard's changelog records numbered above `after` and at most `upto`, at most `max`
+/// of them (`changelog::read`), in the last committed snapshot: a cn=changelog search.
+#[derive(Message)]
+#[rtype(result = "ShardResult<Vec<crate::write::changelog::ChangeRecord>>")]
+pub struct ReadChangelog {
+    pub after: u64,
+    pub upto: u64,
+    pub max: usize,
+}
+
+impl Handler<ReadChangelog> for ShardActor {
+    type Result = ShardResult<Vec<crate::write::changelog::ChangeRecord>>;
+
+    fn handle(&mut self, msg: ReadChangelog, _: &mut Context<Self>) -> Self::Result {
+        crate::write::changelog::read(self.core.snapshot().as_ref(), msg.after, msg.upto, msg.max)
     }
 }
 
@@ -777,6 +836,60 @@ mod tests {
         });
     }
 
+    /// With the changelog on, each client change leaves one record in its own commit,
+    /// numbered by its CSN tick and read back through the actor's message; a failed
+    /// commit's records never show; the hub publishes the committed bounds.
+    #[test]
+    fn changes_are_recorded_in_the_changelog_in_their_commit() {
+        use crate::write::changelog::{ChangeKind, ChangelogSettings};
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Failing {
+            inner: EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap(),
+            failing: std::sync::atomic::AtomicBool::new(false),
+        });
+        let system = actix::System::new();
+        system.block_on(async {
+            let core = Rc::new(ShardCore::new(test_info(&[]), engine.clone()).unwrap());
+            let settings = ChangelogSettings::new(100, 0, None);
+            let addr = ShardActor::new(core.clone()).unwrap().with_changelog(settings).start();
+            let all = || ReadChangelog { after: 0, upto: u64::MAX, max: 100 };
+            let Ok(WriteOutcome::Added(id)) = addr.send(add("a", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            let Write(modify) = replace_sn(id, "changed");
+            let Ok(WriteOutcome::Record(record)) = addr.send(Write(modify)).await.unwrap() else {
+                panic!("modify failed")
+            };
+            let log = addr.send(all()).await.unwrap().unwrap();
+            let kinds: Vec<_> =
+                log.iter().map(|r| (r.kind, r.target_dn.as_str(), r.author.as_str())).collect();
+            assert_eq!(
+                kinds,
+                [(ChangeKind::Add, "cn=a", "cn=test"), (ChangeKind::Modify, "cn=a", "cn=test")]
+            );
+            let stamped =
+                crate::write::stamp::micros_of_csn(record.entry.first_str("entryCSN").unwrap()).unwrap();
+            assert_eq!(log[1].number, stamped, "the changeNumber is the change's CSN tick");
+            assert_eq!(String::from_utf8_lossy(&log[1].changes), "replace: sn\nsn: changed\n-\n");
+            assert_eq!(core.info.hub.changelog_bounds(), (log[0].number, log[1].number));
+            engine.failing.store(true, Ordering::SeqCst);
+            let delete = WriteOp::Delete { id, author: "cn=test".into() };
+            assert!(addr.send(Write(delete.clone())).await.unwrap().is_err());
+            engine.failing.store(false, Ordering::SeqCst);
+            assert_eq!(addr.send(all()).await.unwrap().unwrap().len(), 2, "a failed commit records nothing");
+            addr.send(Write(delete)).await.unwrap().unwrap();
+            let log = addr.send(all()).await.unwrap().unwrap();
+            assert_eq!(log.last().map(|r| r.kind), Some(ChangeKind::Delete));
+            // The replication consumer's changes are its provider's: not recorded.
+            let Ok(WriteOutcome::Added(b)) = addr.send(add("b", EntryId::ROOT)).await.unwrap() else {
+                panic!("add failed")
+            };
+            let replicated = WriteOp::Delete { id: b, author: crate::write::batch::REPLICA_AUTHOR.into() };
+            addr.send(Write(replicated)).await.unwrap().unwrap();
+            assert_eq!(addr.send(all()).await.unwrap().unwrap().len(), 4);
+        });
+    }
+
     /// A delete and a Modify DN each leave a delete-log record, committed with them (read
     /// back through the actor's message), once the log is kept (before, a delete only
     /// raises the minimum); a failed commit's records never show.
@@ -802,7 +915,10 @@ mod tests {
             let before = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert!(before.records.is_empty());
             // No sync search yet: a delete leaves no record, and the minimum passes it.
-            addr.send(Write(WriteOp::Delete { id: unkept })).await.unwrap().unwrap();
+            addr.send(Write(WriteOp::Delete { id: unkept, author: "cn=test".into() }))
+                .await
+                .unwrap()
+                .unwrap();
             let unlogged = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert!(unlogged.records.is_empty());
             assert!(unlogged.min > before.min, "{} after {}", unlogged.min, before.min);
@@ -815,7 +931,10 @@ mod tests {
                     .unwrap()
             };
             let (uuid_a, uuid_b) = (uuid_of(ids[0]), uuid_of(ids[1]));
-            addr.send(Write(WriteOp::Delete { id: ids[0] })).await.unwrap().unwrap();
+            addr.send(Write(WriteOp::Delete { id: ids[0], author: "cn=test".into() }))
+                .await
+                .unwrap()
+                .unwrap();
             let relocate = WriteOp::Relocate {
                 id: ids[1],
                 parent: EntryId::ROOT,
@@ -824,6 +943,7 @@ mod tests {
                 drop_values: Vec::new(),
                 add_values: vec![("cn".into(), b"b2".to_vec())],
                 author: "cn=test".into(),
+                delete_old_rdn: false,
             };
             let Ok(WriteOutcome::Record(moved)) = addr.send(Write(relocate)).await.unwrap() else {
                 panic!("relocate failed")
@@ -838,10 +958,17 @@ mod tests {
             assert_eq!(addr.send(ReadDeleteLog { after: stamped }).await.unwrap().unwrap().records.len(), 0);
             // A failed commit: its delete's record never shows, and the log goes on after it.
             engine.failing.store(true, Ordering::SeqCst);
-            assert!(addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().is_err());
+            assert!(addr
+                .send(Write(WriteOp::Delete { id: ids[2], author: "cn=test".into() }))
+                .await
+                .unwrap()
+                .is_err());
             engine.failing.store(false, Ordering::SeqCst);
             assert_eq!(addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap().records.len(), 2);
-            addr.send(Write(WriteOp::Delete { id: ids[2] })).await.unwrap().unwrap();
+            addr.send(Write(WriteOp::Delete { id: ids[2], author: "cn=test".into() }))
+                .await
+                .unwrap()
+                .unwrap();
             let last = addr.send(ReadDeleteLog { after: 0 }).await.unwrap().unwrap();
             assert_eq!((last.records.len(), last.min), (3, unlogged.min));
             // A restart keeps logging: the mark is stored.
@@ -953,7 +1080,8 @@ mod tests {
             assert_eq!(addr.send(CloseAndCount(parent)).await.unwrap().unwrap(), 1);
             let promote = WriteOp::SetContainer { id: parent, container: true };
             addr.send(Write(promote)).await.unwrap().unwrap();
-            let delete = addr.send(Write(WriteOp::Delete { id: parent })).await.unwrap();
+            let delete =
+                addr.send(Write(WriteOp::Delete { id: parent, author: "cn=test".into() })).await.unwrap();
             assert!(matches!(delete, Err(ShardError::NotAllowedOnNonLeaf)));
         });
     }

@@ -70,8 +70,8 @@ pub(crate) mod write;
 //
 // The shard actor, its read side and the messages the router sends it.
 pub use crate::actor::{
-    CloseAndCount, Fetch, FindRefs, KeepDeleteLog, Lookup, Ping, ReadDeleteLog, Reopen, ShardActor, Stage,
-    Write, COMMIT_COALESCE_DEFAULT,
+    CloseAndCount, Fetch, FindRefs, KeepDeleteLog, Lookup, Ping, ReadChangelog, ReadDeleteLog, Reopen,
+    ShardActor, Stage, Write, COMMIT_COALESCE_DEFAULT,
 };
 pub use crate::core::{CoreStats, ShardCore, ShardInfo};
 pub use crate::entrycache::EntryCache;
@@ -122,6 +122,10 @@ pub use crate::write::deletelog::{
     DEFAULT_MAX as DELETE_LOG_MAX_DEFAULT, KEPT_KEY as DELETE_LOG_KEPT_KEY,
 };
 pub use crate::write::watermark::{Change, FeedBatch, Hub, Subscription};
+// The retro changelog (cn=changelog).
+pub use crate::write::changelog::{
+    prefix as changelog_prefix, read as read_changelog, ChangeKind, ChangeRecord, ChangelogSettings,
+};
 // Offline loads: one shard's bulk transaction, and the index-ready marks.
 pub use crate::bulk::{BulkError, BulkLoader, BulkResult, Fed, LoadStats, Loaded, ShardWriter, SortSpill};
 pub use crate::index::marks::{

@@ -9,6 +9,7 @@ mod auditlog;
 mod backup;
 mod bindtiming;
 mod cache;
+mod changelog;
 mod cli;
 mod concurrency;
 mod credentials;

@@ -48,6 +48,12 @@ pub const PPOLICY: &str = include_str!("../../schema/ppolicy.schema");
 /// definition of core.schema (RFC 4519's knowledgeInformation).
 const FIRST_CORE_TYPE: &str = "attributetype ( 2.5.4.2 ";
 
+/// The retro changelog's types and class (draft-good-ldap-changelog, 389-ds's
+/// retro-changelog plugin): what the router's cn=changelog entries (`router::changelog`)
+/// and the root DSE's changelog numbers publish. Hidden, as slapd (which has no changelog)
+/// publishes none of them.
+pub const CHANGELOG: &str = include_str!("../../schema/changelog.schema");
+
 /// Loads the built-in files into an empty schema.
 ///
 /// In slapd's order: cn=Subschema lists types in the order they were registered, and slapd
@@ -74,6 +80,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("openldap.schema", OPENLDAP, Visibility::Published),
         ("ppolicy.schema", &ppolicy_classes, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
+        ("changelog.schema", CHANGELOG, Visibility::Hidden),
     ];
     for (file, text, visibility) in files {
         schema.load(text, visibility).map_err(|e| SchemaError(format!("{file}: {}", e.0)))?;
@@ -155,8 +162,11 @@ mod tests {
         assert_eq!(published[1].1.len(), 68);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
-        // The hidden files add four types and back-monitor's 32 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 203 + 4 + 32);
+        // The hidden files add four types, back-monitor's 32 and the changelog's 11 on top
+        // of the published ones.
+        assert_eq!(schema.attribute_types().count(), 203 + 4 + 32 + 11);
+        assert!(schema.object_class("changeLogEntry").is_some());
+        assert!(schema.attribute("changeNumber").is_some());
         let member_of = schema.attribute("memberOf").unwrap();
         assert!(member_of.no_user_modification);
         assert!(schema.attribute("monitorOpCompleted").is_some());

@@ -139,7 +139,7 @@ fn name_elsewhere(parent: EntryId) -> String {
 
 fn delete(target: Located) -> DeleteEntry {
     let dn = Dn::parse(&format!("{},o=p", target.rdn_norm)).unwrap();
-    DeleteEntry { target, dn, origin: Origin::Client }
+    DeleteEntry { target, dn, origin: Origin::Client, author: "cn=test".into() }
 }
 
 fn lookup(s: &Setup, rdn_norm: &str) -> Option<EntryId> {
@@ -168,6 +168,7 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
             drop_values: vec![("cn".into(), b"l".to_vec())],
             add_values: vec![("cn".into(), name.as_bytes().to_vec())],
             author: "cn=test".into(),
+            delete_old_rdn: true,
             old_dn: Dn::parse("cn=l,o=p").unwrap(),
             new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
             origin: Origin::Client,
@@ -206,6 +207,7 @@ fn move_leaf_to(s: &Setup, new_rdn: &str, name: &str) -> MoveEntry {
         drop_values: vec![("cn".into(), b"l".to_vec())],
         add_values: vec![("cn".into(), name.as_bytes().to_vec())],
         author: "cn=test".into(),
+        delete_old_rdn: true,
         old_dn: Dn::parse("cn=l,o=p").unwrap(),
         new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
         origin: Origin::Client,
@@ -390,7 +392,12 @@ fn refint_does_nothing_for_a_refused_delete() {
         let s = setup_with(dir.path(), refint_config(None)).await;
         let group = add_group(&s, &["o=p"]).await;
         let target = Located { id: s.parent, parent: EntryId::ROOT, rdn_norm: "o=p".into(), container: true };
-        let request = DeleteEntry { target, dn: Dn::parse("o=p").unwrap(), origin: Origin::Client };
+        let request = DeleteEntry {
+            target,
+            dn: Dn::parse("o=p").unwrap(),
+            origin: Origin::Client,
+            author: "cn=test".into(),
+        };
         assert!(s.coordinator.send(request).await.unwrap().is_err());
         assert_eq!(values_of(&s, group, "member"), vec!["o=p"]);
         assert_eq!(s.coordinator.send(Recover).await.unwrap().unwrap(), 0);

@@ -43,10 +43,13 @@ async fn remove(ctx: &OpContext, target: Located, dn: NormDn) -> LdapResultOf<()
         return ctx
             .worker
             .coordinator
-            .send(DeleteEntry { target, dn: dn.dn, origin: Origin::Client })
+            .send(DeleteEntry { target, dn: dn.dn, origin: Origin::Client, author: ctx.identity.author() })
             .await?;
     }
-    let outcome = ctx.worker.write(target.id.shard(), WriteOp::Delete { id: target.id }).await?;
+    let outcome = ctx
+        .worker
+        .write(target.id.shard(), WriteOp::Delete { id: target.id, author: ctx.identity.author() })
+        .await?;
     let maybe_last_child = match outcome {
         WriteOutcome::Deleted { parent_has_children_here, .. } => !parent_has_children_here,
         _ => true,

@@ -83,6 +83,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         drop_values,
         add_values,
         author: ctx.identity.author(),
+        delete_old_rdn: request.deleteoldrdn,
         old_dn: dn.dn,
         new_dn,
         origin: Origin::Client,

@@ -1,8 +1,9 @@
 //! `ferrodir verify`: an offline check of every shard. Entries decode; every index, one-level
 //! and DN→ID key is exactly the set the entries imply; every parent exists and is marked a
-//! container; every entry satisfies the schema; the delete log's records decode. Prints one line per problem and a summary;
-//! the command exits non-zero when anything is wrong. A damaged shard (a file missing,
-//! truncated or failing redb's checksums) is reported, and the other shards still checked.
+//! container; every entry satisfies the schema; the delete log's and the changelog's records
+//! decode. Prints one line per problem and a summary; the command exits non-zero when
+//! anything is wrong. A damaged shard (a file missing, truncated or failing redb's
+//! checksums) is reported, and the other shards still checked.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -19,6 +20,8 @@ pub struct Report {
     pub entries: usize,
     /// Records in the shards' syncrepl delete logs (none on a server no consumer synced from).
     pub delete_log_records: usize,
+    /// Records in the shards' retro changelogs (`[changelog]`).
+    pub changelog_records: usize,
     pub problems: Vec<String>,
 }
 
@@ -58,6 +61,14 @@ pub fn verify(store: &Store) -> anyhow::Result<Report> {
             report.delete_log_records += 1;
             if let Err(e) = ferrodir_shard::LogRecord::decode(key, value) {
                 report.problems.push(format!("shard {shard}: delete log record {key:02x?}: {e}"));
+            }
+            true
+        })?;
+        // The changelog names changes, not entries: its records must decode.
+        snapshot.scan_prefix(&ferrodir_shard::changelog_prefix(), &mut |key, value| {
+            report.changelog_records += 1;
+            if let Err(e) = ferrodir_shard::ChangeRecord::decode(key, value) {
+                report.problems.push(format!("shard {shard}: changelog record {key:02x?}: {e}"));
             }
             true
         })?;

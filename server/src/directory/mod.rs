@@ -72,6 +72,7 @@ pub fn directory_config(
         memberof: memberof_groups(config, store)?,
         replicated: replicated_areas(config, dn_rules)?,
         ppolicy: ppolicy(config, dn_rules)?,
+        changelog: config.changelog.enabled,
     })
 }
 

@@ -336,6 +336,8 @@ impl Applier {
             drop_values,
             add_values,
             author: REPLICA_AUTHOR.to_string(),
+            // Not recorded: the changelog leaves replicated changes out.
+            delete_old_rdn: false,
             old_dn: old_dn.dn.clone(),
             new_dn: new_dn.dn.clone(),
             origin: Origin::Replication,
@@ -382,10 +384,18 @@ impl Applier {
         };
         let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.worker.shard_count());
         if target.container || name_shard != id.shard() {
-            let request = DeleteEntry { target, dn: dn.dn.clone(), origin: Origin::Replication };
+            let request = DeleteEntry {
+                target,
+                dn: dn.dn.clone(),
+                origin: Origin::Replication,
+                author: REPLICA_AUTHOR.to_string(),
+            };
             self.worker.coordinator.send(request).await??;
         } else {
-            let outcome = self.worker.write(id.shard(), WriteOp::Delete { id }).await?;
+            let outcome = self
+                .worker
+                .write(id.shard(), WriteOp::Delete { id, author: REPLICA_AUTHOR.to_string() })
+                .await?;
             let maybe_last_child = match outcome {
                 WriteOutcome::Deleted { parent_has_children_here, .. } => !parent_has_children_here,
                 _ => true,

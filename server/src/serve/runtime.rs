@@ -345,6 +345,14 @@ async fn start_shards(
     let coalesce = Duration::from_micros(config.limits.commit_coalesce_us);
     let delete_log =
         ferrodir_shard::DeleteLogSettings::new(config.limits.sync_delete_log_max, prepared.cell.clone());
+    let changelog = config.changelog.enabled.then(|| {
+        let per_shard = config.changelog.per_shard(shard_count);
+        ferrodir_shard::ChangelogSettings::new(
+            per_shard,
+            config.changelog.max_age_s,
+            Some(prepared.cell.clone()),
+        )
+    });
     let entry_counts = &prepared.entry_counts;
     let mut shards = Vec::with_capacity(shard_count);
     for index in 0..shard_count {
@@ -353,13 +361,17 @@ async fn start_shards(
         let engine = store.engines[index].clone();
         let entries = entry_counts.get(index).copied().unwrap_or(0);
         let delete_log = delete_log.clone();
+        let changelog = changelog.clone();
         let (tx, rx) = oneshot::channel();
         arbiter.spawn(async move {
             let started = ShardCore::new(info, engine).and_then(|core| {
                 core.counters().entries.store(entries, std::sync::atomic::Ordering::Relaxed);
                 let core = Rc::new(core);
-                let actor =
+                let mut actor =
                     ShardActor::new(core.clone())?.with_commit_coalesce(coalesce).with_delete_log(delete_log);
+                if let Some(settings) = changelog {
+                    actor = actor.with_changelog(settings);
+                }
                 LOCAL_SHARD.with(|slot| *slot.borrow_mut() = Some(core));
                 Ok(actor.start())
             });

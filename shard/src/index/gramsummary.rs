@@ -478,12 +478,19 @@ mod tests {
                     drop_values: vec![("cn".into(), format!("gram user {i}").into_bytes())],
                     add_values: vec![("cn".into(), cn.clone().into_bytes())],
                     author: "cn=test".into(),
+                    delete_old_rdn: true,
                 };
                 assert!(addr.send(Write(relocate)).await.unwrap().is_ok(), "rename {i}");
                 assert_covers(&table, &core, &format!("after rename {i}"));
             }
             for (i, id) in ids.iter().enumerate().skip(2).step_by(5) {
-                assert!(addr.send(Write(WriteOp::Delete { id: *id })).await.unwrap().is_ok(), "delete {i}");
+                assert!(
+                    addr.send(Write(WriteOp::Delete { id: *id, author: "cn=test".into() }))
+                        .await
+                        .unwrap()
+                        .is_ok(),
+                    "delete {i}"
+                );
                 assert_covers(&table, &core, &format!("after delete {i}"));
             }
             // A gram only a rename brought in ("mov"), and one no entry ever had.

@@ -51,6 +51,9 @@ pub enum Table {
     Meta = b'M',
     /// CSN (8) → uuid, id, flags, old DN: the delete log (`crate::write::deletelog`).
     DeleteLog = b'L',
+    /// changeNumber (8) → kind, target DN, author, changes, new RDN, new superior: the
+    /// retro changelog (`crate::write::changelog`).
+    Changelog = b'G',
 }
 
 /// One change in a batch: `value: None` deletes the key.

@@ -22,6 +22,7 @@ use crate::id::{shard_for_child, EntryId};
 use crate::index::eqkey;
 use crate::rules::RuleTable;
 use crate::storage::Mutation;
+use crate::write::changelog::{self, ChangeKind, ChangeRecord};
 use crate::write::layout;
 use crate::write::modify::{apply_changes, find_attr, value_key};
 use crate::write::stamp::{set_structural_class, stamp_created, stamp_modified, Stamp};
@@ -42,6 +43,9 @@ pub enum WriteOp {
     /// Delete a leaf entry and its keys; its DN→ID record too when it lives here.
     Delete {
         id: EntryId,
+        /// Who asks (the changelog's creatorsName); [`REPLICA_AUTHOR`] from the replication
+        /// consumer.
+        author: String,
     },
     Modify {
         id: EntryId,
@@ -76,6 +80,8 @@ pub enum WriteOp {
         drop_values: Vec<(String, Vec<u8>)>,
         add_values: Vec<(String, Vec<u8>)>,
         author: String,
+        /// The request's deleteOldRDN (the changelog records it as asked).
+        delete_old_rdn: bool,
     },
     /// Referential integrity (the server's own change, no access rules): rewrite or remove
     /// the entry's values that name a deleted or renamed DN. Done without a write when none
@@ -117,6 +123,9 @@ pub enum WriteOp {
         name: String,
         value: Vec<u8>,
     },
+    /// Delete the changelog's records past its age bound (the shard's own timer sends it
+    /// to an idle shard; `write::changelog`).
+    TrimChangelog,
 }
 
 /// The author of a [`WriteOp::Relocate`] sent by the replication consumer: the entry's
@@ -158,6 +167,8 @@ pub struct Overlay {
     /// The entries' changes, for persist searches (`watermark::Hub::feed`): those that
     /// change what LDAP shows (not a container flag).
     pub changes: Vec<crate::write::watermark::Change>,
+    /// The highest changelog record the batch stages (0: none).
+    pub changelog_last: u64,
 }
 
 impl Overlay {
@@ -177,6 +188,10 @@ pub struct Stager {
     pub deletelog: crate::write::deletelog::DeleteLog,
     /// The delete log's bound and the skeleton its records' old DNs come from.
     pub deletelog_settings: crate::write::deletelog::DeleteLogSettings,
+    /// The retro changelog's numbers (`changelog`): its records are staged with their
+    /// changes, when it is enabled.
+    pub changelog: crate::write::changelog::Changelog,
+    pub changelog_settings: crate::write::changelog::ChangelogSettings,
 }
 
 impl Stager {
@@ -252,7 +267,7 @@ impl Stager {
                 let id = self.claim_id(core, parent, &rdn_norm, closed, fx)?;
                 self.plan_add(core, id, EntryRecord { parent, rdn, rdn_norm, flags: 0, entry }, &author, fx)
             }
-            WriteOp::Delete { id } => self.plan_delete(core, id, fx),
+            WriteOp::Delete { id, author } => self.plan_delete(core, id, &author, fx),
             WriteOp::Modify { id, changes, author } => self.plan_modify(core, id, &changes, &author, fx),
             WriteOp::SetContainer { id, container } => self.plan_set_container(core, id, container, fx),
             WriteOp::PutDn { parent, rdn_norm, id } => {
@@ -264,11 +279,20 @@ impl Stager {
                 }
                 Ok(WriteOutcome::Done)
             }
-            WriteOp::Relocate { id, parent, rdn, rdn_norm, drop_values, add_values, author } => {
+            WriteOp::Relocate {
+                id,
+                parent,
+                rdn,
+                rdn_norm,
+                drop_values,
+                add_values,
+                author,
+                delete_old_rdn,
+            } => {
                 let old = self.existing(core, id)?;
                 let entry = renamed_entry(&core.info.rules, &old.entry, &drop_values, &add_values);
                 let next = EntryRecord { parent, rdn, rdn_norm, flags: old.flags, entry };
-                self.plan_relocate(core, id, old, next, &author, fx)
+                self.plan_relocate(core, id, old, next, Renaming { author: &author, delete_old_rdn }, fx)
             }
             WriteOp::RewriteRefs { id, rewrite, author } => {
                 self.plan_rewrite_refs(core, id, &rewrite, &author, fx)
@@ -283,6 +307,10 @@ impl Stager {
             }
             WriteOp::PutMeta { name, value } => {
                 fx.meta.push(Mutation { key: crate::index::keys::meta(&name), value: Some(value) });
+                Ok(WriteOutcome::Done)
+            }
+            WriteOp::TrimChangelog => {
+                fx.trim_changelog = true;
                 Ok(WriteOutcome::Done)
             }
         }
@@ -324,12 +352,46 @@ impl Stager {
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
         check_schema(core, &mut record, None)?;
-        stamp_created(&mut record.entry, &self.stamp(core, author));
+        let stamp = self.stamp(core, author);
+        stamp_created(&mut record.entry, &stamp);
+        if self.changelog_settings.is_enabled() {
+            fx.changelog = Some(ChangeRecord {
+                changes: changelog::added_ldif(&record.entry),
+                ..self.change(ChangeKind::Add, stamp.micros, &record, author)
+            });
+        }
         fx.added = Some((id, Arc::new(record)));
         Ok(WriteOutcome::Added(id))
     }
 
-    fn plan_delete(&mut self, core: &ShardCore, id: EntryId, fx: &mut Effects) -> ShardResult<WriteOutcome> {
+    /// The changelog record of a change of `kind` to the entry `record` (its DN before the
+    /// change) at `number`, with nothing in `changes` yet.
+    fn change(&self, kind: ChangeKind, number: u64, record: &EntryRecord, author: &str) -> ChangeRecord {
+        ChangeRecord {
+            number,
+            kind,
+            target_dn: self.changelog_settings.dn_of(record.parent, &record.rdn),
+            author: author.to_string(),
+            changes: Vec::new(),
+            new_rdn: String::new(),
+            delete_old_rdn: false,
+            new_superior: None,
+        }
+    }
+
+    /// Whether a change by `author` goes to the changelog: it is on, and the change is not
+    /// the replication consumer's (which copies a provider's changes: its changelog has them).
+    fn logs_change(&self, author: &str) -> bool {
+        self.changelog_settings.is_enabled() && author != REPLICA_AUTHOR
+    }
+
+    fn plan_delete(
+        &mut self,
+        core: &ShardCore,
+        id: EntryId,
+        author: &str,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
         let old = self.existing(core, id)?;
         if old.is_container() {
             return Err(ShardError::NotAllowedOnNonLeaf);
@@ -342,6 +404,9 @@ impl Stager {
         let csn = self.stamp(core, "").micros;
         fx.logged = log_record(&self.deletelog_settings, csn, id, &old, true);
         fx.csn = csn;
+        if self.logs_change(author) {
+            fx.changelog = Some(self.change(ChangeKind::Delete, csn, &old, author));
+        }
         fx.records.push((id, Some(old.clone()), None));
         Ok(WriteOutcome::Deleted { record: old, parent_has_children_here: true })
     }
@@ -357,7 +422,14 @@ impl Stager {
         let old = self.existing(core, id)?;
         let mut next = (*old).clone();
         apply_changes(&core.info.rules, &mut next.entry, changes)?;
-        stamp_modified(&mut next.entry, &self.stamp(core, author));
+        let stamp = self.stamp(core, author);
+        stamp_modified(&mut next.entry, &stamp);
+        if self.changelog_settings.is_enabled() {
+            fx.changelog = Some(ChangeRecord {
+                changes: changelog::modified_ldif(changes),
+                ..self.change(ChangeKind::Modify, stamp.micros, &old, author)
+            });
+        }
         if next.parent != EntryId::ROOT {
             check_rdn_kept(&core.info.rules, &next)?;
         }
@@ -429,11 +501,22 @@ impl Stager {
         id: EntryId,
         old: Arc<EntryRecord>,
         mut next: EntryRecord,
-        author: &str,
+        renaming: Renaming<'_>,
         fx: &mut Effects,
     ) -> ShardResult<WriteOutcome> {
+        let author = renaming.author;
         check_schema(core, &mut next, Some(&old.entry))?;
         let stamp = self.stamp(core, author);
+        if self.logs_change(author) {
+            let new_superior =
+                (next.parent != old.parent).then(|| self.changelog_settings.dn_of_container(next.parent));
+            fx.changelog = Some(ChangeRecord {
+                new_rdn: next.rdn.clone(),
+                delete_old_rdn: renaming.delete_old_rdn,
+                new_superior: new_superior.map(Option::unwrap_or_default),
+                ..self.change(ChangeKind::ModRdn, stamp.micros, &old, author)
+            });
+        }
         // A replicated move keeps the provider's stamps (the replace that follows
         // carries them); it is logged at this server's clock all the same, later
         // than the provider's CSN, so a delete phase served from here errs towards
@@ -505,6 +588,14 @@ impl Stager {
         if let Some(record) = &fx.logged {
             self.deletelog.record(record, self.deletelog_settings.max(), &mut batch.mutations);
         }
+        let now = crate::write::changelog::now_micros();
+        if let Some(record) = &fx.changelog {
+            self.changelog.record(record, &self.changelog_settings, now, &mut batch.mutations);
+            batch.changelog_last = batch.changelog_last.max(record.number);
+        }
+        if fx.trim_changelog {
+            self.changelog.trim_expired(&self.changelog_settings, now, &mut batch.mutations);
+        }
         let (indexes, rules) = (&core.info.indexes, &core.info.rules);
         let first = batch.mutations.len();
         let touched_first = batch.touched.len();
@@ -573,6 +664,16 @@ struct Effects {
     logged: Option<crate::write::deletelog::LogRecord>,
     /// The clock tick of a delete's or a move's CSN (0: the entry's entryCSN says).
     csn: u64,
+    /// The change's changelog record, when the changelog is on.
+    changelog: Option<ChangeRecord>,
+    /// `WriteOp::TrimChangelog`.
+    trim_changelog: bool,
+}
+
+/// Who asked for a Modify DN, and how (what its changelog record says).
+struct Renaming<'a> {
+    author: &'a str,
+    delete_old_rdn: bool,
 }
 
 /// `old` replaced by `next` in the batch: the op's outcome is the new record.

@@ -39,11 +39,20 @@ pub struct ShardMark {
     /// Batches the shard has made visible, CSN or not (a container flag, a DN record):
     /// what a cache of name resolutions is checked against ([`Hub::publications`]).
     published: AtomicU64,
+    /// The shard's oldest and newest committed changelog records (`changelog`; 0: none).
+    changelog_first: AtomicU64,
+    changelog_last: AtomicU64,
 }
 
 impl Default for ShardMark {
     fn default() -> Self {
-        Self { floor: AtomicU64::new(u64::MAX), committed: AtomicU64::new(0), published: AtomicU64::new(0) }
+        Self {
+            floor: AtomicU64::new(u64::MAX),
+            committed: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            changelog_first: AtomicU64::new(0),
+            changelog_last: AtomicU64::new(0),
+        }
     }
 }
 
@@ -191,6 +200,40 @@ impl Hub {
         self.marks.iter().map(|m| m.published.load(Ordering::SeqCst)).sum()
     }
 
+    /// The shard's actor, after a commit (or at start): its oldest and newest committed
+    /// changelog records (0, 0: none).
+    pub fn set_changelog(&self, shard: usize, first: u64, last: u64) {
+        if let Some(mark) = self.mark(shard) {
+            mark.changelog_first.store(first, Ordering::SeqCst);
+            mark.changelog_last.store(last, Ordering::SeqCst);
+        }
+    }
+
+    /// The changelog's firstChangeNumber and lastChangeNumber as the root DSE shows them
+    /// (0, 0: empty): the oldest record any shard holds, and the newest at or below the
+    /// watermark (a shard whose newest record is above it contributes none: a lower bound,
+    /// never a number a later commit could undercut).
+    pub fn changelog_bounds(&self) -> (u64, u64) {
+        let watermark = self.watermark();
+        let (mut first, mut last) = (u64::MAX, 0);
+        for mark in &self.marks {
+            let shard_first = mark.changelog_first.load(Ordering::SeqCst);
+            let shard_last = mark.changelog_last.load(Ordering::SeqCst);
+            if shard_first == 0 || shard_last == 0 || shard_first > watermark {
+                continue;
+            }
+            first = first.min(shard_first);
+            if shard_last <= watermark {
+                last = last.max(shard_last);
+            }
+        }
+        if first == u64::MAX {
+            (0, 0)
+        } else {
+            (first, last.max(first))
+        }
+    }
+
     /// The committed low-watermark (a clock tick; 0 when nothing was ever committed).
     pub fn watermark(&self) -> u64 {
         let committed = self.marks.iter().map(|m| m.committed.load(Ordering::SeqCst)).max().unwrap_or(0);
@@ -286,6 +329,24 @@ mod tests {
         // Shard 0 has a next batch pending.
         hub.committed(0, 0, 130);
         assert_eq!(hub.watermark(), 120);
+    }
+
+    #[test]
+    fn changelog_bounds_show_only_records_under_the_watermark() {
+        let hub = hub_of(2);
+        assert_eq!(hub.changelog_bounds(), (0, 0), "empty");
+        hub.committed(0, 120, u64::MAX);
+        hub.set_changelog(0, 100, 120);
+        assert_eq!(hub.changelog_bounds(), (100, 120));
+        // Shard 1 has a write at 125 pending and committed a record at 130 before it: 130
+        // stays hidden until 125 commits, since a poller could skip 125 otherwise.
+        hub.set_floor(1, 125);
+        hub.committed(1, 130, 125);
+        hub.set_changelog(1, 110, 130);
+        assert_eq!(hub.watermark(), 124);
+        assert_eq!(hub.changelog_bounds(), (100, 120));
+        hub.committed(1, 131, u64::MAX);
+        assert_eq!(hub.changelog_bounds(), (100, 130));
     }
 
     #[test]

@@ -90,6 +90,13 @@ impl Paging {
         })
     }
 
+    /// Another page follows, from `next`: its cookie goes in the response (what a search
+    /// that pages on its own, cn=changelog, calls).
+    pub fn continue_at(&mut self, ctx: &OpContext, next: Position) {
+        let paged = &ctx.config.paged;
+        self.next = cookie::mint(&paged.key, &self.digest, next, now_s());
+    }
+
     /// The control for the SearchResultDone: size 0 (no estimate), and the cookie.
     pub fn response_control(&self) -> Option<Control> {
         let value =

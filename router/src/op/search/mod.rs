@@ -116,7 +116,11 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
     let syncing = matches!(mode, Mode::Sync(_));
     if !syncing {
-        if let Some(answer) = special::answer(ctx, &request, &base, &attrs).await {
+        let paging = match mode {
+            Mode::Paged(paging) => Some(paging),
+            _ => None,
+        };
+        if let Some(answer) = special::answer(ctx, &request, &base, &attrs, paging).await {
             return answer;
         }
     }

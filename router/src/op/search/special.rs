@@ -1,6 +1,7 @@
 //! The bases no naming context holds: the root DSE, cn=Subschema (readable by everyone:
-//! the rules are for the naming contexts) and cn=Monitor (served from the counters, to the
-//! rootDN and `monitor_readers` only).
+//! the rules are for the naming contexts), cn=Monitor (served from the counters, to the
+//! rootDN and `monitor_readers` only) and, with `[changelog] enabled`, cn=changelog
+//! (crate::changelog: paged on its own, by changeNumber).
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::message::{LdapResult, ProtocolOp, SearchRequest, SearchScope};
@@ -9,6 +10,7 @@ use ferrodir_shard::AttrSelection;
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
+use crate::op::paged::Paging;
 use crate::op::rootdse;
 
 /// The answer to a search of a special base; None: an ordinary base.
@@ -17,7 +19,11 @@ pub(super) async fn answer(
     request: &SearchRequest,
     base: &NormDn,
     attrs: &AttrSelection,
+    paging: Option<&mut Paging>,
 ) -> Option<LdapResultOf<LdapResult>> {
+    if ctx.config.changelog && crate::changelog::is_changelog_dn(base) {
+        return Some(crate::changelog::search(ctx, request, base, attrs, paging).await);
+    }
     if base.is_root() || base.is("cn=subschema") {
         return Some(root_or_subschema(ctx, request, base, attrs).await);
     }
@@ -42,6 +48,10 @@ async fn root_or_subschema(
     if request.scope != SearchScope::BaseObject {
         // Neither has children a search can reach.
         return if base.is_root() { Err(LdapError::no_such_object("")) } else { Ok(LdapResult::success()) };
+    }
+    let mut operational = operational;
+    if base.is_root() && ctx.config.changelog {
+        operational.attrs.extend(crate::changelog::root_dse_attributes(ctx.worker.hub()));
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
