@@ -505,3 +505,42 @@ fn after_an_administrators_reset_the_user_may_only_change_the_password() {
     assert_eq!(result.rc, 0);
     assert_eq!(values(&server, &rita, "pwdReset"), vec!["TRUE".to_string()]);
 }
+
+/// A storm of wrong binds over many accounts from several connections at once: exactly the
+/// accounts that reached pwdMaxFailure are locked, and no other. (The full storm, 10,000
+/// binds over 1,000 DNs with another client's lookups timed, is a benchmark; here the count
+/// is smaller and the check is the locks.)
+#[test]
+fn a_storm_of_wrong_binds_locks_exactly_the_accounts_the_policy_says() {
+    let server = Server::start_with_config(&config());
+    let mut root = admin(&server);
+    add_policy(&mut root, "default", &[("pwdLockout", "TRUE"), ("pwdMaxFailure", "5")]);
+    const ACCOUNTS: usize = 120;
+    for i in 0..ACCOUNTS {
+        add_person(&mut root, &format!("storm{i}"), &[]);
+    }
+    // Accounts 0..60 get five failures (locked), 60..120 four (not locked), interleaved
+    // across eight connections so that one account's failures race on several workers.
+    let work: Vec<String> = (0..5)
+        .flat_map(|round| (0..ACCOUNTS).filter(move |i| round < 4 || *i < ACCOUNTS / 2))
+        .map(|i| dn_of(&format!("storm{i}")))
+        .collect();
+    let url = server.url();
+    std::thread::scope(|scope| {
+        for lane in 0..8 {
+            let (work, url) = (&work, url.clone());
+            scope.spawn(move || {
+                let mut client = connect_url(&url);
+                for dn in work.iter().skip(lane).step_by(8) {
+                    assert_eq!(client.simple_bind(dn, "wrong").expect("bind").rc, 49);
+                }
+            });
+        }
+    });
+    let locked: Vec<usize> = (0..ACCOUNTS)
+        .filter(|i| !values(&server, &dn_of(&format!("storm{i}")), "pwdAccountLockedTime").is_empty())
+        .collect();
+    assert_eq!(locked, (0..ACCOUNTS / 2).collect::<Vec<_>>(), "exactly the accounts with five failures");
+    let spared = dn_of(&format!("storm{}", ACCOUNTS - 1));
+    assert_eq!(bind(&server, &spared, &format!("storm{}-pw", ACCOUNTS - 1)).0, 0);
+}
