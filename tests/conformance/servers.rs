@@ -148,6 +148,11 @@ pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
     start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
 }
 
+/// [`start_slapd_with_overlay`] with `access` lines too.
+pub fn start_slapd_with_overlay_and_access(module: &str, database_lines: &str, access: &[String]) -> Server {
+    start_slapd_full(None, access, database_lines, &format!("moduleload {module}\n"))
+}
+
 /// Starts slapd as an RFC 4533 provider: back-mdb with the syncprov overlay and a session
 /// log (so that a consumer with a recent cookie gets a delete phase), loaded with `ldif`.
 pub fn start_slapd_provider(ldif: &Path) -> Server {

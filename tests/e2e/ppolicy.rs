@@ -449,7 +449,7 @@ fn a_new_password_must_be_long_enough_new_and_changed_as_the_policy_says() {
     let sam = dn_of("sam");
     assert_eq!(
         modify_as(&server, &sam, "sam-pw", replace("sam-new")),
-        (53, Some(PolicyError::MustSupplyOldPassword))
+        (50, Some(PolicyError::MustSupplyOldPassword))
     );
     let both =
         vec![Mod::Delete("userPassword", ["sam-pw"].into()), Mod::Add("userPassword", ["sam-new"].into())];
@@ -476,9 +476,13 @@ fn after_an_administrators_reset_the_user_may_only_change_the_password() {
     let server = Server::start_with_config(&config());
     let mut root = admin(&server);
     add_policy(&mut root, "default", &[("pwdMustChange", "TRUE")]);
-    // Added by the administrator: the first password is a reset too.
+    // Added by the administrator: no reset yet (slapd sets none on an Add)...
     add_person(&mut root, "rita", &[]);
     let rita = dn_of("rita");
+    assert!(values(&server, &rita, "pwdReset").is_empty());
+    // ...the administrator's change of an existing password is one.
+    let result = root.modify(&rita, vec![Mod::Replace("userPassword", ["rita-pw"].into())]).expect("modify");
+    assert_eq!(result.rc, 0);
     assert_eq!(values(&server, &rita, "pwdReset"), vec!["TRUE".to_string()]);
     let reset = Some(PasswordPolicyResponse::error(PolicyError::ChangeAfterReset));
     assert_eq!(bind(&server, &rita, "rita-pw"), (0, reset));

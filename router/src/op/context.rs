@@ -104,16 +104,18 @@ impl OpContext {
         self.policy_error.set(Some(error));
     }
 
-    /// The Password Policy response control, when the request asked for it (for an
-    /// operation that set a password: empty when the policy had nothing to say).
+    /// The Password Policy response control of an Add, a Modify or a Password Modify: when
+    /// the request asked for it and the policy refused the password (slapd sends none when
+    /// it has nothing to say there).
     pub fn policy_controls(&self) -> Option<Vec<Control>> {
         use ferrodir_proto::message::ppolicy::{PasswordPolicyResponse, PASSWORD_POLICY_OID};
         let oid = PASSWORD_POLICY_OID.as_bytes();
         let asked = self.controls.iter().flatten().any(|c| c.control_type.as_ref() == oid);
-        if !asked {
+        let error = self.policy_error.get();
+        if !asked || error.is_none() {
             return None;
         }
-        let response = PasswordPolicyResponse { warning: None, error: self.policy_error.get() };
+        let response = PasswordPolicyResponse { warning: None, error };
         let value = response.encode_value().ok()?;
         Some(vec![Control {
             control_type: ferrodir_proto::message::OctetString::from_static(oid),

@@ -5,7 +5,7 @@
 //! - pwdAllowUserChange FALSE: a user may not change their own password (insufficient
 //!   access, passwordModNotAllowed);
 //! - pwdSafeModify TRUE: a user changing their own password must give the old one
-//!   (unwilling to perform, mustSupplyOldPassword);
+//!   (insufficient access, mustSupplyOldPassword, as slapd 2.5 answers);
 //! - pwdMinAge: a user may not change it again sooner (constraint violation,
 //!   passwordTooYoung);
 //! - pwdCheckQuality 1 or 2 with pwdMinLength: a cleartext value shorter is refused
@@ -67,7 +67,7 @@ pub fn check(policy: &Policy, change: &Proposed<'_>) -> Result<(), Refused> {
         }
         if policy.safe_modify && !change.old_given {
             return Err(refused(
-                ResultCode::UNWILLING_TO_PERFORM,
+                ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
                 "Must supply old password to be changed as well as new one",
                 PolicyError::MustSupplyOldPassword,
             ));

@@ -157,8 +157,8 @@ pub async fn new_password(
     Ok(more)
 }
 
-/// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy,
-/// and pwdReset TRUE under pwdMustChange (someone else set its first password).
+/// The Add of `entry` with a password: stamped with pwdChangedTime under an aging policy.
+/// (No pwdReset: slapd 2.5 sets it only when someone else changes an existing password.)
 pub async fn stamp_added(worker: &Worker, entry: &mut Entry) {
     if entry.get("userPassword").is_none() {
         return;
@@ -166,10 +166,6 @@ pub async fn stamp_added(worker: &Worker, entry: &mut Entry) {
     if let Some(policy) = lookup::policy_for(worker, entry).await {
         if expiry::ages(&policy) {
             expiry::stamp_added(entry, now_micros());
-        }
-        if let Some(reset) = reset::on_change(&policy, None, false) {
-            entry.attrs.retain(|a| !a.name.eq_ignore_ascii_case(reset::RESET));
-            entry.attrs.push(reset.attr);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The forced change after a reset (draft-behera-ldap-password-policy-10 §8.1.2.2 and
-//! §8.2.1, slapd 2.5 as the reference): under pwdMustChange TRUE, a password set by anyone
-//! but the entry itself (an administrator's reset, the rootDN's included) sets pwdReset
-//! TRUE; the user's own change deletes it. A bind with pwdReset TRUE succeeds, says
+//! §8.2.1, slapd 2.5 as the reference): under pwdMustChange TRUE, a password changed by
+//! anyone but the entry itself (an administrator's reset, the rootDN's included; not the
+//! first one, set by an Add) sets pwdReset TRUE; the user's own change deletes it. A bind with pwdReset TRUE succeeds, says
 //! changeAfterReset in the control, and leaves the connection able to do nothing but
 //! change that password (and bind again, unbind, abandon): any other request answers
 //! insufficientAccessRights (50), as slapd's "Operations are restricted to
