@@ -15,10 +15,16 @@
   platform (20002: bob and the group developers, nested), allhands (20003: the group platform,
   a second level of nesting).
 - ou=services: cn=reader (userPassword READER_PASSWORD), the account the clients bind as.
+- ou=policies and ou=ppolicy: three password policies and one posix user under each
+  (userPassword PASSWORD), for SSSD's view of the password policy (sssd.sh): pp-expiring
+  (pwdMaxAge 10 days, changed a day ago, warned of from the start), pp-reset (pwdMustChange,
+  pwdReset TRUE: an administrator's reset) and pp-locked (locked for good). Outside
+  ou=people, so that the other clients' counts of users stay USERS + 2.
 """
 import base64
 import hashlib
 import sys
+import time
 
 BASE = "dc=example,dc=com"
 
@@ -54,6 +60,33 @@ def user(out, uid, number, password=None):
     out.append("")
 
 
+def policies(out, password):
+    out += [f"dn: ou=policies,{BASE}", "objectClass: top", "objectClass: organizationalUnit", "ou: policies", ""]
+    out += [f"dn: ou=ppolicy,{BASE}", "objectClass: top", "objectClass: organizationalUnit", "ou: ppolicy", ""]
+    day = 86400
+    settings = {
+        "expiring": [f"pwdMaxAge: {10 * day}", f"pwdExpireWarning: {100 * day}"],
+        "mustchange": ["pwdMustChange: TRUE"],
+        "lockout": ["pwdLockout: TRUE", "pwdMaxFailure: 3"],
+    }
+    for name, lines in settings.items():
+        out += [f"dn: cn={name},ou=policies,{BASE}", "objectClass: top", "objectClass: organizationalRole",
+                "objectClass: pwdPolicy", f"cn: {name}", "pwdAttribute: userPassword"] + lines + [""]
+    yesterday = time.strftime("%Y%m%d%H%M%SZ", time.gmtime(time.time() - day))
+    state = {
+        "pp-expiring": ("expiring", [f"pwdChangedTime: {yesterday}"]),
+        "pp-reset": ("mustchange", ["pwdReset: TRUE"]),
+        "pp-locked": ("lockout", ["pwdAccountLockedTime: 000001010000Z"]),
+    }
+    for number, (uid, (policy, lines)) in enumerate(state.items(), start=30001):
+        out += [f"dn: uid={uid},ou=ppolicy,{BASE}"]
+        out += [f"objectClass: {oc}" for oc in ("top", "person", "organizationalPerson", "inetOrgPerson", "posixAccount")]
+        out += [f"uid: {uid}", f"cn: {uid}", f"sn: {uid}", f"uidNumber: {number}", "gidNumber: 10000",
+                f"homeDirectory: /home/{uid}", "loginShell: /bin/bash",
+                f"userPassword: {ssha(password, uid.encode()[:4])}",
+                f"pwdPolicySubentry: cn={policy},ou=policies,{BASE}"] + lines + [""]
+
+
 def group(out, cn, gid, members):
     out.append(f"dn: cn={cn},ou=groups,{BASE}")
     for oc in ("top", "posixGroup", "extensibleObject"):
@@ -86,6 +119,7 @@ def main():
     group(out, "developers", 20001, [people("alice"), people("user00001")])
     group(out, "platform", 20002, [people("bob"), groups("developers")])
     group(out, "allhands", 20003, [groups("platform")])
+    policies(out, password)
     sys.stdout.write("\n".join(out) + "\n")
 
 

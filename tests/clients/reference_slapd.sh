@@ -25,6 +25,7 @@ modulepath /usr/lib/ldap
 moduleload back_mdb
 moduleload memberof
 moduleload sssvlv
+moduleload ppolicy
 TLSCACertificateFile $CA_FILE
 TLSCertificateFile $CLIENTS_WORK/pki/server.pem
 TLSCertificateKeyFile $CLIENTS_WORK/pki/server.key
@@ -45,6 +46,8 @@ memberof-group-oc posixGroup
 memberof-member-ad member
 memberof-memberof-ad memberOf
 overlay sssvlv
+overlay ppolicy
+ppolicy_use_lockout
 EOF
     # slapadd runs no overlays: the groups are added online, so that memberof sees them.
     awk -v RS= -v ORS='\n\n' '!/^dn: cn=[^,]*,ou=groups,/' "$CLIENTS_WORK/data.ldif" >"$dir/entries.ldif"

@@ -47,7 +47,8 @@ ldap_search_base = $BASE_DN
 # for 10,000 users that takes this 2-core machine minutes (its docs advise against enumerate
 # on large directories). It enumerates 1,001 users instead (alice, bob, user00000-user00999):
 # 11 pages of 100, and still twice the reader's 500-entry limit for a plain search.
-ldap_user_search_base = ou=people,$BASE_DN?subtree?(|(uid=alice)(uid=bob)(uid=user00*))
+# (And the three password-policy users of make_ldif.py, under ou=ppolicy.)
+ldap_user_search_base = ou=people,$BASE_DN?subtree?(|(uid=alice)(uid=bob)(uid=user00*))?ou=ppolicy,$BASE_DN?subtree?
 ldap_group_search_base = ou=groups,$BASE_DN
 ldap_default_bind_dn = $READER_DN
 ldap_default_authtok_type = password
@@ -189,6 +190,24 @@ out=$(printf '%s\n' "$USER_PW" | timeout 30 pamtester ferrodir-sssd alice authen
 rc=$?
 [ "$rc" -eq 0 ]
 verdict $? "pamtester acct_mgmt for alice" "exit $rc: $out"
+
+# 6. The password policy as PAM shows it (the Password Policy control SSSD asks for on its
+# binds): the expiry warning, the forced change after a reset, the refusal of a locked
+# account whatever the password.
+out=$(printf '%s\n' "$USER_PW" | timeout 30 pamtester ferrodir-sssd pp-expiring authenticate 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] && grep -q -i 'expire' <<<"$out"
+verdict $? "pamtester: an expiring password authenticates, with the expiry warning" "exit $rc: $out"
+out=$(printf '%s\n' "$USER_PW" | timeout 30 pamtester ferrodir-sssd pp-reset authenticate acct_mgmt 2>&1)
+rc=$?
+[ "$rc" -ne 0 ] && grep -q -i 'new one required\|expired\|change' <<<"$out"
+verdict $? "pamtester: after a reset the password must be changed (acct_mgmt)" "exit $rc: $out"
+out=$(printf '%s\n' "$USER_PW" | timeout 30 pamtester ferrodir-sssd pp-locked authenticate 2>&1)
+rc=$?
+# The account is known (so the refusal is the lock's, not an unknown user's).
+known=$(timeout 30 getent passwd pp-locked 2>&1)
+[ "$rc" -ne 0 ] && grep -q -i 'authentication failure' <<<"$out" && grep -q '^pp-locked:' <<<"$known"
+verdict $? "pamtester: a locked account is refused with the right password" "exit $rc: $out; getent: $known"
 
 if ! kill -0 "$sssd_pid" 2>/dev/null; then
     verdict 1 "sssd still running at the end" "it exited"
