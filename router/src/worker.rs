@@ -57,6 +57,10 @@ pub struct Worker {
     /// Set once the server stops this worker ([`Worker::stopping`]): an operation dropped
     /// after that was cut off by the shutdown, not by a panic.
     stopping: Cell<bool>,
+    /// How long this worker's failed password checks took lately (microseconds, a moving
+    /// average; 0: none yet): what a bind to a locked account waits instead of hashing
+    /// (op::credentials). This thread's alone: no counter every core writes.
+    pub failed_check_us: Cell<u64>,
 }
 
 impl Worker {
@@ -85,6 +89,7 @@ impl Worker {
             member_ids: RefCell::default(),
             policies: RefCell::default(),
             stopping: Cell::new(false),
+            failed_check_us: Cell::new(0),
         }
     }
 

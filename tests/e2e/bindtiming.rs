@@ -112,16 +112,34 @@ fn a_failed_bind_takes_as_long_for_a_cheap_scheme_as_for_an_unknown_dn() {
     let cheap = add_user(&server, "cheap", &ssha("pw"));
     let strong = add_user(&server, "strong", "pw");
     let unknown = format!("uid=nobody,{PEOPLE}");
+    // A locked account (a policy with pwdLockout, locked for good by the administrator):
+    // its bind checks no password, and waits as long as a failed check takes instead.
+    let locked = add_user(&server, "locked", "pw");
+    let mut admin = bound(&server, ADMIN_DN, ADMIN_PW);
+    let policy = vec![
+        ("objectClass", HashSet::from(["organizationalRole", "pwdPolicy"])),
+        ("cn", HashSet::from(["lock"])),
+        ("pwdAttribute", HashSet::from(["userPassword"])),
+        ("pwdLockout", HashSet::from(["TRUE"])),
+    ];
+    assert_eq!(admin.add("cn=lock,dc=example,dc=com", policy).expect("add").rc, 0);
+    let lock = vec![
+        ldap3::Mod::Replace("pwdPolicySubentry", HashSet::from(["cn=lock,dc=example,dc=com"])),
+        ldap3::Mod::Replace("pwdAccountLockedTime", HashSet::from(["000001010000Z"])),
+    ];
+    assert_eq!(admin.modify(&locked, lock).expect("modify").rc, 0);
+    assert_eq!(bind_rc(&server, &locked, "pw"), 49, "locked: even the right password fails");
     // Warm up the hash threads and the connections' path.
     let _ = median_failed_bind(&server, &unknown, 3);
     let medians = [
         median_failed_bind(&server, &cheap, 15),
         median_failed_bind(&server, &unknown, 15),
         median_failed_bind(&server, &strong, 15),
+        median_failed_bind(&server, &locked, 15),
     ];
     let (low, high) = (medians.iter().min().expect("3"), medians.iter().max().expect("3"));
     assert!(
         low.as_secs_f64() * 2.0 >= high.as_secs_f64(),
-        "medians for an {{SSHA}} user, an unknown DN and an {{ARGON2}} user: {medians:?}"
+        "medians for an {{SSHA}} user, an unknown DN, an {{ARGON2}} user and a locked one: {medians:?}"
     );
 }

@@ -43,10 +43,10 @@ pub async fn verify_password(
 
 /// [`verify_password`], with the password policy's word.
 ///
-/// A bind to an account its policy locks checks the password against the dummy hash, as a
-/// bind to an unknown DN does, and answers the same invalidCredentials: the answer and its
-/// time tell nothing, only the control says accountLocked (to a client that asks, like
-/// slapd with `ppolicy_use_lockout`). It records nothing.
+/// A bind to an account its policy locks checks no password ([`locked_pause`]: it waits as
+/// long as a failed check takes instead) and answers the same invalidCredentials: the
+/// answer and its time tell nothing, only the control says accountLocked (to a client that
+/// asks, like slapd with `ppolicy_use_lockout`). It records nothing.
 pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password: &[u8]) -> Verified {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let no_word = PasswordPolicyResponse::default();
@@ -77,15 +77,20 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
     };
     if let (Some(governed), Some((_, record))) = (&governed, &target) {
         if governed.locked(&record.entry) {
-            let identity = match config.passwords.matching(Vec::new(), password.to_vec()).await {
-                Ok(_) => Err(invalid()),
-                Err(e) => Err(e.into()),
+            let identity = match locked_pause(worker, config, password).await {
+                Ok(()) => Err(invalid()),
+                Err(e) => Err(e),
             };
             return Verified { identity, policy: PasswordPolicyResponse::error(PolicyError::AccountLocked) };
         }
     }
     let mut word = no_word;
-    let identity = match config.passwords.matching(stored.clone(), password.to_vec()).await {
+    let started = std::time::Instant::now();
+    let checked = config.passwords.matching(stored.clone(), password.to_vec()).await;
+    if matches!(checked, Ok(None)) {
+        learn_failed_check(worker, started.elapsed());
+    }
+    let identity = match checked {
         Ok(Some(matched)) => {
             if let (Some(governed), Some((_, record))) = (&governed, &target) {
                 match governed.age(&record.entry) {
@@ -154,6 +159,30 @@ async fn upgrade(
             tracing::warn!(dn, error = %e.message, "password upgrade on bind failed; the next bind tries again")
         }
     }
+}
+
+/// A bind to a locked account checks no password (it costs no hash) but answers no sooner
+/// than a failed check does: it waits as long as this worker's recent failed checks took,
+/// queueing included, so that its time tells nobody the account is locked. Until a failure
+/// has been timed, it checks the dummy hash once and learns from that.
+async fn locked_pause(worker: &Worker, config: &DirectoryConfig, password: &[u8]) -> Result<(), LdapError> {
+    let learned = worker.failed_check_us.get();
+    if learned == 0 {
+        let started = std::time::Instant::now();
+        config.passwords.matching(Vec::new(), password.to_vec()).await?;
+        learn_failed_check(worker, started.elapsed());
+    } else {
+        tokio::time::sleep(std::time::Duration::from_micros(learned)).await;
+    }
+    Ok(())
+}
+
+/// Folds one failed check's duration into the worker's moving average (weight 1/8).
+fn learn_failed_check(worker: &Worker, took: std::time::Duration) {
+    let sample = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    let old = worker.failed_check_us.get();
+    let next = if old == 0 { sample } else { old - old / 8 + sample / 8 };
+    worker.failed_check_us.set(next.max(1));
 }
 
 /// The entry named `dn`; none when there is no such entry, or when the access rules give
