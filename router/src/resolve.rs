@@ -13,14 +13,15 @@ use crate::worker::Worker;
 /// normalised once, by whoever parsed it; the suffix match and the names both read that
 /// (a memberOf search resolves a thousand member DNs this way).
 pub fn names_from_top(worker: &Worker, dn: &NormDn) -> LdapResultOf<Vec<String>> {
-    let config = worker.config();
-    let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
-    let below = dn.len() - suffix.dn.len();
-    let mut rdn_norms: Vec<String> = Vec::with_capacity(below + 1);
-    rdn_norms.extend(dn.rdns.iter().take(below).cloned());
-    rdn_norms.push(suffix.norm.clone());
-    rdn_norms.reverse();
-    Ok(rdn_norms)
+    worker.with_config(|config| {
+        let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
+        let below = dn.len() - suffix.dn.len();
+        let mut rdn_norms: Vec<String> = Vec::with_capacity(below + 1);
+        rdn_norms.extend(dn.rdns.iter().take(below).cloned());
+        rdn_norms.push(suffix.norm.clone());
+        rdn_norms.reverse();
+        Ok(rdn_norms)
+    })
 }
 
 /// Finds the entry named `dn`, or noSuchObject with the deepest existing ancestor as
@@ -66,11 +67,15 @@ pub async fn locate_parent_of(
     worker: &Worker,
     dn: &NormDn,
 ) -> LdapResultOf<(Option<Located>, String, String)> {
-    let config = worker.config();
-    let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
-    if dn.len() == suffix.dn.len() {
+    let suffix_entry = worker.with_config(|config| {
+        let suffix = config.suffix_of(dn).ok_or_else(|| LdapError::no_such_object(""))?;
         // The suffix entry itself hangs under the virtual root.
-        return Ok((None, suffix.norm.clone(), suffix.display.clone()));
+        Ok::<_, LdapError>(
+            (dn.len() == suffix.dn.len()).then(|| (suffix.norm.clone(), suffix.display.clone())),
+        )
+    })?;
+    if let Some((norm, display)) = suffix_entry {
+        return Ok((None, norm, display));
     }
     let parent_dn = dn.parent().unwrap_or_default();
     let (Some(rdn), Some(rdn_norm)) = (dn.dn.rdn(), dn.rdn_norm()) else {

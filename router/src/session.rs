@@ -159,7 +159,7 @@ pub struct Session {
 impl Session {
     /// A session that starts anonymous, under the anonymous class's limits.
     pub fn new(worker: Rc<Worker>, out: mpsc::Sender<Outbound>, transport: Transport, conn_id: u64) -> Self {
-        let limits = *worker.config().limits_for(&Identity::Anonymous);
+        let limits = worker.with_config(|config| *config.limits_for(&Identity::Anonymous));
         let slots_total = limits.requests_pending_max.max(1);
         let state = SessionState {
             identity: RefCell::new(Identity::Anonymous),
@@ -211,7 +211,7 @@ impl Session {
     /// request shaped past the request limits.
     fn refusal(&self, op: &ProtocolOp, controls: Option<&[Control]>) -> Option<LdapResult> {
         op::controls::check(controls, matches!(op, ProtocolOp::SearchRequest(_)))
-            .or_else(|| check_request(&self.worker.config().limits.request, op, controls))
+            .or_else(|| self.worker.with_config(|config| check_request(&config.limits.request, op, controls)))
     }
 
     /// Handles one whole PDU. Returns `Flow::Close` after Unbind or a protocol violation.
@@ -286,8 +286,9 @@ impl Session {
         if self.worker.access_log.is_some() {
             ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
         }
-        let refusal = op::controls::check(controls.as_deref(), false)
-            .or_else(|| check_controls(&self.worker.config().limits.request, controls.as_deref()));
+        let refusal = op::controls::check(controls.as_deref(), false).or_else(|| {
+            self.worker.with_config(|config| check_controls(&config.limits.request, controls.as_deref()))
+        });
         if let Some(refusal) = refusal {
             ctx.respond(op::bind::response(refusal)).await;
         } else {
@@ -352,7 +353,7 @@ impl Session {
         let transport = self.transport();
         let refusal = if has_value {
             Some((ResultCode::PROTOCOL_ERROR, "no request data expected"))
-        } else if !self.worker.config().tls_offered {
+        } else if !self.worker.with_config(|config| config.tls_offered) {
             Some((ResultCode::UNAVAILABLE, "Could not initialize TLS"))
         } else if transport.tls || transport.ldapi {
             Some((ResultCode::OPERATIONS_ERROR, "TLS already started"))
@@ -408,8 +409,10 @@ impl Session {
 
     fn set_identity(&self, identity: Identity) {
         // cn=Monitor's connection entry shows the bound DN: updated here, on Bind only.
-        self.worker.config().monitor.connections.bound(self.conn_id, identity.author());
-        self.state.limits.set(*self.worker.config().limits_for(&identity));
+        self.worker.with_config(|config| {
+            config.monitor.connections.bound(self.conn_id, identity.author());
+            self.state.limits.set(*config.limits_for(&identity));
+        });
         *self.state.identity.borrow_mut() = identity;
     }
 

@@ -174,6 +174,14 @@ impl Worker {
         self.config.borrow().clone()
     }
 
+    /// Runs `f` on the configuration in force now, without taking a reference to it: for the
+    /// checks a request goes through before it becomes an operation, and for name
+    /// resolution, which run once or more per request (taking the `Arc` there would be a
+    /// count written and released each time). `f` can't await, so no reload lands inside.
+    pub fn with_config<R>(&self, f: impl FnOnce(&DirectoryConfig) -> R) -> R {
+        f(&self.config.borrow())
+    }
+
     /// A reload: operations that start from now on run under `next`.
     pub fn set_config(&self, next: Arc<DirectoryConfig>) {
         *self.config.borrow_mut() = next;

@@ -30,6 +30,17 @@ impl DecodeError {
 /// takes non-minimal lengths and INTEGERs in this mode, which BER senders in the wild produce.
 pub(super) const LDAP_DECODER: DecoderOptions = DecoderOptions::der();
 
+/// A control's value that must be exactly one `T`, decoded with the message's rules:
+/// nothing may follow it.
+pub(super) fn decode_whole<T: rasn::Decode>(bytes: &[u8]) -> Result<T, String> {
+    let mut decoder = rasn::ber::de::Decoder::new(bytes, LDAP_DECODER);
+    let value = T::decode(&mut decoder).map_err(|e| e.to_string())?;
+    if !decoder.remaining().is_empty() {
+        return Err("bytes after the control value".to_string());
+    }
+    Ok(value)
+}
+
 /// Decodes one LDAPMessage; `pdu` must be exactly one message, as found by
 /// [`crate::frame::check_frame`] (which also bounds its size and nesting).
 ///

@@ -26,12 +26,7 @@ pub struct PagedResults {
 impl PagedResults {
     /// Decodes a controlValue that must be exactly one `realSearchControlValue`.
     pub fn decode_value(bytes: &[u8]) -> Result<Self, String> {
-        let mut decoder = rasn::ber::de::Decoder::new(bytes, super::codec::LDAP_DECODER);
-        let value = Self::decode(&mut decoder).map_err(|e| e.to_string())?;
-        if !decoder.remaining().is_empty() {
-            return Err("bytes after the control value".to_string());
-        }
-        Ok(value)
+        super::codec::decode_whole(bytes)
     }
 
     pub fn encode_value(&self) -> Result<Vec<u8>, String> {

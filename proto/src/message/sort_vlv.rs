@@ -56,14 +56,7 @@ pub struct VlvRequest {
     pub context_id: Option<OctetString>,
 }
 
-fn decode_whole<T: Decode>(bytes: &[u8]) -> Result<T, String> {
-    let mut decoder = rasn::ber::de::Decoder::new(bytes, super::codec::LDAP_DECODER);
-    let value = T::decode(&mut decoder).map_err(|e| e.to_string())?;
-    if !decoder.remaining().is_empty() {
-        return Err("bytes after the control value".to_string());
-    }
-    Ok(value)
-}
+use super::codec::decode_whole;
 
 /// Decodes a sort request control's value.
 pub fn decode_sort_keys(bytes: &[u8]) -> Result<Vec<SortKeyItem>, String> {

@@ -2,7 +2,7 @@
 //! big-endian so that keys sort by id.
 
 use crate::id::EntryId;
-use crate::storage::Table;
+use crate::storage::{KvSnapshot, StorageResult, Table};
 
 pub fn entry(id: EntryId) -> Vec<u8> {
     let mut key = Vec::with_capacity(9);
@@ -149,6 +149,22 @@ pub fn meta(name: &str) -> Vec<u8> {
     let mut key = vec![Table::Meta as u8];
     key.extend_from_slice(name.as_bytes());
     key
+}
+
+/// The numbers that follow the table byte of a log table's keys (table ‖ u64 BE ‖ ...), in
+/// key order: what the delete log and the changelog read of themselves at start.
+pub fn numbers_under(
+    snapshot: &dyn KvSnapshot,
+    prefix: &[u8],
+) -> StorageResult<std::collections::VecDeque<u64>> {
+    let mut numbers = std::collections::VecDeque::new();
+    snapshot.scan_prefix(prefix, &mut |key, _| {
+        if let Some(n) = key.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+            numbers.push_back(u64::from_be_bytes(n));
+        }
+        true
+    })?;
+    Ok(numbers)
 }
 
 /// The id at the end of a posting key (the last 8 bytes).

@@ -304,13 +304,7 @@ pub struct Changelog {
 impl Changelog {
     /// Reads the numbers of the shard's committed records.
     pub fn load(snapshot: &dyn KvSnapshot) -> ShardResult<Self> {
-        let mut numbers = VecDeque::new();
-        snapshot.scan_prefix(&prefix(), &mut |k, _| {
-            if let Some(n) = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
-                numbers.push_back(u64::from_be_bytes(n));
-            }
-            true
-        })?;
+        let numbers = crate::index::keys::numbers_under(snapshot, &prefix())?;
         let committed_last = numbers.back().copied().unwrap_or(0);
         Ok(Self { numbers, committed_last })
     }

@@ -212,13 +212,7 @@ pub struct DeleteLog {
 impl DeleteLog {
     /// Reads the log's CSNs and minimum from the shard's committed state.
     pub fn load(snapshot: &dyn KvSnapshot) -> ShardResult<Self> {
-        let mut csns = VecDeque::new();
-        snapshot.scan_prefix(&prefix(), &mut |k, _| {
-            if let Some(csn) = k.get(1..9).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
-                csns.push_back(u64::from_be_bytes(csn));
-            }
-            true
-        })?;
+        let csns = keys::numbers_under(snapshot, &prefix())?;
         let stored = stored_u64(snapshot, MIN_KEY)?;
         let marked = snapshot.get(&keys::meta(KEPT_KEY))?.is_some();
         Ok(Self {
