@@ -79,9 +79,10 @@ impl ShardActor {
         let deletelog = crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
         let changelog = crate::write::changelog::Changelog::load(core.snapshot().as_ref())?;
         core.info.hub.set_changelog(core.info.index, changelog.first(), changelog.committed_last());
+        let stager = Stager { deletelog, changelog, ..Stager::new(&core, next_seq) };
         Ok(Self {
             core,
-            stager: Stager { next_seq, deletelog, changelog, ..Default::default() },
+            stager,
             committer,
             closed: HashSet::new(),
             started_generation: 0,

@@ -32,6 +32,9 @@ pub struct ShardInfo {
     /// The shard's entry cache, shared by its owner and every shard view; None: no cache
     /// (scans, tools, the replication consumer's views).
     pub entry_cache: Option<Arc<EntryCache>>,
+    /// The indices configured when the shard was opened: what its writer maintains until an
+    /// online build changes that (`write::indexing`; the writer's own copy is the one in
+    /// force). Searches read the router's copy, which also knows which are ready.
     pub indexes: Arc<IndexConfig>,
     pub schema: Arc<Schema>,
     pub rules: Arc<RuleTable>,

@@ -84,6 +84,7 @@ pub use crate::skeleton::{Skeleton, SkeletonCell};
 pub use crate::refs::RefRewrite;
 pub use crate::write::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
 pub use crate::write::clock::{Clock, SERVER_ID_MAX};
+pub use crate::write::indexing::IndexWork;
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
     civil_time, format_csn, micros_of_csn, set_structural_class, stamp_imported, uuid_octets, Stamp,
@@ -129,8 +130,9 @@ pub use crate::write::changelog::{
 // Offline loads: one shard's bulk transaction, and the index-ready marks.
 pub use crate::bulk::{BulkError, BulkLoader, BulkResult, Fed, LoadStats, Loaded, ShardWriter, SortSpill};
 pub use crate::index::marks::{
-    mark_all_ready as mark_indexes_ready, ready_everywhere as indexes_ready_everywhere,
-    ready_marks as index_ready_marks, ready_prefix as index_ready_prefix,
+    mark as index_mark, mark_all_ready as mark_indexes_ready, marked as indexes_marked,
+    ready_everywhere as indexes_ready_everywhere, ready_marks as index_ready_marks,
+    ready_prefix as index_ready_prefix,
 };
 // `storage` (storage engines) and `offline` (what the offline tools read and rewrite of a
 // shard, the key layout kept inside) are public modules of their own.

@@ -25,6 +25,7 @@ mod limits;
 mod memberof;
 mod metrics;
 mod monitor;
+mod online_index;
 mod ops;
 mod paging;
 mod passwords;

@@ -823,7 +823,7 @@ member: UID=bjensen, OU=people, DC=example, DC=com
     /// The Add path as the router and coordinator drive it, staged and committed on one shard.
     fn add_all(store: &Store, config: &Config, directory: &DirectoryConfig) {
         let core = ShardCore::new(store.shard_info(0, config), store.engines[0].clone()).unwrap();
-        let mut stager = Stager { next_seq: core.stored_next_seq().unwrap(), ..Default::default() };
+        let mut stager = Stager::new(&core, core.stored_next_seq().unwrap());
         let mut ids: HashMap<String, EntryId> = HashMap::new();
         let mut containers = std::collections::HashSet::new();
         let author = directory.root_dn.as_ref().unwrap().to_string();

@@ -23,7 +23,11 @@ use crate::data::manifest::Manifest;
 pub struct Store {
     pub manifest: Manifest,
     pub engines: Vec<Arc<dyn KvEngine>>,
+    /// The configured indices, those complete on every shard searchable.
     pub indexes: Arc<IndexConfig>,
+    /// Indices marked on some shard but no longer configured: their keys are left over,
+    /// and serving clears them (serve/indexing.rs).
+    pub stale_indexes: std::collections::BTreeSet<(String, ferrodir_shard::IndexKind)>,
     pub schema: Arc<Schema>,
     pub rules: Arc<RuleTable>,
     /// Per shard: the equality-key Bloom filter, rebuilt from the index at every open.
@@ -148,14 +152,21 @@ impl Store {
             mark_indexes_ready(&engines, &indexes)?;
         }
         let ready = indexes_ready_everywhere(&engines, &indexes)?;
-        for (attr, kind) in indexes.configured() {
-            if !ready.contains(&(attr.clone(), kind)) {
+        let configured = indexes.configured();
+        for (attr, kind) in &configured {
+            if !ready.contains(&(attr.clone(), *kind)) {
                 tracing::warn!(
                     attr,
                     kind = kind.name(),
-                    "index not built yet: searches won't use it until `ferrodir reindex`"
+                    "index not built yet: searches won't use it until it is built (online once the server \
+                     serves, or offline by `ferrodir reindex`)"
                 );
             }
+        }
+        let mut stale_indexes = std::collections::BTreeSet::new();
+        for engine in &engines {
+            let marked = ferrodir_shard::indexes_marked(engine.snapshot()?.as_ref())?;
+            stale_indexes.extend(marked.into_iter().filter(|index| !configured.contains(index)));
         }
         indexes.set_searchable(ready);
         // Filled by `fill_blooms` when the server starts, after any initial load.
@@ -169,6 +180,7 @@ impl Store {
             manifest,
             engines,
             indexes: Arc::new(indexes),
+            stale_indexes,
             schema,
             rules,
             blooms,

@@ -92,6 +92,8 @@ pub struct Metrics {
     pub replication: crate::replication::status::Consumers,
     /// Reloads of the config that took effect, and those refused.
     pub reloads: Arc<ReloadCounts>,
+    /// The online index builds (serve/indexing.rs).
+    pub index_builds: Arc<crate::serve::indexing::IndexBuildStats>,
     process: prometheus::Registry,
 }
 
@@ -130,6 +132,7 @@ impl Metrics {
             syncrepl,
             replication: Default::default(),
             reloads: Arc::default(),
+            index_builds: Arc::default(),
             process,
         }
     }
@@ -172,6 +175,12 @@ impl Metrics {
         String::from_utf8(out).unwrap_or_default()
     }
 
+    /// Entries on every shard, as their owners count them.
+    pub fn entries_total(&self) -> u64 {
+        let caches = self.caches.lock().unwrap_or_else(|p| p.into_inner());
+        caches.iter().map(|(_, stats)| stats.entries.load(Ordering::Relaxed)).sum()
+    }
+
     fn workers(&self) -> Vec<Arc<WorkerStats>> {
         self.workers.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -190,9 +199,41 @@ impl Metrics {
         reloads.value(&[("result", "ok")], self.reloads.ok.load(Ordering::Relaxed) as f64);
         reloads.value(&[("result", "failed")], self.reloads.failed.load(Ordering::Relaxed) as f64);
         let mut out = vec![self.tls_expiry_family(), build.done(), start.done(), reloads.done()];
+        out.extend(self.index_families());
         out.extend(self.connection_families(&workers));
         out.extend(request_families(&workers));
         out
+    }
+
+    /// The indices and their online builds (serve/indexing.rs).
+    fn index_families(&self) -> Vec<MetricFamily> {
+        let stats = &self.index_builds;
+        let mut ready = Family::gauge(
+            "ferrodir_index_ready",
+            "Each configured index: 1 once complete on every shard and used by searches, 0 while it is built.",
+        );
+        for (attr, kind, is_ready) in stats.indexes.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            ready.value(&[("attribute", attr), ("kind", kind)], if *is_ready { 1.0 } else { 0.0 });
+        }
+        let mut running =
+            Family::gauge("ferrodir_index_build_running", "1 while an online index build runs.");
+        running.value(&[], if stats.running.load(Ordering::Relaxed) { 1.0 } else { 0.0 });
+        let mut progress = Family::gauge(
+            "ferrodir_index_build_progress_ratio",
+            "The running index build's entries visited over the entries when it started (1: none running).",
+        );
+        progress.value(&[], stats.progress());
+        let mut indexed = Family::counter(
+            "ferrodir_index_build_entries_total",
+            "Entries visited by online index builds since start.",
+        );
+        indexed.value(&[], stats.indexed_total.load(Ordering::Relaxed) as f64);
+        let mut completed = Family::counter(
+            "ferrodir_index_builds_completed_total",
+            "Online index builds completed since start.",
+        );
+        completed.value(&[], stats.completed_total.load(Ordering::Relaxed) as f64);
+        vec![ready.done(), running.done(), progress.done(), indexed.done(), completed.done()]
     }
 
     /// notAfter of the certificate in use; a family with no series without [tls].

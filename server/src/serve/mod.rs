@@ -4,13 +4,15 @@
 //! pool (`search_pool`) and thread priorities (`priority`), systemd notification
 //! (`systemd`), the log writer thread (`logfile`) behind the access log (`accesslog`) and
 //! the audit log (`auditlog`), what cn=Monitor reads (`monitor`), the key that seals
-//! paged-results cookies (`paged_key`), reloading the config (`reload`), and the refusal
+//! paged-results cookies (`paged_key`), reloading the config (`reload`), online index
+//! builds (`indexing`), and the refusal
 //! to serve known credentials beyond loopback (`exposure`).
 
 pub mod accesslog;
 pub mod auditlog;
 pub mod connection;
 pub mod exposure;
+pub mod indexing;
 pub mod listeners;
 pub mod logfile;
 pub mod monitor;

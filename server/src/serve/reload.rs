@@ -7,10 +7,11 @@
 //! configuration (`Worker::set_config`): an operation takes the configuration once when it
 //! starts, so operations already running finish under the old settings and new ones use the
 //! new; no connection is touched. What changes: access rules, limits, authorization rules,
-//! cn=Monitor's readers, the root password, `require_tls_for_binds`, `[[unique]]`, and the
-//! TLS certificate and key. What needs a restart (listeners, shards, suffixes, schema,
-//! indexes, replication, refint, memberOf, the audit log's file) is named in a warning and
-//! left as it was.
+//! cn=Monitor's readers, the root password, `require_tls_for_binds`, `[[unique]]`,
+//! `[ppolicy]`, the TLS certificate and key, and `index`: a removed index stops being used
+//! at once, an added one is built online and used once complete (serve/indexing.rs).
+//! What needs a restart (listeners, shards, suffixes, schema, replication, refint,
+//! memberOf, the audit log's file) is named in a warning and left as it was.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -22,7 +23,8 @@ use ferrodir_shard::storage::KvEngine;
 use ferrodir_shard::SkeletonCell;
 
 use crate::config::Config;
-use crate::metrics::ReloadCounts;
+use crate::metrics::{Metrics, ReloadCounts};
+use crate::serve::indexing::IndexBuilder;
 use crate::serve::tls::TlsContext;
 
 pub struct Reloader {
@@ -32,35 +34,83 @@ pub struct Reloader {
     current: Mutex<(Config, Arc<DirectoryConfig>)>,
     /// Every worker's thread, to hand each its copy, and what hands it over there (the
     /// serving runtime's: it knows where a thread keeps its worker).
-    workers: Vec<ArbiterHandle>,
-    deliver: fn(Arc<DirectoryConfig>),
+    workers: WorkerThreads,
     /// For the uniqueness check of new `[[unique]]` rules over the data.
     engines: Vec<Arc<dyn KvEngine>>,
     skeleton: Arc<SkeletonCell>,
     /// Set once the listeners are open (the TLS context is made with them).
     tls: Mutex<Option<Arc<TlsContext>>>,
     pub counts: Arc<ReloadCounts>,
+    /// The online index builds, and what their progress is read from (the shards' entries).
+    indexes: Arc<IndexBuilder>,
+    metrics: Arc<Metrics>,
+}
+
+/// What a reloader hands its work to: every worker's thread, and how to reach the worker
+/// there (the serving runtime's: it knows where a thread keeps its worker).
+pub struct WorkerThreads {
+    pub handles: Vec<ArbiterHandle>,
+    pub deliver: fn(Arc<DirectoryConfig>),
+    pub current: fn() -> Option<std::rc::Rc<ferrodir_router::Worker>>,
 }
 
 impl Reloader {
     pub fn new(
         config: &Config,
         directory: Arc<DirectoryConfig>,
-        workers: Vec<ArbiterHandle>,
-        deliver: fn(Arc<DirectoryConfig>),
+        workers: WorkerThreads,
         engines: Vec<Arc<dyn KvEngine>>,
         skeleton: Arc<SkeletonCell>,
-        counts: Arc<ReloadCounts>,
+        indexes: Arc<IndexBuilder>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             source: config.source.clone(),
             current: Mutex::new((config.clone(), directory)),
             workers,
-            deliver,
             engines,
             skeleton,
             tls: Mutex::new(None),
-            counts,
+            counts: metrics.reloads.clone(),
+            indexes,
+            metrics,
+        }
+    }
+
+    /// Starts the online index builder on the first worker's thread when it has work and
+    /// is not running already (a running one picks up a new target by itself).
+    pub fn start_index_build(self: &Arc<Self>) {
+        if !self.indexes.has_work() || !self.indexes.claim() {
+            return;
+        }
+        let Some(handle) = self.workers.handles.first() else { return };
+        let (reloader, current) = (self.clone(), self.workers.current);
+        handle.spawn_fn(move || {
+            let Some(worker) = current() else { return };
+            let (builder, metrics) = (reloader.indexes.clone(), reloader.metrics.clone());
+            actix_rt::spawn(async move {
+                crate::serve::indexing::run(builder, worker, metrics, move || reloader.publish_indexes())
+                    .await;
+            });
+        });
+    }
+
+    /// Hands every worker the configuration in force with the indices now complete
+    /// searchable (a build finished).
+    fn publish_indexes(&self) {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut directory = (*current.1).clone();
+        directory.indexes = Arc::new(self.indexes.searchable());
+        self.deliver(&directory);
+        current.1 = Arc::new(directory);
+    }
+
+    /// Hands each worker its own copy of `directory`.
+    fn deliver(&self, directory: &DirectoryConfig) {
+        for worker in &self.workers.handles {
+            let copy = Arc::new(directory.clone());
+            let deliver = self.workers.deliver;
+            worker.spawn_fn(move || deliver(copy));
         }
     }
 
@@ -70,7 +120,7 @@ impl Reloader {
 
     /// Re-reads and applies the config file; the outcome, for the log and `ferrodir
     /// reload`. `why`: what asked (SIGHUP, the admin socket).
-    pub fn reload(&self, why: &str) -> anyhow::Result<String> {
+    pub fn reload(self: &Arc<Self>, why: &str) -> anyhow::Result<String> {
         let outcome = self.try_reload();
         match &outcome {
             Ok(summary) => {
@@ -89,7 +139,7 @@ impl Reloader {
         outcome
     }
 
-    fn try_reload(&self) -> anyhow::Result<String> {
+    fn try_reload(self: &Arc<Self>) -> anyhow::Result<String> {
         let tls = self.tls.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(path) = &self.source else {
             if let Some(tls) = &tls {
@@ -103,7 +153,8 @@ impl Reloader {
         next.data_dir = current.0.data_dir.clone();
         next.listen = current.0.listen;
         next.source = current.0.source.clone();
-        let directory = crate::directory::reloaded(&current.1, &next)?;
+        let mut directory = crate::directory::reloaded(&current.1, &next)?;
+        let indexes = index_config(&current.0, &next, &current.1.rules)?;
         if directory.unique.rules.len() != current.1.unique.rules.len() || !next.unique.is_empty() {
             crate::directory::unique::refuse_duplicates(
                 &directory.unique,
@@ -119,24 +170,40 @@ impl Reloader {
                 "changed in the file but not reloaded: restart to apply"
             );
         }
-        for worker in &self.workers {
-            let copy = Arc::new(directory.clone());
-            let deliver = self.deliver;
-            worker.spawn_fn(move || deliver(copy));
-        }
+        // Removed indices leave the searches' configuration now, added ones once built.
+        let building = self.indexes.retarget(indexes);
+        directory.indexes = Arc::new(self.indexes.searchable());
+        self.deliver(&directory);
         if let Some(tls) = &tls {
             tls.reload("reload");
         }
         *current = (next, Arc::new(directory));
-        Ok(match kept.is_empty() {
-            true => format!("configuration reloaded from {}", path.display()),
-            false => format!(
-                "configuration reloaded from {} (needs a restart, left as it was: {})",
-                path.display(),
-                kept.join(", ")
-            ),
-        })
+        drop(current);
+        if building {
+            self.start_index_build();
+        }
+        let mut summary = format!("configuration reloaded from {}", path.display());
+        if !kept.is_empty() {
+            summary += &format!(" (needs a restart, left as it was: {})", kept.join(", "));
+        }
+        if building {
+            summary += "; index changes are being applied online (searches use a new index once it is built)";
+        }
+        Ok(summary)
     }
+}
+
+/// The indices `next` configures, with the ones refint and memberOf need as they run now
+/// (turning either on or off needs a restart, and their indices stay until then).
+fn index_config(
+    running: &Config,
+    next: &Config,
+    rules: &ferrodir_shard::RuleTable,
+) -> anyhow::Result<ferrodir_shard::IndexConfig> {
+    let mut effective = next.clone();
+    effective.refint = running.refint.clone();
+    effective.memberof = running.memberof;
+    Ok(ferrodir_shard::IndexConfig::from_directives(&effective.index_directives(), rules)?)
 }
 
 /// The settings that differ between `old` and `new` and that a reload does not apply.
@@ -153,7 +220,6 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     check("suffixes", old.suffixes == new.suffixes);
     check("root_dn", old.root_dn == new.root_dn);
     check("shards", old.shards == new.shards);
-    check("index", old.index == new.index);
     check("schema_files", old.schema_files == new.schema_files);
     check("memberof", old.memberof == new.memberof);
     check("refint.enabled", old.refint.enabled == new.refint.enabled);

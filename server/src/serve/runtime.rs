@@ -45,9 +45,14 @@ thread_local! {
 /// Runs `f` on this thread's worker, if it has one (a reload hands each worker its copy of
 /// the new configuration this way).
 pub(crate) fn with_worker(f: impl FnOnce(&Worker)) {
-    if let Some(worker) = WORKER.with(|slot| slot.borrow().clone()) {
+    if let Some(worker) = current_worker() {
         f(&worker);
     }
+}
+
+/// This thread's worker, if it has one (the online index builder runs on one).
+pub(crate) fn current_worker() -> Option<Rc<Worker>> {
+    WORKER.with(|slot| slot.borrow().clone())
 }
 
 /// How long a stop waits for the logs' writers to write what was queued.
@@ -65,9 +70,8 @@ const LOG_WRITERS_GRACE: Duration = Duration::from_secs(5);
 /// Refuses to start, before any listener is bound, when a listener beyond loopback would
 /// serve known credentials (serve/exposure.rs).
 ///
-/// One server per process: the shard and router crates keep a few settings in
-/// process-wide statics (the server id, the contextCSN hub, the delete log's bounds,
-/// "stopping"), set here.
+/// Several servers may run in one process (the in-process tests): each has its own clock,
+/// watermark hub and workers.
 pub fn serve(
     config: Config,
     listener: impl Into<Listen>,
@@ -139,15 +143,27 @@ async fn run(
     start_workers(&config, &store, &prepared, &started, queues, &threads.workers).await?;
     start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
+    let builder = Arc::new(crate::serve::indexing::IndexBuilder::new(
+        &store.indexes,
+        store.stale_indexes.clone(),
+        prepared.metrics.index_builds.clone(),
+    ));
     let reloader = Arc::new(crate::serve::reload::Reloader::new(
         &config,
         prepared.directory.clone(),
-        threads.workers.iter().map(Arbiter::handle).collect(),
-        |copy| with_worker(|worker| worker.set_config(copy)),
+        crate::serve::reload::WorkerThreads {
+            handles: threads.workers.iter().map(Arbiter::handle).collect(),
+            deliver: |copy| with_worker(|worker| worker.set_config(copy)),
+            current: current_worker,
+        },
         store.engines.clone(),
         prepared.cell.clone(),
-        prepared.metrics.reloads.clone(),
+        builder,
+        prepared.metrics.clone(),
     ));
+    // Indices configured but not complete on every shard (new ones, or a build a stop cut
+    // short) are built now, while serving.
+    reloader.start_index_build();
     let gates = std::mem::take(&mut prepared.gates);
     let admin = start_admin(&config, &store, started.coordinator.clone(), gates, reloader.clone());
     let (listeners, tls) = open_listeners(&config, listen, &prepared, shard_count)?;

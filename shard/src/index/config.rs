@@ -51,6 +51,22 @@ impl IndexKind {
         }
     }
 
+    /// The kind a readiness mark or a directive names (`eq`, `pres`, `sub`, `ord`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The table holding this kind's postings.
+    pub(crate) fn table(self) -> crate::storage::Table {
+        use crate::storage::Table;
+        match self {
+            Self::Equality => Table::Eq,
+            Self::Presence => Table::Pres,
+            Self::Substring => Table::Sub,
+            Self::Ordering => Table::Ord,
+        }
+    }
+
     fn of(self, kinds: IndexKinds) -> bool {
         match self {
             Self::Equality => kinds.equality,
@@ -125,6 +141,36 @@ impl IndexConfig {
             }
         }
         out
+    }
+
+    /// This configuration reduced to the (attribute, kind) pairs `keep` accepts; every
+    /// remaining one searchable as far as `self` lets it be. What a shard writes while an
+    /// index is cleared before its online build, and the keys the build adds
+    /// (`write::indexing`).
+    pub fn restricted(&self, keep: impl Fn(&str, IndexKind) -> bool) -> Self {
+        let mut by_attr = HashMap::new();
+        for (attr, kinds) in &self.by_attr {
+            let kept = IndexKinds {
+                equality: kinds.equality && keep(attr, IndexKind::Equality),
+                presence: kinds.presence && keep(attr, IndexKind::Presence),
+                substring: kinds.substring && keep(attr, IndexKind::Substring),
+                ordering: kinds.ordering && keep(attr, IndexKind::Ordering),
+            };
+            if kept != IndexKinds::default() {
+                by_attr.insert(attr.clone(), kept);
+            }
+        }
+        Self { by_attr, searchable: self.searchable.clone() }
+    }
+
+    /// The (attribute, kind) pairs searches may use (those configured and ready).
+    pub fn searchable(&self) -> BTreeSet<(String, IndexKind)> {
+        self.configured().into_iter().filter(|(attr, kind)| self.usable(attr, *kind)).collect()
+    }
+
+    /// Whether `other` configures the same indices (readiness aside).
+    pub fn same_indices(&self, other: &Self) -> bool {
+        self.by_attr == other.by_attr
     }
 
     /// Restricts searches to the indices marked ready on every shard.

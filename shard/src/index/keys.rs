@@ -140,6 +140,16 @@ pub fn ord_attr_prefix(attr_lower: &str) -> Vec<u8> {
     key
 }
 
+/// The prefix of every posting of one attribute in one index table: table ‖ attr ‖ 0
+/// (every index key starts so: an online build clears an index by it).
+pub fn index_attr_prefix(table: Table, attr_lower: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + attr_lower.len());
+    key.push(table as u8);
+    key.extend_from_slice(attr_lower.as_bytes());
+    key.push(0);
+    key
+}
+
 /// The prefix of every key of one index table (for reindex).
 pub fn table_prefix(table: Table) -> Vec<u8> {
     vec![table as u8]

@@ -1,10 +1,11 @@
 //! The index-ready marks: one meta key per (attribute, kind) on each shard, saying that
 //! index is complete there. An index configured after data exists is maintained by writes
-//! but used by searches only once `ferrodir reindex` rebuilt it and set the mark on every
-//! shard (docs/ARCHITECTURE.md, "Indices"). Opening a data directory reads the marks, reindex
-//! and the bulk loader write them: this module is their one owner.
+//! but used by searches only once it was built (online by the server, `write::indexing`,
+//! or offline by `ferrodir reindex`) and the mark set on every shard (docs/ARCHITECTURE.md,
+//! "Indices"). Opening a data directory reads the marks; reindex, the bulk loader and the
+//! online build write them: this module is their one owner.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use crate::index::config::{IndexConfig, IndexKind};
@@ -16,6 +17,28 @@ const READY_PREFIX: &str = "index:";
 
 fn ready_key(attr: &str, kind: IndexKind) -> Vec<u8> {
     keys::meta(&format!("{READY_PREFIX}{attr}:{}", kind.name()))
+}
+
+/// The mark of one index, set (`ready`) or removed.
+pub fn mark(attr: &str, kind: IndexKind, ready: bool) -> Mutation {
+    Mutation { key: ready_key(attr, kind), value: ready.then(|| b"ready".to_vec()) }
+}
+
+/// Every index marked ready in `snapshot`, configured or not (a mark left by an index
+/// since removed from the configuration names an index nothing maintains any more).
+pub fn marked(snapshot: &dyn crate::storage::KvSnapshot) -> StorageResult<BTreeSet<(String, IndexKind)>> {
+    let prefix = ready_prefix();
+    let mut out = BTreeSet::new();
+    snapshot.scan_prefix(&prefix, &mut |key, _| {
+        let name = key.get(prefix.len()..).and_then(|rest| std::str::from_utf8(rest).ok());
+        if let Some((attr, kind)) = name.and_then(|n| n.rsplit_once(':')) {
+            if let Some(kind) = IndexKind::from_name(kind) {
+                out.insert((attr.to_string(), kind));
+            }
+        }
+        true
+    })?;
+    Ok(out)
 }
 
 /// The key prefix every readiness mark starts with (reindex removes them all first).

@@ -126,6 +126,8 @@ pub enum WriteOp {
     /// Delete the changelog's records past its age bound (the shard's own timer sends it
     /// to an idle shard; `write::changelog`).
     TrimChangelog,
+    /// A step of an online index build (`write::indexing`).
+    Index(crate::write::indexing::IndexWork),
 }
 
 /// The author of a [`WriteOp::Relocate`] sent by the replication consumer: the entry's
@@ -146,6 +148,12 @@ pub enum WriteOutcome {
         parent_has_children_here: bool,
     },
     Done,
+    /// A step of an online index build: how much it did, and where the next one starts
+    /// (`write::indexing`).
+    Progress {
+        done: usize,
+        next: Option<EntryId>,
+    },
 }
 
 pub type Reply = oneshot::Sender<ShardResult<WriteOutcome>>;
@@ -179,7 +187,6 @@ impl Overlay {
 
 /// The two overlays of a shard's writer: `committing` is with the commit thread, `pending`
 /// gathers the next batch.
-#[derive(Default)]
 pub struct Stager {
     pub pending: Overlay,
     pub committing: Option<Overlay>,
@@ -192,9 +199,28 @@ pub struct Stager {
     /// changes, when it is enabled.
     pub changelog: crate::write::changelog::Changelog,
     pub changelog_settings: crate::write::changelog::ChangelogSettings,
+    /// The indices writes maintain: the shard's configuration at start
+    /// (`ShardInfo::indexes`), then whatever an online build set (`write::indexing`).
+    pub indexes: Arc<crate::index::config::IndexConfig>,
 }
 
 impl Stager {
+    /// The writer of `core`'s shard, allocating ids from `next_seq`, maintaining the indices
+    /// the shard was opened with; no delete log or changelog records until their settings
+    /// and loaded state are set.
+    pub fn new(core: &ShardCore, next_seq: u64) -> Self {
+        Self {
+            pending: Overlay::default(),
+            committing: None,
+            next_seq,
+            deletelog: Default::default(),
+            deletelog_settings: Default::default(),
+            changelog: Default::default(),
+            changelog_settings: Default::default(),
+            indexes: core.info.indexes.clone(),
+        }
+    }
+
     fn record(&self, core: &ShardCore, id: EntryId) -> ShardResult<Option<Arc<EntryRecord>>> {
         if let Some(r) = self.pending.records.get(&id) {
             return Ok(r.clone());
@@ -203,6 +229,16 @@ impl Stager {
             return Ok(r.clone());
         }
         core.record_to_change(id)
+    }
+
+    /// The record of `id` as staged: a batch's version when one holds it (None: deleted
+    /// there), else the committed one.
+    pub(crate) fn staged_record(
+        &self,
+        core: &ShardCore,
+        id: EntryId,
+    ) -> ShardResult<Option<Arc<EntryRecord>>> {
+        self.record(core, id)
     }
 
     fn dn(&self, core: &ShardCore, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
@@ -313,6 +349,7 @@ impl Stager {
                 fx.trim_changelog = true;
                 Ok(WriteOutcome::Done)
             }
+            WriteOp::Index(work) => self.plan_index_work(core, work, fx),
         }
     }
 
@@ -596,13 +633,17 @@ impl Stager {
         if fx.trim_changelog {
             self.changelog.trim_expired(&self.changelog_settings, now, &mut batch.mutations);
         }
-        let (indexes, rules) = (&core.info.indexes, &core.info.rules);
+        if let Some(indexes) = fx.indexes {
+            self.indexes = indexes;
+        }
+        let (indexes, rules) = (&self.indexes, &core.info.rules);
         let first = batch.mutations.len();
         let touched_first = batch.touched.len();
         if let Some(next) = fx.next_seq {
             batch.mutations.push(layout::next_seq(next));
         }
         batch.mutations.extend(fx.meta);
+        batch.mutations.extend(fx.keys);
         if let Some((id, record)) = fx.added {
             // The layout `ferrodir import` writes too.
             batch.mutations.extend(layout::new_entry(indexes, rules, id, &record));
@@ -652,7 +693,7 @@ impl Stager {
 }
 
 #[derive(Default)]
-struct Effects {
+pub(crate) struct Effects {
     next_seq: Option<u64>,
     /// A new entry (an Add): its record, DN→ID record and keys, as `layout::new_entry` lays them out.
     added: Option<(EntryId, Arc<EntryRecord>)>,
@@ -668,6 +709,10 @@ struct Effects {
     changelog: Option<ChangeRecord>,
     /// `WriteOp::TrimChangelog`.
     trim_changelog: bool,
+    /// An online build's index keys and readiness marks (`write::indexing`).
+    pub keys: Vec<Mutation>,
+    /// The indices writes maintain from now on (`write::indexing`).
+    pub indexes: Option<Arc<crate::index::config::IndexConfig>>,
 }
 
 /// Who asked for a Modify DN, and how (what its changelog record says).
