@@ -330,6 +330,14 @@ impl Worker {
         Ok(())
     }
 
+    /// Hands this worker's own shard new changelog settings (a reload; each worker its own
+    /// shard, on its thread).
+    pub fn set_changelog(&self, settings: ferrodir_shard::ChangelogSettings) {
+        if let Some(addr) = self.shards.get(self.index) {
+            addr.do_send(ferrodir_shard::SetChangelog(settings));
+        }
+    }
+
     fn shard(&self, index: usize) -> LdapResultOf<&Addr<ShardActor>> {
         self.shards
             .get(index)

@@ -60,6 +60,8 @@ pub struct ShardActor {
     /// wait (None until then). Some(None) if the timerfd could not be made: then `run_later`,
     /// which rounds the wait up to the next millisecond.
     alarm: Option<Option<crate::alarm::Alarm>>,
+    /// The changelog's trimming timer, while it has an age bound.
+    trim_timer: Option<SpawnHandle>,
 }
 
 struct DrainWaiter {
@@ -91,6 +93,7 @@ impl ShardActor {
             coalesce: Duration::ZERO,
             coalescing: None,
             alarm: None,
+            trim_timer: None,
         })
     }
 
@@ -387,13 +390,42 @@ impl Actor for ShardActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        self.arm_trim_timer(ctx);
+    }
+}
+
+impl ShardActor {
+    /// The changelog's trimming timer, as its settings ask: none without an age bound.
+    fn arm_trim_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some(timer) = self.trim_timer.take() {
+            ctx.cancel_future(timer);
+        }
         let max_age_s = self.stager.changelog_settings.max_age_s();
         if self.stager.changelog_settings.is_enabled() && max_age_s > 0 {
             // A quarter of the age bound, between 1 s and a minute: an expired record
             // outlives its bound by at most that on an idle shard.
             let every = Duration::from_secs((max_age_s / 4).clamp(1, 60));
-            ctx.run_interval(every, |act, ctx| act.trim_changelog(ctx));
+            self.trim_timer = Some(ctx.run_interval(every, |act, ctx| act.trim_changelog(ctx)));
         }
+    }
+}
+
+/// New changelog settings (a reload): from the next staged write on, changes are recorded
+/// or not, and trimmed to the new bounds, as they say.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetChangelog(pub crate::write::changelog::ChangelogSettings);
+
+impl Handler<SetChangelog> for ShardActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetChangelog, ctx: &mut Context<Self>) {
+        self.stager.changelog_settings = msg.0;
+        if self.stager.changelog_settings.is_enabled() {
+            let log = &self.stager.changelog;
+            self.core.info.hub.set_changelog(self.core.info.index, log.first(), log.committed_last());
+        }
+        self.arm_trim_timer(ctx);
     }
 }
 

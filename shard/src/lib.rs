@@ -71,7 +71,7 @@ pub(crate) mod write;
 // The shard actor, its read side and the messages the router sends it.
 pub use crate::actor::{
     CloseAndCount, Fetch, FindRefs, KeepDeleteLog, Lookup, Ping, ReadChangelog, ReadDeleteLog, Reopen,
-    ShardActor, Stage, Write, COMMIT_COALESCE_DEFAULT,
+    SetChangelog, ShardActor, Stage, Write, COMMIT_COALESCE_DEFAULT,
 };
 pub use crate::core::{CoreStats, ShardCore, ShardInfo};
 pub use crate::entrycache::EntryCache;

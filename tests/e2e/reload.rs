@@ -129,3 +129,123 @@ fn sighup_reloads_the_file() {
     assert!(wait_until(deadline, || server.log().contains("configuration reloaded")), "{}", server.log());
     assert_eq!(anonymous_people(&server), (0, 2));
 }
+
+/// The root DSE's lastChangeNumber, None when it names no changelog.
+fn last_change_number(server: &Server) -> Option<u64> {
+    let mut client = connect_url(&server.url());
+    let (entries, _) = client
+        .search("", Scope::Base, "(objectClass=*)", vec!["changelog", "lastChangeNumber"])
+        .expect("root DSE")
+        .success()
+        .expect("root DSE");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the root DSE"));
+    entry.attrs.get("lastChangeNumber").and_then(|v| v.first()).and_then(|v| v.parse().ok())
+}
+
+/// The root identity's view of cn=changelog: (result code, records).
+fn changelog_records(server: &Server) -> (u32, usize) {
+    let mut admin = bound(server, ADMIN_DN, "cl-secret");
+    let search = admin
+        .search("cn=changelog", Scope::OneLevel, "(changeNumber>=0)", vec!["changeNumber"])
+        .expect("search");
+    (search.1.rc, search.0.len())
+}
+
+fn describe_alice(server: &Server, text: &str) {
+    let mut admin = bound(server, ADMIN_DN, "cl-secret");
+    let change = ldap3::Mod::Replace("description", HashSet::from([text]));
+    let rc = admin.modify(&format!("uid=alice,{PEOPLE}"), vec![change]).expect("modify").rc;
+    assert_eq!(rc, 0, "modify alice");
+}
+
+/// `[changelog]` turned on, bounded, and off again, and the audit log moved to another
+/// file, by reloads.
+#[test]
+fn the_changelog_and_the_audit_log_follow_a_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (dir.path().join("audit-1.ldif"), dir.path().join("audit-2.ldif"));
+    let file = |audit: &std::path::Path, changelog: &str| {
+        format!(
+            "shards = 1\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"cl-secret\"\n\
+             example_data = true\n[log]\nlevel = \"info\"\n[audit_log]\npath = \"{}\"\n{changelog}\n",
+            audit.display()
+        )
+    };
+    let server = Server::start_logged(&file(&first, ""));
+    describe_alice(&server, "before");
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    assert!(wait_until(deadline, || read(&first).contains("description: before")), "{}", read(&first));
+    assert_eq!(last_change_number(&server), None, "no changelog yet");
+    assert_eq!(changelog_records(&server), (32, 0), "cn=changelog does not exist yet");
+
+    std::fs::write(server.config_path(), file(&second, "[changelog]\nenabled = true\nmax_entries = 3"))
+        .expect("config");
+    let (ok, text) = reload(&server);
+    assert!(ok, "{text}");
+    for n in 0..5 {
+        describe_alice(&server, &format!("after {n}"));
+    }
+    assert!(last_change_number(&server).is_some(), "the root DSE names the changelog");
+    assert_eq!(changelog_records(&server), (0, 3), "five changes recorded, trimmed to max_entries = 3");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    assert!(wait_until(deadline, || read(&second).contains("description: after 4")), "{}", read(&second));
+    let (old, new) = (read(&first), read(&second));
+    assert!(old.contains("description: before") && !old.contains("description: after"), "{old}");
+    assert!(new.contains("description: after 0") && !new.contains("description: before"), "{new}");
+
+    // A file the server can't open refuses the reload; the changelog stays on.
+    let nowhere = dir.path().join("missing-dir").join("audit.ldif");
+    std::fs::write(server.config_path(), file(&nowhere, "[changelog]\nenabled = false")).expect("config");
+    let (ok, text) = reload(&server);
+    assert!(!ok && text.contains("audit_log.path"), "{text}");
+    assert!(last_change_number(&server).is_some(), "the refused reload changed nothing");
+
+    std::fs::write(server.config_path(), file(&second, "[changelog]\nenabled = false")).expect("config");
+    let (ok, text) = reload(&server);
+    assert!(ok, "{text}");
+    assert_eq!(last_change_number(&server), None, "off again");
+    assert_eq!(changelog_records(&server).1, 0, "cn=changelog is gone");
+}
+
+/// `[ppolicy] default_policy` set by a reload: the policy applies to the next change.
+#[test]
+fn a_default_password_policy_set_by_a_reload_applies_to_the_next_change() {
+    let file = |ppolicy: &str| {
+        format!(
+            "shards = 2\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"pp-secret\"\n\
+             example_data = true\n[log]\nlevel = \"info\"\n{ppolicy}\n"
+        )
+    };
+    let server = Server::start_logged(&file(""));
+    let policy = "cn=strict,dc=example,dc=com";
+    let mut admin = bound(&server, ADMIN_DN, "pp-secret");
+    let attrs = vec![
+        ("objectClass", HashSet::from(["organizationalRole", "pwdPolicy"])),
+        ("cn", HashSet::from(["strict"])),
+        ("pwdAttribute", HashSet::from(["userPassword"])),
+        ("pwdCheckQuality", HashSet::from(["2"])),
+        ("pwdMinLength", HashSet::from(["20"])),
+    ];
+    assert_eq!(admin.add(policy, attrs).expect("add policy").rc, 0);
+    // Alice changes her own password (the root identity's changes are not checked, as slapd).
+    let alice = format!("uid=alice,{PEOPLE}");
+    let current = std::cell::RefCell::new("password".to_string());
+    let set_password = |password: &str| {
+        let mut client = bound(&server, &alice, &current.borrow());
+        let change = ldap3::Mod::Replace("userPassword", HashSet::from([password]));
+        let rc = client.modify(&alice, vec![change]).expect("modify").rc;
+        if rc == 0 {
+            *current.borrow_mut() = password.to_string();
+        }
+        rc
+    };
+    assert_eq!(set_password("short-one"), 0, "no policy yet");
+
+    std::fs::write(server.config_path(), file(&format!("[ppolicy]\ndefault_policy = \"{policy}\"")))
+        .expect("config");
+    let (ok, text) = reload(&server);
+    assert!(ok, "{text}");
+    assert_eq!(set_password("short-two"), 19, "pwdMinLength = 20 now applies");
+    assert_eq!(set_password("a-password-of-twenty-five"), 0, "long enough");
+}

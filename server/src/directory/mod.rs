@@ -99,6 +99,7 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.unique = Arc::new(current.unique.with_rules(rules.rules));
     out.passwords = current.passwords.clone().with_upgrade_on_bind(next.password_upgrade_on_bind);
     out.ppolicy = ppolicy(next, dn_rules)?;
+    out.changelog = next.changelog.enabled;
     Ok(out)
 }
 

@@ -6,13 +6,14 @@
 //! collects the buffers every [`POLL_INTERVAL`], swapping each for an empty one, and a full
 //! buffer drops what is added to it and counts it. A file is appended to and reopened on
 //! SIGUSR1, so logrotate can move it away and signal (`postrotate kill -USR1 <pid>`); every
-//! writer listens for the signal, so one SIGUSR1 reopens all of them.
+//! writer listens for the signal, so one SIGUSR1 reopens all of them. A reload that names
+//! another file moves the writer there ([`Mover`]).
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -87,12 +88,34 @@ impl Output {
 pub struct Writer {
     /// Disconnected when the thread ends (its sender is dropped with it, panic or not).
     ended: std::sync::mpsc::Receiver<()>,
+    mover: Mover,
+}
+
+/// Moves a writer to another file (a reload changed its path): it writes what it already
+/// collected to the old file and opens the new one at its next collection.
+#[derive(Clone, Default)]
+pub struct Mover {
+    next: Arc<Mutex<Option<String>>>,
+}
+
+impl Mover {
+    pub fn move_to(&self, path: String) {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some(path);
+    }
+
+    fn take(&self) -> Option<String> {
+        self.next.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 impl Writer {
     /// Waits until the thread wrote what the buffers held and ended, at most until
     /// `deadline`: the workers are gone by then, so it ends within one collection, but a
     /// stuck disk must not hold the process.
+    pub fn mover(&self) -> Mover {
+        self.mover.clone()
+    }
+
     pub fn wait(&self, deadline: Instant) -> bool {
         let left = deadline.saturating_duration_since(Instant::now());
         matches!(self.ended.recv_timeout(left), Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(()))
@@ -105,6 +128,8 @@ impl Writer {
 pub fn start(log: LogFile, buffers: Vec<Arc<LogBuffer>>) -> anyhow::Result<Writer> {
     let output = Output::open(&log)?;
     let (ended_tx, ended) = std::sync::mpsc::channel::<()>();
+    let mover = Mover::default();
+    let moves = mover.clone();
     std::thread::Builder::new().name(log.thread.into()).spawn(move || {
         let _ended = ended_tx;
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -114,15 +139,16 @@ pub fn start(log: LogFile, buffers: Vec<Arc<LogBuffer>>) -> anyhow::Result<Write
                 return;
             }
         };
-        runtime.block_on(write_all(log, output, buffers));
+        runtime.block_on(write_all(log, output, buffers, moves));
     })?;
-    Ok(Writer { ended })
+    Ok(Writer { ended, mover })
 }
 
 /// Every [`POLL_INTERVAL`], takes what the workers' buffers hold (swapping in an empty
 /// one, so neither side allocates per line) and writes it; flushes every
-/// `flush_interval` (and whenever the output's buffer fills); reopens on SIGUSR1.
-async fn write_all(log: LogFile, mut output: Output, buffers: Vec<Arc<LogBuffer>>) {
+/// `flush_interval` (and whenever the output's buffer fills); reopens on SIGUSR1, and
+/// opens another file when `moves` names one.
+async fn write_all(mut log: LogFile, mut output: Output, buffers: Vec<Arc<LogBuffer>>, moves: Mover) {
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()).ok();
     let mut polls = tokio::time::interval(POLL_INTERVAL);
     let mut last_flush = Instant::now();
@@ -133,6 +159,19 @@ async fn write_all(log: LogFile, mut output: Output, buffers: Vec<Arc<LogBuffer>
             _ = polls.tick() => {}
             Some(()) = async { match usr1.as_mut() { Some(s) => s.recv().await, None => None } } => {
                 output.reopen(&log);
+            }
+        }
+        // Before collecting: what is collected after a reload moved the log goes to the new file.
+        if let Some(path) = moves.take() {
+            let _ = output.writer().flush();
+            let moved = LogFile { path, ..log.clone() };
+            match Output::open(&moved) {
+                Ok(fresh) => {
+                    output = fresh;
+                    log = moved;
+                    unflushed = false;
+                }
+                Err(e) => tracing::error!(error = format!("{e:#}"), "cannot move {}; writing on", log.what),
             }
         }
         let mut open = false;

@@ -10,8 +10,10 @@
 //! cn=Monitor's readers, the root password, `require_tls_for_binds`, `[[unique]]`,
 //! `[ppolicy]`, the TLS certificate and key, and `index`: a removed index stops being used
 //! at once, an added one is built online and used once complete (serve/indexing.rs).
+//! `[changelog]` (its shards are told, each by its own worker) and the audit log's file
+//! (its writer moves there; the new file is opened first, a failure refuses the reload).
 //! What needs a restart (listeners, shards, suffixes, schema, replication, refint,
-//! memberOf, the audit log's file) is named in a warning and left as it was.
+//! memberOf, turning the audit log on or off) is named in a warning and left as it was.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -44,6 +46,8 @@ pub struct Reloader {
     /// The online index builds, and what their progress is read from (the shards' entries).
     indexes: Arc<IndexBuilder>,
     metrics: Arc<Metrics>,
+    /// Moves the audit log's writer; None when the log is off.
+    audit: Option<crate::serve::logfile::Mover>,
 }
 
 /// What a reloader hands its work to: every worker's thread, and how to reach the worker
@@ -63,6 +67,7 @@ impl Reloader {
         skeleton: Arc<SkeletonCell>,
         indexes: Arc<IndexBuilder>,
         metrics: Arc<Metrics>,
+        audit: Option<crate::serve::logfile::Mover>,
     ) -> Self {
         Self {
             source: config.source.clone(),
@@ -74,6 +79,7 @@ impl Reloader {
             counts: metrics.reloads.clone(),
             indexes,
             metrics,
+            audit,
         }
     }
 
@@ -103,6 +109,43 @@ impl Reloader {
         directory.indexes = Arc::new(self.indexes.searchable());
         self.deliver(&directory);
         current.1 = Arc::new(directory);
+    }
+
+    /// The audit log's new file when the reload names another one, opened (created 0600)
+    /// first: a path the server can't write refuses the reload.
+    fn audit_moves(&self, running: &Config, next: &Config) -> anyhow::Result<Option<String>> {
+        let (Some(old), Some(new)) = (&running.audit_log.path, &next.audit_log.path) else { return Ok(None) };
+        if old == new || self.audit.is_none() {
+            return Ok(None);
+        }
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(new)
+            .map_err(|e| anyhow::anyhow!("audit_log.path {new}: {e}"))?;
+        Ok(Some(new.clone()))
+    }
+
+    /// Hands every shard its changelog settings, each through its own worker.
+    fn deliver_changelog(&self, changelog: &crate::config::Changelog) {
+        let settings = match changelog.enabled {
+            true => ferrodir_shard::ChangelogSettings::new(
+                changelog.per_shard(self.engines.len()),
+                changelog.max_age_s,
+                Some(self.skeleton.clone()),
+            ),
+            false => ferrodir_shard::ChangelogSettings::default(),
+        };
+        for worker in &self.workers.handles {
+            let (settings, current) = (settings.clone(), self.workers.current);
+            worker.spawn_fn(move || {
+                if let Some(worker) = current() {
+                    worker.set_changelog(settings);
+                }
+            });
+        }
     }
 
     /// Hands each worker its own copy of `directory`.
@@ -163,6 +206,7 @@ impl Reloader {
                 &self.skeleton.load(),
             )?;
         }
+        let audit_moves = self.audit_moves(&current.0, &next)?;
         let kept = needs_restart(&current.0, &next);
         if !kept.is_empty() {
             tracing::warn!(
@@ -174,6 +218,13 @@ impl Reloader {
         let building = self.indexes.retarget(indexes);
         directory.indexes = Arc::new(self.indexes.searchable());
         self.deliver(&directory);
+        if changelog_changed(&current.0.changelog, &next.changelog) {
+            self.deliver_changelog(&next.changelog);
+        }
+        if let (Some(path), Some(audit)) = (audit_moves, &self.audit) {
+            tracing::info!(path, "the audit log moves to a new file");
+            audit.move_to(path);
+        }
         if let Some(tls) = &tls {
             tls.reload("reload");
         }
@@ -226,6 +277,14 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     check("replication", old.replication.len() == new.replication.len());
     check("server_id", old.server_id == new.server_id);
     check("engine", old.engine == new.engine);
-    check("audit_log", old.audit_log.path == new.audit_log.path);
+    check(
+        "audit_log.path (turning the log on or off)",
+        old.audit_log.path.is_some() == new.audit_log.path.is_some(),
+    );
+    check("audit_log.queue_bytes_max", old.audit_log.queue_bytes_max == new.audit_log.queue_bytes_max);
     kept
+}
+
+fn changelog_changed(old: &crate::config::Changelog, new: &crate::config::Changelog) -> bool {
+    old.enabled != new.enabled || old.max_entries != new.max_entries || old.max_age_s != new.max_age_s
 }

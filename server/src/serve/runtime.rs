@@ -160,6 +160,7 @@ async fn run(
         prepared.cell.clone(),
         builder,
         prepared.metrics.clone(),
+        prepared.audit_mover.clone(),
     ));
     // Indices configured but not complete on every shard (new ones, or a build a stop cut
     // short) are built now, while serving.
@@ -221,6 +222,8 @@ struct Prepared {
     coordinator_audit: Option<(Arc<LogBuffer>, usize)>,
     /// The logs' writer threads, waited for at the end (`Threads::join`).
     log_writers: Vec<crate::serve::logfile::Writer>,
+    /// Moves the audit log's writer to another file (a reload); None when the log is off.
+    audit_mover: Option<crate::serve::logfile::Mover>,
 }
 
 /// Each worker's queues into the logs, handed out in worker order.
@@ -262,9 +265,11 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         None => Vec::new(),
     };
     // One queue per worker, and the last for the coordinator.
+    let mut audit_mover = None;
     let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
         match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards + 1)? {
             Some((buffers, bytes_max, writer)) => {
+                audit_mover = Some(writer.mover());
                 log_writers.push(writer);
                 buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
             }
@@ -282,6 +287,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         audit_queues,
         coordinator_audit,
         log_writers,
+        audit_mover,
     })
 }
 
