@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """bind-timing: do an unknown DN, a wrong password (stored in the server's scheme or in
-{SSHA}) and an entry without userPassword take as long to refuse? (docs/BENCHMARKS.md, "Bind timing"; the e2e test checks only that each
-does the same work.)
+{SSHA}, or under a lockout policy that records each failure) and an entry without
+userPassword take as long to refuse? (docs/BENCHMARKS.md, "Bind timing"; the e2e test
+checks only that each does the same work.)
 
-Against a running server with the example data (`ferrodir serve`): adds uid=bind-timing
-and uid=bind-timing-ssha under ou=people as the admin (one password stored with the
-server's scheme, hash on write; the other given as {SSHA}), then binds wrongly as the four
+Against a running server with the example data (`ferrodir serve`): adds uid=bind-timing,
+uid=bind-timing-ssha and uid=bind-timing-policy under ou=people as the admin (passwords
+stored with the server's scheme, hash on write, or given as {SSHA}; the last governed by
+cn=bind-timing-policy, pwdLockout TRUE with a pwdMaxFailure never reached, so that each
+failure writes pwdFailureTime), then binds wrongly as the five
 kinds, interleaved so that a slow moment hits each
 alike, one connection per kind, --samples binds each per round. Prints each round's
 median per kind and the spread (max - min) / min; exits 1 if no round's spread is under
@@ -27,6 +30,8 @@ import ldap3
 BASE = "dc=example,dc=com"
 USER = "uid=bind-timing,ou=people," + BASE
 CHEAP = "uid=bind-timing-ssha,ou=people," + BASE
+GOVERNED = "uid=bind-timing-policy,ou=people," + BASE
+POLICY = "cn=bind-timing-policy," + BASE
 
 
 def connect(server):
@@ -48,8 +53,8 @@ def main():
                              raise_exceptions=False)
     if not admin.bind():
         sys.exit(f"bind-timing: cannot bind as {args.admin_dn}: {admin.result}")
-    admin.delete(USER)
-    admin.delete(CHEAP)
+    for dn in (USER, CHEAP, GOVERNED, POLICY):
+        admin.delete(dn)
     if not admin.add(USER, ["inetOrgPerson"],
                      {"cn": "bind timing", "sn": "timing", "userPassword": "bind-timing-secret"}):
         sys.exit(f"bind-timing: cannot add {USER}: {admin.result}")
@@ -59,11 +64,20 @@ def main():
     ssha = "{SSHA}" + base64.b64encode(hashlib.sha1(b"bind-timing-secret" + salt).digest() + salt).decode()
     if not admin.add(CHEAP, ["inetOrgPerson"], {"cn": "bind timing ssha", "sn": "timing", "userPassword": ssha}):
         sys.exit(f"bind-timing: cannot add {CHEAP}: {admin.result}")
+    if not admin.add(POLICY, ["organizationalRole", "pwdPolicy"],
+                     {"cn": "bind-timing-policy", "pwdAttribute": "userPassword", "pwdLockout": "TRUE",
+                      "pwdMaxFailure": "1000000"}):
+        sys.exit(f"bind-timing: cannot add {POLICY}: {admin.result}")
+    if not admin.add(GOVERNED, ["inetOrgPerson"],
+                     {"cn": "bind timing policy", "sn": "timing", "userPassword": "bind-timing-secret",
+                      "pwdPolicySubentry": POLICY}):
+        sys.exit(f"bind-timing: cannot add {GOVERNED}: {admin.result}")
     kinds = [
         ("unknown DN", "uid=nobody,ou=people," + BASE),
         ("wrong password", USER),
         ("no userPassword", "cn=staff,ou=groups," + BASE),
         ("wrong password, {SSHA}", CHEAP),
+        ("wrong password, lockout policy", GOVERNED),
     ]
     conns = [connect(args.server) for _ in kinds]
     for conn in conns:
@@ -87,8 +101,8 @@ def main():
                 f"{kind} {m:.0f} us" for (kind, _), m in zip(kinds, medians)) + f"; spread {spread:.1%}")
             best = spread if best is None else min(best, spread)
     finally:
-        admin.delete(USER)
-        admin.delete(CHEAP)
+        for dn in (USER, CHEAP, GOVERNED, POLICY):
+            admin.delete(dn)
     if best is None or best >= args.spread_max:
         print(f"FAIL: the medians differ by {best:.1%} or more in every round")
         sys.exit(1)

@@ -78,6 +78,24 @@ impl Alarm {
     }
 }
 
+/// Waits `duration`, to the microsecond where a timerfd can be had (else tokio's timer,
+/// rounded up to its millisecond). For waits whose length must not tell anything: a
+/// refused bind that did less work than another (router::op::credentials).
+pub async fn sleep_precisely(duration: Duration) {
+    let rung = Alarm::new().and_then(|alarm| {
+        alarm.set(duration)?;
+        Ok(alarm.rung())
+    });
+    match rung {
+        Ok(rung) => {
+            if rung.await.is_err() {
+                tokio::time::sleep(duration).await;
+            }
+        }
+        Err(_) => tokio::time::sleep(duration).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

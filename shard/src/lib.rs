@@ -48,6 +48,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod alarm;
+pub use crate::alarm::sleep_precisely;
 pub(crate) mod bulk;
 pub(crate) mod core;
 pub(crate) mod entry;

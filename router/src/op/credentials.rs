@@ -47,6 +47,14 @@ pub async fn verify_password(
 /// long as a failed check takes instead) and answers the same invalidCredentials: the
 /// answer and its time tell nothing, only the control says accountLocked (to a client that
 /// asks, like slapd with `ppolicy_use_lockout`). It records nothing.
+///
+/// A failure under a policy waits for its bookkeeping write (pwdFailureTime, durable
+/// before the answer); a failure that records nothing (an unknown DN, no userPassword, no
+/// policy, a locked account) waits as long as this worker's recent bookkeeping writes took
+/// instead ([`bookkeeping_pause`]), so that the time of a failure does not tell which DNs
+/// name accounts a policy governs. Both pauses are timed to the microsecond
+/// (`ferrodir_shard::sleep_precisely`): tokio's millisecond timer would add up to a
+/// millisecond, more than a cheap scheme's check and a sync together.
 pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password: &[u8]) -> Verified {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let no_word = PasswordPolicyResponse::default();
@@ -81,6 +89,7 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
                 Ok(()) => Err(invalid()),
                 Err(e) => Err(e),
             };
+            bookkeeping_pause(config).await;
             return Verified { identity, policy: PasswordPolicyResponse::error(PolicyError::AccountLocked) };
         }
     }
@@ -121,8 +130,13 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
             Ok(identity)
         }
         Ok(None) => {
-            if let Some(governed) = &governed {
-                governed.failed(worker).await;
+            match &governed {
+                Some(governed) => {
+                    let started = std::time::Instant::now();
+                    governed.failed(worker).await;
+                    learn_failure_write(config, started.elapsed());
+                }
+                None => bookkeeping_pause(config).await,
             }
             Err(invalid())
         }
@@ -172,17 +186,38 @@ async fn locked_pause(worker: &Worker, config: &DirectoryConfig, password: &[u8]
         config.passwords.matching(Vec::new(), password.to_vec()).await?;
         learn_failed_check(worker, started.elapsed());
     } else {
-        tokio::time::sleep(std::time::Duration::from_micros(learned)).await;
+        ferrodir_shard::sleep_precisely(std::time::Duration::from_micros(learned)).await;
     }
     Ok(())
 }
 
-/// Folds one failed check's duration into the worker's moving average (weight 1/8).
+/// A failure that wrote no bookkeeping waits as long as recent ones took (nothing until
+/// one has been timed: then no policy has counted a failure yet).
+async fn bookkeeping_pause(config: &DirectoryConfig) {
+    let learned = config.passwords.failure_write_us.load(std::sync::atomic::Ordering::Relaxed);
+    if learned > 0 {
+        ferrodir_shard::sleep_precisely(std::time::Duration::from_micros(learned)).await;
+    }
+}
+
+/// Folds one failed check's duration into the worker's moving average.
 fn learn_failed_check(worker: &Worker, took: std::time::Duration) {
+    worker.failed_check_us.set(moved_average(worker.failed_check_us.get(), took));
+}
+
+/// Folds one bookkeeping write's duration into the server's moving average (a lost update
+/// between two workers costs one sample, nothing more).
+fn learn_failure_write(config: &DirectoryConfig, took: std::time::Duration) {
+    let average = &config.passwords.failure_write_us;
+    let old = average.load(std::sync::atomic::Ordering::Relaxed);
+    average.store(moved_average(old, took), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `old` (microseconds; 0: none yet) moved towards `took` by an eighth.
+fn moved_average(old: u64, took: std::time::Duration) -> u64 {
     let sample = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-    let old = worker.failed_check_us.get();
     let next = if old == 0 { sample } else { old - old / 8 + sample / 8 };
-    worker.failed_check_us.set(next.max(1));
+    next.max(1)
 }
 
 /// The entry named `dn`; none when there is no such entry, or when the access rules give

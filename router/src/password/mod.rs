@@ -159,13 +159,26 @@ pub struct PasswordConfig {
     /// `password_upgrade_on_bind`: a successful bind whose matching value is not in
     /// `scheme` stores the password again in `scheme` (389-ds's upgrade on bind).
     pub upgrade_on_bind: bool,
+    /// How long failure bookkeeping writes (pwdFailureTime, under a policy) took lately, in
+    /// microseconds (a moving average; 0: none yet): what a failed bind that writes nothing
+    /// waits (op::credentials). One for the whole server, kept across reloads: a worker
+    /// that never wrote one must wait as long. Written by failures under a policy only,
+    /// each of which waits for a sync anyway.
+    pub failure_write_us: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl PasswordConfig {
     pub fn new(hash_on_write: bool, scheme: StorageScheme, pool: Arc<HashPool>) -> Self {
         let unknowable = random_salt();
         let dummy_hash: Arc<[u8]> = scheme.hash(&unknowable).into_bytes().into();
-        Self { hash_on_write, scheme, pool, dummy_hash, upgrade_on_bind: true }
+        Self {
+            hash_on_write,
+            scheme,
+            pool,
+            dummy_hash,
+            upgrade_on_bind: true,
+            failure_write_us: Arc::default(),
+        }
     }
 
     /// With `password_upgrade_on_bind` set as given.
