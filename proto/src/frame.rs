@@ -195,6 +195,12 @@ pub fn announced_pdu_bytes(buf: &[u8]) -> Result<Option<usize>, FrameError> {
     Ok(parse_header(buf)?.map(|header| header.end().unwrap_or(usize::MAX)))
 }
 
+/// Checks that `bytes` (a control's value, which the PDU's walk does not look into) is
+/// well-formed BER nested no deeper than `depth_max`.
+pub fn check_nesting(bytes: &[u8], depth_max: usize) -> Result<(), FrameError> {
+    walk_elements(bytes, depth_max)
+}
+
 /// Visits every TLV of `pdu` (which starts with one constructed element and is exactly as
 /// long as it), checking that each element fits inside its parent, that constructed elements
 /// are exactly filled by their children, and that nesting stays within `depth_max`.

@@ -176,6 +176,22 @@ pub fn may_write_attr(
     check_write(config, subject, target_dn, entry, Attr::Type(&canonical), "no write access to attribute")
 }
 
+/// Whether `subject` may write the NO-USER-MODIFICATION attribute `attr` under the relax
+/// rules control: `manage` access to it (slapd's rule; the rootDN has it).
+pub fn may_relax(
+    config: &DirectoryConfig,
+    subject: &Subject,
+    target_dn: &NormDn,
+    entry: Option<&Entry>,
+    attr: &str,
+) -> Result<(), LdapError> {
+    let canonical = config.rules.canonical(attr);
+    if level(config, subject, target_dn, entry, Attr::Type(&canonical)) >= Level::Manage {
+        return Ok(());
+    }
+    Err(insufficient(&format!("{attr}: no manage access to relax the rules")))
+}
+
 /// What `who` may do with an entry as a search base (RFC 4511 §4.5.1, slapd's `search`
 /// and `disclose` levels on `entry`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -167,7 +167,7 @@ impl Inner {
         }
     }
 
-    async fn delete_container(&self, target: Located, author: String) -> LdapResultOf<()> {
+    async fn delete_container(&self, target: Located, author: String, check: Check) -> LdapResultOf<Deleted> {
         let id = target.id;
         let children = self.close_and_count(id).await?;
         if children > 0 {
@@ -176,23 +176,26 @@ impl Inner {
         }
         // It stays closed whatever happens next: it is no longer published as a container,
         // and a later first child would promote (and reopen) it.
-        self.delete_closed(target, author).await
+        self.delete_closed(target, author, check).await
     }
 
-    async fn delete_closed(&self, target: Located, author: String) -> LdapResultOf<()> {
+    async fn delete_closed(&self, target: Located, author: String, check: Check) -> LdapResultOf<Deleted> {
         let id = target.id;
         self.write(id.shard(), WriteOp::SetContainer { id, container: false }).await?;
         let next = self.skeleton.borrow().without_container(id);
         self.publish(next);
-        self.delete_leaf(target, author).await
+        self.delete_leaf(target, author, check).await
     }
 
-    /// Deletes a leaf whose DN→ID record lives on another shard than the entry.
-    async fn delete_leaf(&self, target: Located, author: String) -> LdapResultOf<()> {
+    /// Deletes a leaf whose DN→ID record lives on another shard than the entry. Answers
+    /// the entry as it was.
+    async fn delete_leaf(&self, target: Located, author: String, check: Check) -> LdapResultOf<Deleted> {
         let id = target.id;
         let name_shard = shard_for_child(target.parent, &target.rdn_norm, self.shards.len());
+        let delete = checked(WriteOp::Delete { id, author }, check);
+        let deleted;
         if name_shard == id.shard() {
-            self.write(id.shard(), WriteOp::Delete { id, author }).await?;
+            deleted = self.write(id.shard(), delete).await?;
         } else {
             let intent =
                 Intent::DeleteWithRemoteName { id, parent: target.parent, rdn: target.rdn_norm.clone() };
@@ -200,14 +203,18 @@ impl Inner {
                 .log
                 .record(&intent)
                 .map_err(|e| LdapError::new(ResultCode::UNAVAILABLE, e.to_string()))?;
-            if let Err(e) = self.write(id.shard(), WriteOp::Delete { id, author }).await {
-                // Refused for sure (the entry is still there): nothing for recovery to do.
-                // Otherwise the delete may have happened, and recovery decides from the entry.
-                if !e.is_outcome_unknown() {
-                    self.clear_intent(seq);
+            deleted = match self.write(id.shard(), delete).await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    // Refused for sure (the entry is still there): nothing for recovery to
+                    // do. Otherwise the delete may have happened, and recovery decides from
+                    // the entry.
+                    if !e.is_outcome_unknown() {
+                        self.clear_intent(seq);
+                    }
+                    return Err(e.into());
                 }
-                return Err(e.into());
-            }
+            };
             let remove = WriteOp::RemoveDn { parent: target.parent, rdn_norm: target.rdn_norm.clone(), id };
             match self.write(name_shard, remove).await {
                 Ok(_) => self.clear_intent(seq),
@@ -222,7 +229,10 @@ impl Inner {
         if target.parent != EntryId::ROOT {
             self.demote_after(target.parent).await;
         }
-        Ok(())
+        Ok(match deleted.inner() {
+            WriteOutcome::Deleted { record, .. } => Some(record.clone()),
+            _ => None,
+        })
     }
 
     /// Publishes a skeleton in which the DN→ID record (`parent`, `rdn_norm`) → `id` resolves to
@@ -253,7 +263,7 @@ impl Inner {
     /// descendants store their parent's id, and their DNs come from the skeleton, which is
     /// republished in one step after the entry moved. A search pinned to the old skeleton
     /// sees the whole subtree at its old place, one pinned to the new one sees it all moved.
-    async fn move_entry(&self, req: MoveEntry) -> LdapResultOf<()> {
+    async fn move_entry(&self, req: MoveEntry) -> LdapResultOf<Option<WriteOutcome>> {
         let (id, old_parent, new_parent) = (req.target.id, req.target.parent, req.new_parent);
         let container = self.skeleton.borrow().contains(id);
         if container && (new_parent == id || self.skeleton.borrow().parent_within(new_parent, id)) {
@@ -271,7 +281,8 @@ impl Inner {
         // Set when a reservation could not be released: it is durable, and only recovery
         // (from the intent) removes it.
         let mut reservation_left = false;
-        let result = self.move_steps(req, container, &mut reservation_left).await;
+        let mut moved = None;
+        let result = self.move_steps(req, container, &mut reservation_left, &mut moved).await;
         // A step whose outcome is unknown may have half-happened, a reservation that could not
         // be released is still stored, and a move whose old name is still stored is not
         // finished: recovery decides those, from the intent. Only a step the shard refused
@@ -286,7 +297,7 @@ impl Inner {
         if result.is_ok() && old_parent != new_parent && old_parent != EntryId::ROOT {
             self.demote_after(old_parent).await;
         }
-        result.map(|_| ()).map_err(LdapError::from)
+        result.map(|_| moved).map_err(LdapError::from)
     }
 
     /// A move's steps, in order: reserve the new name, move the entry (releasing the
@@ -297,6 +308,7 @@ impl Inner {
         req: MoveEntry,
         container: bool,
         reservation_left: &mut bool,
+        moved: &mut Option<WriteOutcome>,
     ) -> ShardResult<bool> {
         let MoveEntry {
             target,
@@ -307,6 +319,7 @@ impl Inner {
             add_values,
             author,
             delete_old_rdn,
+            check,
             ..
         } = req;
         let id = target.id;
@@ -324,7 +337,9 @@ impl Inner {
             author,
             delete_old_rdn,
         };
-        if let Err(e) = self.write(id.shard(), relocate).await {
+        let relocate = checked(relocate, check);
+        let relocated = self.write(id.shard(), relocate).await;
+        if let Err(e) = relocated {
             let release = WriteOp::RemoveDn { parent: new_parent, rdn_norm: new_rdn_norm.clone(), id };
             if let Err(stuck) = self.write(new_name_shard, release).await {
                 // The reservation stays on a failed shard (recovery removes it): until
@@ -335,6 +350,7 @@ impl Inner {
             }
             return Err(e);
         }
+        *moved = relocated.ok();
         if self.skeleton.borrow().is_withdrawn(new_parent, &new_rdn_norm, id) {
             // Moved back under a name an earlier failure withdrew: it is right again.
             let next = self.skeleton.borrow().without_withdrawn(new_parent, &new_rdn_norm);
@@ -452,7 +468,7 @@ serial_handler!(AddUnder, LdapResultOf<WriteOutcome>, |inner, msg| {
 /// Delete an entry the router could not delete on one shard: a container, a leaf whose
 /// name lives on another shard, or any entry when referential integrity is on.
 #[derive(Message)]
-#[rtype(result = "LdapResultOf<()>")]
+#[rtype(result = "LdapResultOf<Deleted>")]
 pub struct DeleteEntry {
     pub target: Located,
     /// Its DN, as the client named it (what referential integrity looks for).
@@ -461,15 +477,17 @@ pub struct DeleteEntry {
     /// Who asks (the changelog's creatorsName; `ferrodir_shard::REPLICA_AUTHOR` for the
     /// replication consumer).
     pub author: String,
+    /// A condition the entry must meet when its delete is staged (the assertion control).
+    pub check: Check,
 }
 
-serial_handler!(DeleteEntry, LdapResultOf<()>, |inner, msg| {
-    let DeleteEntry { target, dn, origin, author } = msg;
+serial_handler!(DeleteEntry, LdapResultOf<Deleted>, |inner, msg| {
+    let DeleteEntry { target, dn, origin, author, check } = msg;
     let refint = inner.refint_begin(origin, refint::delete_intent(target.id, &dn))?;
     let result = if inner.skeleton.borrow().contains(target.id) {
-        inner.delete_container(target, author).await
+        inner.delete_container(target, author, check).await
     } else {
-        inner.delete_leaf(target, author).await
+        inner.delete_leaf(target, author, check).await
     };
     inner.refint_end(refint).await;
     result
@@ -482,9 +500,10 @@ pub struct MaybeDemote(pub EntryId);
 
 serial_handler!(MaybeDemote, LdapResultOf<()>, |inner, msg| inner.demote_if_childless(msg.0).await);
 
-/// Modify DN of an entry, leaf or subtree.
+/// Modify DN of an entry, leaf or subtree. Answers the move's outcome (the entry as moved;
+/// with a check, as it was too).
 #[derive(Message)]
-#[rtype(result = "LdapResultOf<()>")]
+#[rtype(result = "LdapResultOf<Option<WriteOutcome>>")]
 pub struct MoveEntry {
     pub target: Located,
     pub new_parent: EntryId,
@@ -499,9 +518,11 @@ pub struct MoveEntry {
     pub old_dn: ferrodir_proto::Dn,
     pub new_dn: ferrodir_proto::Dn,
     pub origin: Origin,
+    /// A condition the entry must meet when its move is staged (the assertion control).
+    pub check: Check,
 }
 
-serial_handler!(MoveEntry, LdapResultOf<()>, |inner, msg| {
+serial_handler!(MoveEntry, LdapResultOf<Option<WriteOutcome>>, |inner, msg| {
     let intent = Intent::Refint {
         id: msg.target.id,
         old_dn: msg.old_dn.to_string(),
@@ -548,3 +569,19 @@ serial_handler!(BetweenChanges, (), |inner, msg| (msg.0)(&inner.log));
 
 #[cfg(test)]
 mod tests;
+
+/// A condition on the entry a write changes, judged when the write is staged (the
+/// assertion control, `op::write_controls`); None: none.
+pub type Check = Option<std::sync::Arc<dyn ferrodir_shard::EntryCheck>>;
+
+/// A deleted entry as it was, when the delete's outcome carried it.
+pub type Deleted = Option<std::sync::Arc<ferrodir_shard::EntryRecord>>;
+
+/// `op` with its condition: a `WriteOp::Checked` when there is one (its outcome then
+/// carries the entry as it was too).
+fn checked(op: WriteOp, check: Check) -> WriteOp {
+    match check {
+        Some(check) => WriteOp::Checked(Box::new(ferrodir_shard::CheckedWrite { op, check: Some(check) })),
+        None => op,
+    }
+}

@@ -78,6 +78,7 @@ impl From<ShardError> for LdapError {
             ShardError::NotAllowedOnRdn(_) => ResultCode::NOT_ALLOWED_ON_RDN,
             ShardError::ConstraintViolation(_) => ResultCode::CONSTRAINT_VIOLATION,
             ShardError::ParentClosed => ResultCode::BUSY,
+            ShardError::AssertionFailed => ResultCode(122),
             ShardError::Storage(_) | ShardError::Unavailable(_) => ResultCode::UNAVAILABLE,
             ShardError::Corrupt(_) => ResultCode::OTHER,
             ShardError::Schema(violation) => violation.code,

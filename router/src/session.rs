@@ -433,6 +433,7 @@ impl Session {
             entries: Cell::new(0),
             notes: Cell::new(None),
             policy_error: Cell::new(None),
+            response_controls: Default::default(),
             must_change: self.state.must_change.clone(),
             log_dn: None,
             cancel,

@@ -321,12 +321,14 @@ impl ShardActor {
         let stats = self.core.counters();
         let (mut added, mut deleted) = (0u64, 0u64);
         for (reply, mut result) in batch.replies {
-            match &result {
+            match result.as_ref().map(WriteOutcome::inner) {
                 Ok(WriteOutcome::Added(_)) => added += 1,
                 Ok(WriteOutcome::Deleted { .. }) => deleted += 1,
                 _ => {}
             }
-            if let Ok(WriteOutcome::Deleted { record, parent_has_children_here }) = &mut result {
+            if let Ok(WriteOutcome::Deleted { record, parent_has_children_here }) =
+                result.as_mut().map(WriteOutcome::inner_mut)
+            {
                 // Judged on the state just made durable, so that of two deletes of the last
                 // two children, whichever batch commits last sees none left.
                 *parent_has_children_here =

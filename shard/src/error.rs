@@ -24,6 +24,9 @@ pub enum ShardError {
     /// The entry would break the schema; carries the result code slapd answers with.
     #[error("{}", .0.message)]
     Schema(ferrodir_proto::schema::check::Violation),
+    /// A write's condition (`write::update::EntryCheck`) was false on the staged entry.
+    #[error("assertion failed")]
+    AssertionFailed,
     /// The parent is being deleted or demoted; the router retries after it settles.
     #[error("parent is being changed")]
     ParentClosed,
@@ -59,6 +62,7 @@ impl ShardError {
             | ShardError::ConstraintViolation(_)
             | ShardError::Schema(_)
             | ShardError::ParentClosed
+            | ShardError::AssertionFailed
             | ShardError::AdminLimitExceeded(_)
             | ShardError::Corrupt(_) => false,
         }

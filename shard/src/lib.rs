@@ -83,14 +83,14 @@ pub use crate::id::{shard_for_child, EntryId, PLACEMENT_VERSION};
 pub use crate::skeleton::{Skeleton, SkeletonCell};
 // Writes.
 pub use crate::refs::RefRewrite;
-pub use crate::write::batch::{Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
+pub use crate::write::batch::{CheckedWrite, Stager, WriteOp, WriteOutcome, REPLICA_AUTHOR};
 pub use crate::write::clock::{Clock, SERVER_ID_MAX};
 pub use crate::write::indexing::IndexWork;
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
     civil_time, format_csn, micros_of_csn, set_structural_class, stamp_imported, uuid_octets, Stamp,
 };
-pub use crate::write::update::EntryUpdate;
+pub use crate::write::update::{EntryCheck, EntryUpdate};
 // Matching, indexing and the filters that skip shards.
 pub use crate::index::bloom::{EqBloom, Probe};
 pub use crate::index::config::{IndexConfig, IndexKind};

@@ -42,3 +42,4 @@ mod systemd;
 mod tls;
 mod unique;
 mod verify;
+mod write_controls;

@@ -37,6 +37,7 @@ pub mod ppolicy;
 mod result;
 pub mod sort_vlv;
 pub mod sync;
+pub mod write_controls;
 
 pub use crate::filter::AttributeValueAssertion;
 pub use codec::{decode_message, encode_message, encode_message_into};

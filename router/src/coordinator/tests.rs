@@ -139,7 +139,7 @@ fn name_elsewhere(parent: EntryId) -> String {
 
 fn delete(target: Located) -> DeleteEntry {
     let dn = Dn::parse(&format!("{},o=p", target.rdn_norm)).unwrap();
-    DeleteEntry { target, dn, origin: Origin::Client, author: "cn=test".into() }
+    DeleteEntry { target, dn, origin: Origin::Client, author: "cn=test".into(), check: None }
 }
 
 fn lookup(s: &Setup, rdn_norm: &str) -> Option<EntryId> {
@@ -172,6 +172,7 @@ fn a_failed_last_step_withdraws_the_stale_name_until_recovery() {
             old_dn: Dn::parse("cn=l,o=p").unwrap(),
             new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
             origin: Origin::Client,
+            check: None,
         });
         moved.await.unwrap().expect("the move is decided once the entry moved");
         assert_eq!(lookup(&s, "cn=l"), Some(leaf), "the old name is still stored");
@@ -211,6 +212,7 @@ fn move_leaf_to(s: &Setup, new_rdn: &str, name: &str) -> MoveEntry {
         old_dn: Dn::parse("cn=l,o=p").unwrap(),
         new_dn: Dn::parse(&format!("{new_rdn},o=p")).unwrap(),
         origin: Origin::Client,
+        check: None,
     }
 }
 
@@ -397,6 +399,7 @@ fn refint_does_nothing_for_a_refused_delete() {
             dn: Dn::parse("o=p").unwrap(),
             origin: Origin::Client,
             author: "cn=test".into(),
+            check: None,
         };
         assert!(s.coordinator.send(request).await.unwrap().is_err());
         assert_eq!(values_of(&s, group, "member"), vec!["o=p"]);

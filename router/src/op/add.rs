@@ -7,7 +7,7 @@ use std::time::Duration;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_proto::message::AddRequest;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::{shard_for_child, EntryId, ShardError, WriteOp};
+use ferrodir_shard::{shard_for_child, EntryId, ShardError, WriteOp, WriteOutcome};
 
 use crate::access::{self, check_not_anonymous, Subject};
 use crate::acl::rule::Attr;
@@ -16,6 +16,7 @@ use crate::config::DirectoryConfig;
 use crate::coordinator::AddUnder;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
+use crate::op::write_controls::{self, WriteControls};
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate_parent_of;
 use ferrodir_shard::{find_attr, value_key};
@@ -31,13 +32,15 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     }
     check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
+    let asked = WriteControls::of(ctx)?;
     let subject = access::subject(ctx).await;
     // Name resolution comes before access, as slapd answers: noSuchObject beats refusal.
     let (parent, rdn_norm, rdn) = match locate_parent_of(&ctx.worker, &dn).await {
         Ok(found) => found,
         Err(e) => return Err(access::undisclosed(ctx, &subject, e).await),
     };
-    let mut entry = build_entry(&request, &ctx.config)?;
+    let mut relaxed = Vec::new();
+    let mut entry = build_entry(&request, &ctx.config, asked.relax.then_some(&mut relaxed))?;
     if let Some(named_by) = dn.dn.rdns.first() {
         add_rdn_values(&ctx.config, &mut entry, named_by)?;
     }
@@ -55,15 +58,30 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         }
         return Err(refusal);
     }
+    if !subject.is_root() {
+        for name in &relaxed {
+            access::may_relax(&ctx.config, &subject, &dn, Some(&entry), name)?;
+        }
+    }
     // Held until the write is answered: a second write of a constrained value waits.
     let written = crate::op::unique::Written { dn: &dn, entry: &entry, changed: None, own: None };
     let _claims = crate::op::unique::check(ctx, &written).await?;
     let audit = crate::op::audit::prepare(ctx, &dn, Change::Add(&entry.attrs));
     let shard = shard_for_child(parent_id, &rdn_norm, ctx.worker.shard_count());
     let op = WriteOp::Add { parent: parent_id, rdn, rdn_norm, entry, author: ctx.identity.author() };
+    // The post-read needs the entry as staged: asked for, the add goes as a checked write.
+    let op = if asked.post_read.is_some() && asked.assertion.is_none() {
+        WriteOp::Checked(Box::new(ferrodir_shard::CheckedWrite { op, check: None }))
+    } else {
+        write_controls::wrap(ctx, &subject, &asked, op, parent_id).await
+    };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.skeleton().contains(p.id));
-    send(ctx, parent_id, parent_is_container, shard, op).await?;
+    let outcome = send(ctx, parent_id, parent_is_container, shard, op).await?;
     crate::op::audit::committed(ctx, audit);
+    let (outcome, _, after) = outcome.split();
+    if let WriteOutcome::Added(id) = outcome {
+        write_controls::answer_reads(ctx, &subject, &asked, id, None, after).await;
+    }
     Ok(())
 }
 
@@ -75,10 +93,9 @@ async fn send(
     parent_is_container: bool,
     shard: usize,
     op: WriteOp,
-) -> LdapResultOf<()> {
+) -> LdapResultOf<WriteOutcome> {
     if !parent_is_container {
-        ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
-        return Ok(());
+        return ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await?;
     }
     for _ in 0..PARENT_CLOSED_RETRIES_MAX {
         match ctx.worker.write_to_shard(shard, op.clone()).await {
@@ -86,11 +103,10 @@ async fn send(
                 tokio::time::sleep(Duration::from_millis(PARENT_CLOSED_RETRY_DELAY_MS)).await;
                 // The parent may have been demoted to a leaf meanwhile, or deleted.
                 if parent_id != EntryId::ROOT && !ctx.worker.skeleton().contains(parent_id) {
-                    ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await??;
-                    return Ok(());
+                    return ctx.worker.coordinator.send(AddUnder { parent: parent_id, shard, op }).await?;
                 }
             }
-            other => return other.map(|_| ()).map_err(LdapError::from),
+            other => return other.map_err(LdapError::from),
         }
     }
     Err(LdapError::new(ResultCode::BUSY, "parent entry is busy"))
@@ -122,7 +138,14 @@ async fn check_access(
 
 /// The entry as sent, value order kept; rejects empty and duplicate values and attributes
 /// only the server may set. The schema check happens on the shard, on the entry as stored.
-fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<Entry> {
+/// `relaxed`: with the relax rules control, the NO-USER-MODIFICATION types given are
+/// gathered there (their access is checked later) instead of refused.
+fn build_entry(
+    request: &AddRequest,
+    config: &DirectoryConfig,
+    relaxed: Option<&mut Vec<String>>,
+) -> LdapResultOf<Entry> {
+    let mut relaxed = relaxed;
     let mut entry = Entry::default();
     for attribute in &request.attributes {
         let name = text(&attribute.r#type)?.to_string();
@@ -132,7 +155,10 @@ fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<E
         if attribute.vals.is_empty() {
             return Err(LdapError::protocol(format!("{name}: no values")));
         }
-        reject_no_user_modification(config, &name)?;
+        match relaxed.as_deref_mut() {
+            Some(list) if no_user_modification(config, &name) => list.push(name.clone()),
+            _ => reject_no_user_modification(config, &name)?,
+        }
         let mut seen = std::collections::HashSet::new();
         for value in &attribute.vals {
             if !seen.insert(value_key(&config.rules, &name, value)) {
@@ -158,8 +184,13 @@ fn build_entry(request: &AddRequest, config: &DirectoryConfig) -> LdapResultOf<E
 
 /// RFC 4512 §4.1.2: NO-USER-MODIFICATION attributes are maintained by the server; a client
 /// supplying one gets constraintViolation, as slapd answers.
+/// Whether the schema marks `name` NO-USER-MODIFICATION.
+pub fn no_user_modification(config: &DirectoryConfig, name: &str) -> bool {
+    config.schema.attribute(name).is_some_and(|a| a.no_user_modification)
+}
+
 pub fn reject_no_user_modification(config: &DirectoryConfig, name: &str) -> LdapResultOf<()> {
-    if config.schema.attribute(name).is_some_and(|a| a.no_user_modification) {
+    if no_user_modification(config, name) {
         return Err(LdapError::new(
             ResultCode::CONSTRAINT_VIOLATION,
             format!("{name}: no user modification allowed"),

@@ -22,6 +22,7 @@ pub async fn compare(ctx: &OpContext, request: CompareRequest) -> LdapResult {
 
 async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<ResultCode> {
     let dn = parse_dn(&ctx.config, &request.entry)?;
+    crate::op::write_controls::refuse_copy(ctx, &dn)?;
     let desc = text(&request.ava.attribute_desc)?;
     if desc.is_empty() {
         return Err(LdapError::protocol("empty attribute description"));
@@ -34,6 +35,19 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         let values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
         if !values.is_empty() {
             entry.attrs.push(Attribute::new("memberOf", values));
+        }
+    }
+    if let Some(filter) = crate::op::write_controls::WriteControls::of(ctx)?.assertion {
+        // RFC 4528 on a Compare: the target must match, or assertionFailed.
+        let holds = match special {
+            true => ferrodir_shard::filter_matches(&config.rules, &filter, &entry, None),
+            false => {
+                let id = access::locate(ctx, &subject, &dn).await?.id;
+                crate::op::write_controls::holds_on(ctx, &subject, &filter, id).await?
+            }
+        };
+        if !holds {
+            return Err(crate::op::write_controls::failed());
         }
     }
     let rules = config.rules.get(desc).ok_or_else(|| {

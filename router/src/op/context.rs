@@ -72,6 +72,9 @@ pub struct OpContext {
     pub must_change: std::rc::Rc<Cell<bool>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::store::Sessions>,
+    /// Response controls the operation gathered for its final response (pre-read and
+    /// post-read, `op::write_controls`).
+    pub response_controls: std::cell::RefCell<Vec<Control>>,
 }
 
 impl Asker for OpContext {
@@ -122,6 +125,19 @@ impl OpContext {
             criticality: false,
             control_value: Some(ferrodir_proto::message::OctetString::from(value)),
         }])
+    }
+
+    /// Adds a control to the operation's final response.
+    pub fn add_response_control(&self, control: Control) {
+        self.response_controls.borrow_mut().push(control);
+    }
+
+    /// A write's response controls: the Password Policy control's, then those the
+    /// operation gathered.
+    pub fn write_response_controls(&self) -> Option<Vec<Control>> {
+        let mut controls = self.policy_controls().unwrap_or_default();
+        controls.extend(self.response_controls.take());
+        (!controls.is_empty()).then_some(controls)
     }
 
     pub async fn respond(&self, op: ProtocolOp) {

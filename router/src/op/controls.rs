@@ -6,6 +6,9 @@
 use ferrodir_proto::message::ppolicy::PASSWORD_POLICY_OID;
 use ferrodir_proto::message::sort_vlv::{SORT_REQUEST_OID, VLV_REQUEST_OID};
 use ferrodir_proto::message::sync::SYNC_REQUEST_OID;
+use ferrodir_proto::message::write_controls::{
+    ASSERTION_OID, DONT_USE_COPY_OID, POST_READ_OID, PRE_READ_OID, RELAX_OID,
+};
 use ferrodir_proto::message::{Control, LdapResult, PAGED_RESULTS_OID};
 use ferrodir_proto::ResultCode;
 
@@ -23,19 +26,31 @@ pub const SUPPORTED: &[&str] = &[
     VLV_REQUEST_OID,
     SYNC_REQUEST_OID,
     PASSWORD_POLICY_OID,
+    ASSERTION_OID,
+    PRE_READ_OID,
+    POST_READ_OID,
+    RELAX_OID,
+    DONT_USE_COPY_OID,
 ];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,
 /// they are refused like an unknown control (as slapd refuses them).
 const SEARCH_ONLY: &[&str] = &[PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_OID, SYNC_REQUEST_OID];
 
+/// And the ones that only mean something on a write (RFC 4527's reads, the relax rules):
+/// critical on a Search, refused.
+const WRITE_ONLY: &[&str] = &[PRE_READ_OID, POST_READ_OID, RELAX_OID];
+
 /// The refusal to send if `controls` holds a critical control we don't support on this
 /// operation (`search`: whether it is a SearchRequest).
 pub fn check(controls: Option<&[Control]>, search: bool) -> Option<LdapResult> {
     let named = |list: &[&str], c: &Control| list.iter().any(|oid| c.control_type.as_ref() == oid.as_bytes());
-    let unsupported = controls?
-        .iter()
-        .find(|c| c.criticality && (!named(SUPPORTED, c) || (!search && named(SEARCH_ONLY, c))))?;
+    let unsupported = controls?.iter().find(|c| {
+        c.criticality
+            && (!named(SUPPORTED, c)
+                || (!search && named(SEARCH_ONLY, c))
+                || (search && named(WRITE_ONLY, c)))
+    })?;
     Some(LdapResult::new(
         ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
         String::new(),

@@ -22,6 +22,7 @@ pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
 pub(crate) mod unique;
+pub mod write_controls;
 
 use ferrodir_proto::message::{ExtendedResponse, LdapResult, ProtocolOp, UnknownEnumerated};
 use ferrodir_proto::ResultCode;
@@ -54,19 +55,20 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
         ProtocolOp::SearchRequest(req) => search::search(ctx, req).await,
         ProtocolOp::AddRequest(req) => {
             let result = add::add(ctx, req).await;
-            ctx.respond_with(ProtocolOp::AddResponse(finish(result)), ctx.policy_controls()).await;
+            ctx.respond_with(ProtocolOp::AddResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::DelRequest(dn) => {
             let result = delete::delete(ctx, &dn).await;
-            ctx.respond(ProtocolOp::DelResponse(finish(result))).await;
+            ctx.respond_with(ProtocolOp::DelResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::ModifyRequest(req) => {
             let result = modify::modify(ctx, req).await;
-            ctx.respond_with(ProtocolOp::ModifyResponse(finish(result)), ctx.policy_controls()).await;
+            ctx.respond_with(ProtocolOp::ModifyResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::ModifyDnRequest(req) => {
             let result = moddn::modify_dn(ctx, req).await;
-            ctx.respond(ProtocolOp::ModifyDnResponse(finish(result))).await;
+            let controls = ctx.write_response_controls();
+            ctx.respond_with(ProtocolOp::ModifyDnResponse(finish(result)), controls).await;
         }
         ProtocolOp::CompareRequest(req) => {
             let result = compare::compare(ctx, req).await;

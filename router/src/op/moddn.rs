@@ -14,6 +14,7 @@ use crate::coordinator::{MoveEntry, Origin};
 use crate::error::{LdapError, LdapResultOf};
 use crate::located::Located;
 use crate::op::context::OpContext;
+use crate::op::write_controls::{self, WriteControls};
 use crate::op::{check_writable, parse_dn, text};
 use crate::resolve::locate;
 
@@ -24,6 +25,7 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
     let new_superior = request.new_superior.as_deref().map(|bytes| parse_dn(config, bytes)).transpose()?;
     check_writable(config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
+    let asked = WriteControls::of(ctx)?;
     if let Some(ava) = new_rdn.avas.iter().find(|a| config.rules.get(&a.attr).is_none()) {
         return Err(LdapError::invalid_dn(format!("{}: attribute type undefined", ava.attr)));
     }
@@ -75,7 +77,15 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         }
         None => None,
     };
+    let id = target.id;
+    let check = match &asked.assertion {
+        Some(filter) => Some(write_controls::check(ctx, &subject, filter.clone(), id).await),
+        // The pre-read needs the entry as it was in the move's batch.
+        None if asked.pre_read.is_some() => Some(write_controls::always()),
+        None => None,
+    };
     let request = MoveEntry {
+        check,
         target,
         new_parent,
         new_rdn: new_rdn.to_string(),
@@ -88,8 +98,14 @@ pub async fn modify_dn(ctx: &OpContext, request: ModifyDnRequest) -> LdapResultO
         new_dn,
         origin: Origin::Client,
     };
-    ctx.worker.coordinator.send(request).await??;
+    let moved = ctx.worker.coordinator.send(request).await??;
     crate::op::audit::committed(ctx, audit);
+    if let Some(moved) = moved {
+        let (outcome, before, _) = moved.split();
+        if let ferrodir_shard::WriteOutcome::Record(after) = outcome {
+            write_controls::answer_reads(ctx, &subject, &asked, id, before, Some(after)).await;
+        }
+    }
     Ok(())
 }
 

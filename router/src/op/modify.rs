@@ -3,7 +3,7 @@
 use ferrodir_proto::entry::Attribute;
 use ferrodir_proto::ldif::{LdifMod, ModOp};
 use ferrodir_proto::message::{ModifyOperation, ModifyRequest};
-use ferrodir_shard::WriteOp;
+use ferrodir_shard::{WriteOp, WriteOutcome};
 
 use crate::access::{self, check_not_anonymous};
 use crate::auditlog::Change;
@@ -11,6 +11,7 @@ use crate::config::DirectoryConfig;
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::add::canonical_values;
 use crate::op::context::OpContext;
+use crate::op::write_controls::{self, WriteControls};
 use crate::op::{check_writable, parse_dn, text};
 use ferrodir_proto::schema::matching::Rule;
 use ferrodir_proto::ResultCode;
@@ -19,13 +20,19 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     let dn = parse_dn(&ctx.config, &request.object)?;
     check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
+    let asked = WriteControls::of(ctx)?;
     let mut changes = Vec::with_capacity(request.changes.len());
+    let mut relaxed = Vec::new();
     for change in &request.changes {
         let name = text(&change.modification.r#type)?;
         if name.is_empty() {
             return Err(LdapError::protocol("empty attribute description"));
         }
-        crate::op::add::reject_no_user_modification(&ctx.config, name)?;
+        if asked.relax && crate::op::add::no_user_modification(&ctx.config, name) {
+            relaxed.push(name.to_string());
+        } else {
+            crate::op::add::reject_no_user_modification(&ctx.config, name)?;
+        }
         let op = match change.operation {
             ModifyOperation::Add => ModOp::Add,
             ModifyOperation::Delete => ModOp::Delete,
@@ -48,6 +55,9 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
         for change in &changes {
             access::may_write_attr(&ctx.config, &subject, &dn, entry.as_ref(), &change.attr.name)?;
         }
+        for name in &relaxed {
+            access::may_relax(&ctx.config, &subject, &dn, entry.as_ref(), name)?;
+        }
     }
     // Unlocking an account clears the failures that locked it (slapd's ppolicy_modify).
     crate::ppolicy::lockout::with_unlock(&ctx.config, &mut changes);
@@ -55,10 +65,13 @@ pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()>
     crate::op::stored_password::hash_changes(&ctx.config, &mut changes).await?;
     let _claims = unique_claims(ctx, &dn, target.id, &changes).await?;
     let audit = crate::op::audit::prepare(ctx, &dn, Change::Modify(&changes));
-    ctx.worker
-        .write(target.id.shard(), WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() })
-        .await?;
+    let op = WriteOp::Modify { id: target.id, changes, author: ctx.identity.author() };
+    let op = write_controls::wrap(ctx, &subject, &asked, op, target.id).await;
+    let (outcome, before, _) = ctx.worker.write(target.id.shard(), op).await?.split();
     crate::op::audit::committed(ctx, audit);
+    if let WriteOutcome::Record(after) = outcome {
+        write_controls::answer_reads(ctx, &subject, &asked, target.id, before, Some(after)).await;
+    }
     Ok(())
 }
 

@@ -341,6 +341,7 @@ impl Applier {
             old_dn: old_dn.dn.clone(),
             new_dn: new_dn.dn.clone(),
             origin: Origin::Replication,
+            check: None,
         };
         self.worker.coordinator.send(request).await??;
         Ok(())
@@ -389,6 +390,7 @@ impl Applier {
                 dn: dn.dn.clone(),
                 origin: Origin::Replication,
                 author: REPLICA_AUTHOR.to_string(),
+                check: None,
             };
             self.worker.coordinator.send(request).await??;
         } else {

@@ -128,6 +128,16 @@ pub enum WriteOp {
     TrimChangelog,
     /// A step of an online index build (`write::indexing`).
     Index(crate::write::indexing::IndexWork),
+    /// A write with a condition on its entry and the entry as it was kept for the answer
+    /// (RFC 4528 assertion, RFC 4527 pre-read): answered with [`WriteOutcome::Checked`].
+    Checked(Box<CheckedWrite>),
+}
+
+/// A write, the condition its entry must meet when it is staged, if any.
+#[derive(Debug, Clone)]
+pub struct CheckedWrite {
+    pub op: WriteOp,
+    pub check: Option<Arc<dyn crate::write::update::EntryCheck>>,
 }
 
 /// The author of a [`WriteOp::Relocate`] sent by the replication consumer: the entry's
@@ -154,6 +164,41 @@ pub enum WriteOutcome {
         done: usize,
         next: Option<EntryId>,
     },
+    /// A [`WriteOp::Checked`]'s: the entry as it was before (None for an Add) and as the
+    /// write left it (None for a Delete), both as staged in the write's batch, and the
+    /// write's own outcome.
+    Checked {
+        before: Option<Arc<EntryRecord>>,
+        after: Option<Arc<EntryRecord>>,
+        outcome: Box<WriteOutcome>,
+    },
+}
+
+impl WriteOutcome {
+    /// The write's own outcome, inside any [`WriteOutcome::Checked`].
+    pub fn inner(&self) -> &WriteOutcome {
+        match self {
+            WriteOutcome::Checked { outcome, .. } => outcome.inner(),
+            other => other,
+        }
+    }
+
+    /// [`WriteOutcome::inner`], to fill in after the commit.
+    pub fn inner_mut(&mut self) -> &mut WriteOutcome {
+        match self {
+            WriteOutcome::Checked { outcome, .. } => outcome.inner_mut(),
+            other => other,
+        }
+    }
+
+    /// The write's own outcome, and the entry as it was and as it is (a
+    /// [`WriteOutcome::Checked`]'s; None and None otherwise).
+    pub fn split(self) -> (WriteOutcome, Option<Arc<EntryRecord>>, Option<Arc<EntryRecord>>) {
+        match self {
+            WriteOutcome::Checked { before, after, outcome } => ((*outcome).split().0, before, after),
+            other => (other, None, None),
+        }
+    }
 }
 
 pub type Reply = oneshot::Sender<ShardResult<WriteOutcome>>;
@@ -350,7 +395,58 @@ impl Stager {
                 Ok(WriteOutcome::Done)
             }
             WriteOp::Index(work) => self.plan_index_work(core, work, fx),
+            WriteOp::Checked(checked) => self.plan_checked(core, *checked, closed, fx),
         }
+    }
+
+    /// A write whose entry must meet a condition, judged on the entry as staged (an Add's
+    /// on the entry to add), before anything of the write is: false fails it alone.
+    fn plan_checked(
+        &mut self,
+        core: &ShardCore,
+        checked: CheckedWrite,
+        closed: &dyn Fn(EntryId) -> bool,
+        fx: &mut Effects,
+    ) -> ShardResult<WriteOutcome> {
+        let CheckedWrite { op, check } = checked;
+        let target = match &op {
+            WriteOp::Modify { id, .. }
+            | WriteOp::Delete { id, .. }
+            | WriteOp::Relocate { id, .. }
+            | WriteOp::Update { id, .. } => Some(*id),
+            _ => None,
+        };
+        let before = match target {
+            Some(id) => self.record(core, id)?,
+            None => None,
+        };
+        if let Some(check) = &check {
+            let holds = match (&op, &before, target) {
+                (WriteOp::Add { parent, rdn, rdn_norm, entry, .. }, _, _) => {
+                    let record = EntryRecord {
+                        parent: *parent,
+                        rdn: rdn.clone(),
+                        rdn_norm: rdn_norm.clone(),
+                        flags: 0,
+                        entry: entry.clone(),
+                    };
+                    check.holds(EntryId::new(core.info.index, self.next_seq), &record)
+                }
+                (_, Some(record), Some(id)) => check.holds(id, record),
+                // No entry: the write itself answers (noSuchObject).
+                _ => true,
+            };
+            if !holds {
+                return Err(ShardError::AssertionFailed);
+            }
+        }
+        let outcome = self.plan(core, op, closed, fx)?;
+        let after = match (&outcome, &fx.added) {
+            (WriteOutcome::Record(record), _) => Some(record.clone()),
+            (WriteOutcome::Added(_), Some((_, record))) => Some(record.clone()),
+            _ => None,
+        };
+        Ok(WriteOutcome::Checked { before, after, outcome: Box::new(outcome) })
     }
 
     /// The staged record of `id`, or NoSuchObject.

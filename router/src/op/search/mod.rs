@@ -112,6 +112,7 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     // Normalised once: the special bases, the suffix, the resolution and the access rules
     // all read this.
     let base = parse_dn(config, &request.base_object)?;
+    crate::op::write_controls::refuse_copy(ctx, &base)?;
     let mut attrs =
         AttrSelection::from_request(&request.attributes, request.types_only, &config.rules, &config.schema);
     let syncing = matches!(mode, Mode::Sync(_));
@@ -146,6 +147,15 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
             rules: config.rules.clone(),
         };
         return syncrepl::run(ctx, syncing, &request, located).await;
+    }
+    if let Some(filter) = crate::op::write_controls::WriteControls::of(ctx)?.assertion {
+        // RFC 4528 on a Search: the base entry must match, or assertionFailed.
+        let base = match authorized.scope {
+            Scope::Base(id) | Scope::OneLevel(id) | Scope::Subtree(id) | Scope::Children(id) => id,
+        };
+        if !crate::op::write_controls::holds_on(ctx, &authorized.subject, &filter, base).await? {
+            return Err(crate::op::write_controls::failed());
+        }
     }
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
     let paging = match mode {
