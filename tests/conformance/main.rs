@@ -32,6 +32,7 @@ mod servers;
 mod sort;
 mod syncrepl;
 mod unique;
+mod write_controls;
 
 use scripts::Replay;
 use servers::Server;
