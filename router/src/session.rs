@@ -241,6 +241,11 @@ impl Session {
             {
                 self.start_tls(message_id, request.request_value.is_some()).await
             }
+            ProtocolOp::ExtendedRequest(request)
+                if request.request_name.as_ref() == op::cancel::CANCEL_OID.as_bytes() =>
+            {
+                self.cancel(arrival, request.request_value.as_deref())
+            }
             op if op::is_request(&op) => self.spawn_operation(arrival, op, controls).await,
             _ => {
                 // A response PDU, or an op we don't know: RFC 4511 §4.1.1.
@@ -339,6 +344,28 @@ impl Session {
                 None => op::run(&ctx, op).await,
             }
             guard.finish();
+        });
+        Flow::Continue
+    }
+
+    /// Cancel (RFC 3909, `op::cancel`): runs on its own task, answered once the operation
+    /// it names has answered, while the connection reads on.
+    fn cancel(&self, arrival: Arrival, value: Option<&[u8]>) -> Flow {
+        let mut ctx = self.context(arrival.message_id, Arc::new(StopSignal::new()));
+        (ctx.kind, ctx.received, ctx.op_number) = (Some(arrival.kind), arrival.received, arrival.op_number);
+        let target = op::cancel::target(value);
+        let state = self.state.clone();
+        actix::spawn(async move {
+            let response = match target {
+                None => op::cancel::malformed(),
+                Some(id) if id == ctx.message_id => op::cancel::cannot_cancel(),
+                Some(id) => {
+                    let signal = state.in_flight.borrow().get(&id).cloned();
+                    let gone = || !state.in_flight.borrow().contains_key(&id);
+                    op::cancel::cancel(signal, gone).await
+                }
+            };
+            ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
         });
         Flow::Continue
     }

@@ -15,6 +15,7 @@
 mod acl;
 mod allow;
 mod ber;
+mod cancel;
 mod catalogue;
 mod client;
 mod compare;

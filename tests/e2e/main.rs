@@ -9,6 +9,7 @@ mod auditlog;
 mod backup;
 mod bindtiming;
 mod cache;
+mod cancel;
 mod changelog;
 mod cli;
 mod concurrency;

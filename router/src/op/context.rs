@@ -11,7 +11,7 @@ use crate::config::DirectoryConfig;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ferrodir_proto::message::{encode_message, Control, LdapMessage, ProtocolOp};
+use ferrodir_proto::message::{encode_message, Control, LdapMessage, LdapResult, ProtocolOp};
 use ferrodir_proto::ResultCode;
 use ferrodir_shard::StopSignal;
 use tokio::sync::mpsc;
@@ -146,17 +146,35 @@ impl OpContext {
 
     /// [`Self::respond`] with response controls (e.g. a paged search's cookie).
     pub async fn respond_with(&self, op: ProtocolOp, controls: Option<Vec<Control>>) {
-        let code = final_code(&op);
+        let mut op = op;
+        let mut code = final_code(&op);
         if matches!(op, ProtocolOp::SearchResultEntry(_)) {
             self.count_entries(1);
         }
-        if self.cancelled() {
-            if code.is_some() {
-                self.record(ResultCode::CANCELED);
+        match self.cancel.raised() {
+            None => {}
+            // RFC 3909: a cancelled read answers canceled (118); a write has gone too far
+            // once it runs (its shard commits it), so it answers as it is, and the Cancel
+            // says tooLate. Nothing but the final response goes out after a Cancel.
+            Some(ferrodir_shard::StopReason::Cancel) if code.is_some() => {
+                if matches!(self.kind, Some(OpKind::Search | OpKind::Compare)) {
+                    op = canceled(op);
+                    code = Some(ResultCode::CANCELED);
+                    self.cancel.set_answered(true);
+                }
             }
-            return;
+            // Abandoned (or the connection closed): no response at all (RFC 4511 §4.11).
+            Some(_) => {
+                if code.is_some() {
+                    self.record(ResultCode::CANCELED);
+                }
+                return;
+            }
         }
         if let Some(code) = code {
+            if self.cancel.answered().is_none() {
+                self.cancel.set_answered(false);
+            }
             self.record(code);
         }
         let message = LdapMessage { message_id: self.message_id, protocol_op: op, controls };
@@ -166,6 +184,16 @@ impl OpContext {
             }
             Err(e) => tracing::error!(error = %e, "cannot encode a response"),
         }
+    }
+}
+
+/// `op` (a final response) answering canceled (118), its diagnostic emptied.
+fn canceled(op: ProtocolOp) -> ProtocolOp {
+    let result = LdapResult::error(ResultCode::CANCELED, "");
+    match op {
+        ProtocolOp::SearchResultDone(_) => ProtocolOp::SearchResultDone(result),
+        ProtocolOp::CompareResponse(_) => ProtocolOp::CompareResponse(result),
+        other => other,
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod add;
 pub mod audit;
 pub mod bind;
+pub mod cancel;
 pub mod compare;
 pub mod context;
 pub mod controls;

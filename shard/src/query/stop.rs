@@ -25,6 +25,8 @@ pub enum StopReason {
     TimeLimit = 4,
     /// The router needs nothing more (an error on another shard, the result already known).
     Finished = 5,
+    /// The client sent a Cancel (RFC 3909) for the operation.
+    Cancel = 6,
 }
 
 impl StopReason {
@@ -35,6 +37,7 @@ impl StopReason {
             3 => Self::SizeLimit,
             4 => Self::TimeLimit,
             5 => Self::Finished,
+            6 => Self::Cancel,
             _ => Self::None,
         }
     }
@@ -47,6 +50,7 @@ impl StopReason {
             Self::SizeLimit => "size_limit",
             Self::TimeLimit => "time_limit",
             Self::Finished => "finished",
+            Self::Cancel => "cancel",
         }
     }
 }
@@ -55,9 +59,17 @@ impl StopReason {
 #[derive(Debug, Default)]
 pub struct StopSignal {
     reason: AtomicU8,
+    /// Wakes what waits for the signal ([`StopSignal::wait`]) when it is raised.
+    wakeup: tokio::sync::Notify,
+    /// How the operation's final response went: 0 not yet, [`ANSWERED`] as usual,
+    /// [`ANSWERED_CANCELED`] with canceled (118) after a Cancel (what the Cancel answers).
+    answered: AtomicU8,
     /// Microseconds since [`epoch`] when raised; 0 while not raised.
     raised_at_us: AtomicU64,
 }
+
+const ANSWERED: u8 = 1;
+const ANSWERED_CANCELED: u8 = 2;
 
 /// The process-wide zero of [`StopSignal`] timestamps.
 fn epoch() -> Instant {
@@ -79,6 +91,36 @@ impl StopSignal {
     pub fn raise(&self, reason: StopReason) {
         if self.reason.compare_exchange(0, reason as u8, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.raised_at_us.store(now_us(), Ordering::Release);
+            self.wakeup.notify_waiters();
+        }
+    }
+
+    /// Resolves once the signal is raised: what an operation that sleeps between checks (a
+    /// persist search waiting for changes) selects on, so that a Cancel or an Abandon stops
+    /// it at once rather than at its next check.
+    pub async fn wait(&self) {
+        let notified = self.wakeup.notified();
+        tokio::pin!(notified);
+        // Registered before the check: a raise between the two still wakes it.
+        notified.as_mut().enable();
+        if self.is_raised() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// The operation sent its final response: `canceled` when it answered canceled (118)
+    /// because a Cancel stopped it.
+    pub fn set_answered(&self, canceled: bool) {
+        self.answered.store(if canceled { ANSWERED_CANCELED } else { ANSWERED }, Ordering::Release);
+    }
+
+    /// Whether the operation sent its final response, and whether that said canceled.
+    pub fn answered(&self) -> Option<bool> {
+        match self.answered.load(Ordering::Acquire) {
+            ANSWERED => Some(false),
+            ANSWERED_CANCELED => Some(true),
+            _ => None,
         }
     }
 

@@ -101,7 +101,12 @@ pub(super) async fn follow(
             return Ok((dropped(ctx), None));
         }
         let wait = if held.is_empty() { IDLE_CHECK } else { HELD_RECHECK };
-        let first = match tokio::time::timeout(wait, subscription.batches.recv()).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(wait, subscription.batches.recv()) => waited,
+            // Abandoned, cancelled or closed: stop now, not at the next check.
+            () = ctx.cancel.wait() => return Ok((LdapResult::success(), None)),
+        };
+        let first = match waited {
             Ok(Some(batch)) => Some(batch),
             Ok(None) => return Ok((dropped(ctx), None)),
             Err(_) => None,
