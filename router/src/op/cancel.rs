@@ -76,7 +76,7 @@ pub fn malformed() -> ExtendedResponse {
 
 fn response(code: ResultCode, text: &str) -> ExtendedResponse {
     ExtendedResponse {
-        result: LdapResult::new(code, String::new(), text.to_string()),
+        result: LdapResult::new(code, String::new(), text),
         response_name: None,
         response_value: None,
     }
