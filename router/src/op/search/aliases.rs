@@ -190,14 +190,19 @@ async fn chase(
     seen: &mut HashSet<Vec<String>>,
 ) -> LdapResultOf<Option<(NormDn, Located)>> {
     let mut aliased = first.to_owned();
-    // The alias met is the first of the chain.
-    for _ in 1..=ALIAS_CHAIN_MAX {
+    // The alias met is the first of the chain; `hop` counts those after it.
+    for hop in 1..=ALIAS_CHAIN_MAX {
         let Ok(dn) = ctx.config.dn_rules().parse(&aliased) else { return Ok(None) };
         let Ok(located) = locate(&ctx.worker, &dn).await else { return Ok(None) };
         let Some(record) = ctx.worker.fetch(located.id).await? else { return Ok(None) };
         let entry = &record.entry;
         if !entry.has_object_class("alias") {
             return Ok(Some((dn, located)));
+        }
+        if hop == ALIAS_CHAIN_MAX {
+            // Too long a chain. As slapd, the alias past the bound is not marked seen: met
+            // in the scope, it is followed from there.
+            return Ok(None);
         }
         if !seen.insert(dn.rdns.clone()) {
             // A loop, or an alias followed already.

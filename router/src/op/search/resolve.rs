@@ -119,19 +119,14 @@ async fn deref_base(ctx: &OpContext, subject: &Subject, mut dn: NormDn) -> LdapR
                 access::undisclosed(ctx, subject, LdapError::no_such_object(alias_dn.to_string())).await
             );
         };
-        if visited.contains(&alias_dn.rdns) {
-            return Err(alias_error(
-                ctx,
-                subject,
-                ResultCode::ALIAS_PROBLEM,
-                "circular alias",
-                &alias_dn,
-                &entry,
-            ));
-        }
+        // In slapd's order: the depth first, then the loop.
         if visited.len() >= ALIAS_CHAIN_MAX {
             let code = ResultCode::ALIAS_DEREFERENCING_PROBLEM;
             return Err(alias_error(ctx, subject, code, "maximum deref depth exceeded", &alias_dn, &entry));
+        }
+        if visited.contains(&alias_dn.rdns) {
+            let code = ResultCode::ALIAS_PROBLEM;
+            return Err(alias_error(ctx, subject, code, "circular alias", &alias_dn, &entry));
         }
         visited.push(alias_dn.rdns.clone());
         let level =
