@@ -22,6 +22,9 @@ example_data = false
 to = 'dn.subtree="ou=secret,dc=example,dc=com"'
 by = ['* none']
 [[access_rules]]
+to = 'dn.exact="cn=private,ou=links,dc=example,dc=com" attrs=aliasedObjectName'
+by = ['* none']
+[[access_rules]]
 to = '*'
 by = ['* read']
 [log]
@@ -54,6 +57,7 @@ fn tree() -> String {
         ("loopb", "cn=loopa,ou=links"),
         ("dangling", "cn=nobody,ou=people"),
         ("tosecret", "ou=secret"),
+        ("private", "cn=bob,ou=people"),
     ];
     for (cn, target) in aliases {
         ldif.push_str(&format!(
@@ -61,8 +65,18 @@ fn tree() -> String {
              aliasedObjectName: {target},{BASE}\n\n"
         ));
     }
+    ldif.push_str(&format!("dn: ou=many,{BASE}\nobjectClass: organizationalUnit\nou: many\n\n"));
+    for i in 0..=ALIASES_MAX {
+        ldif.push_str(&format!(
+            "dn: cn=a{i},ou=many,{BASE}\nobjectClass: alias\nobjectClass: extensibleObject\ncn: a{i}\n\
+             aliasedObjectName: cn=bob,ou=people,{BASE}\n\n"
+        ));
+    }
     ldif
 }
+
+/// router::op::search::aliases::ALIASES_MAX: how many aliases one search may meet.
+const ALIASES_MAX: usize = 256;
 
 /// `ldapsearch` as `who` (None: anonymous) with `args`: its exit code (the result code) and
 /// the DNs returned, lowercased, in order.
@@ -99,7 +113,7 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     // Never: the aliases are ordinary entries.
     let (code, dns) = ldapsearch(&server, root, &["-a", "never", "-s", "one", "-b", &links]);
     assert_eq!(code, 0);
-    assert_eq!(dns.len(), 8, "{dns:?}");
+    assert_eq!(dns.len(), 9, "{dns:?}");
 
     // Always, subtree: each target's subtree once, no alias entry, the loop and the
     // dangling alias passed over.
@@ -108,6 +122,7 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     let everything = expect(&[
         "ou=links",
         "cn=alice,ou=people",
+        "cn=bob,ou=people",
         "ou=groups",
         "cn=g1,ou=groups",
         "cn=g2,ou=groups",
@@ -120,15 +135,33 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     // Searching, one level: the targets themselves.
     let (code, dns) = ldapsearch(&server, root, &["-a", "search", "-s", "one", "-b", &links]);
     assert_eq!(code, 0);
-    assert_eq!(set(&dns), expect(&["cn=alice,ou=people", "ou=groups", "ou=secret"]));
-    assert_eq!(dns.len(), 3, "{dns:?}");
+    assert_eq!(set(&dns), expect(&["cn=alice,ou=people", "cn=bob,ou=people", "ou=groups", "ou=secret"]));
+    assert_eq!(dns.len(), 4, "{dns:?}");
 
-    // Anonymous: what the rules hide stays hidden behind an alias.
+    // Children (ldapsearch -s children), as slapd: the targets' children, not the targets.
+    let (code, dns) = ldapsearch(&server, root, &["-a", "search", "-s", "children", "-b", &links]);
+    assert_eq!(code, 0);
+    assert_eq!(set(&dns), expect(&["cn=g1,ou=groups", "cn=g2,ou=groups", "cn=hidden,ou=secret"]));
+
+    // Anonymous: what the rules hide stays hidden behind an alias, and an alias whose
+    // aliasedObjectName anonymous may not read (cn=private, to bob) is not followed.
     let (code, dns) = ldapsearch(&server, None, &["-a", "always", "-s", "sub", "-b", &links]);
     assert_eq!(code, 0);
     let visible =
         expect(&["ou=links", "cn=alice,ou=people", "ou=groups", "cn=g1,ou=groups", "cn=g2,ou=groups"]);
     assert_eq!(set(&dns), visible);
+
+    let private = dn("cn=private,ou=links");
+    let (code, _) = ldapsearch(&server, None, &["-a", "find", "-s", "base", "-b", &private]);
+    assert_eq!(code, 50, "finding through an alias anonymous may not read");
+    let (code, dns) = ldapsearch(&server, root, &["-a", "find", "-s", "base", "-b", &private]);
+    assert_eq!((code, dns), (0, vec![dn("cn=bob,ou=people")]));
+
+    // Too many aliases in one search: adminLimitExceeded.
+    let (code, dns) = ldapsearch(&server, root, &["-a", "search", "-s", "one", "-b", &dn("ou=many")]);
+    assert_eq!(code, 11, "{} aliases: {dns:?}", ALIASES_MAX + 1);
+    let (code, dns) = ldapsearch(&server, root, &["-a", "never", "-s", "one", "-b", &dn("ou=many")]);
+    assert_eq!((code, dns.len()), (0, ALIASES_MAX + 1));
 
     // Finding the base: a chain to its target; a loop and a dangling alias are aliasProblem.
     let (code, dns) =
@@ -142,6 +175,10 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     // The sizeLimit counts across the scopes followed.
     let (code, dns) = ldapsearch(&server, root, &["-a", "always", "-z", "3", "-s", "sub", "-b", &links]);
     assert_eq!((code, dns.len()), (4, 3), "{dns:?}");
+    let (code, dns) = ldapsearch(&server, root, &["-a", "always", "-z", "8", "-s", "sub", "-b", &links]);
+    assert_eq!((code, dns.len()), (0, 8), "exactly the limit is no excess: {dns:?}");
+    let (code, dns) = ldapsearch(&server, root, &["-a", "search", "-z", "2", "-s", "one", "-b", &links]);
+    assert_eq!((code, dns.len()), (4, 2), "a one-level search's targets count too: {dns:?}");
 
     // A paged search that would follow aliases is refused, not answered without them; one
     // that meets none pages as always.
