@@ -18,12 +18,12 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrodir_proto::filter::{parse_filter, Filter};
+use ferrodir_proto::filter::Filter;
 use ferrodir_proto::message::{decode_message, ProtocolOp, SearchScope};
 use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_shard::{AttrSelection, EntryId, Scope, StopReason};
 
-use super::resolve::{Authorized, ALIAS_CHAIN_MAX};
+use super::resolve::{alias_filter, Authorized, ALIAS_CHAIN_MAX};
 use crate::access::{self, Subject};
 use crate::acl::rule::{Attr, Level};
 use crate::error::{LdapError, LdapResultOf};
@@ -53,10 +53,6 @@ impl Followed {
         }
         Ok(Filter::And(vec![filter, Filter::Not(Box::new(alias_filter()?))]))
     }
-}
-
-fn alias_filter() -> LdapResultOf<Filter> {
-    parse_filter("(objectClass=alias)").map_err(|_| LdapError::internal("the alias filter does not parse"))
 }
 
 /// The answer to a paged, sorted or VLV search that would have to read more than its own

@@ -2,9 +2,10 @@
 //! requester's access to it settled, and the search narrowed to what the rules let it read.
 
 use ferrodir_proto::entry::Entry;
+use ferrodir_proto::filter::{parse_filter, Filter};
 use ferrodir_proto::message::{DerefAliases, SearchRequest, SearchScope};
 use ferrodir_proto::{NormDn, ResultCode};
-use ferrodir_shard::{AttrSelection, Scope};
+use ferrodir_shard::{AttrSelection, Plan, Planner, Probe, Scope, TypeSet};
 
 use crate::access::{self, EntryAccess, Subject};
 use crate::acl::rule::Attr;
@@ -52,6 +53,7 @@ pub(super) async fn authorize(
     let searching =
         matches!(request.deref_aliases, DerefAliases::DerefInSearching | DerefAliases::DerefAlways)
             && request.scope != SearchScope::BaseObject
+            && aliases_may_exist(ctx)
             && !is_alias(ctx, &target).await?;
     let searching_from = searching.then(|| base.clone());
     // Without DN scopes or `self` in the rules, the region can't matter. Aliases followed
@@ -73,6 +75,28 @@ fn region_kind(scope: SearchScope) -> RegionKind {
         SearchScope::WholeSubtree => RegionKind::Subtree,
         SearchScope::SubordinateSubtree => RegionKind::Children,
     }
+}
+
+/// `(objectClass=alias)`: what the aliases stage looks for, and leaves out.
+pub(super) fn alias_filter() -> LdapResultOf<Filter> {
+    parse_filter("(objectClass=alias)").map_err(|_| LdapError::internal("the alias filter does not parse"))
+}
+
+/// Whether some shard may hold an alias entry. False when every shard's Bloom filter says
+/// that none holds `objectClass: alias` (most directories have no alias): then a search
+/// that asks to dereference while searching costs what a neverDerefAliases one does (no
+/// probe, and the access rules specialised to the base's region). The filters are the
+/// shards' own, current as of their last commit, as for any search they prune.
+fn aliases_may_exist(ctx: &OpContext) -> bool {
+    let config = &ctx.config;
+    let Ok(filter) = alias_filter() else { return true };
+    let unsearchable = TypeSet::default();
+    let planner = Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &unsearchable };
+    let plan = planner.plan(&filter);
+    let Some(key) = plan.as_ref().and_then(Plan::required_equality) else { return true };
+    let probe = Probe::new(key);
+    (0..ctx.worker.shard_count())
+        .any(|s| config.blooms.get(s).is_none_or(|bloom| bloom.may_contain_probe(&probe)))
 }
 
 /// Whether the located entry is an alias entry.
