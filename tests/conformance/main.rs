@@ -13,6 +13,7 @@
 //! - `ldif`, `scripts`: OpenLDAP's test003/004/005/026 replayed against their .out files.
 
 mod acl;
+mod aliases;
 mod allow;
 mod ber;
 mod cancel;

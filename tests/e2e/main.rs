@@ -5,6 +5,7 @@
 
 mod accesslog;
 mod acl;
+mod aliases;
 mod auditlog;
 mod backup;
 mod bindtiming;

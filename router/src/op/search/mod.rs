@@ -10,14 +10,17 @@
 //! 3. authorize: the base's access, the region the rules allow, the attributes shown
 //!    ([`resolve`]), and memberOf assertions rewritten to id sets (op::memberof);
 //! 4. limits: the effective size and time limits ([`limits`]);
-//! 5. plan, scatter, gather: op::read, once for all modes, into the mode's sink;
-//! 6. send: the entries as the sink sends them, then SearchResultDone with the mode's
+//! 5. aliases: with derefInSearching or derefAlways, the aliases in the scope followed
+//!    and their targets' scopes added, alias entries left out ([`aliases`]);
+//! 6. plan, scatter, gather: op::read, once for all modes, into the mode's sink;
+//! 7. send: the entries as the sink sends them, then SearchResultDone with the mode's
 //!    response controls.
 //!
 //! sizeLimit and timeLimit raise the search's stop signal, Abandon and a closing connection
 //! the operation's; every shard's part checks both between entries. (Abandon also silences
 //! the final response; a size or time limit doesn't.)
 
+mod aliases;
 mod limits;
 mod resolve;
 mod special;
@@ -163,12 +166,27 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         _ => None,
     };
     let bounds = limits::bounds(ctx, &request, paging);
+    let followed = match &authorized.searching_from {
+        Some(base) => Some(aliases::follow(ctx, &authorized, base, request.scope, &attrs, &bounds).await?),
+        None => None,
+    };
+    let filter = match &followed {
+        Some(followed) => followed.without_aliases(request.filter)?,
+        None => request.filter,
+    };
     let target = Target {
         skeleton: ctx.worker.skeleton(),
         scope: authorized.scope,
-        filter: Arc::new(request.filter),
+        filter: Arc::new(filter),
         attrs: Arc::new(attrs),
     };
+    if let Some(followed) = followed.filter(|f| f.scopes != [target.scope]) {
+        // Scopes beyond the search's own: streamed only (aliases::refusal says why).
+        return match mode {
+            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds).await,
+            _ => Err(aliases::refusal()),
+        };
+    }
     match (mode, position) {
         (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds).await,
         (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {

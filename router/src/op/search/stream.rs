@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use ferrodir_proto::message::LdapResult;
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::StopReason;
+use ferrodir_shard::{Scope, StopReason};
 
 use crate::error::LdapResultOf;
 use crate::op::context::{OpContext, Outbound};
@@ -17,6 +17,49 @@ pub(super) async fn send(ctx: &OpContext, target: &Target, bounds: &Bounds<'_>) 
         Gathered::TimeLimit => LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()),
         Gathered::All { .. } | Gathered::Cancelled => LdapResult::success(),
     })
+}
+
+/// Sends every match of each of `scopes` in turn, under the one sizeLimit and timeLimit:
+/// a search that follows aliases (`super::aliases`), whose scopes are disjoint. A base
+/// scope (a one-level search's alias target) counts against the sizeLimit as any match.
+pub(super) async fn send_scopes(
+    ctx: &OpContext,
+    target: &Target,
+    scopes: &[Scope],
+    bounds: &Bounds<'_>,
+) -> LdapResultOf<LdapResult> {
+    let mut sink = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
+    for &scope in scopes {
+        let part = Target {
+            skeleton: target.skeleton.clone(),
+            scope,
+            filter: target.filter.clone(),
+            attrs: target.attrs.clone(),
+        };
+        let gathered = match scope {
+            Scope::Base(id) => {
+                let query = part.query(ctx.message_id, ctx.worker.hub());
+                let pdus: Vec<Bytes> = read::lookup(ctx, &query, id).await?.into_iter().collect();
+                match sink.take(ctx, pdus).await? {
+                    Flow::More => Gathered::All { complete: true, end: Default::default() },
+                    Flow::Stop(_) => Gathered::Stopped,
+                }
+            }
+            _ => read::read(ctx, &part, bounds.class, bounds.deadline, &mut sink).await?,
+        };
+        match gathered {
+            Gathered::All { .. } => {}
+            Gathered::Stopped => return Ok(sink.result),
+            Gathered::TimeLimit => {
+                return Ok(LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()))
+            }
+            Gathered::Cancelled => return Ok(LdapResult::success()),
+        }
+        if ctx.cancelled() {
+            return Ok(LdapResult::success());
+        }
+    }
+    Ok(LdapResult::success())
 }
 
 /// Entries to the connection, counted against the sizeLimit.
