@@ -9,6 +9,7 @@
 pub mod engine;
 pub(crate) mod family;
 pub mod http;
+pub mod index_builds;
 mod syncrepl;
 
 use std::path::PathBuf;
@@ -93,7 +94,7 @@ pub struct Metrics {
     /// Reloads of the config that took effect, and those refused.
     pub reloads: Arc<ReloadCounts>,
     /// The online index builds (serve/indexing.rs).
-    pub index_builds: Arc<crate::serve::indexing::IndexBuildStats>,
+    pub index_builds: Arc<index_builds::IndexBuildStats>,
     process: prometheus::Registry,
 }
 

@@ -16,13 +16,14 @@
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferrodir_router::Worker;
 use ferrodir_shard::{IndexConfig, IndexKind, IndexWork, ShardResult, WriteOp, WriteOutcome};
 
+use crate::metrics::index_builds::IndexBuildStats;
 use crate::metrics::Metrics;
 
 /// Entries a build step indexes: a step is one write in a group commit, a few ms at most.
@@ -36,32 +37,6 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// One index: its attribute's canonical name and its kind.
 type Index = (String, IndexKind);
-
-/// What the metrics read of the builds (`ferrodir_index_*`).
-#[derive(Debug, Default)]
-pub struct IndexBuildStats {
-    pub running: AtomicBool,
-    /// Entries the pass in progress (or the last one) visited, and the entries the
-    /// directory held when it started.
-    pub visited: AtomicU64,
-    pub entries: AtomicU64,
-    /// Entries visited by every pass since start.
-    pub indexed_total: AtomicU64,
-    pub completed_total: AtomicU64,
-    /// Every configured index and whether searches use it.
-    pub indexes: Mutex<Vec<(String, &'static str, bool)>>,
-}
-
-impl IndexBuildStats {
-    /// The pass's progress, 0 to 1 (1 when no build runs).
-    pub fn progress(&self) -> f64 {
-        if !self.running.load(Ordering::Relaxed) {
-            return 1.0;
-        }
-        let all = self.entries.load(Ordering::Relaxed).max(1) as f64;
-        (self.visited.load(Ordering::Relaxed) as f64 / all).min(1.0)
-    }
-}
 
 struct State {
     /// The indices the configuration asks for (its searchable set unused here).

@@ -276,16 +276,6 @@ impl Stager {
         core.record_to_change(id)
     }
 
-    /// The record of `id` as staged: a batch's version when one holds it (None: deleted
-    /// there), else the committed one.
-    pub(crate) fn staged_record(
-        &self,
-        core: &ShardCore,
-        id: EntryId,
-    ) -> ShardResult<Option<Arc<EntryRecord>>> {
-        self.record(core, id)
-    }
-
     fn dn(&self, core: &ShardCore, parent: EntryId, rdn_norm: &str) -> ShardResult<Option<EntryId>> {
         let key = (parent, rdn_norm.to_string());
         if let Some(d) = self.pending.dns.get(&key) {
@@ -394,7 +384,12 @@ impl Stager {
                 fx.trim_changelog = true;
                 Ok(WriteOutcome::Done)
             }
-            WriteOp::Index(work) => self.plan_index_work(core, work, fx),
+            WriteOp::Index(work) => {
+                let planned = crate::write::indexing::plan(core, work, &|id| self.record(core, id))?;
+                fx.keys = planned.keys;
+                fx.indexes = planned.indexes;
+                Ok(WriteOutcome::Progress { done: planned.done, next: planned.next })
+            }
             WriteOp::Checked(checked) => self.plan_checked(core, *checked, closed, fx),
         }
     }
@@ -789,7 +784,7 @@ impl Stager {
 }
 
 #[derive(Default)]
-pub(crate) struct Effects {
+struct Effects {
     next_seq: Option<u64>,
     /// A new entry (an Add): its record, DN→ID record and keys, as `layout::new_entry` lays them out.
     added: Option<(EntryId, Arc<EntryRecord>)>,
@@ -806,9 +801,9 @@ pub(crate) struct Effects {
     /// `WriteOp::TrimChangelog`.
     trim_changelog: bool,
     /// An online build's index keys and readiness marks (`write::indexing`).
-    pub keys: Vec<Mutation>,
+    keys: Vec<Mutation>,
     /// The indices writes maintain from now on (`write::indexing`).
-    pub indexes: Option<Arc<crate::index::config::IndexConfig>>,
+    indexes: Option<Arc<crate::index::config::IndexConfig>>,
 }
 
 /// Who asked for a Modify DN, and how (what its changelog record says).

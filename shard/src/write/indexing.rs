@@ -21,12 +21,12 @@
 use std::sync::Arc;
 
 use crate::core::ShardCore;
+use crate::entry::record::EntryRecord;
 use crate::error::ShardResult;
 use crate::id::EntryId;
 use crate::index::config::{IndexConfig, IndexKind};
 use crate::index::{keys, marks};
 use crate::storage::Mutation;
-use crate::write::batch::{Effects, Stager, WriteOutcome};
 
 /// One step of an online index build (the module's doc comment has the order).
 #[derive(Debug, Clone)]
@@ -44,74 +44,86 @@ pub enum IndexWork {
     Mark { ready: Vec<(String, IndexKind)> },
 }
 
-impl Stager {
-    pub(super) fn plan_index_work(
-        &mut self,
-        core: &ShardCore,
-        work: IndexWork,
-        fx: &mut Effects,
-    ) -> ShardResult<WriteOutcome> {
-        match work {
-            IndexWork::Configure { indexes, unmark } => {
-                fx.keys.extend(unmark.iter().map(|(attr, kind)| marks::mark(attr, *kind, false)));
-                fx.indexes = Some(indexes);
-                Ok(WriteOutcome::Progress { done: 0, next: None })
-            }
-            IndexWork::Clear { attr, kind, limit } => {
-                let prefix = keys::index_attr_prefix(kind.table(), &attr);
-                let snapshot = core.snapshot();
-                snapshot.scan_prefix(&prefix, &mut |key, _| {
-                    fx.keys.push(Mutation { key: key.to_vec(), value: None });
-                    fx.keys.len() < limit
-                })?;
-                Ok(WriteOutcome::Progress { done: fx.keys.len(), next: None })
-            }
-            IndexWork::Build { indexes, after, limit } => self.plan_build(core, &indexes, after, limit, fx),
-            IndexWork::Mark { ready } => {
-                fx.keys.extend(ready.iter().map(|(attr, kind)| marks::mark(attr, *kind, true)));
-                Ok(WriteOutcome::Progress { done: 0, next: None })
-            }
-        }
-    }
+/// What a step stages: its keys and marks, the indices writes maintain from its batch on
+/// (a [`IndexWork::Configure`]), how much it did and where the next [`IndexWork::Build`]
+/// starts (None: the shard has no entry left past it).
+#[derive(Default)]
+pub(crate) struct Planned {
+    pub keys: Vec<Mutation>,
+    pub indexes: Option<Arc<IndexConfig>>,
+    pub done: usize,
+    pub next: Option<EntryId>,
+}
 
-    fn plan_build(
-        &mut self,
-        core: &ShardCore,
-        indexes: &IndexConfig,
-        after: Option<EntryId>,
-        limit: usize,
-        fx: &mut Effects,
-    ) -> ShardResult<WriteOutcome> {
-        let prefix = keys::entries_prefix();
-        let from = match after {
-            // Just past `after`'s key: the next id in key order.
-            Some(id) => {
-                let mut key = keys::entry(id);
-                key.push(0);
-                key
-            }
-            None => prefix.clone(),
-        };
-        let mut ids = Vec::with_capacity(limit.min(4096));
-        core.snapshot().scan_from(&prefix, &from, &mut |key, _| {
-            if let Some(id) = keys::trailing_id(key) {
-                ids.push(id);
-            }
-            ids.len() < limit
-        })?;
-        let rules = &core.info.rules;
-        for id in &ids {
-            // As staged: a write waiting in a batch changed or deleted it since its commit.
-            let Some(record) = self.staged_record(core, *id)? else { continue };
-            indexes.each_key(rules, *id, &record.entry, &mut |key| {
-                fx.keys.push(Mutation { key: key.to_vec(), value: Some(Vec::new()) });
-            });
-            // Only ever a bit more set: the table errs towards "maybe" (`gramsummary`).
-            core.info.grams.insert_entry(core.info.index, indexes, rules, &record.entry);
+/// Plans one step on `core`'s shard; `staged` gives an entry as the writer's batches left
+/// it (a write waiting in a batch changed or deleted it since its commit).
+pub(crate) fn plan(
+    core: &ShardCore,
+    work: IndexWork,
+    staged: &dyn Fn(EntryId) -> ShardResult<Option<Arc<EntryRecord>>>,
+) -> ShardResult<Planned> {
+    let mut planned = Planned::default();
+    match work {
+        IndexWork::Configure { indexes, unmark } => {
+            planned.keys.extend(unmark.iter().map(|(attr, kind)| marks::mark(attr, *kind, false)));
+            planned.indexes = Some(indexes);
         }
-        let next = if ids.len() < limit { None } else { ids.last().copied() };
-        Ok(WriteOutcome::Progress { done: ids.len(), next })
+        IndexWork::Clear { attr, kind, limit } => {
+            let prefix = keys::index_attr_prefix(kind.table(), &attr);
+            let keys = &mut planned.keys;
+            core.snapshot().scan_prefix(&prefix, &mut |key, _| {
+                keys.push(Mutation { key: key.to_vec(), value: None });
+                keys.len() < limit
+            })?;
+            planned.done = planned.keys.len();
+        }
+        IndexWork::Build { indexes, after, limit } => {
+            build(core, &indexes, after, limit, staged, &mut planned)?
+        }
+        IndexWork::Mark { ready } => {
+            planned.keys.extend(ready.iter().map(|(attr, kind)| marks::mark(attr, *kind, true)));
+        }
     }
+    Ok(planned)
+}
+
+fn build(
+    core: &ShardCore,
+    indexes: &IndexConfig,
+    after: Option<EntryId>,
+    limit: usize,
+    staged: &dyn Fn(EntryId) -> ShardResult<Option<Arc<EntryRecord>>>,
+    planned: &mut Planned,
+) -> ShardResult<()> {
+    let prefix = keys::entries_prefix();
+    let from = match after {
+        // Just past `after`'s key: the next id in key order.
+        Some(id) => {
+            let mut key = keys::entry(id);
+            key.push(0);
+            key
+        }
+        None => prefix.clone(),
+    };
+    let mut ids = Vec::with_capacity(limit.min(4096));
+    core.snapshot().scan_from(&prefix, &from, &mut |key, _| {
+        if let Some(id) = keys::trailing_id(key) {
+            ids.push(id);
+        }
+        ids.len() < limit
+    })?;
+    let rules = &core.info.rules;
+    for id in &ids {
+        let Some(record) = staged(*id)? else { continue };
+        indexes.each_key(rules, *id, &record.entry, &mut |key| {
+            planned.keys.push(Mutation { key: key.to_vec(), value: Some(Vec::new()) });
+        });
+        // Only ever a bit more set: the table errs towards "maybe" (`gramsummary`).
+        core.info.grams.insert_entry(core.info.index, indexes, rules, &record.entry);
+    }
+    planned.done = ids.len();
+    planned.next = if ids.len() < limit { None } else { ids.last().copied() };
+    Ok(())
 }
 
 #[cfg(test)]
@@ -128,7 +140,7 @@ mod tests {
     use crate::core::ShardInfo;
     use crate::rules::RuleTable;
     use crate::storage::Table;
-    use crate::write::batch::WriteOp;
+    use crate::write::batch::{WriteOp, WriteOutcome};
 
     fn shard(index: &[&str]) -> Rc<ShardCore> {
         let schema = Arc::new(Schema::standard());

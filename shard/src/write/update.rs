@@ -21,8 +21,8 @@ pub trait EntryUpdate: Send + Sync + std::fmt::Debug {
 
 /// A condition on the entry a write changes, judged on the entry as staged, in the batch
 /// that commits the write (RFC 4528's assertion control): false fails the write with
-/// [`crate::ShardError::AssertionFailed`] and nothing of it is staged.
+/// `ShardError::AssertionFailed` and nothing of it is staged.
 pub trait EntryCheck: Send + Sync + std::fmt::Debug {
     /// Whether `record` (entry `id`, its staged state; for an Add, the entry to add) passes.
-    fn holds(&self, id: crate::EntryId, record: &crate::EntryRecord) -> bool;
+    fn holds(&self, id: crate::id::EntryId, record: &crate::entry::record::EntryRecord) -> bool;
 }
