@@ -48,6 +48,15 @@ HIDDEN = [
     "attributetype ( 2.5.21.7 NAME 'nameForms' DESC 'RFC4512: name forms ' "
     "EQUALITY objectIdentifierFirstComponentMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.35 "
     "USAGE directoryOperation )",
+    # Proxy authorization rules (slapd's schema_prep.c, hidden there too). slapd's own
+    # authzMatch and authzSyntax are stood in for by octetStringMatch and Octet String:
+    # the values are compared as stored (ferrodir reads them as rules, never matches them).
+    "attributetype ( 1.3.6.1.4.1.4203.666.1.8 NAME ( 'authzTo' 'saslAuthzTo' ) "
+    "DESC 'proxy authorization targets' EQUALITY octetStringMatch "
+    "SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 USAGE distributedOperation )",
+    "attributetype ( 1.3.6.1.4.1.4203.666.1.9 NAME ( 'authzFrom' 'saslAuthzFrom' ) "
+    "DESC 'proxy authorization sources' EQUALITY octetStringMatch "
+    "SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 USAGE distributedOperation )",
 ]
 
 OID_RE = re.compile(r"^\(\s*([0-9][0-9.]*)\s")

@@ -162,9 +162,10 @@ mod tests {
         assert_eq!(published[1].1.len(), 68);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
-        // The hidden files add four types, back-monitor's 32 and the changelog's 11 on top
-        // of the published ones.
-        assert_eq!(schema.attribute_types().count(), 203 + 4 + 32 + 11);
+        // The hidden files add six types (four of RFC 4512/3672, authzTo and authzFrom),
+        // back-monitor's 32 and the changelog's 11 on top of the published ones.
+        assert_eq!(schema.attribute_types().count(), 203 + 6 + 32 + 11);
+        assert!(schema.attribute("saslAuthzTo").is_some_and(|a| a.is_operational()));
         assert!(schema.object_class("changeLogEntry").is_some());
         assert!(schema.attribute("changeNumber").is_some());
         let member_of = schema.attribute("memberOf").unwrap();
