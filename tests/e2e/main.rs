@@ -35,6 +35,7 @@ mod raw;
 mod refint;
 mod reload;
 mod replication;
+mod scram;
 mod semantics;
 mod sort;
 mod syncrepl;

@@ -379,9 +379,9 @@ mod tests {
         assert_eq!(first.flag, Flag::No);
         assert_eq!((first.gs2_header, first.bare), (&b"n,,"[..], &b"n=user,r=rOprNGfwEbeRWgbNEkqO"[..]));
         assert_eq!((first.user.as_str(), first.nonce), ("user", &b"rOprNGfwEbeRWgbNEkqO"[..]));
-        let first = parse_client_first(b"p=tls-exporter,a=dn:uid=a=2Cb,n=u=3Dv,r=abc,x=ext").unwrap();
+        let first = parse_client_first(b"p=tls-exporter,a=dn:uid=3Da=2Cb,n=u=3Dv,r=abc,x=ext").unwrap();
         assert_eq!(first.flag, Flag::Bound(b"tls-exporter"));
-        assert_eq!(first.gs2_header, b"p=tls-exporter,a=dn:uid=a=2Cb,");
+        assert_eq!(first.gs2_header, b"p=tls-exporter,a=dn:uid=3Da=2Cb,");
         assert_eq!((first.authzid.as_slice(), first.user.as_str()), (&b"dn:uid=a,b"[..], "u=v"));
         assert_eq!(parse_client_first(b"y,,n=u,r=x").unwrap().flag, Flag::Yes);
     }
