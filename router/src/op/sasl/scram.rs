@@ -99,11 +99,18 @@ fn invalid() -> LdapError {
     refuse(ResultCode::INVALID_CREDENTIALS, "")
 }
 
-/// Channel-binding data of `name` on `transport` (RFC 5929, RFC 9266).
-fn binding_data<'a>(transport: &'a Transport, name: &[u8]) -> Option<&'a [u8]> {
+/// Channel-binding data of `name` on `transport` (RFC 5929, RFC 9266). `ldap` is what
+/// OpenLDAP 2.5's libldap names its binding when it hands one to Cyrus SASL
+/// (`SASL_CBINDING tls-endpoint`): the data is prefixed with the type, GSS-API style, and
+/// the client sends it under the mechanism's plain name. slapd takes it; so does this.
+fn binding_data(transport: &Transport, name: &[u8]) -> Option<Vec<u8>> {
     match name {
-        b"tls-server-end-point" => transport.tls_server_end_point.as_deref(),
-        b"tls-exporter" => transport.tls_exporter.as_deref(),
+        b"tls-server-end-point" => transport.tls_server_end_point.clone(),
+        b"tls-exporter" => transport.tls_exporter.clone(),
+        b"ldap" => {
+            let end_point = transport.tls_server_end_point.as_deref()?;
+            Some([&b"tls-server-end-point:"[..], end_point].concat())
+        }
         _ => None,
     }
 }
@@ -240,20 +247,25 @@ pub async fn start(
         ));
     }
     let first = parse_client_first(message)?;
-    let data: &[u8] = match (plus, &first.flag) {
-        (true, Flag::Bound(name)) => binding_data(transport, name)
-            .ok_or_else(|| refuse(ResultCode::INVALID_CREDENTIALS, "unsupported-channel-binding-type"))?,
+    let data = match (plus, &first.flag) {
+        // Cyrus SASL's client binds under the plain name too (see `binding_data`).
+        (_, Flag::Bound(name)) => {
+            if !offers_plus(transport) {
+                return Err(refuse(ResultCode::INVALID_CREDENTIALS, "channel-binding-not-supported"));
+            }
+            binding_data(transport, name)
+                .ok_or_else(|| refuse(ResultCode::INVALID_CREDENTIALS, "unsupported-channel-binding-type"))?
+        }
         (true, _) => return Err(malformed("a -PLUS mechanism needs p= in the gs2 header")),
-        (false, Flag::Bound(_)) => return Err(malformed("p= needs a -PLUS mechanism")),
         // RFC 5802 §6: a client that binds where it can tells us so; when we offer
         // channel binding here, "y" means someone removed the -PLUS mechanisms on the way.
         (false, Flag::Yes) if offers_plus(transport) => {
             return Err(refuse(ResultCode::INVALID_CREDENTIALS, "server-does-support-channel-binding"))
         }
-        (false, _) => &[],
+        (false, _) => Vec::new(),
     };
     let mut channel_binding = first.gs2_header.to_vec();
-    channel_binding.extend_from_slice(data);
+    channel_binding.extend_from_slice(&data);
     let dn = name_dn(ctx, hash, plus, &first.user)?;
     let stored = stored_values(&ctx.worker, transport, &dn).await?;
     let (chosen, salt, iterations) = choose(hash, &dn, &stored);
