@@ -111,15 +111,17 @@ fn python(script: &str) -> String {
         .output()
         .expect("run /usr/bin/python3");
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "python failed: {text}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "python failed: {text}\n{}", String::from_utf8_lossy(&output.stderr));
     text
 }
 
-fn cyrus(env: &[(&str, &str)], url: &str, mechanism: &str, user: &str, password: &str) -> (i32, String, String) {
+fn cyrus(
+    env: &[(&str, &str)],
+    url: &str,
+    mechanism: &str,
+    user: &str,
+    password: &str,
+) -> (i32, String, String) {
     let args = ["-N", "-Q", "-Y", mechanism, "-H", url, "-U", user, "-w", password];
     tool_with_env("ldapwhoami", &args, None, env)
 }
@@ -159,7 +161,8 @@ fn scram_binds_through_cyrus_sasl_and_python_without_tls() {
     // alice's value is {SSHA}: SCRAM cannot use it (as slapd with Cyrus), a simple bind can.
     let (code, _, err) = cyrus(&[], &url, "SCRAM-SHA-256", "alice", "password");
     assert_eq!(code, 49, "SCRAM against an {{SSHA}} value: {err}");
-    let (code, out, err) = tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", ALICE, "-w", "password"], None, &[]);
+    let (code, out, err) =
+        tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", ALICE, "-w", "password"], None, &[]);
     assert_eq!((code, out.trim()), (0, format!("dn:{ALICE}").as_str()), "{err}");
 
     // Password Modify stores {SCRAM-SHA-256} (password_scheme); both binds check it.
@@ -175,8 +178,13 @@ print("stored", as_bytes(value)[:21].decode())
 "#
     ));
     assert!(out.contains("stored {SCRAM-SHA-256}4096,"), "{out}");
-    let (code, out, err) = tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", ALICE, "-w", "n3w-secret"], None, &[]);
-    assert_eq!((code, out.trim()), (0, format!("dn:{ALICE}").as_str()), "simple bind against SCRAM keys: {err}");
+    let (code, out, err) =
+        tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", ALICE, "-w", "n3w-secret"], None, &[]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("dn:{ALICE}").as_str()),
+        "simple bind against SCRAM keys: {err}"
+    );
     let (code, out, err) = cyrus(&[], &url, "SCRAM-SHA-256", "alice", "n3w-secret");
     assert_eq!((code, out.trim()), (0, format!("dn:{ALICE}").as_str()), "{err}");
     let (code, _, err) = cyrus(&[], &url, "SCRAM-SHA-256", "alice", "password");
@@ -210,7 +218,8 @@ print("after", scram(c, "SCRAM-SHA-256", "bob", "password")[0], whoami(c))
 "#
     ));
     let expect = |line: &str| assert!(out.lines().any(|l| l == line), "no line {line:?} in:\n{out}");
-    let server_final_checked = out.lines().any(|l| l.starts_with("bob (0, b'v=") && l.ends_with(&format!("dn:{BOB}")));
+    let server_final_checked =
+        out.lines().any(|l| l.starts_with("bob (0, b'v=") && l.ends_with(&format!("dn:{BOB}")));
     assert!(server_final_checked, "{out}");
     expect(&format!("bob512 0 dn:{BOB}"));
     expect(&format!("alice 0 dn:{ALICE}"));
@@ -232,9 +241,12 @@ print("after", scram(c, "SCRAM-SHA-256", "bob", "password")[0], whoami(c))
 #[test]
 fn require_tls_for_binds_does_not_apply_to_scram() {
     cyrus_has_scram();
-    let server = Server::start_with_config(&config("require_tls_for_binds = true\n[testing]\nloopback_is_remote = true"));
+    let server = Server::start_with_config(&config(
+        "require_tls_for_binds = true\n[testing]\nloopback_is_remote = true",
+    ));
     let url = server.url();
-    let (code, _, err) = tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", BOB, "-w", "password"], None, &[]);
+    let (code, _, err) =
+        tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", BOB, "-w", "password"], None, &[]);
     assert_eq!(code, 13, "a simple bind from a remote peer in the clear: {err}");
     let (code, out, err) = cyrus(&[], &url, "SCRAM-SHA-256", "bob", "password");
     assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "{err}");
@@ -272,7 +284,8 @@ fn scram_plus_binds_to_the_tls_channel() {
     with_cb.push(("LDAPSASL_CBINDING", "tls-endpoint"));
     let (code, out, err) = cyrus(&with_cb, &ldaps_url, "SCRAM-SHA-256-PLUS", "bob", "password");
     assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "-PLUS over LDAPS: {err}");
-    let args = ["-N", "-Q", "-ZZ", "-Y", "SCRAM-SHA-512-PLUS", "-H", &server.url(), "-U", "bob", "-w", "password"];
+    let args =
+        ["-N", "-Q", "-ZZ", "-Y", "SCRAM-SHA-512-PLUS", "-H", &server.url(), "-U", "bob", "-w", "password"];
     let (code, out, err) = tool_with_env("ldapwhoami", &args, None, &with_cb);
     assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "-PLUS over StartTLS: {err}");
     let (code, _, err) = cyrus(&with_cb, &ldaps_url, "SCRAM-SHA-256-PLUS", "bob", "wrong");

@@ -54,7 +54,11 @@ pub enum Offered<'a> {
 
 impl Offered<'_> {
     /// Which of `stored` matches (None: none), checked on the pool.
-    async fn matching(&self, passwords: &PasswordConfig, stored: Vec<Vec<u8>>) -> Result<Option<usize>, PoolError> {
+    async fn matching(
+        &self,
+        passwords: &PasswordConfig,
+        stored: Vec<Vec<u8>>,
+    ) -> Result<Option<usize>, PoolError> {
         match self {
             Offered::Password(password) => passwords.matching(stored, password.to_vec()).await,
             Offered::Scram(proof) => proof.matching(&passwords.pool, stored).await,
@@ -65,7 +69,11 @@ impl Offered<'_> {
 /// The values a bind as `dn` is checked against: the rootDN's `root_password`, or the
 /// entry's userPassword (none when there is no such entry or the access rules give no
 /// `auth` on it). SASL SCRAM reads them to choose its salt before the proof arrives.
-pub async fn stored_values(worker: &Worker, transport: &Transport, dn: &NormDn) -> Result<Vec<Vec<u8>>, LdapError> {
+pub async fn stored_values(
+    worker: &Worker,
+    transport: &Transport,
+    dn: &NormDn,
+) -> Result<Vec<Vec<u8>>, LdapError> {
     let config = worker.config();
     if config.is_root_dn(dn) {
         return Ok(config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect());
@@ -99,7 +107,12 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
 /// [`verify`] for any [`Offered`] credential. Only a password is learnt from for
 /// [`locked_pause`] (a SCRAM check costs no key derivation when keys are stored) and only a
 /// password can be stored again in the configured scheme.
-pub async fn verify_offered(worker: &Worker, transport: &Transport, dn: NormDn, offered: Offered<'_>) -> Verified {
+pub async fn verify_offered(
+    worker: &Worker,
+    transport: &Transport,
+    dn: NormDn,
+    offered: Offered<'_>,
+) -> Verified {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let no_word = PasswordPolicyResponse::default();
     let config = &worker.config();
@@ -225,7 +238,11 @@ async fn upgrade(
 /// than a failed check does: it waits as long as this worker's recent failed checks took,
 /// queueing included, so that its time tells nobody the account is locked. Until a failure
 /// has been timed, it checks the dummy hash once and learns from that.
-async fn locked_pause(worker: &Worker, config: &DirectoryConfig, offered: &Offered<'_>) -> Result<(), LdapError> {
+async fn locked_pause(
+    worker: &Worker,
+    config: &DirectoryConfig,
+    offered: &Offered<'_>,
+) -> Result<(), LdapError> {
     let learned = worker.failed_check_us.get();
     if let Offered::Scram(_) = offered {
         // A SCRAM failure costs what checking against no value costs: do just that.

@@ -309,7 +309,9 @@ mod tests {
 
     #[test]
     fn storage_schemes_round_trip() {
-        for name in ["{ARGON2}", "{PBKDF2-SHA512}", "{SSHA512}", "{argon2}", "{SCRAM-SHA-256}", "{scram-sha-512}"] {
+        for name in
+            ["{ARGON2}", "{PBKDF2-SHA512}", "{SSHA512}", "{argon2}", "{SCRAM-SHA-256}", "{scram-sha-512}"]
+        {
             let scheme = StorageScheme::parse(name).unwrap();
             let hashed = scheme.hash(b"secret");
             assert!(hashed.to_ascii_uppercase().starts_with(&name.to_ascii_uppercase()), "{hashed}");

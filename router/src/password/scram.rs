@@ -245,7 +245,11 @@ pub struct Proof {
 impl Proof {
     /// Which of `stored` the proof is good for (None: none), checked on the pool; on
     /// success [`Proof::server_signature`] is set.
-    pub async fn matching(&self, pool: &super::HashPool, stored: Vec<Vec<u8>>) -> Result<Option<usize>, super::PoolError> {
+    pub async fn matching(
+        &self,
+        pool: &super::HashPool,
+        stored: Vec<Vec<u8>>,
+    ) -> Result<Option<usize>, super::PoolError> {
         let (hash, chosen) = (self.hash, self.chosen.clone());
         let (auth_message, client_proof) = (self.auth_message.clone(), self.client_proof.clone());
         let checked = pool
@@ -316,12 +320,7 @@ mod tests {
     fn rfc_5803_and_dollar_layouts_read_the_same_keys() {
         let keys = Keys::parse(Hash::Sha256, RFC7677.split_once('}').unwrap().1).unwrap();
         let b64 = |b: &[u8]| STANDARD.encode(b);
-        let rfc5803 = format!(
-            "4096:{}${}:{}",
-            b64(&keys.salt),
-            b64(&keys.stored_key),
-            b64(&keys.server_key)
-        );
+        let rfc5803 = format!("4096:{}${}:{}", b64(&keys.salt), b64(&keys.stored_key), b64(&keys.server_key));
         let dollar = format!("4096${}${}:{}", b64(&keys.salt), b64(&keys.stored_key), b64(&keys.server_key));
         assert_eq!(Keys::parse(Hash::Sha256, &rfc5803).as_ref(), Some(&keys));
         assert_eq!(Keys::parse(Hash::Sha256, &dollar).as_ref(), Some(&keys));
@@ -340,11 +339,22 @@ mod tests {
 
     #[test]
     fn malformed_values_never_match() {
-        for bad in ["", "4096", "4096,c2FsdA==,AA==", "0,c2FsdA==,AA==,AA==", "x,c2FsdA==,AA==,AA==", "4096,!!,AA==,AA=="]
-        {
+        for bad in [
+            "",
+            "4096",
+            "4096,c2FsdA==,AA==",
+            "0,c2FsdA==,AA==,AA==",
+            "x,c2FsdA==,AA==,AA==",
+            "4096,!!,AA==,AA==",
+        ] {
             assert!(Keys::parse(Hash::Sha256, bad).is_none(), "{bad}");
         }
-        let over = format!("{},c2FsdA==,{},{}", ITERATIONS_MAX + 1, STANDARD.encode([0; 32]), STANDARD.encode([0; 32]));
+        let over = format!(
+            "{},c2FsdA==,{},{}",
+            ITERATIONS_MAX + 1,
+            STANDARD.encode([0; 32]),
+            STANDARD.encode([0; 32])
+        );
         assert!(Keys::parse(Hash::Sha256, &over).is_none());
     }
 }

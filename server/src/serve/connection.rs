@@ -298,7 +298,8 @@ async fn handshake(
         .and_then(|certs| certs.first())
         .and_then(crate::serve::tls::certificate_subject);
     let tls_exporter = channel_exporter(stream.get_ref().1);
-    let transport = Transport { tls: true, client_cert_subject, tls_server_end_point, tls_exporter, ..before };
+    let transport =
+        Transport { tls: true, client_cert_subject, tls_server_end_point, tls_exporter, ..before };
     Some((stream, transport))
 }
 

@@ -180,8 +180,13 @@ pub fn server_end_point(cert: &CertificateDer<'_>) -> Option<Vec<u8>> {
     Some(match parsed.signature_algorithm.algorithm.to_id_string().as_str() {
         // md5WithRSA, sha1WithRSA, sha256WithRSA, ecdsa-with-SHA1, ecdsa-with-SHA256,
         // dsa-with-sha1, dsa-with-sha256
-        "1.2.840.113549.1.1.4" | "1.2.840.113549.1.1.5" | "1.2.840.113549.1.1.11" | "1.2.840.10045.4.1"
-        | "1.2.840.10045.4.3.2" | "1.2.840.10040.4.3" | "2.16.840.1.101.3.4.3.2" => Sha256::digest(der).to_vec(),
+        "1.2.840.113549.1.1.4"
+        | "1.2.840.113549.1.1.5"
+        | "1.2.840.113549.1.1.11"
+        | "1.2.840.10045.4.1"
+        | "1.2.840.10045.4.3.2"
+        | "1.2.840.10040.4.3"
+        | "2.16.840.1.101.3.4.3.2" => Sha256::digest(der).to_vec(),
         // sha224WithRSA, ecdsa-with-SHA224
         "1.2.840.113549.1.1.14" | "1.2.840.10045.4.3.1" => Sha224::digest(der).to_vec(),
         // sha384WithRSA, ecdsa-with-SHA384
@@ -339,7 +344,8 @@ mod tests {
         let cert = CertificateDer::from_pem_file(&settings.cert_file).unwrap();
         assert_eq!(server_end_point(&cert), Some(sha2::Sha256::digest(cert.as_ref()).to_vec()));
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-        let ed = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        let ed =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
         assert_eq!(server_end_point(ed.der()), None);
         let context = TlsContext::load(&settings).unwrap();
         assert_eq!(context.acceptor().1, server_end_point(&cert));

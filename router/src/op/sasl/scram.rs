@@ -192,7 +192,8 @@ fn parse_client_first(message: &[u8]) -> Result<ClientFirst<'_>, LdapError> {
         None => return Err(malformed("no user name")),
     };
     let nonce = fields.next().and_then(|f| f.strip_prefix(b"r=")).ok_or_else(|| malformed("no nonce"))?;
-    if nonce.is_empty() || nonce.len() > NONCE_BYTES_MAX || !nonce.iter().all(|&b| (0x21..=0x7e).contains(&b)) {
+    if nonce.is_empty() || nonce.len() > NONCE_BYTES_MAX || !nonce.iter().all(|&b| (0x21..=0x7e).contains(&b))
+    {
         return Err(malformed("bad nonce"));
     }
     let user = sasl_name(user)?;
@@ -215,18 +216,13 @@ fn parse_client_final(message: &[u8]) -> Result<ClientFinal<'_>, LdapError> {
     if message.len() > MESSAGE_BYTES_MAX {
         return Err(malformed("SCRAM message too long"));
     }
-    let proof_at = message
-        .windows(3)
-        .rposition(|w| w == b",p=")
-        .ok_or_else(|| malformed("no proof"))?;
+    let proof_at = message.windows(3).rposition(|w| w == b",p=").ok_or_else(|| malformed("no proof"))?;
     let without_proof = message.get(..proof_at).unwrap_or_default();
     let proof = message.get(proof_at + 3..).unwrap_or_default();
     let proof = STANDARD.decode(proof).map_err(|_| malformed("invalid-encoding"))?;
     let mut fields = without_proof.split(|&b| b == b',');
-    let channel_binding = fields
-        .next()
-        .and_then(|f| f.strip_prefix(b"c="))
-        .ok_or_else(|| malformed("no channel binding"))?;
+    let channel_binding =
+        fields.next().and_then(|f| f.strip_prefix(b"c=")).ok_or_else(|| malformed("no channel binding"))?;
     let channel_binding = STANDARD.decode(channel_binding).map_err(|_| malformed("invalid-encoding"))?;
     let nonce = fields.next().and_then(|f| f.strip_prefix(b"r=")).ok_or_else(|| malformed("no nonce"))?;
     Ok(ClientFinal { channel_binding, nonce, without_proof, proof })
@@ -351,7 +347,8 @@ fn choose(hash: Hash, dn: &NormDn, stored: &[Vec<u8>]) -> (Chosen, Vec<u8>, u32)
     }
     if let Some(value) = stored.iter().find(|v| is_cleartext(v)) {
         let salt = random_bytes::<16>().to_vec();
-        let chosen = Chosen::Cleartext { digest: value_digest(value), salt: salt.clone(), iterations: ITERATIONS };
+        let chosen =
+            Chosen::Cleartext { digest: value_digest(value), salt: salt.clone(), iterations: ITERATIONS };
         return (chosen, salt, ITERATIONS);
     }
     (Chosen::Nothing, made_up_salt(hash, dn), ITERATIONS)
@@ -426,12 +423,19 @@ mod tests {
 
     #[test]
     fn client_final_messages_parse_and_malformed_ones_are_other() {
-        let last = parse_client_final(b"c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=").unwrap();
+        let last =
+            parse_client_final(b"c=biws,r=abc,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=").unwrap();
         assert_eq!((last.channel_binding.as_slice(), last.nonce), (&b"n,,"[..], &b"abc"[..]));
         assert_eq!(last.without_proof, b"c=biws,r=abc");
         assert_eq!(last.proof.len(), 32);
-        for bad in [&b""[..], b"c=biws,r=abc", b"c=!!,r=a,p=AA==", b"r=a,c=biws,p=AA==", b"c=biws,p=AA==", b"c=biws,r=a,p=!"]
-        {
+        for bad in [
+            &b""[..],
+            b"c=biws,r=abc",
+            b"c=!!,r=a,p=AA==",
+            b"r=a,c=biws,p=AA==",
+            b"c=biws,p=AA==",
+            b"c=biws,r=a,p=!",
+        ] {
             let error = parse_client_final(bad).unwrap_err();
             assert_eq!(error.code, ResultCode::OTHER, "{:?}", String::from_utf8_lossy(bad));
         }
@@ -451,7 +455,10 @@ mod tests {
         let stored = vec![b"{SSHA}abc".to_vec(), b"pw".to_vec(), scram.clone().into_bytes()];
         let (chosen, salt, iterations) = choose(Hash::Sha256, &dn, &stored);
         let keys = scram_keys(scram.as_bytes(), Hash::Sha256).unwrap();
-        assert_eq!((chosen, salt, iterations), (Chosen::Keys { digest: value_digest(scram.as_bytes()) }, keys.salt, 4096));
+        assert_eq!(
+            (chosen, salt, iterations),
+            (Chosen::Keys { digest: value_digest(scram.as_bytes()) }, keys.salt, 4096)
+        );
         // SHA-512 has no stored keys here: the cleartext value, with a fresh salt each time.
         let (chosen, salt, _) = choose(Hash::Sha512, &dn, &stored);
         assert!(matches!(chosen, Chosen::Cleartext { .. }));
