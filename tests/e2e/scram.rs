@@ -8,8 +8,10 @@
 //! (with `e=invalid-proof`), SHA-512 too, the rootDN, a user that doesn't exist, a value
 //! hashed in another scheme, a `{SCRAM-SHA-256}` value written by Password Modify (checked
 //! by simple bind and by SCRAM), malformed messages, an exchange dropped by another request,
-//! and under TLS the -PLUS mechanisms with `tls-server-end-point` and `tls-exporter`, a
-//! wrong binding, and the "y" downgrade.
+//! and under TLS the -PLUS mechanisms with `tls-server-end-point` (OpenLDAP's `ldap` form
+//! from Cyrus, and RFC 5929's from python) and `tls-exporter` (TLS 1.3; refused under 1.2),
+//! a wrong binding, and the "y" downgrade; lockout by the password policy after SCRAM
+//! failures; `require_tls_for_binds` leaving SCRAM alone.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -252,6 +254,38 @@ fn require_tls_for_binds_does_not_apply_to_scram() {
     assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "{err}");
 }
 
+/// SCRAM failures count towards the password policy's lockout, as simple binds' do, and a
+/// locked account's SCRAM bind fails with the right password.
+#[test]
+fn scram_failures_lock_the_account_under_a_policy() {
+    cyrus_has_scram();
+    let policy = "cn=default,ou=policies,dc=example,dc=com";
+    let server = Server::start_with_config(&config(&format!("[ppolicy]\ndefault_policy = \"{policy}\"")));
+    let mut admin = crate::harness::bound(&server, ADMIN_DN, "secret");
+    let ou = vec![("objectClass", ["organizationalUnit"].into()), ("ou", ["policies"].into())];
+    assert_eq!(admin.add("ou=policies,dc=example,dc=com", ou).expect("add").rc, 0);
+    let attrs: Vec<(&str, std::collections::HashSet<&str>)> = vec![
+        ("objectClass", ["organizationalRole", "pwdPolicy"].into()),
+        ("cn", ["default"].into()),
+        ("pwdAttribute", ["userPassword"].into()),
+        ("pwdLockout", ["TRUE"].into()),
+        ("pwdMaxFailure", ["2"].into()),
+    ];
+    assert_eq!(admin.add(policy, attrs).expect("add").rc, 0);
+    let url = server.url();
+    let (code, out, err) = cyrus(&[], &url, "SCRAM-SHA-256", "bob", "password");
+    assert_eq!((code, out.trim()), (0, format!("dn:{BOB}").as_str()), "{err}");
+    for attempt in 0..2 {
+        let (code, _, err) = cyrus(&[], &url, "SCRAM-SHA-256", "bob", "wrong");
+        assert_eq!(code, 49, "failure {attempt}: {err}");
+    }
+    let (code, _, err) = cyrus(&[], &url, "SCRAM-SHA-256", "bob", "password");
+    assert_eq!(code, 49, "locked after two SCRAM failures: {err}");
+    let (code, _, err) =
+        tool_with_env("ldapwhoami", &["-x", "-H", &url, "-D", BOB, "-w", "password"], None, &[]);
+    assert_eq!(code, 49, "a simple bind is locked out too: {err}");
+}
+
 fn tls_config(pki: &Pki, ldaps: SocketAddr, tls_extra: &str) -> String {
     config(&format!(
         "listen_ldaps = \"{ldaps}\"\n[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n{tls_extra}\n",
@@ -326,6 +360,30 @@ print("unknown type", scram(c, "SCRAM-SHA-256-PLUS", "bob", "password", gs2=b"p=
     assert_eq!((code, last.starts_with(b"v=")), (0, true), "{}", String::from_utf8_lossy(&last));
     let (code, last) = rust_scram_sha512(&mut tls, b"p=tls-exporter,,", &[0u8; 32], "password");
     assert_eq!((code, last.as_slice()), (49, &b"e=channel-bindings-dont-match"[..]));
+
+    // Under TLS 1.2 tls-exporter is refused (no extended master secret to be sure of), and
+    // tls-server-end-point still binds.
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in <rustls::pki_types::CertificateDer as rustls::pki_types::pem::PemObject>::pem_file_iter(
+        pki.path("ca.pem"),
+    )
+    .unwrap()
+    {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let tls12 = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut tls = tls_over(tcp(ldaps), &std::sync::Arc::new(tls12));
+    send(&mut tls, &sasl_bind(1, "SCRAM-SHA-512-PLUS", b"p=tls-exporter,,n=bob,r=abc"));
+    let outcome = parse_result(&read_message(&mut tls).body);
+    assert_eq!(outcome.code, 49, "tls-exporter under TLS 1.2: {}", outcome.diagnostic);
+    let end_point = sha2::Sha256::digest(tls.conn.peer_certificates().unwrap()[0].as_ref());
+    let (code, _) = rust_scram_sha512(&mut tls, b"p=tls-server-end-point,,", &end_point, "password");
+    assert_eq!(code, 0, "tls-server-end-point under TLS 1.2");
 }
 
 type HmacSha512 = Hmac<Sha512>;
