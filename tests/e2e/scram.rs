@@ -68,10 +68,14 @@ def step(conn, mech, payload):
 def sasl_name(user):
     return user.replace('=', '=3D').replace(',', '=2C').encode()
 
-def scram(conn, mech, user, password, gs2=None, cb_data=b'', interpose=None):
+def scram(conn, mech, user, password, gs2=None, cb_data=b'', interpose=None, no_initial=False):
     h = hashlib.sha512 if '512' in mech else hashlib.sha256
     if gs2 is None:
         gs2 = b'n,,'
+    if no_initial:
+        # RFC 4422 sec. 5: no initial response; the server's challenge is empty.
+        code, challenge = step(conn, mech, None)
+        assert (code, challenge or b'') == (14, b''), (code, challenge)
     cnonce = base64.b64encode(os.urandom(18))
     bare = b'n=' + sasl_name(user) + b',r=' + cnonce
     code, first = step(conn, mech, gs2 + bare)
@@ -210,10 +214,11 @@ print("root", scram(c, "SCRAM-SHA-256", "dn:cn=admin,dc=example,dc=com", "secret
 print("same salt for nobody", salt_of(c, "SCRAM-SHA-256", "nobody") == salt_of(c, "SCRAM-SHA-256", "nobody"))
 print("fresh salt for cleartext", salt_of(c, "SCRAM-SHA-256", "bob") != salt_of(c, "SCRAM-SHA-256", "bob"))
 print("nobody", scram(c, "SCRAM-SHA-256", "nobody", "password")[0])
-for bad in [b"", b"n,,", b"x,,n=bob,r=a", b"n,,n=bob=ZZ,r=a", b"n,,m=x,n=bob,r=a", b"n,,n=bob,r=a\x01"]:
+for bad in [b"n,,", b"x,,n=bob,r=a", b"n,,n=bob=ZZ,r=a", b"n,,m=x,n=bob,r=a", b"n,,n=bob,r=a\x01"]:
     print("malformed", step(c, "SCRAM-SHA-256", bad)[0])
 print("plus without tls", step(c, "SCRAM-SHA-256-PLUS", b"p=tls-exporter,,n=bob,r=a")[0])
 print("p= without tls", step(c, "SCRAM-SHA-256", b"p=tls-exporter,,n=bob,r=a")[0])
+print("no initial response", scram(c, "SCRAM-SHA-512", "bob", "password", no_initial=True)[0], whoami(c))
 dropped = lambda: c.search("dc=example,dc=com", "(uid=bob)", search_scope="BASE")
 print("dropped", scram(c, "SCRAM-SHA-256", "bob", "password", interpose=dropped)[0])
 print("after", scram(c, "SCRAM-SHA-256", "bob", "password")[0], whoami(c))
@@ -230,9 +235,10 @@ print("after", scram(c, "SCRAM-SHA-256", "bob", "password")[0], whoami(c))
     expect("same salt for nobody True");
     expect("fresh salt for cleartext True");
     expect("nobody 49");
-    assert_eq!(out.lines().filter(|l| *l == "malformed 80").count(), 6, "{out}");
+    assert_eq!(out.lines().filter(|l| *l == "malformed 80").count(), 5, "{out}");
     expect("plus without tls 7");
-    expect("p= without tls 49");
+    expect("p= without tls 80");
+    expect(&format!("no initial response 0 dn:{BOB}"));
     // The search between the steps ended the exchange: the client-final then starts one,
     // and is no client-first message.
     expect("dropped 80");
@@ -349,7 +355,7 @@ print("unknown type", scram(c, "SCRAM-SHA-256-PLUS", "bob", "password", gs2=b"p=
     expect(&format!("end-point 0 dn:{BOB}"));
     expect("wrong (49, b'e=channel-bindings-dont-match')");
     expect("y 49");
-    expect("unknown type 49");
+    expect("unknown type 80");
 
     // Rust over rustls: tls-exporter (RFC 9266) under TLS 1.3, SCRAM-SHA-512-PLUS.
     let config = pki.rustls_config();
@@ -380,7 +386,7 @@ print("unknown type", scram(c, "SCRAM-SHA-256-PLUS", "bob", "password", gs2=b"p=
     let mut tls = tls_over(tcp(ldaps), &std::sync::Arc::new(tls12));
     send(&mut tls, &sasl_bind(1, "SCRAM-SHA-512-PLUS", b"p=tls-exporter,,n=bob,r=abc"));
     let outcome = parse_result(&read_message(&mut tls).body);
-    assert_eq!(outcome.code, 49, "tls-exporter under TLS 1.2: {}", outcome.diagnostic);
+    assert_eq!(outcome.code, 80, "tls-exporter under TLS 1.2: {}", outcome.diagnostic);
     let end_point = sha2::Sha256::digest(tls.conn.peer_certificates().unwrap()[0].as_ref());
     let (code, _) = rust_scram_sha512(&mut tls, b"p=tls-server-end-point,,", &end_point, "password");
     assert_eq!(code, 0, "tls-server-end-point under TLS 1.2");

@@ -64,23 +64,9 @@ pub async fn authenticate(
 ) -> Result<Identity, LdapError> {
     let offered = credentials.credentials.as_deref().unwrap_or_default();
     let mechanism = credentials.mechanism.as_ref();
-    if let Some(pending) = pending.filter(|p| p.continued_by(mechanism)) {
-        return match scram::finish(ctx, pending, offered).await {
-            Ok((identity, last)) => {
-                step.server_creds = Some(last);
-                Ok(identity)
-            }
-            Err((error, last)) => {
-                step.server_creds = last;
-                Err(error)
-            }
-        };
-    }
-    if let Some((hash, plus)) = scram::mechanism(mechanism) {
-        let (first, pending) = scram::start(ctx, hash, plus, offered).await?;
-        step.server_creds = Some(first);
-        step.pending = Some(pending);
-        return Err(LdapError::new(ResultCode::SASL_BIND_IN_PROGRESS, ""));
+    if let Some(named) = scram::mechanism(mechanism) {
+        let continued = pending.filter(|p| p.continued_by(mechanism));
+        return scram::bind(ctx, named, continued, offered, step).await;
     }
     match mechanism {
         b"EXTERNAL" => external(ctx, offered),

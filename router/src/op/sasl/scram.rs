@@ -2,7 +2,7 @@
 //! `SCRAM-SHA-512`, and under TLS their `-PLUS` forms with channel binding. Two binds:
 //!
 //! 1. client-first (`n,,n=user,r=nonce`) → saslBindInProgress (14) with the server-first
-//!    message (`r=nonce+ours,s=salt,i=iterations`); the exchange waits on the session
+//!    message (a bind with no initial response gets an empty challenge first, RFC 4422 §5) (`r=nonce+ours,s=salt,i=iterations`); the exchange waits on the session
 //!    ([`Pending`], one per connection: any other request or bind drops it);
 //! 2. client-final (`c=...,r=...,p=proof`) → success with `v=ServerSignature`, or
 //!    invalidCredentials (49) with `e=invalid-proof` (or another `e=` reason).
@@ -65,12 +65,23 @@ pub fn mechanism(name: &[u8]) -> Option<(Hash, bool)> {
     })
 }
 
-/// An exchange between its two steps, kept on the session.
-pub struct Pending {
+/// A SCRAM exchange between its binds, kept on the session.
+pub enum Pending {
+    /// The mechanism was named with no initial response (RFC 4422 §5): the server answered
+    /// with an empty challenge, and the client-first message comes next.
+    Started { hash: Hash, plus: bool },
+    /// The server-first message was sent; the client-final message comes next.
+    Exchanging(Box<Exchange>),
+}
+
+/// What the server-first message committed the exchange to.
+pub struct Exchange {
     hash: Hash,
     plus: bool,
-    /// What `c=` must carry: the gs2 header, then the channel-binding data for `p=`.
-    channel_binding: Vec<u8>,
+    /// The gs2 header `c=` must start with.
+    gs2_header: Vec<u8>,
+    /// The channel-binding data that must follow it (empty without `p=`).
+    binding: Vec<u8>,
     client_first_bare: Vec<u8>,
     server_first: Vec<u8>,
     nonce: Vec<u8>,
@@ -82,7 +93,47 @@ pub struct Pending {
 impl Pending {
     /// Whether a bind with mechanism `name` continues this exchange.
     pub fn continued_by(&self, name: &[u8]) -> bool {
-        mechanism(name) == Some((self.hash, self.plus))
+        let named = match self {
+            Pending::Started { hash, plus } => (*hash, *plus),
+            Pending::Exchanging(exchange) => (exchange.hash, exchange.plus),
+        };
+        mechanism(name) == Some(named)
+    }
+}
+
+/// One bind of a SCRAM exchange with mechanism (`hash`, `plus`); `pending`: the
+/// connection's exchange, when this bind continues it. Answers saslBindInProgress (14)
+/// while the exchange goes on, with `step` holding what to send and keep.
+pub async fn bind(
+    ctx: &OpContext,
+    (hash, plus): (Hash, bool),
+    pending: Option<Pending>,
+    message: &[u8],
+    step: &mut super::Step,
+) -> Result<Identity, LdapError> {
+    let in_progress = || LdapError::new(ResultCode::SASL_BIND_IN_PROGRESS, "");
+    match pending {
+        Some(Pending::Exchanging(exchange)) => match finish(ctx, *exchange, message).await {
+            Ok((identity, last)) => {
+                step.server_creds = Some(last);
+                Ok(identity)
+            }
+            Err((error, last)) => {
+                step.server_creds = last;
+                Err(error)
+            }
+        },
+        None if message.is_empty() => {
+            step.server_creds = Some(Vec::new());
+            step.pending = Some(Pending::Started { hash, plus });
+            Err(in_progress())
+        }
+        Some(Pending::Started { .. }) | None => {
+            let (first, exchange) = start(ctx, hash, plus, message).await?;
+            step.server_creds = Some(first);
+            step.pending = Some(Pending::Exchanging(Box::new(exchange)));
+            Err(in_progress())
+        }
     }
 }
 
@@ -228,13 +279,13 @@ fn parse_client_final(message: &[u8]) -> Result<ClientFinal<'_>, LdapError> {
     Ok(ClientFinal { channel_binding, nonce, without_proof, proof })
 }
 
-/// Step 1: answers a client-first message with the server-first one.
-pub async fn start(
+/// Answers a client-first message with the server-first one.
+async fn start(
     ctx: &OpContext,
     hash: Hash,
     plus: bool,
     message: &[u8],
-) -> Result<(Vec<u8>, Pending), LdapError> {
+) -> Result<(Vec<u8>, Exchange), LdapError> {
     let transport = &ctx.transport;
     if plus && !offers_plus(transport) {
         return Err(LdapError::new(
@@ -247,10 +298,9 @@ pub async fn start(
         // Cyrus SASL's client binds under the plain name too (see `binding_data`).
         (_, Flag::Bound(name)) => {
             if !offers_plus(transport) {
-                return Err(refuse(ResultCode::INVALID_CREDENTIALS, "channel-binding-not-supported"));
+                return Err(malformed("channel-binding-not-supported"));
             }
-            binding_data(transport, name)
-                .ok_or_else(|| refuse(ResultCode::INVALID_CREDENTIALS, "unsupported-channel-binding-type"))?
+            binding_data(transport, name).ok_or_else(|| malformed("unsupported-channel-binding-type"))?
         }
         (true, _) => return Err(malformed("a -PLUS mechanism needs p= in the gs2 header")),
         // RFC 5802 §6: a client that binds where it can tells us so; when we offer
@@ -260,8 +310,6 @@ pub async fn start(
         }
         (false, _) => Vec::new(),
     };
-    let mut channel_binding = first.gs2_header.to_vec();
-    channel_binding.extend_from_slice(&data);
     let dn = name_dn(ctx, hash, plus, &first.user)?;
     let stored = stored_values(&ctx.worker, transport, &dn).await?;
     let (chosen, salt, iterations) = choose(hash, &dn, &stored);
@@ -270,10 +318,11 @@ pub async fn start(
     let mut server_first = b"r=".to_vec();
     server_first.extend_from_slice(&nonce);
     server_first.extend_from_slice(format!(",s={},i={iterations}", STANDARD.encode(&salt)).as_bytes());
-    let pending = Pending {
+    let exchange = Exchange {
         hash,
         plus,
-        channel_binding,
+        gs2_header: first.gs2_header.to_vec(),
+        binding: data,
         client_first_bare: first.bare.to_vec(),
         server_first: server_first.clone(),
         nonce,
@@ -281,22 +330,27 @@ pub async fn start(
         authzid: first.authzid,
         chosen,
     };
-    Ok((server_first, pending))
+    Ok((server_first, exchange))
 }
 
-/// Step 2: checks a client-final message; the identity and the server-final message.
-/// On failure, the error and the server-final `e=` message when there is one.
-pub async fn finish(
+/// Checks a client-final message; the identity and the server-final message. On failure,
+/// the error and the server-final `e=` message when there is one. As Cyrus SASL: another
+/// nonce, or a `c=` that doesn't repeat the gs2 header, is a protocol fault (80); other
+/// channel-binding data is an authentication failure (49).
+async fn finish(
     ctx: &OpContext,
-    pending: Pending,
+    pending: Exchange,
     message: &[u8],
 ) -> Result<(Identity, Vec<u8>), (LdapError, Option<Vec<u8>>)> {
     let last = parse_client_final(message).map_err(|e| (e, None))?;
     let error = |reason: &str| (invalid(), Some(format!("e={reason}").into_bytes()));
     if last.nonce != pending.nonce.as_slice() {
-        return Err(error("other-error"));
+        return Err((malformed("nonce mismatch"), None));
     }
-    if last.channel_binding != pending.channel_binding {
+    let Some(binding) = last.channel_binding.strip_prefix(pending.gs2_header.as_slice()) else {
+        return Err((malformed("channel binding does not repeat the gs2 header"), None));
+    };
+    if binding != pending.binding.as_slice() {
         return Err(error("channel-bindings-dont-match"));
     }
     let mut auth_message = pending.client_first_bare.clone();
