@@ -23,7 +23,8 @@ done
 # The end-to-end tests (tests/e2e):
 # - OpenLDAP's client tools (ldapsearch, ldapwhoami, ldappasswd ...);
 # - /usr/bin/python3 with ldap3 (Password Modify, certificate validation);
-# - openssl s_client, and Cyrus SASL's PLAIN mechanism for ldapwhoami -Y PLAIN;
+# - openssl s_client, and Cyrus SASL's PLAIN and SCRAM mechanisms (libsasl2-modules) for
+#   ldapwhoami -Y PLAIN / -Y SCRAM-SHA-256 (tests/e2e/scram.rs);
 # - promtool checks the metrics, a real Prometheus server scrapes them;
 # - the disk-fault tests build an ext4 image on a loop device (mkfs.ext4, losetup, nsenter);
 # - 389-ds-base's logconv reads the access log (389-ds's format).

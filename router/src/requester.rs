@@ -52,6 +52,13 @@ pub struct Transport {
     pub peer_cred: Option<(u32, u32)>,
     /// Under TLS with a verified client certificate: its subject DN, RFC 4514 string form.
     pub client_cert_subject: Option<String>,
+    /// Under TLS: RFC 5929's `tls-server-end-point` channel binding (a hash of the server's
+    /// certificate), when the certificate's signature algorithm defines one.
+    pub tls_server_end_point: Option<Vec<u8>>,
+    /// Under TLS 1.3: RFC 9266's `tls-exporter` channel binding (32 bytes exported with the
+    /// label "EXPORTER-Channel-Binding"). Not under TLS 1.2, where it is safe only with the
+    /// extended master secret, which rustls doesn't report.
+    pub tls_exporter: Option<Vec<u8>>,
     /// The peer as slapd names it (its audit log, cn=Monitor): `IP=127.0.0.1:40522`,
     /// `IP=[::1]:40522`, or `PATH=/run/ldapi` for ldapi; "" when unknown.
     pub peer_name: String,

@@ -102,6 +102,10 @@ struct SessionState {
     /// The bound password must be changed first (`ppolicy::reset`); set by a Bind, cleared
     /// by the change.
     must_change: Rc<Cell<bool>>,
+    /// A SASL exchange between its binds (SCRAM): at most one, dropped by any request other
+    /// than the Bind that continues it (RFC 4513 §5.2.1.4 has a client abort by sending
+    /// anything else).
+    sasl: RefCell<Option<op::sasl::scram::Pending>>,
 }
 
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
@@ -172,6 +176,7 @@ impl Session {
             broken_notify: Notify::new(),
             disconnected: Cell::new(false),
             must_change: Rc::default(),
+            sasl: RefCell::new(None),
         };
         Self {
             worker,
@@ -222,6 +227,10 @@ impl Session {
         };
         let LdapMessage { message_id, protocol_op, controls } = message;
         let arrival = self.arrive(message_id, &protocol_op);
+        // Only a Bind may continue a SASL exchange (it takes the exchange itself).
+        if !matches!(protocol_op, ProtocolOp::BindRequest(_)) {
+            self.state.sasl.borrow_mut().take();
+        }
         match protocol_op {
             ProtocolOp::UnbindRequest => {
                 self.answered_at_once(&arrival);
@@ -294,12 +303,15 @@ impl Session {
         let refusal = op::controls::check(controls.as_deref(), false).or_else(|| {
             self.worker.with_config(|config| check_controls(&config.limits.request, controls.as_deref()))
         });
+        // Whatever this bind is, the exchange under way ends here or goes on from it.
+        let pending = self.state.sasl.borrow_mut().take();
         if let Some(refusal) = refusal {
             ctx.respond(op::bind::response(refusal)).await;
         } else {
             // The Password Policy control asks for its answer on the BindResponse.
             ctx.controls = controls;
-            let identity = op::bind::bind(&ctx, request).await;
+            let (identity, pending) = op::bind::bind(&ctx, request, pending).await;
+            *self.state.sasl.borrow_mut() = pending;
             self.set_identity(identity);
         }
         // Nothing else holds a slot now: resize the pool to the identity's class.

@@ -51,7 +51,8 @@ pub struct Config {
     /// stored hashed with `password_scheme`. Unset: on, except with `access = "open-read"`
     /// (slapd without ppolicy's hash_cleartext, for differential tests).
     pub password_hash_on_write: Option<bool>,
-    /// "{ARGON2}" (argon2id, m=19456 KiB, t=2, p=1), "{PBKDF2-SHA512}" or "{SSHA512}".
+    /// "{ARGON2}" (argon2id, m=19456 KiB, t=2, p=1), "{PBKDF2-SHA512}", "{SSHA512}", or
+    /// "{SCRAM-SHA-256}" / "{SCRAM-SHA-512}" (the keys SASL SCRAM binds check).
     pub password_scheme: String,
     /// A successful simple bind whose stored value is in another scheme (an imported
     /// `{SSHA}`, say) stores the password again in `password_scheme` (389-ds's upgrade on

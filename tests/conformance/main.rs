@@ -29,6 +29,7 @@ mod ops_read;
 mod ops_write;
 mod ppolicy;
 mod refint;
+mod scram;
 mod scripts;
 mod servers;
 mod sort;

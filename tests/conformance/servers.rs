@@ -148,6 +148,12 @@ pub fn start_slapd_with_overlay(module: &str, database_lines: &str) -> Server {
     start_slapd_full(None, &[], database_lines, &format!("moduleload {module}\n"))
 }
 
+/// Starts slapd loaded with `ldif`, with `globals` (slapd.conf lines of the global section,
+/// `authz-regexp` say) before its database section.
+pub fn start_slapd_with_globals(ldif: &Path, globals: &str) -> Server {
+    start_slapd_full(Some(ldif), &[], "", globals)
+}
+
 /// [`start_slapd_with_overlay`] with `access` lines too.
 pub fn start_slapd_with_overlay_and_access(module: &str, database_lines: &str, access: &[String]) -> Server {
     start_slapd_full(None, access, database_lines, &format!("moduleload {module}\n"))

@@ -37,6 +37,7 @@ mod raw;
 mod refint;
 mod reload;
 mod replication;
+mod scram;
 mod semantics;
 mod sort;
 mod syncrepl;

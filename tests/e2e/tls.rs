@@ -28,13 +28,13 @@ const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
 
 /// A test CA with a server certificate for 127.0.0.1/localhost and a client certificate
 /// for `cn=alice,o=Example`, as PEM files in a temporary directory.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, "Ferrodir test CA");
@@ -53,11 +53,11 @@ impl Pki {
         pki
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
-    fn text(&self, name: &str) -> String {
+    pub(crate) fn text(&self, name: &str) -> String {
         self.path(name).display().to_string()
     }
 
@@ -82,7 +82,7 @@ impl Pki {
         std::fs::rename(self.path(&format!("{name}.pem.new")), self.path(&format!("{name}.pem"))).unwrap();
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
         vec![("LDAPTLS_CACERT", self.text("ca.pem")), ("LDAPTLS_REQCERT", "demand".to_string())]
     }
 
@@ -93,7 +93,7 @@ impl Pki {
         env
     }
 
-    fn rustls_config(&self) -> Arc<ClientConfig> {
+    pub(crate) fn rustls_config(&self) -> Arc<ClientConfig> {
         let mut roots = RootCertStore::empty();
         for cert in CertificateDer::pem_file_iter(self.path("ca.pem")).unwrap() {
             roots.add(cert.unwrap()).unwrap();
@@ -109,7 +109,7 @@ impl Pki {
     }
 }
 
-fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
@@ -172,15 +172,15 @@ fn start_tls_request(id: u32) -> Vec<u8> {
     message(id, &tlv(0x77, &tlv(0x80, START_TLS)))
 }
 
-fn tcp(addr: SocketAddr) -> TcpStream {
+pub(crate) fn tcp(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     stream
 }
 
-type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+pub(crate) type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 
-fn tls_over(stream: TcpStream, config: &Arc<ClientConfig>) -> TlsStream {
+pub(crate) fn tls_over(stream: TcpStream, config: &Arc<ClientConfig>) -> TlsStream {
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let mut tls = StreamOwned::new(ClientConnection::new(config.clone(), name).unwrap(), stream);
     while tls.conn.is_handshaking() {
@@ -552,7 +552,7 @@ fn wait_for(mut check: impl FnMut() -> bool) -> bool {
     false
 }
 
-fn sasl_bind(id: u32, mechanism: &str, credentials: &[u8]) -> Vec<u8> {
+pub(crate) fn sasl_bind(id: u32, mechanism: &str, credentials: &[u8]) -> Vec<u8> {
     let sasl = tlv(0xa3, &[octets(mechanism.as_bytes()), octets(credentials)].concat());
     message(id, &tlv(0x60, &[crate::raw::int(0x02, 3), octets(b""), sasl].concat()))
 }

@@ -24,10 +24,17 @@ pub fn response(result: LdapResult) -> ProtocolOp {
 }
 
 /// Runs the bind, answers it, and returns the connection's new identity (anonymous on any
-/// failure, RFC 4511 §4.2.1).
-pub async fn bind(ctx: &OpContext, request: BindRequest) -> Identity {
+/// failure, RFC 4511 §4.2.1, and while a SASL exchange is under way) and the SASL exchange
+/// now under way, if any (`pending`: the one the connection had, which this bind continues
+/// or drops).
+pub async fn bind(
+    ctx: &OpContext,
+    request: BindRequest,
+    pending: Option<sasl::scram::Pending>,
+) -> (Identity, Option<sasl::scram::Pending>) {
     let mut policy = None;
-    let (result, identity) = match authenticate(ctx, request, &mut policy).await {
+    let mut step = sasl::Step::default();
+    let (result, identity) = match authenticate(ctx, request, pending, &mut policy, &mut step).await {
         Ok(identity) => (LdapResult::success(), identity),
         Err(e) => (e.to_result(), Identity::Anonymous),
     };
@@ -36,8 +43,12 @@ pub async fn bind(ctx: &OpContext, request: BindRequest) -> Identity {
     let reset = policy
         .is_some_and(|p| p.error == Some(ferrodir_proto::message::ppolicy::PolicyError::ChangeAfterReset));
     ctx.must_change.set(reset && result.result_code == ferrodir_proto::ResultCode::SUCCESS);
-    ctx.respond_with(response(result), policy_control(ctx, policy)).await;
-    identity
+    let response = ProtocolOp::BindResponse(BindResponse {
+        result,
+        server_sasl_creds: step.server_creds.map(OctetString::from),
+    });
+    ctx.respond_with(response, policy_control(ctx, policy)).await;
+    (identity, step.pending)
 }
 
 /// The Password Policy response control, when the request asked for it and a simple bind
@@ -59,14 +70,18 @@ fn policy_control(ctx: &OpContext, policy: Option<PasswordPolicyResponse>) -> Op
 async fn authenticate(
     ctx: &OpContext,
     request: BindRequest,
+    pending: Option<sasl::scram::Pending>,
     policy: &mut Option<PasswordPolicyResponse>,
+    step: &mut sasl::Step,
 ) -> Result<Identity, LdapError> {
     if request.version != 3 {
         return Err(LdapError::protocol("only LDAPv3 is supported"));
     }
     let password = match request.authentication {
         AuthenticationChoice::Simple(password) => password,
-        AuthenticationChoice::Sasl(credentials) => return sasl::authenticate(ctx, credentials).await,
+        AuthenticationChoice::Sasl(credentials) => {
+            return sasl::authenticate(ctx, credentials, pending, step).await
+        }
     };
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     match (request.name.is_empty(), password.is_empty()) {

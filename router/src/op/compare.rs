@@ -107,7 +107,7 @@ async fn target_entry(
 ) -> LdapResultOf<(Entry, bool)> {
     let config = &ctx.config;
     let (user, operational) = if dn.is_root() {
-        rootdse::root_dse(config)
+        rootdse::root_dse(config, &ctx.transport)
     } else if dn.is("cn=subschema") {
         rootdse::subschema(&config.schema)
     } else {

@@ -14,6 +14,8 @@ use ferrodir_shard::{EntryId, EntryRecord, WriteOp};
 use crate::access;
 use crate::config::DirectoryConfig;
 use crate::error::LdapError;
+use crate::password::scram::Proof;
+use crate::password::{PasswordConfig, PoolError};
 use crate::ppolicy::expiry::Age;
 use crate::ppolicy::Governed;
 use crate::requester::{Identity, Transport};
@@ -41,6 +43,49 @@ pub async fn verify_password(
     verify(worker, transport, dn, password).await.identity
 }
 
+/// What a bind offers to be checked against the stored values.
+pub enum Offered<'a> {
+    /// A simple bind's or SASL PLAIN's password.
+    Password(&'a [u8]),
+    /// A SASL SCRAM client proof (op::sasl::scram): checked against the stored value the
+    /// exchange chose, without the password.
+    Scram(&'a Proof),
+}
+
+impl Offered<'_> {
+    /// Which of `stored` matches (None: none), checked on the pool.
+    async fn matching(
+        &self,
+        passwords: &PasswordConfig,
+        stored: Vec<Vec<u8>>,
+    ) -> Result<Option<usize>, PoolError> {
+        match self {
+            Offered::Password(password) => passwords.matching(stored, password.to_vec()).await,
+            Offered::Scram(proof) => proof.matching(&passwords.pool, stored).await,
+        }
+    }
+}
+
+/// The values a bind as `dn` is checked against: the rootDN's `root_password`, or the
+/// entry's userPassword (none when there is no such entry or the access rules give no
+/// `auth` on it). SASL SCRAM reads them to choose its salt before the proof arrives.
+pub async fn stored_values(
+    worker: &Worker,
+    transport: &Transport,
+    dn: &NormDn,
+) -> Result<Vec<Vec<u8>>, LdapError> {
+    let config = worker.config();
+    if config.is_root_dn(dn) {
+        return Ok(config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect());
+    }
+    let target = target(worker, transport, dn).await?;
+    Ok(target
+        .as_ref()
+        .and_then(|(_, record)| record.entry.get("userPassword"))
+        .map(|attr| attr.values.clone())
+        .unwrap_or_default())
+}
+
 /// [`verify_password`], with the password policy's word.
 ///
 /// A bind to an account its policy locks checks no password ([`locked_pause`]: it waits as
@@ -56,13 +101,25 @@ pub async fn verify_password(
 /// (`ferrodir_shard::sleep_precisely`): tokio's millisecond timer would add up to a
 /// millisecond, more than a cheap scheme's check and a sync together.
 pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password: &[u8]) -> Verified {
+    verify_offered(worker, transport, dn, Offered::Password(password)).await
+}
+
+/// [`verify`] for any [`Offered`] credential. Only a password is learnt from for
+/// [`locked_pause`] (a SCRAM check costs no key derivation when keys are stored) and only a
+/// password can be stored again in the configured scheme.
+pub async fn verify_offered(
+    worker: &Worker,
+    transport: &Transport,
+    dn: NormDn,
+    offered: Offered<'_>,
+) -> Verified {
     let invalid = || LdapError::new(ResultCode::INVALID_CREDENTIALS, "");
     let no_word = PasswordPolicyResponse::default();
     let config = &worker.config();
     if config.is_root_dn(&dn) {
         // The rootDN is no entry: no policy governs it, as in slapd.
         let stored = config.root_password.iter().map(|p| p.as_bytes().to_vec()).collect();
-        let identity = match config.passwords.matching(stored, password.to_vec()).await {
+        let identity = match offered.matching(&config.passwords, stored).await {
             Ok(Some(_)) => Ok(Identity::Root(dn.into())),
             Ok(None) => Err(invalid()),
             Err(e) => Err(e.into()),
@@ -85,7 +142,7 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
     };
     if let (Some(governed), Some((_, record))) = (&governed, &target) {
         if governed.locked(&record.entry) {
-            let identity = match locked_pause(worker, config, password).await {
+            let identity = match locked_pause(worker, config, &offered).await {
                 Ok(()) => Err(invalid()),
                 Err(e) => Err(e),
             };
@@ -95,8 +152,8 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
     }
     let mut word = no_word;
     let started = std::time::Instant::now();
-    let checked = config.passwords.matching(stored.clone(), password.to_vec()).await;
-    if matches!(checked, Ok(None)) {
+    let checked = offered.matching(&config.passwords, stored.clone()).await;
+    if matches!((&checked, &offered), (Ok(None), Offered::Password(_))) {
         learn_failed_check(worker, started.elapsed());
     }
     let identity = match checked {
@@ -122,7 +179,9 @@ pub async fn verify(worker: &Worker, transport: &Transport, dn: NormDn, password
                 governed.succeeded(worker, &record.entry).await;
             }
             let identity = Identity::User(dn.into());
-            if let (Some((id, _)), Some(value)) = (&target, stored.get(matched)) {
+            if let (Some((id, _)), Some(value), Offered::Password(password)) =
+                (&target, stored.get(matched), &offered)
+            {
                 if config.passwords.upgrades(value) {
                     upgrade(worker, config, *id, &identity.author(), value, password).await;
                 }
@@ -179,11 +238,18 @@ async fn upgrade(
 /// than a failed check does: it waits as long as this worker's recent failed checks took,
 /// queueing included, so that its time tells nobody the account is locked. Until a failure
 /// has been timed, it checks the dummy hash once and learns from that.
-async fn locked_pause(worker: &Worker, config: &DirectoryConfig, password: &[u8]) -> Result<(), LdapError> {
+async fn locked_pause(
+    worker: &Worker,
+    config: &DirectoryConfig,
+    offered: &Offered<'_>,
+) -> Result<(), LdapError> {
     let learned = worker.failed_check_us.get();
-    if learned == 0 {
+    if let Offered::Scram(_) = offered {
+        // A SCRAM failure costs what checking against no value costs: do just that.
+        offered.matching(&config.passwords, Vec::new()).await?;
+    } else if learned == 0 {
         let started = std::time::Instant::now();
-        config.passwords.matching(Vec::new(), password.to_vec()).await?;
+        offered.matching(&config.passwords, Vec::new()).await?;
         learn_failed_check(worker, started.elapsed());
     } else {
         ferrodir_shard::sleep_precisely(std::time::Duration::from_micros(learned)).await;

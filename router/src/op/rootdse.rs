@@ -8,6 +8,7 @@ use ferrodir_shard::AttrSelection;
 
 use crate::config::DirectoryConfig;
 use crate::op::{controls, extended, sasl};
+use crate::requester::Transport;
 
 pub const SUBSCHEMA_DN: &str = "cn=Subschema";
 
@@ -16,7 +17,8 @@ pub const SUBSCHEMA_DN: &str = "cn=Subschema";
 const SUPPORTED_FEATURES: &[&str] = &["1.3.6.1.4.1.4203.1.5.1", "1.3.6.1.4.1.4203.1.5.3", "1.3.6.1.1.14"];
 
 /// The root DSE; everything but objectClass is operational, as slapd publishes it.
-pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
+/// `transport`: the asking connection's, which decides the SASL mechanisms listed.
+pub fn root_dse(config: &DirectoryConfig, transport: &Transport) -> (Entry, Entry) {
     let user = Entry::new(vec![attr("objectClass", &["top", "OpenLDAProotDSE"])]);
     let contexts: Vec<&str> = config.suffixes.iter().map(|s| s.display.as_str()).collect();
     let operational = Entry::new(vec![
@@ -25,7 +27,7 @@ pub fn root_dse(config: &DirectoryConfig) -> (Entry, Entry) {
         attr("supportedExtension", &extended::supported(config)),
         attr("supportedFeatures", SUPPORTED_FEATURES),
         attr("supportedLDAPVersion", &["3"]),
-        attr("supportedSASLMechanisms", sasl::MECHANISMS),
+        attr("supportedSASLMechanisms", &sasl::mechanisms(transport)),
         attr("subschemaSubentry", &[SUBSCHEMA_DN]),
         attr("vendorName", &["Ferrodir"]),
         attr("vendorVersion", &[config.vendor_version.as_str()]),

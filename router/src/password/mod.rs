@@ -10,6 +10,8 @@
 //!   389-ds) and 389-ds's own `{PBKDF2_SHA256}`.
 //! - `crypt.rs`: `{CRYPT}` with sha-crypt (`$5$`, `$6$`), bcrypt (`$2b$`...) and yescrypt
 //!   (`$y$`).
+//! - `scram.rs`: `{SCRAM-SHA-256}` and `{SCRAM-SHA-512}`, the keys a SASL SCRAM bind checks
+//!   (op::sasl::scram), and the SCRAM arithmetic itself.
 //! - `pool.rs`: the threads every hash and check runs on, with their bounded queue.
 //!
 //! Every stored value's cost parameters are capped (the `*_MAX` constants of each file): a
@@ -21,6 +23,7 @@ mod argon2;
 mod crypt;
 mod pbkdf2;
 pub mod pool;
+pub mod scram;
 mod sha;
 
 use std::sync::Arc;
@@ -46,6 +49,8 @@ pub fn verify(stored: &[u8], offered: &[u8]) -> bool {
         "PBKDF2-SHA512" => pbkdf2::verify(pbkdf2::Prf::Sha512, encoded, offered),
         "PBKDF2_SHA256" => pbkdf2::verify_389ds(encoded, offered),
         "CRYPT" => crypt::verify(encoded, offered),
+        "SCRAM-SHA-256" => scram::verify(scram::Hash::Sha256, encoded, offered),
+        "SCRAM-SHA-512" => scram::verify(scram::Hash::Sha512, encoded, offered),
         other => match sha::Kind::named(other) {
             Some(kind) => sha::verify(kind, encoded, offered),
             None => false,
@@ -64,8 +69,32 @@ pub fn is_hashed(value: &[u8]) -> bool {
 }
 
 /// The schemes [`verify`] checks, besides the SHA family of `sha.rs`.
-const KNOWN_SCHEMES: &[&str] =
-    &["ARGON2", "PBKDF2", "PBKDF2-SHA1", "PBKDF2-SHA256", "PBKDF2-SHA512", "PBKDF2_SHA256", "CRYPT"];
+const KNOWN_SCHEMES: &[&str] = &[
+    "ARGON2",
+    "PBKDF2",
+    "PBKDF2-SHA1",
+    "PBKDF2-SHA256",
+    "PBKDF2-SHA512",
+    "PBKDF2_SHA256",
+    "CRYPT",
+    "SCRAM-SHA-256",
+    "SCRAM-SHA-512",
+];
+
+/// Whether a stored value is cleartext: what [`verify`] compares as it is, with no
+/// `{SCHEME}` prefix. A SCRAM bind can derive the keys of such a value only.
+pub fn is_cleartext(value: &[u8]) -> bool {
+    split_scheme(value).is_none()
+}
+
+/// A stored value's SCRAM keys, when it is `{SCRAM-SHA-...}` of `hash`.
+pub fn scram_keys(value: &[u8], hash: scram::Hash) -> Option<scram::Keys> {
+    let (name, encoded) = split_scheme(value)?;
+    if !name.eq_ignore_ascii_case(hash.name().as_bytes()) {
+        return None;
+    }
+    scram::Keys::parse(hash, std::str::from_utf8(encoded).ok()?)
+}
 
 /// The longest scheme name looked for between the braces.
 const SCHEME_NAME_BYTES_MAX: usize = 32;
@@ -94,11 +123,17 @@ pub enum StorageScheme {
     Pbkdf2Sha512,
     /// Salted SHA-512: fast, for compatibility with servers that know nothing better.
     Ssha512,
+    /// SCRAM keys (RFC 5802) with SHA-256 / SHA-512, 4096 iterations: what SASL SCRAM binds
+    /// check without the password; simple binds check them too.
+    ScramSha256,
+    ScramSha512,
 }
 
 /// A `password_scheme` this server cannot store with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown password_scheme {0:?}: use \"{{ARGON2}}\", \"{{PBKDF2-SHA512}}\" or \"{{SSHA512}}\"")]
+#[error(
+    "unknown password_scheme {0:?}: use \"{{ARGON2}}\", \"{{PBKDF2-SHA512}}\", \"{{SSHA512}}\", \"{{SCRAM-SHA-256}}\" or \"{{SCRAM-SHA-512}}\""
+)]
 pub struct UnknownScheme(pub String);
 
 impl StorageScheme {
@@ -107,6 +142,8 @@ impl StorageScheme {
             "{ARGON2}" => Ok(Self::Argon2),
             "{PBKDF2-SHA512}" => Ok(Self::Pbkdf2Sha512),
             "{SSHA512}" => Ok(Self::Ssha512),
+            "{SCRAM-SHA-256}" => Ok(Self::ScramSha256),
+            "{SCRAM-SHA-512}" => Ok(Self::ScramSha512),
             _ => Err(UnknownScheme(name.to_string())),
         }
     }
@@ -117,6 +154,8 @@ impl StorageScheme {
             Self::Argon2 => "ARGON2",
             Self::Pbkdf2Sha512 => "PBKDF2-SHA512",
             Self::Ssha512 => "SSHA512",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
         }
     }
 
@@ -131,6 +170,8 @@ impl StorageScheme {
             Self::Argon2 => argon2::hash(password),
             Self::Pbkdf2Sha512 => pbkdf2::hash(password),
             Self::Ssha512 => sha::salted(sha::Kind::Ssha512, password, &random_salt()),
+            Self::ScramSha256 => scram::hash(scram::Hash::Sha256, password),
+            Self::ScramSha512 => scram::hash(scram::Hash::Sha512, password),
         }
     }
 }
@@ -268,7 +309,9 @@ mod tests {
 
     #[test]
     fn storage_schemes_round_trip() {
-        for name in ["{ARGON2}", "{PBKDF2-SHA512}", "{SSHA512}", "{argon2}"] {
+        for name in
+            ["{ARGON2}", "{PBKDF2-SHA512}", "{SSHA512}", "{argon2}", "{SCRAM-SHA-256}", "{scram-sha-512}"]
+        {
             let scheme = StorageScheme::parse(name).unwrap();
             let hashed = scheme.hash(b"secret");
             assert!(hashed.to_ascii_uppercase().starts_with(&name.to_ascii_uppercase()), "{hashed}");

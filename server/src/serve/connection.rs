@@ -278,7 +278,8 @@ async fn handshake(
     before: Transport,
 ) -> Option<(stream::Tls, Transport)> {
     let tls = shared.tls.as_ref()?;
-    let accepted = tokio::time::timeout(tls.handshake_timeout(), tls.acceptor().accept(stream)).await;
+    let (acceptor, tls_server_end_point) = tls.acceptor();
+    let accepted = tokio::time::timeout(tls.handshake_timeout(), acceptor.accept(stream)).await;
     let stream = match accepted {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
@@ -296,7 +297,20 @@ async fn handshake(
         .peer_certificates()
         .and_then(|certs| certs.first())
         .and_then(crate::serve::tls::certificate_subject);
-    Some((stream, Transport { tls: true, client_cert_subject, ..before }))
+    let tls_exporter = channel_exporter(stream.get_ref().1);
+    let transport =
+        Transport { tls: true, client_cert_subject, tls_server_end_point, tls_exporter, ..before };
+    Some((stream, transport))
+}
+
+/// RFC 9266 `tls-exporter`, for SCRAM's -PLUS mechanisms: under TLS 1.3 only (under TLS
+/// 1.2 it is safe only with the extended master secret, which rustls doesn't report).
+fn channel_exporter(session: &rustls::ServerConnection) -> Option<Vec<u8>> {
+    if session.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+        return None;
+    }
+    let exported = session.export_keying_material([0u8; 32], b"EXPORTER-Channel-Binding", Some(b""));
+    exported.ok().map(|bytes| bytes.to_vec())
 }
 
 /// Why a connection's read loop ended.

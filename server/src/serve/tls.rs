@@ -25,10 +25,19 @@ use x509_parser::prelude::{FromDer, X509Certificate, X509Name};
 
 use crate::config;
 
+/// A rustls configuration with what SASL channel binding needs of its certificate.
+#[derive(Debug)]
+pub struct Served {
+    config: Arc<ServerConfig>,
+    /// RFC 5929 `tls-server-end-point` of the served certificate (None: its signature
+    /// algorithm defines no hash for it, as with Ed25519 or RSASSA-PSS).
+    end_point: Option<Vec<u8>>,
+}
+
 /// The TLS configuration in force, reloadable while serving.
 pub struct TlsContext {
     settings: config::Tls,
-    current: ArcSwap<ServerConfig>,
+    current: ArcSwap<Served>,
     /// The files' modification times when `current` was built.
     loaded: Mutex<Vec<Option<SystemTime>>>,
     /// The served certificate's notAfter (Unix seconds; 0 if unreadable), for the
@@ -54,9 +63,12 @@ impl TlsContext {
         Some(self.not_after_s.load(Ordering::Relaxed)).filter(|&s| s != 0)
     }
 
-    /// An acceptor over the configuration in force now.
-    pub fn acceptor(&self) -> TlsAcceptor {
-        TlsAcceptor::from(self.current.load_full())
+    /// An acceptor over the configuration in force now, and the `tls-server-end-point`
+    /// channel binding of its certificate (taken together: a reload between the two would
+    /// bind to a certificate the handshake did not use).
+    pub fn acceptor(&self) -> (TlsAcceptor, Option<Vec<u8>>) {
+        let served = self.current.load_full();
+        (TlsAcceptor::from(served.config.clone()), served.end_point.clone())
     }
 
     pub fn handshake_timeout(&self) -> Duration {
@@ -121,9 +133,10 @@ fn stamps(settings: &config::Tls) -> Vec<Option<SystemTime>> {
 }
 
 /// The rustls configuration, and the leaf certificate's notAfter (0 if unreadable).
-fn build(settings: &config::Tls) -> anyhow::Result<(ServerConfig, i64)> {
+fn build(settings: &config::Tls) -> anyhow::Result<(Served, i64)> {
     let certs = read_certs(&settings.cert_file)?;
     let not_after_s = certs.first().and_then(not_after).unwrap_or(0);
+    let end_point = certs.first().and_then(server_end_point);
     let key = PrivateKeyDer::from_pem_file(&settings.key_file)
         .with_context(|| format!("reading the private key {}", settings.key_file.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -153,7 +166,35 @@ fn build(settings: &config::Tls) -> anyhow::Result<(ServerConfig, i64)> {
     };
     let config =
         builder.with_single_cert(certs, key).context("the certificate and key do not fit together")?;
-    Ok((config, not_after_s))
+    Ok((Served { config: Arc::new(config), end_point }, not_after_s))
+}
+
+/// RFC 5929 §4.1 `tls-server-end-point`: the certificate hashed with the hash of its
+/// signature algorithm, SHA-256 where that is MD5 or SHA-1. None where the algorithm names
+/// no single hash (Ed25519, Ed448, RSASSA-PSS's parameters not read here): RFC 5929 leaves
+/// the binding undefined there, and SCRAM's -PLUS mechanisms then refuse it.
+pub fn server_end_point(cert: &CertificateDer<'_>) -> Option<Vec<u8>> {
+    use sha2::{Digest as _, Sha224, Sha256, Sha384, Sha512};
+    let (_, parsed) = X509Certificate::from_der(cert.as_ref()).ok()?;
+    let der = cert.as_ref();
+    Some(match parsed.signature_algorithm.algorithm.to_id_string().as_str() {
+        // md5WithRSA, sha1WithRSA, sha256WithRSA, ecdsa-with-SHA1, ecdsa-with-SHA256,
+        // dsa-with-sha1, dsa-with-sha256
+        "1.2.840.113549.1.1.4"
+        | "1.2.840.113549.1.1.5"
+        | "1.2.840.113549.1.1.11"
+        | "1.2.840.10045.4.1"
+        | "1.2.840.10045.4.3.2"
+        | "1.2.840.10040.4.3"
+        | "2.16.840.1.101.3.4.3.2" => Sha256::digest(der).to_vec(),
+        // sha224WithRSA, ecdsa-with-SHA224
+        "1.2.840.113549.1.1.14" | "1.2.840.10045.4.3.1" => Sha224::digest(der).to_vec(),
+        // sha384WithRSA, ecdsa-with-SHA384
+        "1.2.840.113549.1.1.12" | "1.2.840.10045.4.3.3" => Sha384::digest(der).to_vec(),
+        // sha512WithRSA, ecdsa-with-SHA512
+        "1.2.840.113549.1.1.13" | "1.2.840.10045.4.3.4" => Sha512::digest(der).to_vec(),
+        _ => return None,
+    })
 }
 
 /// A certificate's notAfter, in Unix seconds.
@@ -291,6 +332,23 @@ mod tests {
         let settings = self_signed(dir.path());
         let cert = CertificateDer::from_pem_file(&settings.cert_file).unwrap();
         assert_eq!(certificate_subject(&cert).as_deref(), Some("CN=ferrodir,O=Example\\, Inc."));
+    }
+
+    /// rcgen's default key is ECDSA P-256 signed with SHA-256: the binding is the
+    /// certificate's SHA-256; an Ed25519 certificate has none.
+    #[test]
+    fn server_end_point_follows_the_signature_hash() {
+        use sha2::Digest as _;
+        let dir = tempfile::tempdir().unwrap();
+        let settings = self_signed(dir.path());
+        let cert = CertificateDer::from_pem_file(&settings.cert_file).unwrap();
+        assert_eq!(server_end_point(&cert), Some(sha2::Sha256::digest(cert.as_ref()).to_vec()));
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let ed =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        assert_eq!(server_end_point(ed.der()), None);
+        let context = TlsContext::load(&settings).unwrap();
+        assert_eq!(context.acceptor().1, server_end_point(&cert));
     }
 
     #[test]

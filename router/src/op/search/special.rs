@@ -41,7 +41,7 @@ async fn root_or_subschema(
     attrs: &AttrSelection,
 ) -> LdapResultOf<LdapResult> {
     let (dn, (user, operational)) = if base.is_root() {
-        ("", rootdse::root_dse(&ctx.config))
+        ("", rootdse::root_dse(&ctx.config, &ctx.transport))
     } else {
         (rootdse::SUBSCHEMA_DN, rootdse::subschema(&ctx.config.schema))
     };

@@ -1,4 +1,5 @@
-//! SASL binds (RFC 4513 §5.2, RFC 4422): EXTERNAL and PLAIN, both single-step.
+//! SASL binds (RFC 4513 §5.2, RFC 4422): EXTERNAL and PLAIN, both single-step, and the
+//! SCRAM family (`scram.rs`), in two steps.
 //!
 //! - **EXTERNAL** (RFC 4422 appendix A) takes the identity the transport already proved:
 //!   the subject of a verified TLS client certificate, or on the ldapi socket the peer
@@ -15,6 +16,12 @@
 //! no rule maps is used as it is, as slapd does. A DN that is the rootDN binds as the
 //! rootDN. An authzid other than the authenticated identity itself is refused: proxied
 //! authorization is not offered.
+//!
+//! A multi-step mechanism's exchange waits on the session between its binds
+//! ([`scram::Pending`]): a bind with the same mechanism continues it; any other bind or
+//! request drops it (session.rs), so a connection holds at most one.
+
+pub mod scram;
 
 use ferrodir_proto::message::SaslCredentials;
 use ferrodir_proto::schema::DnNormalizer;
@@ -26,12 +33,42 @@ use crate::op::context::OpContext;
 use crate::op::credentials::verify_password;
 use crate::requester::Identity;
 
-/// The mechanisms listed in the root DSE's supportedSASLMechanisms.
-pub const MECHANISMS: &[&str] = &["EXTERNAL", "PLAIN"];
+/// The single-step mechanisms, offered on every connection.
+const SINGLE_STEP: &[&str] = &["EXTERNAL", "PLAIN"];
 
-pub async fn authenticate(ctx: &OpContext, credentials: SaslCredentials) -> Result<Identity, LdapError> {
+/// The mechanisms listed in the root DSE's supportedSASLMechanisms, as this transport
+/// offers them: the SCRAM `-PLUS` forms only where there is a channel to bind to (TLS).
+pub fn mechanisms(transport: &crate::requester::Transport) -> Vec<&'static str> {
+    let mut all = SINGLE_STEP.to_vec();
+    all.extend_from_slice(scram::MECHANISMS);
+    if scram::offers_plus(transport) {
+        all.extend_from_slice(scram::PLUS_MECHANISMS);
+    }
+    all
+}
+
+/// What a SASL bind step leaves besides its outcome: the serverSaslCreds to answer with,
+/// and an exchange still under way (whose bind answers saslBindInProgress).
+#[derive(Default)]
+pub struct Step {
+    pub server_creds: Option<Vec<u8>>,
+    pub pending: Option<scram::Pending>,
+}
+
+/// One SASL bind. `pending`: the exchange the connection has under way, if any.
+pub async fn authenticate(
+    ctx: &OpContext,
+    credentials: SaslCredentials,
+    pending: Option<scram::Pending>,
+    step: &mut Step,
+) -> Result<Identity, LdapError> {
     let offered = credentials.credentials.as_deref().unwrap_or_default();
-    match credentials.mechanism.as_ref() {
+    let mechanism = credentials.mechanism.as_ref();
+    if let Some(named) = scram::mechanism(mechanism) {
+        let continued = pending.filter(|p| p.continued_by(mechanism));
+        return scram::bind(ctx, named, continued, offered, step).await;
+    }
+    match mechanism {
         b"EXTERNAL" => external(ctx, offered),
         b"PLAIN" => plain(ctx, offered).await,
         _ => Err(LdapError::new(ResultCode::AUTH_METHOD_NOT_SUPPORTED, "SASL mechanism not supported")),
