@@ -528,6 +528,9 @@ pub struct Outcome {
     pub notes: Option<&'static str>,
     /// A Bind's DN, as 389-ds logs it on the result.
     pub dn: Option<String>,
+    /// Under proxied authorization, the identity the operation ran as (389-ds's
+    /// `authzid=`); the connection's BIND line names the one that asked.
+    pub authzid: Option<String>,
 }
 
 fn result_fields(w: &mut LineWriter<'_>, outcome: &Outcome) {
@@ -542,6 +545,9 @@ fn result_fields(w: &mut LineWriter<'_>, outcome: &Outcome) {
     }
     if let Some(dn) = &outcome.dn {
         w.quoted("dn", dn.as_bytes());
+    }
+    if let Some(authzid) = &outcome.authzid {
+        w.quoted("authzid", authzid.as_bytes());
     }
 }
 
@@ -665,6 +671,7 @@ mod tests {
             execution: Duration::new(2, 5),
             notes: Some("A"),
             dn: None,
+            authzid: None,
         };
         assert_eq!(
             format_result(LogFormat::Text, at, 4, 2, &outcome),

@@ -96,6 +96,9 @@ pub struct Requester<'a> {
     /// The connection's number; -1 for the server's own changes (refint), as slapd writes
     /// an internal operation's.
     pub conn: i64,
+    /// Under proxied authorization, the bound DN that asked (`author` is the one the change
+    /// was made as): written after the connection, `authcDN=...`.
+    pub proxied_by: Option<&'a str>,
 }
 
 /// The record of a change to the entry `dn` in the naming context `suffix` ("" when none
@@ -166,7 +169,12 @@ pub fn format_record(pending: &Pending, who: &Requester<'_>, at: u64) -> String 
     }
     out.push(' ');
     push_header_field(&mut out, who.peer);
-    let _ = writeln!(out, " conn={}", who.conn);
+    let _ = write!(out, " conn={}", who.conn);
+    if let Some(asker) = who.proxied_by {
+        out.push_str(" authcDN=");
+        push_header_field(&mut out, asker);
+    }
+    out.push('\n');
     out.push_str(&pending.body);
     let _ = write!(out, "# end {} {at}\n\n", pending.word);
     out
@@ -236,8 +244,12 @@ mod tests {
         Attribute::new(name, values.iter().map(|v| v.to_vec()).collect())
     }
 
-    const ADMIN: Requester<'static> =
-        Requester { author: "cn=admin,dc=example,dc=com", peer: "IP=127.0.0.1:40522", conn: 7 };
+    const ADMIN: Requester<'static> = Requester {
+        author: "cn=admin,dc=example,dc=com",
+        peer: "IP=127.0.0.1:40522",
+        conn: 7,
+        proxied_by: None,
+    };
 
     #[test]
     fn a_modify_is_written_as_slapo_auditlog_writes_it() {
@@ -311,7 +323,7 @@ mod tests {
     #[test]
     fn header_fields_cannot_forge_lines() {
         let pending = prepare("cn=x", "", Change::Delete);
-        let who = Requester { author: "cn=a\nb", peer: "PATH=/run/ldapi", conn: 1 };
+        let who = Requester { author: "cn=a\nb", peer: "PATH=/run/ldapi", conn: 1, proxied_by: None };
         let text = format_record(&pending, &who, 1);
         assert!(text.starts_with("# delete 1 global cn=a\\0Ab PATH=/run/ldapi conn=1\ndn: cn=x\n"), "{text}");
     }

@@ -19,19 +19,8 @@
 use ferrodir_proto::filter::{parse_filter, Filter};
 use ferrodir_proto::NormDn;
 
-use crate::config::DirectoryConfig;
+use crate::config::{AuthzPolicy, DirectoryConfig};
 use crate::worker::Worker;
-
-/// `[sasl] authz_policy`.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum AuthzPolicy {
-    #[default]
-    None,
-    To,
-    From,
-    Any,
-    All,
-}
 
 /// Whether `authc` (the bound identity) may act as `authz`, under `config`'s policy.
 pub async fn authorized(worker: &Worker, config: &DirectoryConfig, authc: &NormDn, authz: &NormDn) -> bool {
@@ -131,8 +120,8 @@ pub fn user_dn(config: &DirectoryConfig, name: &str) -> Option<NormDn> {
         .chars()
         .enumerate()
         .flat_map(|(i, c)| {
-            let escape =
-                matches!(c, '"' | '+' | ',' | ';' | '<' | '>' | '\\' | '=') || (i == 0 && (c == '#' || c == ' '));
+            let escape = matches!(c, '"' | '+' | ',' | ';' | '<' | '>' | '\\' | '=')
+                || (i == 0 && (c == '#' || c == ' '));
             escape.then_some('\\').into_iter().chain(std::iter::once(c))
         })
         .collect();

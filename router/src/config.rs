@@ -48,6 +48,23 @@ pub enum RemoteReads {
     Snapshot,
 }
 
+/// `[sasl] authz_policy`: which authorization rules let an identity act as another
+/// (crate::authz).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum AuthzPolicy {
+    /// Nobody (but the rootDN) may act as another: slapd's default.
+    #[default]
+    None,
+    /// The authenticated entry's authzTo names the target.
+    To,
+    /// The target entry's authzFrom names the authenticated identity.
+    From,
+    /// Either.
+    Any,
+    /// Both.
+    All,
+}
+
 /// One `authz_regexp` rule, compiled once at start.
 #[derive(Clone, Debug)]
 pub struct AuthzRule {
@@ -84,6 +101,9 @@ pub struct DirectoryConfig {
     pub tls_offered: bool,
     /// `authz_regexp`: SASL names to DNs, first match wins (op/sasl.rs).
     pub authz_rules: Vec<AuthzRule>,
+    /// `[sasl] authz_policy`: which authzTo/authzFrom rules let an identity act as
+    /// another (crate::authz).
+    pub authz_policy: AuthzPolicy,
     /// Size, time, paging, PDU, pending-request and idle limits per identity class, and
     /// the bounds on a request's shape (limits.rs). Read through [`Self::limits_for`].
     pub limits: LimitsConfig,

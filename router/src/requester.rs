@@ -28,11 +28,12 @@ impl Identity {
         }
     }
 
-    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:...` or empty for anonymous.
+    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:` and the normalised DN (as slapd
+    /// answers Who am I?, whatever spelling the client bound with), or empty for anonymous.
     pub fn authz_id(&self) -> String {
         match self {
             Identity::Anonymous => String::new(),
-            Identity::Root(dn) | Identity::User(dn) => format!("dn:{dn}"),
+            Identity::Root(dn) | Identity::User(dn) => format!("dn:{}", dn.joined()),
         }
     }
 }

@@ -473,6 +473,7 @@ impl Session {
             notes: Cell::new(None),
             policy_error: Cell::new(None),
             response_controls: Default::default(),
+            proxied_by: None,
             must_change: self.state.must_change.clone(),
             log_dn: None,
             cancel,

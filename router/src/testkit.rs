@@ -208,6 +208,7 @@ fn directory_config(
         require_tls_for_binds: false,
         tls_offered: false,
         authz_rules: Vec::new(),
+        authz_policy: Default::default(),
         limits: crate::limits::LimitsConfig::default(),
         search_chunks_in_flight: 4,
         sort: Default::default(),

@@ -132,6 +132,9 @@ pub struct Config {
     /// `[ppolicy]`: password policy (slapd's ppolicy overlay), see docs/OPERATIONS.md
     /// "Password policy".
     pub ppolicy: Ppolicy,
+    /// `[sasl]`: who may act as whom (slapd's `authz-policy`), see docs/OPERATIONS.md,
+    /// "Proxied authorization".
+    pub sasl: Sasl,
     /// `[[replication]]`: this server replicates these subtrees from RFC 4533 providers
     /// (server/src/replication, docs/OPERATIONS.md "Replication consumer").
     pub replication: Vec<crate::replication::settings::Replication>,
@@ -392,6 +395,40 @@ impl Default for Refint {
 
 /// `[ppolicy]`, see docs/OPERATIONS.md, "Password policy". Policies themselves are
 /// pwdPolicy entries in the tree, edited over LDAP.
+/// `[sasl]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sasl {
+    /// Which authorization rules let an identity act as another (the proxied
+    /// authorization control): `none` (the default, as slapd's), `to` (authzTo of the
+    /// authenticated entry), `from` (authzFrom of the target), `any`, `all`.
+    pub authz_policy: AuthzPolicy,
+}
+
+/// `[sasl] authz_policy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthzPolicy {
+    #[default]
+    None,
+    To,
+    From,
+    Any,
+    All,
+}
+
+impl AuthzPolicy {
+    pub fn router(self) -> ferrodir_router::AuthzPolicy {
+        match self {
+            Self::None => ferrodir_router::AuthzPolicy::None,
+            Self::To => ferrodir_router::AuthzPolicy::To,
+            Self::From => ferrodir_router::AuthzPolicy::From,
+            Self::Any => ferrodir_router::AuthzPolicy::Any,
+            Self::All => ferrodir_router::AuthzPolicy::All,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ppolicy {
@@ -610,6 +647,7 @@ impl Default for Config {
             audit_log: AuditLog::default(),
             refint: Refint::default(),
             ppolicy: Ppolicy::default(),
+            sasl: Sasl::default(),
             replication: Vec::new(),
             unique: Vec::new(),
             changelog: Changelog::default(),

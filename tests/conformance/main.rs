@@ -28,6 +28,7 @@ mod monitor;
 mod ops_read;
 mod ops_write;
 mod ppolicy;
+mod proxy_authz;
 mod refint;
 mod scram;
 mod scripts;

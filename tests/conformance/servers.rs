@@ -154,6 +154,12 @@ pub fn start_slapd_with_globals(ldif: &Path, globals: &str) -> Server {
     start_slapd_full(Some(ldif), &[], "", globals)
 }
 
+/// Starts slapd, empty, with `access` lines in its database section and `globals` (slapd.conf
+/// lines of the global section, `authz-policy` say) before it.
+pub fn start_slapd_with_access_and_globals(access: &[String], globals: &str) -> Server {
+    start_slapd_full(None, access, "", globals)
+}
+
 /// [`start_slapd_with_overlay`] with `access` lines too.
 pub fn start_slapd_with_overlay_and_access(module: &str, database_lines: &str, access: &[String]) -> Server {
     start_slapd_full(None, access, database_lines, &format!("moduleload {module}\n"))

@@ -33,6 +33,7 @@ mod paging;
 mod passwords;
 mod persistence;
 mod ppolicy;
+mod proxy_authz;
 mod raw;
 mod refint;
 mod reload;

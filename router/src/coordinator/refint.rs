@@ -186,7 +186,10 @@ impl Inner {
             })
             .collect();
         let pending = auditlog::prepare(&dn, &suffix, Change::Modify(&mods));
-        sink.commit(&pending, &Requester { author: &config.modifiers_name, peer: "", conn: -1 });
+        sink.commit(
+            &pending,
+            &Requester { author: &config.modifiers_name, peer: "", conn: -1, proxied_by: None },
+        );
     }
 }
 

@@ -19,5 +19,8 @@ pub fn committed(ctx: &OpContext, pending: Option<Pending>) {
     let (Some(sink), Some(pending)) = (&ctx.worker.audit_log, pending) else { return };
     let author = ctx.identity.author();
     let conn = i64::try_from(ctx.conn_id).unwrap_or(i64::MAX);
-    sink.commit(&pending, &Requester { author: &author, peer: &ctx.transport.peer_name, conn });
+    let asker = ctx.proxied_by.as_ref().map(|who| who.author());
+    let who =
+        Requester { author: &author, peer: &ctx.transport.peer_name, conn, proxied_by: asker.as_deref() };
+    sink.commit(&pending, &who);
 }

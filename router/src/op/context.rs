@@ -72,6 +72,9 @@ pub struct OpContext {
     pub must_change: std::rc::Rc<Cell<bool>>,
     /// The connection's sorted sessions (op::sort), kept between a sorted search's pages.
     pub sorts: Rc<crate::op::sort::store::Sessions>,
+    /// Under proxied authorization (`op::proxy_authz`), the bound identity that asked:
+    /// `identity` is then the one the operation runs as.
+    pub proxied_by: Option<Identity>,
     /// Response controls the operation gathered for its final response (pre-read and
     /// post-read, `op::write_controls`).
     pub response_controls: std::cell::RefCell<Vec<Control>>,
@@ -235,6 +238,7 @@ impl OpContext {
         }
         if let Some(sink) = &self.worker.access_log {
             let outcome = accesslog::Outcome {
+                authzid: self.proxied_by.as_ref().map(|_| self.identity.authz_id()),
                 code: code.0,
                 tag: response_tag(kind),
                 entries: self.entries.get(),

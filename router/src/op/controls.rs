@@ -31,6 +31,7 @@ pub const SUPPORTED: &[&str] = &[
     POST_READ_OID,
     RELAX_OID,
     DONT_USE_COPY_OID,
+    crate::op::proxy_authz::PROXY_AUTHZ_OID,
 ];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,

@@ -15,6 +15,7 @@ pub mod moddn;
 pub mod modify;
 pub mod paged;
 pub mod passmod;
+pub mod proxy_authz;
 pub(crate) mod read;
 pub mod rootdse;
 pub mod sasl;
@@ -48,6 +49,19 @@ pub fn is_request(op: &ProtocolOp) -> bool {
 
 /// Runs one request to completion, sending its responses.
 pub async fn run(ctx: &OpContext, op: ProtocolOp) {
+    // Proxied authorization (RFC 4370): the operation runs as the identity it names.
+    let proxied;
+    let ctx = match proxy_authz::assume(ctx).await {
+        Ok(None) => ctx,
+        Ok(Some(next)) => {
+            proxied = next;
+            &proxied
+        }
+        Err(e) => {
+            respond_error(ctx, &op, e.to_result()).await;
+            return;
+        }
+    };
     if ctx.must_change.get() && !changes_own_password(ctx, &op) {
         restricted(ctx, &op).await;
         return;

@@ -50,6 +50,7 @@ pub fn directory_config(
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
         authz_rules: authz_rules(config)?,
+        authz_policy: config.sasl.authz_policy.router(),
         limits: config.limits.resolve(dn_rules)?,
         search_chunks_in_flight: config.limits.search_chunks_in_flight,
         sort: sort_limits(&config.limits),
@@ -91,6 +92,7 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.access_rules = Arc::new(access_rules(next, &current.rules)?);
     out.limits = next.limits.resolve(dn_rules)?;
     out.authz_rules = authz_rules(next)?;
+    out.authz_policy = next.sasl.authz_policy.router();
     out.monitor_readers = names.monitor_readers;
     out.root_password = (!next.root_password.is_empty()).then(|| next.root_password.clone());
     out.require_tls_for_binds = next.require_tls_for_binds;

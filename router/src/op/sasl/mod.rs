@@ -69,13 +69,13 @@ pub async fn authenticate(
         return scram::bind(ctx, named, continued, offered, step).await;
     }
     match mechanism {
-        b"EXTERNAL" => external(ctx, offered),
+        b"EXTERNAL" => external(ctx, offered).await,
         b"PLAIN" => plain(ctx, offered).await,
         _ => Err(LdapError::new(ResultCode::AUTH_METHOD_NOT_SUPPORTED, "SASL mechanism not supported")),
     }
 }
 
-fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
+async fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
     let transport = &ctx.transport;
     let name = if let Some(subject) = &transport.client_cert_subject {
         subject.clone()
@@ -88,8 +88,7 @@ fn external(ctx: &OpContext, authzid: &[u8]) -> Result<Identity, LdapError> {
         ));
     };
     let identity = identity_for(&ctx.config, &name)?;
-    check_authzid(ctx.config.dn_rules(), &identity, authzid)?;
-    Ok(identity)
+    authorize(ctx, identity, authzid).await
 }
 
 async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
@@ -118,8 +117,7 @@ async fn plain(ctx: &OpContext, message: &[u8]) -> Result<Identity, LdapError> {
         None => config.dn_rules().parse(&name).map_err(|_| invalid())?,
     };
     let identity = verify_password(&ctx.worker, &ctx.transport, dn, password).await?;
-    check_authzid(config.dn_rules(), &identity, authzid)?;
-    Ok(identity)
+    authorize(ctx, identity, authzid).await
 }
 
 /// The identity an authenticated SASL `name` stands for (see the module doc).
@@ -153,9 +151,39 @@ fn mapped(config: &DirectoryConfig, name: &str) -> Option<NormDn> {
     }
 }
 
-/// An authzid (RFC 4513 §5.2.1.8) names who to act as: empty, or the authenticated
-/// identity itself (`dn:` form), is accepted; anything else would be proxy
-/// authorization, which this server does not grant.
+/// The identity a SASL bind ends up as: `identity` (the authenticated one) when the
+/// authzid (RFC 4513 §5.2.1.8) is empty or names it, else the one it names (`dn:` or
+/// `u:`) when `[sasl] authz_policy`'s rules let `identity` act as it (crate::authz, as
+/// slapd's authz-policy governs SASL authzids and the proxy control alike); otherwise
+/// insufficientAccessRights (50), as slapd answers a SASL authorization failure.
+pub(super) async fn authorize(
+    ctx: &OpContext,
+    identity: Identity,
+    authzid: &[u8],
+) -> Result<Identity, LdapError> {
+    let refusal = match check_authzid(ctx.config.dn_rules(), &identity, authzid) {
+        Ok(()) => return Ok(identity),
+        Err(refusal) => refusal,
+    };
+    let Some(authc) = identity_dn(&identity) else { return Err(refusal) };
+    let text = std::str::from_utf8(authzid).map_err(|_| refusal.clone())?;
+    let target = match text.strip_prefix("dn:") {
+        Some(dn) => ctx.config.dn_rules().parse(dn).ok(),
+        None => text.strip_prefix("u:").and_then(|name| crate::authz::user_dn(&ctx.config, name)),
+    };
+    let Some(target) = target else { return Err(refusal) };
+    if !crate::authz::authorized(&ctx.worker, &ctx.config, authc, &target).await {
+        return Err(refusal);
+    }
+    Ok(match ctx.config.is_root_dn(&target) {
+        true => Identity::Root(target.into()),
+        false => Identity::User(target.into()),
+    })
+}
+
+/// Whether the authzid asks for nothing but `identity` itself: empty, or its own DN in
+/// `dn:` form (insufficientAccessRights otherwise: the caller may still allow it by the
+/// authorization rules, [`authorize`]).
 fn check_authzid(rules: &DnNormalizer, identity: &Identity, authzid: &[u8]) -> Result<(), LdapError> {
     if authzid.is_empty() {
         return Ok(());

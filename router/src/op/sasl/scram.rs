@@ -34,7 +34,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use ferrodir_proto::{NormDn, ResultCode};
 
-use super::{check_authzid, escape_rdn_value, mapped};
+use super::{escape_rdn_value, mapped};
 use crate::error::LdapError;
 use crate::op::context::OpContext;
 use crate::op::credentials::{stored_values, verify_offered, Offered};
@@ -371,7 +371,7 @@ async fn finish(
         Err(e) if e.code == ResultCode::INVALID_CREDENTIALS => return Err(error("invalid-proof")),
         Err(e) => return Err((e, None)),
     };
-    check_authzid(ctx.config.dn_rules(), &identity, &pending.authzid).map_err(|e| (e, None))?;
+    let identity = super::authorize(ctx, identity, &pending.authzid).await.map_err(|e| (e, None))?;
     let signature = proof.server_signature.borrow_mut().take().unwrap_or_default();
     Ok((identity, format!("v={}", STANDARD.encode(signature)).into_bytes()))
 }
