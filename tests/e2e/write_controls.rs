@@ -180,3 +180,28 @@ fn relax_lets_a_migration_keep_its_operational_values_and_dont_use_copy_is_honou
         assert!(out.contains(&format!("supportedControl: {oid}")), "{oid} in the root DSE: {out}");
     }
 }
+
+/// dontUseCopy on a replica: its replicated subtree is a copy, so a Search or a Compare
+/// carrying the control gets the referral to the provider; outside it, and without the
+/// control, the replica answers.
+#[test]
+fn dont_use_copy_on_a_replica_refers_to_the_provider() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password = dir.path().join("replicator.pw");
+    std::fs::write(&password, "unused\n").expect("password file");
+    // A provider nobody listens on: the consumer keeps retrying; the area is replicated.
+    let config = format!(
+        "{}\n[[replication]]\nrid = 1\nprovider = \"ldap://127.0.0.1:9\"\nbind_dn = \"cn=replicator,dc=example,dc=com\"\n\
+         password_file = \"{}\"\nsearch_base = \"{PEOPLE}\"\nupdate_referral = \"ldap://provider.example.com\"\nretry = \"5 +\"\n",
+        config(),
+        password.display()
+    );
+    let server = Server::start_with_config(&config);
+    let search = ["-b", ALICE, "-s", "base", "-E", "!dontUseCopy", "1.1"];
+    let (rc, out, _) = run(&server, "ldapsearch", ROOT, &search, None);
+    assert_eq!(rc, 10, "a referral: {out}");
+    assert!(out.contains("ldap://provider.example.com"), "{out}");
+    assert_eq!(run(&server, "ldapsearch", ROOT, &search[..4].iter().chain(&["1.1"]).copied().collect::<Vec<_>>(), None).0, 0);
+    let outside = ["-b", "dc=example,dc=com", "-s", "base", "-E", "!dontUseCopy", "1.1"];
+    assert_eq!(run(&server, "ldapsearch", ROOT, &outside, None).0, 0, "not replicated here");
+}
