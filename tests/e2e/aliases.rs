@@ -110,6 +110,17 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     let root = Some((ADMIN_DN, ADMIN_PW));
     let links = dn("ou=links");
 
+    // An alias has no subordinates: an add or a move below one is aliasProblem (33).
+    let url = server.url();
+    let admin = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW];
+    let below = format!("dn: cn=under,cn=toalice,ou=links,{BASE}\nobjectClass: person\ncn: under\nsn: u\n");
+    assert_eq!(tool("ldapadd", &admin, Some(&below)).0, 33, "add below an alias");
+    let moved = format!(
+        "dn: cn=g2,ou=groups,{BASE}\nchangetype: modrdn\nnewrdn: cn=g2\ndeleteoldrdn: 0\n\
+         newsuperior: cn=toalice,ou=links,{BASE}\n"
+    );
+    assert_eq!(tool("ldapmodify", &admin, Some(&moved)).0, 33, "move below an alias");
+
     // Never: the aliases are ordinary entries.
     let (code, dns) = ldapsearch(&server, root, &["-a", "never", "-s", "one", "-b", &links]);
     assert_eq!(code, 0);

@@ -76,11 +76,29 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
         write_controls::wrap(ctx, &subject, &asked, op, parent_id).await
     };
     let parent_is_container = parent.as_ref().is_none_or(|p| ctx.worker.skeleton().contains(p.id));
+    if !parent_is_container {
+        refuse_alias_parent(ctx, parent_id).await?;
+    }
     let outcome = send(ctx, parent_id, parent_is_container, shard, op).await?;
     crate::op::audit::committed(ctx, audit);
     let (outcome, _, after) = outcome.split();
     if let WriteOutcome::Added(id) = outcome {
         write_controls::answer_reads(ctx, &subject, &asked, id, None, after).await;
+    }
+    Ok(())
+}
+
+/// slapd's aliasProblem for a new child of an alias (RFC 4512 §2.6: an alias has no
+/// subordinates). Only a leaf can be an alias, so only an add under a leaf (the coordinator's
+/// slower path, which promotes it) pays for the look.
+pub(crate) async fn refuse_alias_parent(ctx: &OpContext, parent_id: EntryId) -> LdapResultOf<()> {
+    if parent_id == EntryId::ROOT {
+        return Ok(());
+    }
+    if let Some(record) = ctx.worker.fetch(parent_id).await? {
+        if ferrodir_shard::has_class(&ctx.config.rules, &record.entry, b"alias") {
+            return Err(LdapError::new(ResultCode::ALIAS_PROBLEM, "parent is an alias"));
+        }
     }
     Ok(())
 }

@@ -169,6 +169,9 @@ async fn new_parent(
     if parent.id == target.id {
         return Err(LdapError::new(ResultCode::UNWILLING_TO_PERFORM, "cannot move an entry below itself"));
     }
+    if !ctx.worker.skeleton().contains(parent.id) {
+        crate::op::add::refuse_alias_parent(ctx, parent.id).await?;
+    }
     Ok(parent.id)
 }
 
