@@ -16,7 +16,8 @@ const APP: &str = "cn=app,dc=example,dc=com";
 fn config(dir: &std::path::Path, policy: &str) -> String {
     format!(
         "shards = 2\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"{ADMIN_PW}\"\n\
-         example_data = true\n\
+         example_data = true\npassword_scheme = \"{{SCRAM-SHA-256}}\"\n\
+         [[authz_regexp]]\nmatch = 'uid=([^,]+),cn=scram-sha-256,cn=auth'\nreplace = 'cn=$1,dc=example,dc=com'\n\
          [[access_rules]]\nto = 'attrs=userPassword'\nby = ['self write', 'anonymous auth', '* none']\n\
          [[access_rules]]\nto = '*'\nby = ['self write', '* read']\n\
          [[limits.identities]]\ndn = \"{ALICE}\"\nsearch_entries_max = 1\n\
@@ -106,6 +107,18 @@ fn an_allowed_proxy_runs_as_the_target_with_its_limits_and_both_are_logged() {
     let (_, supported, _) =
         run(&server, "ldapsearch", (ADMIN_DN, ADMIN_PW), &["-b", "", "-s", "base", "supportedControl"], None);
     assert!(supported.contains("2.16.840.1.113730.3.4.18"), "{supported}");
+    // A SASL bind's authzid goes by the same rules: app (SCRAM) binds as alice, not as bob.
+    let url = server.url();
+    let sasl = |authzid: &str| {
+        let args =
+            ["-H", url.as_str(), "-Y", "SCRAM-SHA-256", "-U", "app", "-w", "app-secret", "-X", authzid];
+        tool("ldapwhoami", &args, None)
+    };
+    let (rc, out, err) = sasl(&format!("dn:{ALICE}"));
+    assert_eq!((rc, out.trim()), (0, format!("dn:{ALICE}").as_str()), "{err}");
+    let (rc, _, err) = sasl("dn:uid=bob,ou=people,dc=example,dc=com");
+    assert_ne!(rc, 0, "{err}");
+    assert!(err.contains("(50)"), "insufficientAccessRights: {err}");
 }
 
 #[test]
