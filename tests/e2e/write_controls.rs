@@ -179,6 +179,12 @@ fn relax_lets_a_migration_keep_its_operational_values_and_dont_use_copy_is_honou
     {
         assert!(out.contains(&format!("supportedControl: {oid}")), "{oid} in the root DSE: {out}");
     }
+    // RFC 4529's `@objectClass` works, and the root DSE says so (as slapd's does).
+    let (_, out, _) = run(&server, "ldapsearch", ROOT, &["-b", "", "-s", "base", "supportedFeatures"], None);
+    assert!(out.contains("supportedFeatures: 1.3.6.1.4.1.4203.1.5.2"), "{out}");
+    let (_, out, _) =
+        run(&server, "ldapsearch", ROOT, &["-LLL", "-b", ALICE, "-s", "base", "@organizationalPerson"], None);
+    assert!(out.contains("sn: Liddell") && !out.contains("uid:"), "{out}");
 }
 
 /// dontUseCopy on a replica: its replicated subtree is a copy, so a Search or a Compare

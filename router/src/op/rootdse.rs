@@ -14,7 +14,10 @@ pub const SUBSCHEMA_DN: &str = "cn=Subschema";
 
 /// Features (RFC 4512 §5.1.5): all operational attributes `+` (RFC 3673), absolute
 /// true/false filters (RFC 4526), Modify increment (RFC 4525).
-const SUPPORTED_FEATURES: &[&str] = &["1.3.6.1.4.1.4203.1.5.1", "1.3.6.1.4.1.4203.1.5.3", "1.3.6.1.1.14"];
+/// RFC 3673 `+` (4203.1.5.1), RFC 4529 `@objectClass` (4203.1.5.2), RFC 4526 absolute
+/// true and false filters (4203.1.5.3), RFC 4525 Modify-Increment (1.3.6.1.1.14).
+const SUPPORTED_FEATURES: &[&str] =
+    &["1.3.6.1.4.1.4203.1.5.1", "1.3.6.1.4.1.4203.1.5.2", "1.3.6.1.4.1.4203.1.5.3", "1.3.6.1.1.14"];
 
 /// The root DSE; everything but objectClass is operational, as slapd publishes it.
 /// `transport`: the asking connection's, which decides the SASL mechanisms listed.
