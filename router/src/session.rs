@@ -300,7 +300,7 @@ impl Session {
         if self.worker.access_log.is_some() {
             ctx.log_dn = Some(String::from_utf8_lossy(&request.name).into_owned());
         }
-        let refusal = op::controls::check(controls.as_deref(), false).or_else(|| {
+        let refusal = op::controls::check_bind(controls.as_deref()).or_else(|| {
             self.worker.with_config(|config| check_controls(&config.limits.request, controls.as_deref()))
         });
         // Whatever this bind is, the exchange under way ends here or goes on from it.

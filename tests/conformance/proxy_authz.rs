@@ -156,3 +156,42 @@ fn proxied_authorization_under_authz_policy_to_matches_slapd() {
 fn proxied_authorization_under_authz_policy_from_matches_slapd() {
     compare("from");
 }
+
+/// The control's refusals, sent by python ldap3 (which can put it on a Bind): critical on a
+/// Bind, twice, without a value, with an authzId that is no DN.
+const REFUSALS: &str = r#"
+import sys, ldap3
+server = ldap3.Server(sys.argv[1])
+manager = ("cn=Manager,dc=example,dc=com", "secret")
+oid = "2.16.840.1.113730.3.4.18"
+c = ldap3.Connection(server, user=manager[0], password=manager[1], raise_exceptions=False)
+c.open()
+c.bind(controls=[(oid, True, b"dn:cn=Manager,dc=example,dc=com")])
+print("bind", c.result["result"])
+c = ldap3.Connection(server, user=manager[0], password=manager[1], raise_exceptions=False)
+c.bind()
+for name, controls in [
+    ("twice", [(oid, True, b"dn:cn=a,dc=example,dc=com"), (oid, True, b"dn:cn=b,dc=example,dc=com")]),
+    ("no value", [(oid, True, None)]),
+    ("not a dn", [(oid, True, b"xx:garbage")]),
+]:
+    c.search("dc=example,dc=com", "(objectClass=*)", search_scope=ldap3.BASE, controls=controls)
+    print(name, c.result["result"], c.result["message"])
+"#;
+
+#[test]
+fn the_proxy_controls_refusals_match_slapd() {
+    let slapd = servers::start_slapd_with_access_and_globals(&[], "authz-policy to\n");
+    let ferrodir = servers::start_ferrodir_with(None, "[sasl]\nauthz_policy = \"to\"\n");
+    let answers = |server: &Server| {
+        let output = Command::new("/usr/bin/python3")
+            .args(["-c", REFUSALS, &server.addr.to_string()])
+            .output()
+            .expect("python3 with python3-ldap3");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let theirs = answers(&slapd);
+    assert!(theirs.contains("bind 12") && theirs.contains("not a dn 123"), "{theirs}");
+    assert_eq!(answers(&ferrodir), theirs, "slapd's on the right");
+}

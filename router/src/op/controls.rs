@@ -42,6 +42,24 @@ const SEARCH_ONLY: &[&str] = &[PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_
 /// critical on a Search, refused.
 const WRITE_ONLY: &[&str] = &[PRE_READ_OID, POST_READ_OID, RELAX_OID];
 
+/// Controls that never apply to a Bind: critical there, refused as unknown (slapd).
+const NOT_ON_BIND: &[&str] = &[crate::op::proxy_authz::PROXY_AUTHZ_OID];
+
+/// [`check`] for a BindRequest.
+pub fn check_bind(controls: Option<&[Control]>) -> Option<LdapResult> {
+    let on_bind = controls?
+        .iter()
+        .find(|c| c.criticality && NOT_ON_BIND.iter().any(|oid| c.control_type.as_ref() == oid.as_bytes()));
+    match on_bind {
+        Some(control) => Some(LdapResult::new(
+            ResultCode::UNAVAILABLE_CRITICAL_EXTENSION,
+            String::new(),
+            format!("critical control {} is not supported", String::from_utf8_lossy(&control.control_type)),
+        )),
+        None => check(controls, false),
+    }
+}
+
 /// The refusal to send if `controls` holds a critical control we don't support on this
 /// operation (`search`: whether it is a SearchRequest).
 pub fn check(controls: Option<&[Control]>, search: bool) -> Option<LdapResult> {
