@@ -21,6 +21,7 @@ mod client;
 mod compare;
 mod consumer;
 mod differential;
+mod edges;
 mod filter;
 mod ldif;
 mod monitor;

@@ -18,6 +18,15 @@ use ferrodir_proto::ResultCode;
 
 pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()> {
     let dn = parse_dn(&ctx.config, &request.object)?;
+    // An `add` of no values adds nothing: slapd refuses it as it decodes the request
+    // (protocolError, before looking at the entry or the requester), and so do we.
+    if request
+        .changes
+        .iter()
+        .any(|c| matches!(c.operation, ModifyOperation::Add) && c.modification.vals.is_empty())
+    {
+        return Err(LdapError::protocol("modify/add operation requires values"));
+    }
     check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let asked = WriteControls::of(ctx)?;
