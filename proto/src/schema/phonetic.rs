@@ -105,7 +105,8 @@ pub fn metaphone(word: &str) -> String {
         }
         let here = p - 1;
         let out: Option<u8> = match c {
-            // B, except at the end after M.
+            // Only as the last letter, and not after M: slapd's variant (Philips keeps B
+            // everywhere but in a final -MB). `Babs` is `S`, `Bab` is `B`, as in slapd.
             b'B' => (here == end - 1 && prev != b'M').then_some(b'B'),
             b'C' if prev == b'S' && front_vowel(next) => None, // -SCE-, -SCI-, -SCY-
             b'C' if next == b'I' && next2 == b'A' => Some(b'X'),

@@ -364,6 +364,27 @@ mod tests {
     }
 
     #[test]
+    fn the_root_dse_and_the_subschema_entry_exist_already() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            assert_eq!(root.add("", CAROL_ATTRS).await.result_code, ResultCode::ENTRY_ALREADY_EXISTS);
+            assert_eq!(
+                root.add("CN=subschema", CAROL_ATTRS).await.result_code,
+                ResultCode::ENTRY_ALREADY_EXISTS
+            );
+            assert_eq!(root.add("  ", CAROL_ATTRS).await.result_code, ResultCode::INVALID_DN_SYNTAX);
+        });
+    }
+
+    #[test]
+    fn a_dn_given_by_oid_is_stored_by_name() {
+        let name_of = |oid: &str| (oid == "2.5.4.3").then(|| "cn".to_string());
+        let pretty = super::pretty_dn(b"2.5.4.3=John Doe+SN=x,OU=People", &name_of);
+        assert_eq!(pretty.as_deref(), Some(&b"cn=John Doe+sn=x,ou=People"[..]));
+    }
+
+    #[test]
     fn adding_an_existing_entry_is_entry_already_exists() {
         run(async {
             let directory = TestDirectory::with_people(2).await;

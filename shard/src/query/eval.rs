@@ -458,6 +458,30 @@ mod tests {
     }
 
     #[test]
+    fn approximate_as_slapd() {
+        // Phonetic words, in order, for strings; equality for the rest, objectClass too.
+        assert_eq!(check("(cn~=babbs jenson)"), Some(true));
+        assert_eq!(check("(cn~=jensen babs)"), Some(false));
+        assert_eq!(check("(objectClass~=PERSON)"), Some(true));
+        assert_eq!(check("(objectClass~=top)"), Some(true));
+        assert_eq!(check("(telephoneNumber~=+15551234)"), Some(true));
+    }
+
+    #[test]
+    fn dn_scope_rules_on_a_dn_valued_type() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let mut entry = babs();
+        entry.attrs.push(Attribute::new("seeAlso", vec![b"cn=x,ou=People,dc=example,dc=com".to_vec()]));
+        let eval = |f: &str| evaluate(&rules, &parse_filter(f).unwrap(), &entry, None);
+        assert_eq!(eval("(seeAlso:dnSubtreeMatch:=ou=people,dc=example,dc=com)"), Some(true));
+        assert_eq!(eval("(seeAlso:dnOneLevelMatch:=dc=example,dc=com)"), Some(false));
+        assert_eq!(eval("(seeAlso:dnSuperiorMatch:=cn=y,cn=x,ou=people,dc=example,dc=com)"), Some(true));
+        // Not a DN-valued type, or not a DN: Undefined.
+        assert_eq!(eval("(cn:dnSubtreeMatch:=dc=com)"), None);
+        assert_eq!(eval("(seeAlso:dnSubtreeMatch:=not a dn)"), None);
+    }
+
+    #[test]
     fn subtypes_and_undefined() {
         assert_eq!(check("(name=jensen)"), Some(true));
         assert_eq!(check("(noSuchAttribute=x)"), None);
