@@ -383,7 +383,7 @@ impl Session {
     }
 
     /// StartTLS (RFC 4511 §4.14), refused as slapd refuses it: with a request value
-    /// (protocolError), when no certificate is configured (unavailable), on a connection
+    /// (protocolError), when no certificate is configured (protocolError), on a connection
     /// already under TLS or an ldapi socket, and while other operations are outstanding
     /// (operationsError). On success the session drops to anonymous, as slapd does by
     /// default (its `disallow tls_2_anon` is off): a bind made in the clear is not carried
@@ -393,7 +393,9 @@ impl Session {
         let refusal = if has_value {
             Some((ResultCode::PROTOCOL_ERROR, "no request data expected"))
         } else if !self.worker.with_config(|config| config.tls_offered) {
-            Some((ResultCode::UNAVAILABLE, "Could not initialize TLS"))
+            // Not offered (no certificate), so not in supportedExtension: an operation the
+            // server does not recognise, protocolError (RFC 4511 §4.12), as slapd answers.
+            Some((ResultCode::PROTOCOL_ERROR, "unsupported extended operation"))
         } else if transport.tls || transport.ldapi {
             Some((ResultCode::OPERATIONS_ERROR, "TLS already started"))
         } else if self.requests_pending() > 0 {

@@ -70,9 +70,12 @@ pub struct Answer {
     pub extended_value: Option<String>,
 }
 
-/// RFC 4514 DN, normalised for comparison: lower case, no spaces around `,` `+` `=`.
+/// RFC 4514 DN, normalised for comparison: lower case, no spaces around `,` `+` `=`, and
+/// a special character escaped the one way (`\,`, not `\2C`: RFC 4514 §2.4 allows both, and
+/// slapd returns a DN as the client spelled it where ferrodir writes the short form).
 pub fn normalize_dn(dn: &str) -> String {
-    crate::ldif::split_unescaped(dn, ',')
+    let dn = unify_escapes(dn);
+    crate::ldif::split_unescaped(&dn, ',')
         .iter()
         .map(|rdn| {
             crate::ldif::split_unescaped(rdn, '+')
@@ -87,6 +90,31 @@ pub fn normalize_dn(dn: &str) -> String {
         .collect::<Vec<_>>()
         .join(",")
         .to_lowercase()
+}
+
+/// `\2C` and the other hex escapes of RFC 4514's special characters as `\,` and so on.
+fn unify_escapes(dn: &str) -> String {
+    let mut out = String::with_capacity(dn.len());
+    let mut rest = dn;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let hex = after.get(..2).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(byte) if b",+\"\\<>;=#".contains(&byte) => {
+                out.push('\\');
+                out.push(char::from(byte));
+                rest = &after[2..];
+            }
+            _ => {
+                let next = after.chars().next().map_or(0, char::len_utf8);
+                out.push_str(&rest[at..at + 1 + next]);
+                rest = &after[next..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn entry_attrs(entry: &Entry) -> Attrs {

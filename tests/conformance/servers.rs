@@ -177,7 +177,36 @@ fn start_slapd_sections(ldif: Option<&Path>, access: &[String], extra: &str) -> 
     start_slapd_full(ldif, access, extra, "")
 }
 
+/// Starts slapd without the memberof overlay (and so without memberOf in its schema): how
+/// a plain slapd answers where ferrodir runs with `memberof = false`. `lastmod on` (slapd's
+/// default) is only there to make the database section non-empty, which is what keeps
+/// [`slapd_config`] from adding the overlay.
+pub fn start_slapd_without_member_of() -> Server {
+    start_slapd_full(None, &[], "lastmod on\n", "")
+}
+
+/// Starts slapd listening on the Unix socket `socket` (ldapi://) besides its loopback
+/// port, with `global` lines (TLS directives, say) before its database section.
+pub fn start_slapd_with_ldapi(socket: &Path, global: &str) -> Server {
+    start_slapd_listening(None, &[], "", global, Some(socket))
+}
+
 fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules: &str) -> Server {
+    start_slapd_listening(ldif, access, extra, modules, None)
+}
+
+/// The percent-encoded `ldapi://` URL of the socket `path`.
+pub fn ldapi_url(path: &Path) -> String {
+    format!("ldapi://{}", path.display().to_string().replace('/', "%2F"))
+}
+
+fn start_slapd_listening(
+    ldif: Option<&Path>,
+    access: &[String],
+    extra: &str,
+    modules: &str,
+    ldapi: Option<&Path>,
+) -> Server {
     let (slapd, slapadd) = slapd_programs();
     let dir = tempfile::tempdir().expect("temporary directory");
     let conf = dir.path().join("slapd.conf");
@@ -212,8 +241,12 @@ fn start_slapd_full(ldif: Option<&Path>, access: &[String], extra: &str, modules
     for _attempt in 0..5 {
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("slapd.log")).expect("slapd.log");
+        let mut urls = format!("ldap://127.0.0.1:{port}/");
+        if let Some(socket) = ldapi {
+            urls.push_str(&format!(" {}", ldapi_url(socket)));
+        }
         let mut child = Command::new(&slapd)
-            .args(["-d", "0", "-h", &format!("ldap://127.0.0.1:{port}/"), "-f"])
+            .args(["-d", "0", "-h", &urls, "-f"])
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -348,8 +348,8 @@ fn match_pieces(value: &[u8], initial: Option<&[u8]>, any: &[Vec<u8>], final_: O
 ///
 /// For the string rules (case*, IA5, lists) two values are approximately equal when they are
 /// equal after case folding and dropping everything but letters and digits, so "Babs Jensen"
-/// ~= "babsjensen" and "O'Brien" ~= "OBrien". (slapd compares words phonetically instead; we
-/// chose the predictable rule.) uniqueMemberMatch ignores a UID given on one side only, as
+/// ~= "babsjensen" and "O'Brien" ~= "OBrien". (Filters on the case* and IA5 rules use
+/// slapd's phonetic words instead: `phonetic`; this is for the list rule.) uniqueMemberMatch ignores a UID given on one side only, as
 /// slapd does. Every other rule uses equality, as slapd does for types without an approximate
 /// rule. `None` when either side is invalid for the rule.
 pub fn approx_match(rule: Rule, value: &[u8], assertion: &[u8], dn: &dyn AvaNormalizer) -> Option<bool> {

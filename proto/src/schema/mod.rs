@@ -11,9 +11,13 @@
 //! - [`dn_rules`]: the DN normaliser built from a schema ([`DnNormalizer`]).
 //! - [`gentime`]: GeneralizedTime values as instants, and the server's own time stamps.
 //! - [`matching`]: matching rules: normalisation, ordering, substrings (RFC 4517, 4518).
+//! - [`phonetic`]: approximate matching of strings (`~=`), as slapd does it.
+//! - [`dn_scope`]: OpenLDAP's hidden DN scope rules (dnSubtreeMatch and like).
 //! - [`syntax`]: value syntax validation (RFC 4517).
 
+pub mod dn_scope;
 pub mod matching;
+pub mod phonetic;
 pub mod syntax;
 
 pub mod builtin;

@@ -30,6 +30,14 @@ pub async fn add(ctx: &OpContext, request: AddRequest) -> LdapResultOf<()> {
     if request.attributes.is_empty() {
         return Err(LdapError::protocol("no attributes"));
     }
+    // The root DSE and the subschema subentry exist already (RFC 4511 §4.7: an Add of an
+    // existing name is entryAlreadyExists), whoever asks, as slapd answers.
+    if dn.is_root() {
+        return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, "root DSE already exists"));
+    }
+    if dn.is("cn=subschema") {
+        return Err(LdapError::new(ResultCode::ENTRY_ALREADY_EXISTS, "subschema subentry already exists"));
+    }
     check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let asked = WriteControls::of(ctx)?;
@@ -278,7 +286,8 @@ pub fn canonical_values(
                     format!("{name}: value #{index} invalid per syntax"),
                 ));
             }
-            out.push(pretty_dn(&value).unwrap_or(value));
+            let name_of = |oid: &str| config.rules.get(oid).map(|r| r.display.clone());
+            out.push(pretty_dn(&value, &name_of).unwrap_or(value));
         }
         return Ok(out);
     }
@@ -301,21 +310,28 @@ const DN_SYNTAX: &str = "1.3.6.1.4.1.1466.115.121.1.12";
 
 /// slapd's pretty form of a DN value: types in lower case, no spaces around separators,
 /// the AVAs of a multi-valued RDN in type order, and the characters RFC 4514 §2.4 requires
-/// escaped (plus `=`) written as `\XX`; other bytes, UTF-8 included, as they are.
-pub fn pretty_dn(value: &[u8]) -> Option<Vec<u8>> {
+/// escaped (plus `=`) written as `\XX`; other bytes, UTF-8 included, as they are. A type
+/// given by numeric OID is written by the name `name_of` gives it (`2.5.4.3=x` as `cn=x`),
+/// as slapd does and as RFC 4514 §2.3 asks of a DN turned into a string.
+pub fn pretty_dn(value: &[u8], name_of: &dyn Fn(&str) -> Option<String>) -> Option<Vec<u8>> {
     let dn = ferrodir_proto::Dn::parse(std::str::from_utf8(value).ok()?).ok()?;
     let mut out = Vec::with_capacity(value.len());
     for (i, rdn) in dn.rdns.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let mut avas: Vec<_> = rdn.avas.iter().collect();
-        avas.sort_by_key(|a| a.attr.to_ascii_lowercase());
-        for (j, ava) in avas.iter().enumerate() {
+        let type_name = |attr: &str| {
+            let numeric = attr.starts_with(|c: char| c.is_ascii_digit());
+            let name = if numeric { name_of(attr) } else { None };
+            name.unwrap_or_else(|| attr.to_ascii_lowercase())
+        };
+        let mut avas: Vec<_> = rdn.avas.iter().map(|a| (type_name(&a.attr), a)).collect();
+        avas.sort_by_key(|(name, _)| name.to_ascii_lowercase());
+        for (j, (name, ava)) in avas.iter().enumerate() {
             if j > 0 {
                 out.push(b'+');
             }
-            out.extend_from_slice(ava.attr.to_ascii_lowercase().as_bytes());
+            out.extend_from_slice(name.as_bytes());
             out.push(b'=');
             let last = ava.value.len().saturating_sub(1);
             for (k, &byte) in ava.value.iter().enumerate() {
@@ -363,6 +379,27 @@ mod tests {
             assert_eq!(found.values(CAROL, "cn"), vec!["Carol"]);
             assert_eq!(found.values(CAROL, "creatorsName"), vec![ROOT_DN]);
         });
+    }
+
+    #[test]
+    fn the_root_dse_and_the_subschema_entry_exist_already() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = as_root(&directory).await;
+            assert_eq!(root.add("", CAROL_ATTRS).await.result_code, ResultCode::ENTRY_ALREADY_EXISTS);
+            assert_eq!(
+                root.add("CN=subschema", CAROL_ATTRS).await.result_code,
+                ResultCode::ENTRY_ALREADY_EXISTS
+            );
+            assert_eq!(root.add("  ", CAROL_ATTRS).await.result_code, ResultCode::INVALID_DN_SYNTAX);
+        });
+    }
+
+    #[test]
+    fn a_dn_given_by_oid_is_stored_by_name() {
+        let name_of = |oid: &str| (oid == "2.5.4.3").then(|| "cn".to_string());
+        let pretty = super::pretty_dn(b"2.5.4.3=John Doe+SN=x,OU=People", &name_of);
+        assert_eq!(pretty.as_deref(), Some(&b"cn=John Doe+sn=x,ou=People"[..]));
     }
 
     #[test]

@@ -214,5 +214,10 @@ pub fn parse_dn(
     bytes: &[u8],
 ) -> Result<ferrodir_proto::NormDn, LdapError> {
     let text = std::str::from_utf8(bytes).map_err(|_| LdapError::invalid_dn("not UTF-8"))?;
+    // Spaces alone are no DN (RFC 4514 §3 has no room for them), not the empty one: slapd
+    // answers invalidDNSyntax.
+    if !text.is_empty() && text.bytes().all(|b| b == b' ') {
+        return Err(LdapError::invalid_dn("only spaces"));
+    }
     config.dn_rules().parse(text).map_err(LdapError::invalid_dn)
 }

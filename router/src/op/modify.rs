@@ -18,6 +18,15 @@ use ferrodir_proto::ResultCode;
 
 pub async fn modify(ctx: &OpContext, request: ModifyRequest) -> LdapResultOf<()> {
     let dn = parse_dn(&ctx.config, &request.object)?;
+    // An `add` of no values adds nothing: slapd refuses it as it decodes the request
+    // (protocolError, before looking at the entry or the requester), and so do we.
+    if request
+        .changes
+        .iter()
+        .any(|c| matches!(c.operation, ModifyOperation::Add) && c.modification.vals.is_empty())
+    {
+        return Err(LdapError::protocol("modify/add operation requires values"));
+    }
     check_writable(&ctx.config, &dn)?;
     check_not_anonymous(&ctx.identity)?;
     let asked = WriteControls::of(ctx)?;
@@ -183,4 +192,47 @@ fn check_change(config: &DirectoryConfig, op: ModOp, name: &str, values: &[Vec<u
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::message::{
+        Change, ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchScope,
+    };
+    use ferrodir_proto::ResultCode;
+
+    use crate::testkit::{run, TestDirectory, ROOT_DN, ROOT_PASSWORD};
+
+    const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
+
+    fn change(operation: ModifyOperation, name: &str, values: &[&str]) -> Change {
+        let vals = values.iter().map(|v| OctetString::from(v.as_bytes().to_vec())).collect();
+        Change {
+            operation,
+            modification: PartialAttribute { r#type: OctetString::from(name.as_bytes().to_vec()), vals },
+        }
+    }
+
+    #[test]
+    fn an_add_of_no_values_is_a_protocol_error_and_nothing_is_written() {
+        run(async {
+            let directory = TestDirectory::with_people(2).await;
+            let mut root = directory.connect();
+            assert_eq!(root.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            for dn in [ALICE, "uid=nobody,ou=people,dc=example,dc=com"] {
+                let request = ModifyRequest {
+                    object: OctetString::from(dn.as_bytes().to_vec()),
+                    changes: vec![
+                        change(ModifyOperation::Replace, "description", &["written?"]),
+                        change(ModifyOperation::Add, "description", &[]),
+                    ],
+                };
+                let result = root.result_of(ProtocolOp::ModifyRequest(request)).await;
+                assert_eq!(result.result_code, ResultCode::PROTOCOL_ERROR, "{dn}: {result:?}");
+            }
+            let found =
+                root.search(ALICE, SearchScope::BaseObject, "(objectClass=*)", &["description"]).await;
+            assert!(found.values(ALICE, "description").is_empty());
+        });
+    }
 }

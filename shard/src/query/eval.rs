@@ -7,6 +7,7 @@
 
 use ferrodir_proto::entry::Entry;
 use ferrodir_proto::filter::{Filter, MatchingRuleAssertion, Substring, SubstringFilter};
+use ferrodir_proto::schema::dn_scope;
 use ferrodir_proto::schema::matching::{self, Kind};
 use ferrodir_proto::Dn;
 
@@ -161,6 +162,11 @@ impl Eval<'_> {
             }
             Filter::ApproxMatch(ava) => {
                 let target = self.target(&ava.attribute_desc)?;
+                // Types without an approximate rule use equality (slapd's filter.c), and
+                // objectClass equality knows the class hierarchy.
+                if target.rules.canonical == "objectclass" {
+                    return equality(rules, entry, &target, &ava.assertion_value, hidden);
+                }
                 let rule = target.rules.equality?;
                 any_value(
                     values_of(rules, entry, &target, hidden)
@@ -248,9 +254,9 @@ fn equality(
     Some(found)
 }
 
-/// Approximate match: for directory strings, every word of the assertion sounds like some
-/// word of the value (Soundex, as slapd's phonetic approx does: `jon doe` ~ `John Doe`);
-/// other rules use `matching::approx_match`.
+/// Approximate match: for directory and IA5 strings slapd's phonetic rule (every word of
+/// the assertion sounds like a word of the value, in order: `phonetic`); other rules use
+/// `matching::approx_match` (equality, as slapd for types without an approximate rule).
 fn approx(
     rule: matching::Rule,
     value: &[u8],
@@ -261,51 +267,8 @@ fn approx(
     if !matches!(rule, CaseIgnore | CaseExact | CaseIgnoreIa5 | CaseExactIa5) {
         return matching::approx_match(rule, value, assertion, dn);
     }
-    let words = |bytes: &[u8]| -> Vec<String> {
-        String::from_utf8_lossy(bytes)
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(soundex)
-            .collect()
-    };
-    let have = words(value);
-    let want = words(assertion);
-    Some(!want.is_empty() && want.iter().all(|w| have.contains(w)))
-}
-
-/// American Soundex: the first letter and three digits for the consonant groups.
-fn soundex(word: &str) -> String {
-    let code = |c: char| match c.to_ascii_lowercase() {
-        'b' | 'f' | 'p' | 'v' => '1',
-        'c' | 'g' | 'j' | 'k' | 'q' | 's' | 'x' | 'z' => '2',
-        'd' | 't' => '3',
-        'l' => '4',
-        'm' | 'n' => '5',
-        'r' => '6',
-        'h' | 'w' => '-',
-        _ => '0',
-    };
-    let mut chars = word.chars();
-    let Some(first) = chars.next() else { return String::new() };
-    let mut out: String = first.to_uppercase().collect();
-    let mut last = code(first);
-    for c in chars {
-        let digit = code(c);
-        if digit == '-' {
-            continue;
-        }
-        if digit != '0' && digit != last {
-            out.push(digit);
-            if out.len() == 4 {
-                break;
-            }
-        }
-        last = digit;
-    }
-    while out.len() < 4 {
-        out.push('0');
-    }
-    out
+    let (value, assertion) = (std::str::from_utf8(value).ok()?, std::str::from_utf8(assertion).ok()?);
+    Some(ferrodir_proto::schema::phonetic::approx_words_match(value, assertion))
 }
 
 /// Whether the entry is of `class`, directly or through a subclass (RFC 4512 §2.4.1).
@@ -392,6 +355,15 @@ fn extensible(
     dn: Option<&Dn>,
     hidden: &TypeSet,
 ) -> Option<bool> {
+    let rule_name = mra.matching_rule.as_deref().and_then(|n| std::str::from_utf8(n).ok());
+    if let Some(scope) = rule_name.and_then(dn_scope::lookup) {
+        // OpenLDAP's DN scope rules, on the values of a DN-valued type.
+        let target =
+            typed.as_ref().filter(|t| t.rules.equality == Some(matching::Rule::DistinguishedName))?;
+        dn_scope::matches(scope, b"", &mra.match_value, rules.dn())?;
+        let hit = |v: &[u8]| dn_scope::matches(scope, v, &mra.match_value, rules.dn()) == Some(true);
+        return Some(values_of(rules, entry, target, hidden).any(hit));
+    }
     let (rule, kind) = match &mra.matching_rule {
         Some(name) => matching::lookup(std::str::from_utf8(name).ok()?)?,
         None => (typed.as_ref()?.rules.equality?, Kind::Equality),
@@ -483,6 +455,30 @@ mod tests {
         assert_eq!(check("(&)"), Some(true));
         assert_eq!(check("(|)"), Some(false));
         assert_eq!(check("(telephoneNumber=+15551234)"), Some(true));
+    }
+
+    #[test]
+    fn approximate_as_slapd() {
+        // Phonetic words, in order, for strings; equality for the rest, objectClass too.
+        assert_eq!(check("(cn~=babbs jenson)"), Some(true));
+        assert_eq!(check("(cn~=jensen babs)"), Some(false));
+        assert_eq!(check("(objectClass~=PERSON)"), Some(true));
+        assert_eq!(check("(objectClass~=top)"), Some(true));
+        assert_eq!(check("(telephoneNumber~=+15551234)"), Some(true));
+    }
+
+    #[test]
+    fn dn_scope_rules_on_a_dn_valued_type() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let mut entry = babs();
+        entry.attrs.push(Attribute::new("seeAlso", vec![b"cn=x,ou=People,dc=example,dc=com".to_vec()]));
+        let eval = |f: &str| evaluate(&rules, &parse_filter(f).unwrap(), &entry, None);
+        assert_eq!(eval("(seeAlso:dnSubtreeMatch:=ou=people,dc=example,dc=com)"), Some(true));
+        assert_eq!(eval("(seeAlso:dnOneLevelMatch:=dc=example,dc=com)"), Some(false));
+        assert_eq!(eval("(seeAlso:dnSuperiorMatch:=cn=y,cn=x,ou=people,dc=example,dc=com)"), Some(true));
+        // Not a DN-valued type, or not a DN: Undefined.
+        assert_eq!(eval("(cn:dnSubtreeMatch:=dc=com)"), None);
+        assert_eq!(eval("(seeAlso:dnSubtreeMatch:=not a dn)"), None);
     }
 
     #[test]

@@ -72,6 +72,11 @@ impl Paging {
         }))
     }
 
+    /// Whether this is a paged search's first request (it carries no cookie).
+    pub fn is_first(&self) -> bool {
+        self.cookie.is_empty()
+    }
+
     /// Where the search stands: the start, or what the cookie says.
     pub fn position(&self, ctx: &OpContext) -> LdapResultOf<Position> {
         if self.cookie.is_empty() {

@@ -134,9 +134,16 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         Mode::Paged(paging) => Some(paging.position(ctx)?),
         _ => None,
     };
-    if matches!(mode, Mode::Paged(paging) if paging.size == 0) {
-        // RFC 2696 §3: a page size of 0 ends the paged search; nothing is held to free.
-        return Ok(LdapResult::success());
+    if let (Mode::Paged(paging), Some(start)) = (&mut *mode, position) {
+        if paging.size == 0 {
+            // RFC 2696 §3: a page size of 0 ends the paged search; nothing is held to free.
+            // On a first request there is nothing to end: as slapd, no entries and a cookie
+            // for the first page (RFC 2696: empty only when no entries are left).
+            if paging.is_first() {
+                paging.continue_at(ctx, start);
+            }
+            return Ok(LdapResult::success());
+        }
     }
     let Some(authorized) = resolve::authorize(ctx, &request, base, &mut attrs).await? else {
         // No entry may be read: the search finds nothing (the base was searchable).

@@ -55,6 +55,11 @@ async fn root_or_subschema(
     }
     let mut visible = Entry::new(user.attrs.clone());
     visible.attrs.extend(operational.attrs.iter().cloned());
+    if !base.is_root() {
+        // slapd matches entryDN on every entry it names, cn=Subschema included, though
+        // it does not list it there (not even under `+`).
+        visible.attrs.push(ferrodir_proto::entry::Attribute::new("entryDN", vec![dn.as_bytes().to_vec()]));
+    }
     if ferrodir_shard::filter_matches(&ctx.config.rules, &request.filter, &visible, None) {
         let entry = rootdse::encode(dn, &user, &operational, attrs);
         ctx.respond(ProtocolOp::SearchResultEntry(entry)).await;
