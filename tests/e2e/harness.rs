@@ -140,6 +140,20 @@ impl Server {
         &self.config_path
     }
 
+    /// `ferrodir reload` for the running server (through its admin socket): (succeeded,
+    /// its output).
+    pub fn reload(&self) -> (bool, String) {
+        let output = Command::new(binary())
+            .arg("reload")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .output()
+            .expect("run ferrodir reload");
+        (output.status.success(), output_text(&output))
+    }
+
     /// `ferrodir verify` on the (stopped) server's data directory: (passed, stdout + stderr).
     pub fn verify(&self) -> (bool, String) {
         let output = Command::new(binary())

@@ -9,14 +9,14 @@
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::Command;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope};
 
-use crate::harness::{binary, bound, connect_url, output_text, wait_until, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{bound, connect_url, wait_until, Server, ADMIN_DN, ADMIN_PW};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const ENTRIES: usize = 1200;
@@ -46,18 +46,6 @@ fn metrics_text(addr: SocketAddr) -> String {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
     response
-}
-
-fn reload(server: &Server) -> (bool, String) {
-    let output = Command::new(binary())
-        .arg("reload")
-        .arg("--config")
-        .arg(server.config_path())
-        .arg("--data-dir")
-        .arg(&server.data_dir)
-        .output()
-        .expect("run ferrodir reload");
-    (output.status.success(), output_text(&output))
 }
 
 /// An anonymous subtree search: (result code, DNs).
@@ -142,7 +130,7 @@ fn an_index_added_by_a_reload_is_built_online_and_used_once_complete() {
     let writer = write_during(&server, stop.clone());
     std::thread::sleep(Duration::from_millis(200));
     std::fs::write(server.config_path(), config(AFTER, metrics)).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok && text.contains("online"), "{text}");
     let deadline = Instant::now() + Duration::from_secs(120);
     assert!(
@@ -189,7 +177,7 @@ fn an_index_added_by_a_reload_is_built_online_and_used_once_complete() {
 
     // Removed: unusable at once, its keys cleared in the background.
     std::fs::write(server.config_path(), config(BEFORE, metrics)).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok, "{text}");
     assert_eq!(anonymous(&server, "(employeeNumber=777)").0, 53, "removed: unindexed again");
     let deadline = Instant::now() + Duration::from_secs(60);

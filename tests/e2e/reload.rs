@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ldap3::{Scope, SearchEntry};
 
-use crate::harness::{binary, bound, connect_url, output_text, wait_until, Server, ADMIN_DN};
+use crate::harness::{bound, connect_url, wait_until, Server, ADMIN_DN};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 
@@ -26,19 +26,6 @@ fn config(s: &Settings<'_>) -> String {
          [log]\nlevel = \"info\"\n[limits.anonymous]\nsearch_entries_max = {}\n{}\n",
         s.root_password, s.anonymous_entries_max, s.extra
     )
-}
-
-/// Runs `ferrodir reload` for the server: (succeeded, its output).
-fn reload(server: &Server) -> (bool, String) {
-    let output = Command::new(binary())
-        .arg("reload")
-        .arg("--config")
-        .arg(server.config_path())
-        .arg("--data-dir")
-        .arg(&server.data_dir)
-        .output()
-        .expect("run ferrodir reload");
-    (output.status.success(), output_text(&output))
 }
 
 /// Anonymous search of ou=people's children: (result code, entries).
@@ -85,7 +72,7 @@ fn limits_access_rules_uniqueness_and_the_root_password_change_without_a_restart
                  [[unique]]\nattributes = [\"uid\"]\nbases = [\"ou=people,dc=example,dc=com\"]\n";
     let after = Settings { root_password: "second-secret", anonymous_entries_max: 0, extra: rules };
     std::fs::write(server.config_path(), config(&after)).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok, "{text}");
     assert!(text.contains("reloaded"), "{text}");
 
@@ -106,7 +93,7 @@ fn limits_access_rules_uniqueness_and_the_root_password_change_without_a_restart
         extra: "[[access_rules]]\nto = 'attrs=mail'\nby = ['nonsense grant']\n",
     };
     std::fs::write(server.config_path(), config(&broken)).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(!ok, "a bad access rule was accepted: {text}");
     assert!(text.contains("access_rules"), "{text}");
     assert_eq!(anonymous_people(&server), (0, 3), "the limits stayed");
@@ -181,7 +168,7 @@ fn the_changelog_and_the_audit_log_follow_a_reload() {
 
     std::fs::write(server.config_path(), file(&second, "[changelog]\nenabled = true\nmax_entries = 3"))
         .expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok, "{text}");
     for n in 0..5 {
         describe_alice(&server, &format!("after {n}"));
@@ -197,12 +184,12 @@ fn the_changelog_and_the_audit_log_follow_a_reload() {
     // A file the server can't open refuses the reload; the changelog stays on.
     let nowhere = dir.path().join("missing-dir").join("audit.ldif");
     std::fs::write(server.config_path(), file(&nowhere, "[changelog]\nenabled = false")).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(!ok && text.contains("audit_log.path"), "{text}");
     assert!(last_change_number(&server).is_some(), "the refused reload changed nothing");
 
     std::fs::write(server.config_path(), file(&second, "[changelog]\nenabled = false")).expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok, "{text}");
     assert_eq!(last_change_number(&server), None, "off again");
     assert_eq!(changelog_records(&server).1, 0, "cn=changelog is gone");
@@ -244,7 +231,7 @@ fn a_default_password_policy_set_by_a_reload_applies_to_the_next_change() {
 
     std::fs::write(server.config_path(), file(&format!("[ppolicy]\ndefault_policy = \"{policy}\"")))
         .expect("config");
-    let (ok, text) = reload(&server);
+    let (ok, text) = server.reload();
     assert!(ok, "{text}");
     assert_eq!(set_password("short-two"), 19, "pwdMinLength = 20 now applies");
     assert_eq!(set_password("a-password-of-twenty-five"), 0, "long enough");
