@@ -393,6 +393,8 @@ impl Inner {
                     self.settle_name(parent, rdn, id, record.as_deref()).await?;
                 }
                 refint @ Intent::Refint { .. } => self.settle_refint(&refint).await?,
+                // Rolled back by the server through the router (`op::transaction::recover`).
+                Intent::Transaction { .. } => continue,
             }
             self.log.clear(*seq).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
             tracing::info!(?intent, "recovered an interrupted cross-shard change");
@@ -545,6 +547,46 @@ serial_handler!(MoveEntry, LdapResultOf<Option<WriteOutcome>>, |inner, msg| {
 pub struct Recover;
 
 serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner.recover().await);
+
+/// Records (`seq` None) or rewrites an LDAP transaction's intent (`op::transaction`):
+/// answers its sequence number once it is durable.
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<u64>")]
+pub struct TransactionIntent {
+    pub seq: Option<u64>,
+    pub steps: Vec<u8>,
+}
+
+serial_handler!(TransactionIntent, LdapResultOf<u64>, |inner, msg| {
+    let intent = Intent::Transaction { steps: msg.steps };
+    match msg.seq {
+        None => inner.log.record(&intent).map_err(unavailable),
+        Some(seq) => inner.log.replace(seq, &intent).map(|()| seq).map_err(unavailable),
+    }
+});
+
+/// Clears a transaction's intent: its commit finished, or its rollback did.
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<()>")]
+pub struct ClearIntent(pub u64);
+
+serial_handler!(ClearIntent, LdapResultOf<()>, |inner, msg| inner.log.clear(msg.0).map_err(unavailable));
+
+/// The transactions' intents left by an earlier run, oldest first (to roll back at start).
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<Vec<(u64, Vec<u8>)>>")]
+pub struct PendingTransactions;
+
+serial_handler!(PendingTransactions, LdapResultOf<Vec<(u64, Vec<u8>)>>, |inner, _msg| {
+    let pending = inner.log.pending().map_err(unavailable)?;
+    Ok(pending
+        .into_iter()
+        .filter_map(|(seq, intent)| match intent {
+            Intent::Transaction { steps } => Some((seq, steps)),
+            _ => None,
+        })
+        .collect())
+});
 
 /// Answered in turn after the changes before it: proves the coordinator makes progress
 /// (the systemd watchdog ping).

@@ -31,6 +31,10 @@ pub enum Intent {
         new: Option<RenamedTo>,
         subtree: bool,
     },
+    /// An LDAP transaction's commit (`op::transaction`): the undo steps of the updates it
+    /// may have applied, encoded by the router, rewritten before each update. Not settled by
+    /// the coordinator's recovery: the server rolls it back through the router at start.
+    Transaction { steps: Vec<u8> },
 }
 
 /// Where a renamed entry is once the rename happened, and its DN there.
@@ -59,6 +63,11 @@ impl Intent {
                 put(*id, "D");
                 put(*parent, rdn);
             }
+            Intent::Transaction { steps } => {
+                put(EntryId(0), "T");
+                out.extend_from_slice(&(steps.len() as u32).to_be_bytes());
+                out.extend_from_slice(steps);
+            }
             Intent::Refint { id, old_dn, new, subtree } => {
                 put(*id, "R");
                 put(EntryId(u64::from(*subtree)), old_dn);
@@ -81,6 +90,12 @@ impl Intent {
             Some((id, text))
         };
         let (id, kind) = take()?;
+        if kind == "T" {
+            drop(take);
+            let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+            let steps = bytes.get(4..)?;
+            return (steps.len() == len).then(|| Intent::Transaction { steps: steps.to_vec() });
+        }
         match kind.as_str() {
             "M" => {
                 let (old_parent, old_rdn) = take()?;
@@ -156,6 +171,15 @@ impl IntentLog {
         Ok(seq)
     }
 
+    /// Durably replaces the intent recorded as `seq` (a transaction's growing undo list).
+    pub fn replace(&self, seq: u64, intent: &Intent) -> Result<(), IntentLogError> {
+        let mut txn = self.db.begin_write().map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate).map_err(err)?;
+        txn.open_table(INTENTS).map_err(err)?.insert(seq, intent.encode().as_slice()).map_err(err)?;
+        txn.commit().map_err(err)?;
+        Ok(())
+    }
+
     pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
         txn.set_durability(redb::Durability::Immediate).map_err(err)?;
@@ -209,6 +233,12 @@ mod tests {
         let sb = log.record(&b).unwrap();
         let sc = log.record(&c).unwrap();
         let sd = log.record(&d).unwrap();
+        let t = Intent::Transaction { steps: vec![1, 2, 0, 255] };
+        let st = log.record(&t).unwrap();
+        let t2 = Intent::Transaction { steps: vec![9; 300] };
+        log.replace(st, &t2).unwrap();
+        assert_eq!(log.pending().unwrap().last(), Some(&(st, t2)));
+        log.clear(st).unwrap();
         log.clear(sa).unwrap();
         // Clearing twice counts once.
         log.clear(sa).unwrap();

@@ -301,9 +301,20 @@ enum Undo {
     Rename { now: Vec<u8>, old_rdn: String, old_parent: String, old_dn: Vec<u8>, before: Arc<EntryRecord> },
 }
 
-/// Commits `pending` in order; the End's response.
+/// Records the undo list `undos` as the transaction's intent (`seq` None: a new one),
+/// durably, before the update it ends with is applied.
+async fn record(ctx: &OpContext, seq: Option<u64>, undos: &[Undo]) -> LdapResultOf<u64> {
+    let steps = encode_steps(undos);
+    ctx.worker.coordinator.send(crate::coordinator::TransactionIntent { seq, steps }).await?
+}
+
+/// Commits `pending` in order; the End's response. The intent log holds, before each
+/// update is applied, the undo of every update up to it: a crash at any point leaves an
+/// intent from which the next start rolls the transaction back (`recover`).
 pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
     let mut undos: Vec<Undo> = Vec::new();
+    let mut seq = None;
+    let mut applied = 0usize;
     for queued in pending.0 {
         let mut op_ctx = ctx.clone();
         op_ctx.message_id = queued.message_id;
@@ -311,22 +322,71 @@ pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
         op_ctx.response_controls = Default::default();
         let undo = match prepare_undo(&op_ctx, &queued.op).await {
             Ok(undo) => undo,
-            Err(e) => return failed(ctx, undos, queued.message_id, e).await,
+            Err(e) => return failed(ctx, seq, undos, queued.message_id, e).await,
         };
-        if let Err(e) = apply(&op_ctx, queued.op).await {
-            return failed(ctx, undos, queued.message_id, e).await;
-        }
         undos.push(undo);
+        match record(ctx, seq, &undos).await {
+            Ok(recorded) => seq = Some(recorded),
+            Err(e) => {
+                undos.pop();
+                return failed(ctx, seq, undos, queued.message_id, e).await;
+            }
+        }
+        if let Err(e) = apply(&op_ctx, queued.op).await {
+            // Not applied: its undo must not run.
+            undos.pop();
+            return failed(ctx, seq, undos, queued.message_id, e).await;
+        }
+        applied += 1;
+        pause_for_crash_test(applied).await;
+    }
+    if let Some(seq) = seq {
+        clear(ctx, seq).await;
     }
     ExtendedResponse { result: LdapResult::success(), response_name: None, response_value: None }
 }
 
-/// The commit stopped at `message_id` with `error`: undo what was applied and answer.
-async fn failed(ctx: &OpContext, undos: Vec<Undo>, message_id: u32, error: LdapError) -> ExtendedResponse {
-    for undo in undos.into_iter().rev() {
-        if let Err(e) = run_undo(ctx, undo).await {
-            tracing::error!(error = %e, "transaction rollback: an undo step failed");
+async fn clear(ctx: &OpContext, seq: u64) {
+    match ctx.worker.coordinator.send(crate::coordinator::ClearIntent(seq)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start"),
+        Err(e) => tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start"),
+    }
+}
+
+/// Test-only (the `fault-injection` feature): with `FERRODIR_TEST_TXN_PAUSE_AFTER=n` in the
+/// environment, a commit stops for good once its n-th update is applied, so that the crash
+/// test can kill the server between two updates of one transaction.
+async fn pause_for_crash_test(applied: usize) {
+    #[cfg(feature = "fault-injection")]
+    {
+        let pause = std::env::var("FERRODIR_TEST_TXN_PAUSE_AFTER").ok().and_then(|v| v.parse::<usize>().ok());
+        if pause == Some(applied) {
+            tracing::warn!(applied, "fault injection: the transaction's commit stops here");
+            std::future::pending::<()>().await;
         }
+    }
+    let _ = applied;
+}
+
+/// The commit stopped at `message_id` with `error`: undo what was applied and answer.
+async fn failed(
+    ctx: &OpContext,
+    seq: Option<u64>,
+    undos: Vec<Undo>,
+    message_id: u32,
+    error: LdapError,
+) -> ExtendedResponse {
+    if let Some(seq) = seq {
+        // The failed update's undo leaves the intent first: a crash during the rollback
+        // must not undo an update that never happened.
+        if let Err(e) = record(ctx, Some(seq), &undos).await {
+            tracing::warn!(error = %e, "transaction rollback: could not trim its intent");
+        }
+    }
+    roll_back(ctx, undos).await;
+    if let Some(seq) = seq {
+        clear(ctx, seq).await;
     }
     let mut result = error.to_result();
     // slapd sends the code alone; the diagnostic stays ours.
@@ -428,6 +488,133 @@ fn user_attribute(ctx: &OpContext, name: &str) -> bool {
 
 fn values(values: &[Vec<u8>]) -> Vec<OctetString> {
     values.iter().map(|v| OctetString::from(v.clone())).collect()
+}
+
+/// Runs `undos` in reverse order; a step that fails is logged and the others still run.
+async fn roll_back(ctx: &OpContext, undos: Vec<Undo>) {
+    for undo in undos.into_iter().rev() {
+        if let Err(e) = run_undo(ctx, undo).await {
+            // An entry already back as it was (a rollback run twice) answers so.
+            if !matches!(e.code, ResultCode::NO_SUCH_OBJECT | ResultCode::ENTRY_ALREADY_EXISTS) {
+                tracing::error!(error = %e, "transaction rollback: an undo step failed");
+            }
+        }
+    }
+}
+
+/// Rolls back every transaction whose commit a crash interrupted, from the intents it
+/// left: run once at start, before the server listens. Answers how many.
+pub async fn recover(worker: std::rc::Rc<crate::worker::Worker>) -> LdapResultOf<usize> {
+    let pending = worker.coordinator.send(crate::coordinator::PendingTransactions).await??;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let (out, _unused) = tokio::sync::mpsc::channel(1);
+    let ctx = OpContext {
+        config: worker.config(),
+        worker: worker.clone(),
+        out,
+        message_id: 0,
+        identity: Identity::Anonymous,
+        transport: std::rc::Rc::new(crate::requester::Transport::default()),
+        kind: None,
+        bind_method: None,
+        received: std::time::Instant::now(),
+        started: std::time::Instant::now(),
+        conn_id: 0,
+        op_number: -1,
+        entries: std::cell::Cell::new(0),
+        notes: std::cell::Cell::new(None),
+        policy_error: std::cell::Cell::new(None),
+        response_controls: Default::default(),
+        proxied_by: None,
+        must_change: Default::default(),
+        log_dn: None,
+        cancel: Arc::new(ferrodir_shard::StopSignal::new()),
+        controls: None,
+        sorts: crate::op::sort::Sessions::new(),
+    };
+    for (seq, steps) in &pending {
+        let Some(undos) = decode_steps(steps) else {
+            return Err(LdapError::internal(format!("undecodable transaction intent {seq}")));
+        };
+        tracing::warn!(seq, steps = undos.len(), "rolling back a transaction a crash interrupted");
+        roll_back(&ctx, undos).await;
+        ctx.worker.coordinator.send(crate::coordinator::ClearIntent(*seq)).await??;
+    }
+    Ok(pending.len())
+}
+
+fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// The undo list as the intent stores it: per step a kind byte and length-prefixed fields
+/// (DNs, RDNs, and entry records in the shard's own encoding).
+fn encode_steps(undos: &[Undo]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for undo in undos {
+        match undo {
+            Undo::Delete(dn) => {
+                out.push(0);
+                put(&mut out, dn);
+            }
+            Undo::Restore { dn, before } => {
+                out.push(1);
+                put(&mut out, dn);
+                put(&mut out, &before.encode());
+            }
+            Undo::Revert { dn, before } => {
+                out.push(2);
+                put(&mut out, dn);
+                put(&mut out, &before.encode());
+            }
+            Undo::Rename { now, old_rdn, old_parent, old_dn, before } => {
+                out.push(3);
+                put(&mut out, now);
+                put(&mut out, old_rdn.as_bytes());
+                put(&mut out, old_parent.as_bytes());
+                put(&mut out, old_dn);
+                put(&mut out, &before.encode());
+            }
+        }
+    }
+    out
+}
+
+fn decode_steps(mut bytes: &[u8]) -> Option<Vec<Undo>> {
+    fn take<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let field = bytes.get(4..4usize.checked_add(len)?)?;
+        *bytes = bytes.get(4 + len..)?;
+        Some(field)
+    }
+    fn record(bytes: &mut &[u8]) -> Option<Arc<EntryRecord>> {
+        EntryRecord::decode(take(bytes)?).ok().map(Arc::new)
+    }
+    fn text(bytes: &mut &[u8]) -> Option<String> {
+        String::from_utf8(take(bytes)?.to_vec()).ok()
+    }
+    let mut undos = Vec::new();
+    while let Some((&kind, rest)) = bytes.split_first() {
+        bytes = rest;
+        let undo = match kind {
+            0 => Undo::Delete(take(&mut bytes)?.to_vec()),
+            1 => Undo::Restore { dn: take(&mut bytes)?.to_vec(), before: record(&mut bytes)? },
+            2 => Undo::Revert { dn: take(&mut bytes)?.to_vec(), before: record(&mut bytes)? },
+            3 => Undo::Rename {
+                now: take(&mut bytes)?.to_vec(),
+                old_rdn: text(&mut bytes)?,
+                old_parent: text(&mut bytes)?,
+                old_dn: take(&mut bytes)?.to_vec(),
+                before: record(&mut bytes)?,
+            },
+            _ => return None,
+        };
+        undos.push(undo);
+    }
+    Some(undos)
 }
 
 async fn run_undo(ctx: &OpContext, undo: Undo) -> LdapResultOf<()> {
