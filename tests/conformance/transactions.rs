@@ -131,7 +131,9 @@ fn snapshot(server: &Server) -> Vec<String> {
         types_only: false,
         controls: Vec::new(),
     });
-    let Reply::Search { entries, .. } = client.call(&request) else { panic!("{}: search failed", server.name) };
+    let Reply::Search { entries, .. } = client.call(&request) else {
+        panic!("{}: search failed", server.name)
+    };
     let mut lines: Vec<String> = entries
         .into_iter()
         .map(|e| {

@@ -30,8 +30,11 @@ fn ldapmodify(server: &Server, extra: &[&str], ldif: &str) -> (i32, String, Stri
 /// without the operational ones a write changes.
 fn tree(server: &Server) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
     let mut admin = bound(server, ADMIN_DN, ADMIN_PW);
-    let (entries, _) =
-        admin.search("dc=example,dc=com", Scope::Subtree, "(objectClass=*)", vec!["*"]).unwrap().success().unwrap();
+    let (entries, _) = admin
+        .search("dc=example,dc=com", Scope::Subtree, "(objectClass=*)", vec!["*"])
+        .unwrap()
+        .success()
+        .unwrap();
     entries
         .into_iter()
         .map(SearchEntry::construct)
@@ -160,7 +163,8 @@ fn refusals_and_answers_follow_slapd() {
     assert_eq!(result.rc, 0x4121);
     let result = admin.with_controls(control(&id, false)).modify(ALICE, mods.clone()).unwrap();
     assert_eq!(result.rc, 2);
-    let result = admin.with_controls(control(&id, true)).search(ALICE, Scope::Base, "(objectClass=*)", vec!["1.1"]);
+    let result =
+        admin.with_controls(control(&id, true)).search(ALICE, Scope::Base, "(objectClass=*)", vec!["1.1"]);
     assert_eq!(result.unwrap().1.rc, 12);
     // Another connection can't use it.
     let result = other.with_controls(control(&id, true)).modify(ALICE, mods.clone()).unwrap();

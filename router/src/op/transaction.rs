@@ -349,7 +349,9 @@ pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
 async fn clear(ctx: &OpContext, seq: u64) {
     match ctx.worker.coordinator.send(crate::coordinator::ClearIntent(seq)).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start"),
+        Ok(Err(e)) => {
+            tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start")
+        }
         Err(e) => tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start"),
     }
 }

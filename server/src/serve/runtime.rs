@@ -457,14 +457,20 @@ struct Started {
 async fn recover_transactions(arbiters: &[Arbiter]) -> anyhow::Result<()> {
     let Some(arbiter) = arbiters.first() else { return Ok(()) };
     let (tx, rx) = oneshot::channel();
-    arbiter.spawn(async move {
-        let result = match WORKER.with(|slot| slot.borrow().clone()) {
-            Some(worker) => ferrodir_router::op::transaction::recover(worker).await.map_err(|e| e.to_string()),
-            None => Ok(0),
-        };
-        let _ = tx.send(result);
+    // The closure is sent to the worker; the recovery's future stays there.
+    arbiter.spawn_fn(move || {
+        actix::spawn(async move {
+            let result = match WORKER.with(|slot| slot.borrow().clone()) {
+                Some(worker) => {
+                    ferrodir_router::recover_transactions(worker).await.map_err(|e| e.to_string())
+                }
+                None => Ok(0),
+            };
+            let _ = tx.send(result);
+        });
     });
-    let rolled_back = rx.await.context("worker thread died")?.map_err(|e| anyhow::anyhow!("transaction recovery: {e}"))?;
+    let rolled_back =
+        rx.await.context("worker thread died")?.map_err(|e| anyhow::anyhow!("transaction recovery: {e}"))?;
     if rolled_back > 0 {
         tracing::warn!(rolled_back, "rolled back transactions a crash interrupted");
     }
