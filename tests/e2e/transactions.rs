@@ -195,6 +195,17 @@ fn refusals_and_answers_follow_slapd() {
     // Anonymous: strongerAuthRequired, as slapd.
     let mut anonymous = bound(&server, "", "");
     assert_eq!(start(&mut anonymous).0, 8);
+    // Advertised: Start and End in supportedExtension, the control in supportedControl.
+    let (entries, _) = anonymous
+        .search("", Scope::Base, "(objectClass=*)", vec!["supportedExtension", "supportedControl"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let root = SearchEntry::construct(entries.into_iter().next().unwrap());
+    for oid in [START, END] {
+        assert!(root.attrs["supportedExtension"].iter().any(|v| v == oid), "{oid}: {root:?}");
+    }
+    assert!(root.attrs["supportedControl"].iter().any(|v| v == SPEC), "{root:?}");
 }
 
 #[test]

@@ -40,7 +40,7 @@ use crate::requester::Identity;
 /// RFC 5805 §2.1: the Start Transaction request's requestName.
 pub const START_OID: &str = "1.3.6.1.1.21.1";
 /// RFC 5805 §2.2: the Transaction Specification control.
-pub const SPEC_OID: &str = "1.3.6.1.1.21.2";
+pub const SPEC_OID: &str = crate::op::controls::TXN_SPEC_OID;
 /// RFC 5805 §2.3: the End Transaction request's requestName.
 pub const END_OID: &str = "1.3.6.1.1.21.3";
 
