@@ -91,7 +91,6 @@ impl Intent {
         };
         let (id, kind) = take()?;
         if kind == "T" {
-            drop(take);
             let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
             let steps = bytes.get(4..)?;
             return (steps.len() == len).then(|| Intent::Transaction { steps: steps.to_vec() });
