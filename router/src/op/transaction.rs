@@ -301,19 +301,25 @@ enum Undo {
     Rename { now: Vec<u8>, old_rdn: String, old_parent: String, old_dn: Vec<u8>, before: Arc<EntryRecord> },
 }
 
-/// Records the undo list `undos` as the transaction's intent (`seq` None: a new one),
-/// durably, before the update it ends with is applied.
-async fn record(ctx: &OpContext, seq: Option<u64>, undos: &[Undo]) -> LdapResultOf<u64> {
-    let steps = encode_steps(undos);
-    ctx.worker.coordinator.send(crate::coordinator::TransactionIntent { seq, steps }).await?
+/// Records `undo` as the next step of the transaction `txn` (None: its first) in the intent
+/// log, durably, before its update is applied: the step's sequence number.
+async fn record(ctx: &OpContext, txn: Option<u64>, undo: &Undo) -> LdapResultOf<u64> {
+    let steps = encode_steps(std::slice::from_ref(undo));
+    ctx.worker.coordinator.send(crate::coordinator::TransactionStep { txn, steps }).await?
+}
+
+/// Clears one step (`whole` false) or the whole transaction from the intent log.
+async fn clear(ctx: &OpContext, seq: u64, whole: bool) -> LdapResultOf<()> {
+    ctx.worker.coordinator.send(crate::coordinator::ClearTransaction { seq, whole }).await?
 }
 
 /// Commits `pending` in order; the End's response. The intent log holds, before each
-/// update is applied, the undo of every update up to it: a crash at any point leaves an
-/// intent from which the next start rolls the transaction back (`recover`).
+/// update is applied, its undo (one record per update, appended): a crash at any point
+/// leaves the steps from which the next start rolls the transaction back (`recover`).
 pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
     let mut undos: Vec<Undo> = Vec::new();
-    let mut seq = None;
+    // The transaction's first step's sequence number, once recorded.
+    let mut txn = None;
     let mut applied = 0usize;
     for queued in pending.0 {
         let mut op_ctx = ctx.clone();
@@ -322,37 +328,37 @@ pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
         op_ctx.response_controls = Default::default();
         let undo = match prepare_undo(&op_ctx, &queued.op).await {
             Ok(undo) => undo,
-            Err(e) => return failed(ctx, seq, undos, queued.message_id, e).await,
+            Err(e) => return failed(ctx, txn, undos, queued.message_id, e).await,
         };
-        undos.push(undo);
-        match record(ctx, seq, &undos).await {
-            Ok(recorded) => seq = Some(recorded),
-            Err(e) => {
-                undos.pop();
-                return failed(ctx, seq, undos, queued.message_id, e).await;
-            }
-        }
+        let step = match record(ctx, txn, &undo).await {
+            Ok(step) => step,
+            Err(e) => return failed(ctx, txn, undos, queued.message_id, e).await,
+        };
+        let txn_now = *txn.get_or_insert(step);
         if let Err(e) = apply(&op_ctx, queued.op).await {
-            // Not applied: its undo must not run.
-            undos.pop();
-            return failed(ctx, seq, undos, queued.message_id, e).await;
+            // Not applied: its undo must not run, even from recovery after a crash during
+            // the rollback of the others. (The first step is the whole transaction then.)
+            let whole = step == txn_now;
+            if let Err(stuck) = clear(ctx, step, whole).await {
+                tracing::warn!(error = %stuck, "transaction rollback: a failed update's undo stays logged");
+            }
+            let txn = if whole { None } else { txn };
+            return failed(ctx, txn, undos, queued.message_id, e).await;
         }
+        undos.push(undo);
         applied += 1;
         pause_for_crash_test(applied).await;
     }
-    if let Some(seq) = seq {
-        clear(ctx, seq).await;
+    if let Some(txn) = txn {
+        done(ctx, txn).await;
     }
     ExtendedResponse { result: LdapResult::success(), response_name: None, response_value: None }
 }
 
-async fn clear(ctx: &OpContext, seq: u64) {
-    match ctx.worker.coordinator.send(crate::coordinator::ClearIntent(seq)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start")
-        }
-        Err(e) => tracing::warn!(seq, error = %e, "transaction done; its intent stays until the next start"),
+/// The transaction is committed or rolled back: its steps leave the intent log.
+async fn done(ctx: &OpContext, txn: u64) {
+    if let Err(e) = clear(ctx, txn, true).await {
+        tracing::warn!(txn, error = %e, "transaction done; its steps stay logged until the next start");
     }
 }
 
@@ -371,24 +377,18 @@ async fn pause_for_crash_test(applied: usize) {
     let _ = applied;
 }
 
-/// The commit stopped at `message_id` with `error`: undo what was applied and answer.
+/// The commit stopped at `message_id` with `error`: undo what was applied (`undos`, whose
+/// steps are in the transaction `txn`'s intent) and answer.
 async fn failed(
     ctx: &OpContext,
-    seq: Option<u64>,
+    txn: Option<u64>,
     undos: Vec<Undo>,
     message_id: u32,
     error: LdapError,
 ) -> ExtendedResponse {
-    if let Some(seq) = seq {
-        // The failed update's undo leaves the intent first: a crash during the rollback
-        // must not undo an update that never happened.
-        if let Err(e) = record(ctx, Some(seq), &undos).await {
-            tracing::warn!(error = %e, "transaction rollback: could not trim its intent");
-        }
-    }
     roll_back(ctx, undos).await;
-    if let Some(seq) = seq {
-        clear(ctx, seq).await;
+    if let Some(txn) = txn {
+        done(ctx, txn).await;
     }
     let mut result = error.to_result();
     // slapd sends the code alone; the diagnostic stays ours.
@@ -542,7 +542,7 @@ pub async fn recover(worker: std::rc::Rc<crate::worker::Worker>) -> LdapResultOf
         };
         tracing::warn!(seq, steps = undos.len(), "rolling back a transaction a crash interrupted");
         roll_back(&ctx, undos).await;
-        ctx.worker.coordinator.send(crate::coordinator::ClearIntent(*seq)).await??;
+        clear(&ctx, *seq, true).await?;
     }
     Ok(pending.len())
 }
