@@ -229,8 +229,9 @@ fn transaction_operations_max_bounds_a_transaction() {
 }
 
 /// The server started by hand, to give it the fault-injection switch that stops a commit
-/// after its n-th update.
-fn spawn(server: &Server, pause_after: Option<usize>) -> Child {
+/// after its n-th update; its log goes to `log`.
+fn spawn(server: &Server, pause_after: Option<usize>, log: &std::path::Path) -> Child {
+    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("server log");
     let mut command = Command::new(crate::harness::binary());
     command
         .arg("serve")
@@ -240,7 +241,8 @@ fn spawn(server: &Server, pause_after: Option<usize>) -> Child {
         .arg(&server.data_dir)
         .arg("--listen")
         .arg(server.addr.to_string())
-        .stdout(Stdio::piped());
+        .stdout(Stdio::piped())
+        .stderr(stderr);
     if let Some(n) = pause_after {
         command.env("FERRODIR_TEST_TXN_PAUSE_AFTER", n.to_string());
     }
@@ -255,43 +257,69 @@ fn kill_9_during_a_commit_leaves_all_or_none() {
     let mut server = Server::start_with_config(TEST_CONFIG);
     let before = tree(&server);
     server.stop();
-    // Three of the script's four updates applied, then the commit stops: kill -9 there.
-    let mut paused = spawn(&server, Some(3));
-    let url = server.url();
-    let args = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-E", "txn=commit"];
-    let mut client = Command::new("ldapmodify")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ldapmodify");
-    {
-        use std::io::Write;
-        let mut stdin = client.stdin.take().expect("stdin");
-        stdin.write_all(SCRIPT.as_bytes()).expect("send the script");
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Killed after each of the script's four updates (after the fourth, End has not been
+    // answered and the steps are still logged): every restart rolls the transaction back.
+    for pause_after in 1..=4 {
+        let log = dir.path().join(format!("paused-{pause_after}.log"));
+        let mut paused = spawn(&server, Some(pause_after), &log);
+        let url = server.url();
+        let args = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-E", "txn=commit"];
+        let mut client = Command::new("ldapmodify")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ldapmodify");
+        {
+            use std::io::Write;
+            let mut stdin = client.stdin.take().expect("stdin");
+            stdin.write_all(SCRIPT.as_bytes()).expect("send the script");
+        }
+        // The server says when its commit stopped: n updates applied, the rest not.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stopped = wait_until(deadline, || {
+            std::fs::read_to_string(&log).unwrap_or_default().contains("the transaction's commit stops here")
+        });
+        assert!(stopped, "the commit did not stop after update {pause_after}");
+        if pause_after == 3 {
+            // Half done, and visible: the rename happened.
+            let (rc, _, _) = tool(
+                "ldapsearch",
+                &[
+                    "-x",
+                    "-H",
+                    &url,
+                    "-D",
+                    ADMIN_DN,
+                    "-w",
+                    ADMIN_PW,
+                    "-b",
+                    "uid=robert,ou=groups,dc=example,dc=com",
+                    "-s",
+                    "base",
+                    "1.1",
+                ],
+                None,
+            );
+            assert_eq!(rc, 0, "the third update (the rename) is applied before the kill");
+        }
+        let _ = paused.kill();
+        let _ = paused.wait();
+        let _ = client.kill();
+        let _ = client.wait();
+        // Restarted without the switch: the interrupted transaction is rolled back.
+        let log = dir.path().join(format!("restarted-{pause_after}.log"));
+        let mut restarted = spawn(&server, None, &log);
+        assert_eq!(tree(&server), before, "after update {pause_after}: nothing of the transaction stays");
+        assert!(
+            std::fs::read_to_string(&log).unwrap_or_default().contains("rolling back a transaction"),
+            "the restart rolled it back"
+        );
+        let _ = Command::new("kill").arg("-TERM").arg(restarted.id().to_string()).status();
+        let _ = restarted.wait();
     }
-    // Wait until the third update (the rename) is visible: the commit is half done.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let moved = wait_until(deadline, || {
-        let out = Command::new("ldapsearch")
-            .args(["-x", "-LLL", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-b"])
-            .arg("uid=robert,ou=groups,dc=example,dc=com")
-            .args(["-s", "base", "1.1"])
-            .output()
-            .expect("ldapsearch");
-        out.status.success()
-    });
-    assert!(moved, "the commit did not reach its third update");
-    let _ = paused.kill();
-    let _ = paused.wait();
-    let _ = client.kill();
-    let _ = client.wait();
-    // Restarted without the switch: the interrupted transaction is rolled back.
-    let mut restarted = spawn(&server, None);
-    assert_eq!(tree(&server), before, "nothing of the interrupted transaction stays");
-    let _ = restarted.kill();
-    let _ = restarted.wait();
     let (passed, report) = server.verify();
     assert!(passed, "{report}");
 }
