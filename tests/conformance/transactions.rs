@@ -6,8 +6,11 @@
 //! the entries afterwards. Start's identifier differs by design: slapd answers an empty
 //! one (one transaction per connection), ferrodir a fresh one (docs/CONFORMANCE.md).
 //!
-//! slapd 2.5.13 crashes (SIGSEGV) on a commit holding a Modify DN followed by a Delete of
-//! another entry, so the script deletes before it renames.
+//! No Modify DN here: slapd 2.5.13 crashes (SIGSEGV) on a commit holding a Modify DN
+//! followed by a Delete of another entry every time, and on a commit holding a Modify DN
+//! now and then (1 run in 15 of this script's first commit, by hand). Renames inside
+//! transactions are tested against ferrodir alone (tests/e2e/transactions.rs: commit,
+//! undone by a failing commit, rolled back after kill -9).
 
 use crate::client::{Auth, Change, Client, Control, ModOp, Reply, Request, Scope, SearchRequest};
 use crate::filter;
@@ -35,7 +38,8 @@ fn person(uid: &str, ou: &str) -> Request {
 
 fn bind(client: &mut Client) {
     let request = Request::Bind { version: 3, dn: MANAGER_DN.into(), auth: Auth::Simple(MANAGER_PW.into()) };
-    assert!(matches!(client.call(&request), Reply::Result(r) if r.code == 0));
+    let reply = client.call(&request);
+    assert!(matches!(&reply, Reply::Result(r) if r.code == 0), "bind: {reply:?}");
 }
 
 /// The suffix, two units, and five people in them.
@@ -162,20 +166,13 @@ fn script(server: &Server) -> Vec<String> {
     let mut client = Client::connect(server.addr).expect("connect");
     bind(&mut client);
 
-    // A commit of an add, a delete, a modify and a rename to another parent.
+    // A commit of an add, a delete and a modify.
     let id = start(&mut client, &mut t);
     update(&mut client, &person("carol", "people"), &spec(&id, true), &mut t);
     update(&mut client, &Request::Delete { dn: dn("uid=dave", "people") }, &spec(&id, true), &mut t);
     let change = Change { op: ModOp::Replace, attr: "sn".into(), values: vec!["Changed".into()] };
     let modify = Request::Modify { dn: dn("uid=alice", "people"), changes: vec![change] };
     update(&mut client, &modify, &spec(&id, true), &mut t);
-    let rename = Request::ModDn {
-        dn: dn("uid=bob", "people"),
-        new_rdn: "uid=robert".into(),
-        delete_old_rdn: true,
-        new_superior: Some(format!("ou=groups,{SUFFIX}")),
-    };
-    update(&mut client, &rename, &spec(&id, true), &mut t);
     end(&mut client, true, &id, &mut t);
     t.extend(snapshot(server));
 
@@ -232,7 +229,8 @@ fn transactions_answer_and_apply_as_with_slapd() {
     let theirs = script(&slapd);
     let ours = script(&ferrodir);
     // The script must have done what it means to on the reference.
-    assert!(theirs.iter().any(|l| l.starts_with("uid=robert,ou=groups")), "{theirs:#?}");
+    assert!(theirs.iter().any(|l| l.starts_with("uid=carol,ou=people")), "{theirs:#?}");
+    assert!(!theirs.iter().any(|l| l.starts_with("uid=dave,ou=people")), "{theirs:#?}");
     assert!(theirs.iter().any(|l| l.starts_with("end commit=true: rc=68")), "{theirs:#?}");
     let differences: Vec<String> = theirs
         .iter()
