@@ -52,8 +52,10 @@ fn tree(server: &Server) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
         .collect()
 }
 
-/// The script every commit test sends: an add, a modify, a rename to another parent (so
-/// another shard, most likely), a delete, on entries spread over the four shards.
+/// The script every commit test sends, on entries spread over the four shards: an add, a
+/// modify, two renames and a delete. Bob moves to another parent (another shard, most
+/// likely) under an RDN value he did not have; Alice is renamed in place under one she
+/// had (undoing that must keep the value, which her schema requires).
 const SCRIPT: &str = "dn: uid=carol,ou=people,dc=example,dc=com
 changetype: add
 objectClass: inetOrgPerson
@@ -68,13 +70,22 @@ sn: Changed
 
 dn: uid=bob,ou=people,dc=example,dc=com
 changetype: modrdn
-newrdn: uid=robert
+newrdn: cn=Robert
 deleteoldrdn: 1
 newsuperior: ou=groups,dc=example,dc=com
+
+dn: uid=alice,ou=people,dc=example,dc=com
+changetype: modrdn
+newrdn: cn=Alice Liddell
+deleteoldrdn: 1
 
 dn: cn=staff,ou=groups,dc=example,dc=com
 changetype: delete
 ";
+
+/// [`SCRIPT`], then an add of an entry that exists: entryAlreadyExists (68) at End.
+const FAILING: &str =
+    "\ndn: ou=people,dc=example,dc=com\nchangetype: add\nobjectClass: organizationalUnit\nou: people\n";
 
 #[test]
 fn a_commit_applies_adds_modifies_renames_and_deletes_across_shards() {
@@ -83,9 +94,12 @@ fn a_commit_applies_adds_modifies_renames_and_deletes_across_shards() {
     assert_eq!(rc, 0, "{out}{err}");
     let after = tree(&server);
     assert!(after.contains_key("uid=carol,ou=people,dc=example,dc=com"));
-    assert_eq!(after[ALICE]["sn"], vec!["Changed"]);
-    assert!(!after.contains_key(BOB));
-    assert!(after.contains_key("uid=robert,ou=groups,dc=example,dc=com"));
+    assert!(!after.contains_key(ALICE) && !after.contains_key(BOB));
+    let alice = &after["cn=alice liddell,ou=people,dc=example,dc=com"];
+    assert_eq!(alice["sn"], vec!["Changed"]);
+    assert!(!alice.contains_key("uid"), "deleteOldRDN removed uid: {alice:?}");
+    let bob = &after["cn=robert,ou=groups,dc=example,dc=com"];
+    assert_eq!(bob["cn"], vec!["Bob Builder", "Robert"]);
     assert!(!after.contains_key("cn=staff,ou=groups,dc=example,dc=com"));
 }
 
@@ -102,10 +116,7 @@ fn an_abort_applies_nothing() {
 fn a_failing_update_makes_the_whole_commit_apply_nothing() {
     let server = Server::start_with_config(TEST_CONFIG);
     let before = tree(&server);
-    // The script, then an add of an entry that exists: entryAlreadyExists (68) at End.
-    let failing = format!(
-        "{SCRIPT}\ndn: {ALICE}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: alice\ncn: a\nsn: a\n"
-    );
+    let failing = format!("{SCRIPT}{FAILING}");
     let (rc, out, err) = ldapmodify(&server, &["-E", "txn=commit"], &failing);
     assert_eq!(rc, 68, "{out}{err}");
     assert_eq!(tree(&server), before, "every applied update was undone");
@@ -230,7 +241,7 @@ fn transaction_operations_max_bounds_a_transaction() {
 
 /// The server started by hand, to give it the fault-injection switch that stops a commit
 /// after its n-th update; its log goes to `log`.
-fn spawn(server: &Server, pause_after: Option<usize>, log: &std::path::Path) -> Child {
+fn spawn(server: &Server, pause_after: Option<(&str, usize)>, log: &std::path::Path) -> Child {
     let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("server log");
     let mut command = Command::new(crate::harness::binary());
     command
@@ -243,8 +254,8 @@ fn spawn(server: &Server, pause_after: Option<usize>, log: &std::path::Path) -> 
         .arg(server.addr.to_string())
         .stdout(Stdio::piped())
         .stderr(stderr);
-    if let Some(n) = pause_after {
-        command.env("FERRODIR_TEST_TXN_PAUSE_AFTER", n.to_string());
+    if let Some((switch, n)) = pause_after {
+        command.env(switch, n.to_string());
     }
     let mut child = command.spawn().expect("start ferrodir");
     let rx = listening_address(child.stdout.take().expect("stdout"));
@@ -258,11 +269,11 @@ fn kill_9_during_a_commit_leaves_all_or_none() {
     let before = tree(&server);
     server.stop();
     let dir = tempfile::tempdir().expect("tempdir");
-    // Killed after each of the script's four updates (after the fourth, End has not been
+    // Killed after each of the script's five updates (after the fifth, End has not been
     // answered and the steps are still logged): every restart rolls the transaction back.
-    for pause_after in 1..=4 {
+    for pause_after in 1..=5 {
         let log = dir.path().join(format!("paused-{pause_after}.log"));
-        let mut paused = spawn(&server, Some(pause_after), &log);
+        let mut paused = spawn(&server, Some(("FERRODIR_TEST_TXN_PAUSE_AFTER", pause_after)), &log);
         let url = server.url();
         let args = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-E", "txn=commit"];
         let mut client = Command::new("ldapmodify")
@@ -296,7 +307,7 @@ fn kill_9_during_a_commit_leaves_all_or_none() {
                     "-w",
                     ADMIN_PW,
                     "-b",
-                    "uid=robert,ou=groups,dc=example,dc=com",
+                    "cn=Robert,ou=groups,dc=example,dc=com",
                     "-s",
                     "base",
                     "1.1",
@@ -317,6 +328,54 @@ fn kill_9_during_a_commit_leaves_all_or_none() {
             std::fs::read_to_string(&log).unwrap_or_default().contains("rolling back a transaction"),
             "the restart rolled it back"
         );
+        let _ = Command::new("kill").arg("-TERM").arg(restarted.id().to_string()).status();
+        let _ = restarted.wait();
+    }
+    let (passed, report) = server.verify();
+    assert!(passed, "{report}");
+}
+
+#[test]
+fn kill_9_during_a_failed_commits_rollback_leaves_none() {
+    let mut server = Server::start_with_config(TEST_CONFIG);
+    let before = tree(&server);
+    server.stop();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The script's five updates apply, the sixth fails (ou=people exists), and the rollback
+    // stops after n of its seven actions (each rename undone is two: back, then revert).
+    let failing = format!("{SCRIPT}{FAILING}");
+    for pause_after in 0..=6 {
+        let log = dir.path().join(format!("paused-{pause_after}.log"));
+        let switch = ("FERRODIR_TEST_TXN_ROLLBACK_PAUSE_AFTER", pause_after);
+        let mut paused = spawn(&server, Some(switch), &log);
+        let url = server.url();
+        let args = ["-x", "-H", url.as_str(), "-D", ADMIN_DN, "-w", ADMIN_PW, "-E", "txn=commit"];
+        let mut client = Command::new("ldapmodify")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ldapmodify");
+        {
+            use std::io::Write;
+            let mut stdin = client.stdin.take().expect("stdin");
+            stdin.write_all(failing.as_bytes()).expect("send the script");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stopped = wait_until(deadline, || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("the transaction's rollback stops here")
+        });
+        assert!(stopped, "the rollback did not stop after action {pause_after}");
+        let _ = paused.kill();
+        let _ = paused.wait();
+        let _ = client.kill();
+        let _ = client.wait();
+        let log = dir.path().join(format!("restarted-{pause_after}.log"));
+        let mut restarted = spawn(&server, None, &log);
+        assert_eq!(tree(&server), before, "rollback cut after action {pause_after}: nothing stays");
         let _ = Command::new("kill").arg("-TERM").arg(restarted.id().to_string()).status();
         let _ = restarted.wait();
     }

@@ -377,6 +377,32 @@ async fn pause_for_crash_test(applied: usize) {
     let _ = applied;
 }
 
+/// Test-only (the `fault-injection` feature): with `FERRODIR_TEST_TXN_ROLLBACK_PAUSE_AFTER=n`
+/// in the environment, a rollback stops for good before its (n+1)-th action (a Modify DN
+/// undone counts two: the rename back, then the revert), for the crash test.
+async fn pause_rollback_for_crash_test() {
+    #[cfg(feature = "fault-injection")]
+    {
+        thread_local! {
+            static ACTIONS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        }
+        let pause = std::env::var("FERRODIR_TEST_TXN_ROLLBACK_PAUSE_AFTER")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
+        if let Some(pause) = pause {
+            let done = ACTIONS.with(|a| {
+                let done = a.get();
+                a.set(done + 1);
+                done
+            });
+            if done == pause {
+                tracing::warn!(done, "fault injection: the transaction's rollback stops here");
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
 /// The commit stopped at `message_id` with `error`: undo what was applied (`undos`, whose
 /// steps are in the transaction `txn`'s intent) and answer.
 async fn failed(
@@ -621,6 +647,7 @@ fn decode_steps(mut bytes: &[u8]) -> Option<Vec<Undo>> {
 
 async fn run_undo(ctx: &OpContext, undo: Undo) -> LdapResultOf<()> {
     let server = as_server(ctx);
+    pause_rollback_for_crash_test().await;
     match undo {
         Undo::Delete(dn) if dn.is_empty() => Ok(()),
         Undo::Delete(dn) => crate::op::delete::delete(&server, &dn).await,
@@ -642,10 +669,18 @@ async fn run_undo(ctx: &OpContext, undo: Undo) -> LdapResultOf<()> {
             let back = ModifyDnRequest {
                 entry: OctetString::from(now),
                 newrdn: OctetString::from(old_rdn.into_bytes()),
-                deleteoldrdn: true,
+                // Not true: the entry may have had the current RDN's value before (then
+                // removing it could break its schema); the revert puts every value back.
+                deleteoldrdn: false,
                 new_superior: Some(OctetString::from(old_parent.into_bytes())),
             };
-            crate::op::moddn::modify_dn(&server, back).await?;
+            match crate::op::moddn::modify_dn(&server, back).await {
+                // Already renamed back (a rollback run again after a crash between its two
+                // halves), or never renamed: the revert is still due.
+                Err(e) if e.code == ResultCode::NO_SUCH_OBJECT => {}
+                other => other?,
+            }
+            pause_rollback_for_crash_test().await;
             revert(&server, old_dn, &before).await
         }
     }
