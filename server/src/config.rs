@@ -1014,6 +1014,17 @@ mod tests {
     }
 
     #[test]
+    fn transaction_operations_max_reaches_the_router_and_is_at_least_1() {
+        let config = Config::parse("[limits]\ntransaction_operations_max = 7").unwrap();
+        let limits = config.limits.resolve(&DnNormalizer::plain()).unwrap();
+        assert_eq!(limits.request.transaction_operations_max, 7);
+        assert_eq!(Config::default().limits.transaction_operations_max, 1000);
+        let error =
+            Config::parse("[limits]\ntransaction_operations_max = 0").map(|_| ()).unwrap_err().to_string();
+        assert!(error.contains("transaction_operations_max"), "{error}");
+    }
+
+    #[test]
     fn the_testing_table_needs_the_fault_injection_feature() {
         let parsed = Config::parse("[testing]\nsimulate_power_cut = true");
         if cfg!(feature = "fault-injection") {
