@@ -741,6 +741,126 @@ mod tests {
         assert_eq!(parse_end(&[0x30, 0x02, 0x04, 0x00, 0x00]), None);
     }
 
+    use crate::testkit::{run, Client, TestDirectory, ROOT_DN, ROOT_PASSWORD, SUFFIX};
+    use ferrodir_proto::message::{encode_message, LdapMessage, SearchScope};
+
+    /// Sends `op` under `message_id` with `controls`; its final answer.
+    async fn send(
+        client: &mut Client,
+        message_id: u32,
+        op: ProtocolOp,
+        controls: Vec<Control>,
+    ) -> LdapMessage {
+        let controls = (!controls.is_empty()).then_some(controls);
+        let pdu = encode_message(&LdapMessage { message_id, protocol_op: op, controls }).unwrap();
+        client.session.dispatch(&pdu).await;
+        client.answer(message_id).await.pop().unwrap()
+    }
+
+    fn extended_op(oid: &str, value: Option<Vec<u8>>) -> ProtocolOp {
+        ProtocolOp::ExtendedRequest(ExtendedRequest {
+            request_name: OctetString::from(oid.as_bytes()),
+            request_value: value.map(OctetString::from),
+        })
+    }
+
+    fn spec_control(id: &[u8]) -> Vec<Control> {
+        vec![Control {
+            control_type: OctetString::from(SPEC_OID.as_bytes()),
+            criticality: true,
+            control_value: Some(OctetString::from(id)),
+        }]
+    }
+
+    fn end_request(id: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x30, id.len() as u8 + 2, 0x04, id.len() as u8];
+        out.extend_from_slice(id);
+        out
+    }
+
+    fn replace_sn(dn: &str, sn: &str) -> ProtocolOp {
+        ProtocolOp::ModifyRequest(ModifyRequest {
+            object: OctetString::from(dn.as_bytes()),
+            changes: vec![Change {
+                operation: ModifyOperation::Replace,
+                modification: PartialAttribute {
+                    r#type: OctetString::from(&b"sn"[..]),
+                    vals: vec![OctetString::from(sn.as_bytes())],
+                },
+            }],
+        })
+    }
+
+    fn add_person(uid: &str) -> ProtocolOp {
+        let attr = |name: &str, value: &str| PartialAttribute {
+            r#type: OctetString::from(name.as_bytes()),
+            vals: vec![OctetString::from(value.as_bytes())],
+        };
+        ProtocolOp::AddRequest(AddRequest {
+            entry: OctetString::from(format!("uid={uid},ou=people,{SUFFIX}").into_bytes()),
+            attributes: vec![
+                attr("objectClass", "inetOrgPerson"),
+                attr("uid", uid),
+                attr("cn", uid),
+                attr("sn", uid),
+            ],
+        })
+    }
+
+    fn result(message: &LdapMessage) -> (ResultCode, Option<Vec<u8>>) {
+        match &message.protocol_op {
+            ProtocolOp::ExtendedResponse(r) => {
+                (r.result.result_code, r.response_value.as_ref().map(|v| v.to_vec()))
+            }
+            ProtocolOp::AddResponse(r) | ProtocolOp::ModifyResponse(r) => (r.result_code, None),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Over three shards: a commit whose last update fails leaves nothing, the same updates
+    /// without it are all applied, and each update is answered success when queued.
+    #[test]
+    fn a_commit_applies_all_or_nothing() {
+        run(async {
+            let directory = TestDirectory::with_people(3).await;
+            let mut client = directory.connect();
+            assert_eq!(client.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+            let alice = format!("uid=alice,ou=people,{SUFFIX}");
+            for (round, failing) in [(100u32, true), (200, false)] {
+                let started = send(&mut client, round, extended_op(START_OID, None), vec![]).await;
+                let (code, id) = result(&started);
+                assert_eq!(code, ResultCode::SUCCESS);
+                let id = id.unwrap();
+                let queued =
+                    send(&mut client, round + 1, replace_sn(&alice, "Changed"), spec_control(&id)).await;
+                assert_eq!(result(&queued).0, ResultCode::SUCCESS);
+                let queued = send(&mut client, round + 2, add_person("carol"), spec_control(&id)).await;
+                assert_eq!(result(&queued).0, ResultCode::SUCCESS);
+                if failing {
+                    let queued = send(&mut client, round + 3, add_person("bob"), spec_control(&id)).await;
+                    assert_eq!(result(&queued).0, ResultCode::SUCCESS);
+                }
+                let ended =
+                    send(&mut client, round + 4, extended_op(END_OID, Some(end_request(&id))), vec![]).await;
+                let found =
+                    client.search(SUFFIX, SearchScope::WholeSubtree, "(objectClass=*)", &["sn"]).await;
+                let carol = format!("uid=carol,ou=people,{SUFFIX}");
+                if failing {
+                    assert_eq!(
+                        result(&ended),
+                        (ResultCode::ENTRY_ALREADY_EXISTS, Some(end_response(round + 3).to_vec()))
+                    );
+                    assert_eq!(found.values(&alice, "sn"), vec!["Liddell"]);
+                    assert!(!found.dns().contains(&carol));
+                } else {
+                    assert_eq!(result(&ended), (ResultCode::SUCCESS, None));
+                    assert_eq!(found.values(&alice, "sn"), vec!["Changed"]);
+                    assert!(found.dns().contains(&carol));
+                }
+            }
+        });
+    }
+
     #[test]
     fn the_end_response_names_the_failed_update() {
         assert_eq!(end_response(20).as_ref(), &[0x30, 0x03, 0x02, 0x01, 0x14]);
