@@ -415,14 +415,7 @@ impl Session {
         pdu_bytes: usize,
     ) -> Flow {
         let ctx = self.arrived_context(&arrival);
-        let response = op::transaction::update_response(&op, LdapResult::success());
-        let result = op::transaction::queue(&self.state.txn, &ctx, op, controls, pdu_bytes);
-        let response = match response {
-            ProtocolOp::AddResponse(_) => ProtocolOp::AddResponse(result),
-            ProtocolOp::DelResponse(_) => ProtocolOp::DelResponse(result),
-            ProtocolOp::ModifyResponse(_) => ProtocolOp::ModifyResponse(result),
-            _ => ProtocolOp::ModifyDnResponse(result),
-        };
+        let response = op::transaction::queue(&self.state.txn, &ctx, op, controls, pdu_bytes);
         ctx.respond(response).await;
         Flow::Continue
     }

@@ -136,17 +136,18 @@ pub fn start(slot: &Slot, identity: &Identity, value: Option<&[u8]>) -> Extended
 }
 
 /// Checks an update carrying the Transaction Specification control and queues it: the
-/// answer to send for it now (success when queued).
+/// response to send for it now (success when queued).
 pub fn queue(
     slot: &Slot,
     ctx: &OpContext,
     op: ProtocolOp,
     controls: Option<Vec<Control>>,
     pdu_bytes: usize,
-) -> LdapResult {
+) -> ProtocolOp {
+    let respond = update_response(&op);
     match check_and_queue(slot, ctx, op, controls, pdu_bytes) {
-        Ok(()) => LdapResult::success(),
-        Err(e) => e.to_result(),
+        Ok(()) => respond(LdapResult::success()),
+        Err(e) => respond(e.to_result()),
     }
 }
 
@@ -436,8 +437,17 @@ fn end_response(message_id: u32) -> OctetString {
     OctetString::from(out)
 }
 
-/// Runs one update as the requester (under proxied authorization when it asks for it).
+/// Runs one update as the requester (under proxied authorization when it asks for it), as
+/// `op::run` would.
 async fn apply(ctx: &OpContext, op: ProtocolOp) -> LdapResultOf<()> {
+    // A connection that must change its password first may do nothing else
+    // (`ppolicy::reset`); in a transaction, not even that.
+    if ctx.must_change.get() {
+        return Err(LdapError::new(
+            ResultCode::INSUFFICIENT_ACCESS_RIGHTS,
+            crate::ppolicy::reset::RESTRICTED,
+        ));
+    }
     let proxied;
     let ctx = match crate::op::proxy_authz::assume(ctx).await? {
         None => ctx,
@@ -714,13 +724,13 @@ async fn revert(server: &OpContext, dn: Vec<u8>, before: &EntryRecord) -> LdapRe
     crate::op::modify::modify(server, ModifyRequest { object: OctetString::from(dn), changes }).await
 }
 
-/// The response type of `op` carrying `result` (an update's immediate answer).
-pub fn update_response(op: &ProtocolOp, result: LdapResult) -> ProtocolOp {
+/// The response type of the update `op` (its immediate answer).
+fn update_response(op: &ProtocolOp) -> fn(LdapResult) -> ProtocolOp {
     match op {
-        ProtocolOp::AddRequest(_) => ProtocolOp::AddResponse(result),
-        ProtocolOp::DelRequest(_) => ProtocolOp::DelResponse(result),
-        ProtocolOp::ModifyRequest(_) => ProtocolOp::ModifyResponse(result),
-        _ => ProtocolOp::ModifyDnResponse(result),
+        ProtocolOp::AddRequest(_) => ProtocolOp::AddResponse,
+        ProtocolOp::DelRequest(_) => ProtocolOp::DelResponse,
+        ProtocolOp::ModifyRequest(_) => ProtocolOp::ModifyResponse,
+        _ => ProtocolOp::ModifyDnResponse,
     }
 }
 
