@@ -393,6 +393,8 @@ impl Inner {
                     self.settle_name(parent, rdn, id, record.as_deref()).await?;
                 }
                 refint @ Intent::Refint { .. } => self.settle_refint(&refint).await?,
+                // Rolled back by the server through the router (`op::transaction::recover`).
+                Intent::Transaction { .. } => continue,
             }
             self.log.clear(*seq).map_err(|e| LdapError::new(ResultCode::OTHER, e.to_string()))?;
             tracing::info!(?intent, "recovered an interrupted cross-shard change");
@@ -545,6 +547,67 @@ serial_handler!(MoveEntry, LdapResultOf<Option<WriteOutcome>>, |inner, msg| {
 pub struct Recover;
 
 serial_handler!(Recover, LdapResultOf<usize>, |inner, _msg| inner.recover().await);
+
+/// Records one step of an LDAP transaction's commit (`op::transaction`), `txn` None for
+/// its first: answers the step's sequence number once it is durable (the first's names the
+/// transaction).
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<u64>")]
+pub struct TransactionStep {
+    pub txn: Option<u64>,
+    pub steps: Vec<u8>,
+}
+
+serial_handler!(TransactionStep, LdapResultOf<u64>, |inner, msg| {
+    let intent = Intent::Transaction { txn: msg.txn.unwrap_or(0), steps: msg.steps };
+    inner.log.record(&intent).map_err(unavailable)
+});
+
+/// Clears one step of a transaction (an update that failed, so was not applied), or with
+/// `whole`, every step of the transaction `seq` names (its commit or rollback is done), in
+/// one durable write.
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<()>")]
+pub struct ClearTransaction {
+    pub seq: u64,
+    pub whole: bool,
+}
+
+serial_handler!(ClearTransaction, LdapResultOf<()>, |inner, msg| {
+    if !msg.whole {
+        return inner.log.clear(msg.seq).map_err(unavailable);
+    }
+    let seqs: Vec<u64> = inner
+        .log
+        .pending()
+        .map_err(unavailable)?
+        .into_iter()
+        .filter(|(seq, intent)| {
+            matches!(intent, Intent::Transaction { txn, .. } if *seq == msg.seq || *txn == msg.seq)
+        })
+        .map(|(seq, _)| seq)
+        .collect();
+    inner.log.clear_all(&seqs).map_err(unavailable)
+});
+
+/// The transactions an earlier run left in the log, oldest first, each as its first step's
+/// sequence number and its steps' undo lists joined in order (to roll back at start).
+#[derive(Message)]
+#[rtype(result = "LdapResultOf<Vec<(u64, Vec<u8>)>>")]
+pub struct PendingTransactions;
+
+serial_handler!(PendingTransactions, LdapResultOf<Vec<(u64, Vec<u8>)>>, |inner, _msg| {
+    let mut transactions: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (seq, intent) in inner.log.pending().map_err(unavailable)? {
+        let Intent::Transaction { txn, steps } = intent else { continue };
+        let key = if txn == 0 { seq } else { txn };
+        match transactions.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, joined)) => joined.extend_from_slice(&steps),
+            None => transactions.push((key, steps)),
+        }
+    }
+    Ok(transactions)
+});
 
 /// Answered in turn after the changes before it: proves the coordinator makes progress
 /// (the systemd watchdog ping).

@@ -31,6 +31,12 @@ pub enum Intent {
         new: Option<RenamedTo>,
         subtree: bool,
     },
+    /// One step of an LDAP transaction's commit (`op::transaction`): the undo of an update
+    /// it may have applied, encoded by the router, recorded before the update. `txn` is the
+    /// sequence number of the transaction's first step (0 in that first step itself). Not
+    /// settled by the coordinator's recovery: the server rolls the transaction back through
+    /// the router at start.
+    Transaction { txn: u64, steps: Vec<u8> },
 }
 
 /// Where a renamed entry is once the rename happened, and its DN there.
@@ -59,6 +65,11 @@ impl Intent {
                 put(*id, "D");
                 put(*parent, rdn);
             }
+            Intent::Transaction { txn, steps } => {
+                put(EntryId(*txn), "T");
+                out.extend_from_slice(&(steps.len() as u32).to_be_bytes());
+                out.extend_from_slice(steps);
+            }
             Intent::Refint { id, old_dn, new, subtree } => {
                 put(*id, "R");
                 put(EntryId(u64::from(*subtree)), old_dn);
@@ -81,6 +92,11 @@ impl Intent {
             Some((id, text))
         };
         let (id, kind) = take()?;
+        if kind == "T" {
+            let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+            let steps = bytes.get(4..)?;
+            return (steps.len() == len).then(|| Intent::Transaction { txn: id.0, steps: steps.to_vec() });
+        }
         match kind.as_str() {
             "M" => {
                 let (old_parent, old_rdn) = take()?;
@@ -156,6 +172,23 @@ impl IntentLog {
         Ok(seq)
     }
 
+    /// Clears every intent in `seqs` in one durable write: a transaction's steps leave
+    /// together.
+    pub fn clear_all(&self, seqs: &[u64]) -> Result<(), IntentLogError> {
+        let mut txn = self.db.begin_write().map_err(err)?;
+        txn.set_durability(redb::Durability::Immediate).map_err(err)?;
+        let mut removed = 0;
+        {
+            let mut table = txn.open_table(INTENTS).map_err(err)?;
+            for seq in seqs {
+                removed += u64::from(table.remove(*seq).map_err(err)?.is_some());
+            }
+        }
+        txn.commit().map_err(err)?;
+        self.pending_count.fetch_sub(removed, Ordering::Relaxed);
+        Ok(())
+    }
+
     pub fn clear(&self, seq: u64) -> Result<(), IntentLogError> {
         let mut txn = self.db.begin_write().map_err(err)?;
         txn.set_durability(redb::Durability::Immediate).map_err(err)?;
@@ -209,6 +242,12 @@ mod tests {
         let sb = log.record(&b).unwrap();
         let sc = log.record(&c).unwrap();
         let sd = log.record(&d).unwrap();
+        let t = Intent::Transaction { txn: 0, steps: vec![1, 2, 0, 255] };
+        let st = log.record(&t).unwrap();
+        let t2 = Intent::Transaction { txn: st, steps: vec![9; 300] };
+        let st2 = log.record(&t2).unwrap();
+        assert_eq!(log.pending().unwrap().get(4..), Some(&[(st, t), (st2, t2)][..]));
+        log.clear_all(&[st, st2]).unwrap();
         log.clear(sa).unwrap();
         // Clearing twice counts once.
         log.clear(sa).unwrap();

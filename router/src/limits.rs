@@ -106,6 +106,9 @@ pub struct RequestLimits {
     /// Attribute descriptions in one request: a search's attribute list, an add's
     /// attributes, a modify's changes.
     pub attributes_per_request_max: usize,
+    /// Updates queued in one LDAP transaction (RFC 5805, `op::transaction`); one more is
+    /// adminLimitExceeded.
+    pub transaction_operations_max: usize,
 }
 
 impl Default for RequestLimits {
@@ -115,6 +118,7 @@ impl Default for RequestLimits {
             filter_elements_max: 4096,
             controls_per_request_max: 32,
             attributes_per_request_max: 1024,
+            transaction_operations_max: 1000,
         }
     }
 }

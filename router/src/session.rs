@@ -106,6 +106,9 @@ struct SessionState {
     /// than the Bind that continues it (RFC 4513 §5.2.1.4 has a client abort by sending
     /// anything else).
     sasl: RefCell<Option<op::sasl::scram::Pending>>,
+    /// The connection's open LDAP transaction (RFC 5805, `op::transaction`): dropped by a
+    /// Bind, and with the session.
+    txn: op::transaction::Slot,
 }
 
 /// Held by each spawned operation: releases its slot and its in-flight entry however the
@@ -177,6 +180,7 @@ impl Session {
             disconnected: Cell::new(false),
             must_change: Rc::default(),
             sasl: RefCell::new(None),
+            txn: op::transaction::Slot::default(),
         };
         Self {
             worker,
@@ -255,6 +259,15 @@ impl Session {
             {
                 self.cancel(arrival, request.request_value.as_deref())
             }
+            ProtocolOp::ExtendedRequest(request) if op::transaction::is_start(&request) => {
+                self.transaction_start(arrival, request.request_value.as_deref()).await
+            }
+            ProtocolOp::ExtendedRequest(request) if op::transaction::is_end(&request) => {
+                self.transaction_end(arrival, request.request_value.as_deref()).await
+            }
+            op if op::transaction::is_update(&op) && op::transaction::spec(controls.as_deref()).is_some() => {
+                self.transaction_queue(arrival, op, controls, pdu.len()).await
+            }
             op if op::is_request(&op) => self.spawn_operation(arrival, op, controls).await,
             _ => {
                 // A response PDU, or an op we don't know: RFC 4511 §4.1.1.
@@ -305,6 +318,8 @@ impl Session {
         });
         // Whatever this bind is, the exchange under way ends here or goes on from it.
         let pending = self.state.sasl.borrow_mut().take();
+        // As slapd: a Bind ends the connection's transaction (its End then names none).
+        self.state.txn.drop_open();
         if let Some(refusal) = refusal {
             ctx.respond(op::bind::response(refusal)).await;
         } else {
@@ -380,6 +395,65 @@ impl Session {
             ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
         });
         Flow::Continue
+    }
+
+    /// Start Transaction (RFC 5805, `op::transaction`): answered at once.
+    async fn transaction_start(&self, arrival: Arrival, value: Option<&[u8]>) -> Flow {
+        let ctx = self.arrived_context(&arrival);
+        let response = op::transaction::start(&self.state.txn, &ctx.identity, value);
+        ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+        Flow::Continue
+    }
+
+    /// An update with the Transaction Specification control: checked, queued and answered
+    /// at once.
+    async fn transaction_queue(
+        &self,
+        arrival: Arrival,
+        op: ProtocolOp,
+        controls: Option<Vec<Control>>,
+        pdu_bytes: usize,
+    ) -> Flow {
+        let ctx = self.arrived_context(&arrival);
+        let response = op::transaction::queue(&self.state.txn, &ctx, op, controls, pdu_bytes);
+        ctx.respond(response).await;
+        Flow::Continue
+    }
+
+    /// End Transaction: an abort or a refusal is answered at once; a commit runs on its own
+    /// task holding a slot (a Bind waits for it), while the connection reads on.
+    async fn transaction_end(&self, arrival: Arrival, value: Option<&[u8]>) -> Flow {
+        let ctx = self.arrived_context(&arrival);
+        let pending = match op::transaction::end(&self.state.txn, value) {
+            op::transaction::End::Answer(response) => {
+                ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+                return Flow::Continue;
+            }
+            op::transaction::End::Commit(pending) => pending,
+        };
+        let Ok(permit) = self.state.slots.clone().acquire_owned().await else {
+            return Flow::Close;
+        };
+        let guard = OpGuard {
+            state: self.state.clone(),
+            worker: self.worker.clone(),
+            message_id: arrival.message_id,
+            finished: false,
+            _permit: permit,
+        };
+        actix::spawn(async move {
+            let response = op::transaction::commit(&ctx, pending).await;
+            ctx.respond(ProtocolOp::ExtendedResponse(response)).await;
+            guard.finish();
+        });
+        Flow::Continue
+    }
+
+    /// The context of a request the session answers itself.
+    fn arrived_context(&self, arrival: &Arrival) -> OpContext {
+        let mut ctx = self.context(arrival.message_id, Arc::new(StopSignal::new()));
+        (ctx.kind, ctx.received, ctx.op_number) = (Some(arrival.kind), arrival.received, arrival.op_number);
+        ctx
     }
 
     /// StartTLS (RFC 4511 §4.14), refused as slapd refuses it: with a request value

@@ -185,6 +185,8 @@ pub struct Limits {
     /// Attributes in a search's list, an add, or a modify's changes; more gets
     /// adminLimitExceeded.
     pub attributes_per_request_max: usize,
+    /// Updates one LDAP transaction (RFC 5805) may queue; one more: adminLimitExceeded (11).
+    pub transaction_operations_max: usize,
     pub search_chunks_in_flight: usize,
     /// Matches one sorted search (RFC 2891) may collect; more: adminLimitExceeded (11).
     pub sort_entries_max: usize,
@@ -332,6 +334,7 @@ impl Limits {
                 filter_elements_max: self.filter_elements_max,
                 controls_per_request_max: self.controls_per_request_max,
                 attributes_per_request_max: self.attributes_per_request_max,
+                transaction_operations_max: self.transaction_operations_max,
             },
         })
     }
@@ -681,6 +684,7 @@ impl Limits {
             ("sort_sessions_per_connection_max", self.sort_sessions_per_connection_max as u64),
             ("sort_session_idle_s", self.sort_session_idle_s),
             ("sync_delete_log_max", self.sync_delete_log_max as u64),
+            ("transaction_operations_max", self.transaction_operations_max as u64),
         ] {
             if value == 0 {
                 anyhow::bail!("limits.{key} must be at least 1");
@@ -728,6 +732,7 @@ impl Default for Limits {
             filter_elements_max: 4096,
             controls_per_request_max: 32,
             attributes_per_request_max: 1024,
+            transaction_operations_max: 1000,
             search_chunks_in_flight: 4,
             sort_entries_max: 100_000,
             sync_delete_log_max: ferrodir_shard::DELETE_LOG_MAX_DEFAULT,
@@ -1006,6 +1011,17 @@ mod tests {
         );
         assert_eq!(config.authz_regexp.len(), 1);
         assert!(Config::parse("[tls]\ncert = \"x\"").is_err(), "unknown keys in [tls] are refused");
+    }
+
+    #[test]
+    fn transaction_operations_max_reaches_the_router_and_is_at_least_1() {
+        let config = Config::parse("[limits]\ntransaction_operations_max = 7").unwrap();
+        let limits = config.limits.resolve(&DnNormalizer::plain()).unwrap();
+        assert_eq!(limits.request.transaction_operations_max, 7);
+        assert_eq!(Config::default().limits.transaction_operations_max, 1000);
+        let error =
+            Config::parse("[limits]\ntransaction_operations_max = 0").map(|_| ()).unwrap_err().to_string();
+        assert!(error.contains("transaction_operations_max"), "{error}");
     }
 
     #[test]

@@ -129,7 +129,13 @@ impl Client {
     /// Sends `request` and collects its answer. Any transport failure marks the client
     /// broken; the caller opens a new one.
     pub fn call(&mut self, request: &Request) -> Reply {
-        match self.exchange(request) {
+        self.call_with_controls(request, &[])
+    }
+
+    /// [`Client::call`] with `controls` on the request (a Search carries its own: these are
+    /// added to them).
+    pub fn call_with_controls(&mut self, request: &Request, controls: &[Control]) -> Reply {
+        match self.exchange(request, controls) {
             Ok(reply) => reply,
             Err(why) => {
                 self.broken = true;
@@ -138,14 +144,15 @@ impl Client {
         }
     }
 
-    fn exchange(&mut self, request: &Request) -> Result<Reply, String> {
+    fn exchange(&mut self, request: &Request, extra: &[Control]) -> Result<Reply, String> {
         let id = self.next_id;
         self.next_id += 1;
-        let controls = match request {
-            Request::Search(search) => search.controls.as_slice(),
-            _ => &[],
+        let mut controls = match request {
+            Request::Search(search) => search.controls.clone(),
+            _ => Vec::new(),
         };
-        let pdu = encode_message(id, &encode_request(request), controls);
+        controls.extend_from_slice(extra);
+        let pdu = encode_message(id, &encode_request(request), &controls);
         self.stream.write_all(&pdu).map_err(|e| format!("write: {e}"))?;
         let deadline = Instant::now() + OP_DEADLINE;
         let mut entries = Vec::new();

@@ -36,6 +36,7 @@ mod scripts;
 mod servers;
 mod sort;
 mod syncrepl;
+mod transactions;
 mod unique;
 mod write_controls;
 

@@ -44,6 +44,7 @@ mod sort;
 mod syncrepl;
 mod systemd;
 mod tls;
+mod transactions;
 mod unique;
 mod verify;
 mod write_controls;

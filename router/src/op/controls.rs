@@ -16,6 +16,10 @@ use ferrodir_proto::ResultCode;
 /// no referral objects, so every operation already behaves as the control asks.
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
 
+/// RFC 5805 §2.2: the Transaction Specification control (`op::transaction`, which takes
+/// its OID from here so that this module stays a leaf).
+pub const TXN_SPEC_OID: &str = "1.3.6.1.1.21.2";
+
 /// Controls this server honours; advertised in the rootDSE's supportedControl. The Password
 /// Policy control is answered on Bind (`op::bind`); elsewhere it is accepted and, for now,
 /// answered with nothing.
@@ -32,6 +36,7 @@ pub const SUPPORTED: &[&str] = &[
     RELAX_OID,
     DONT_USE_COPY_OID,
     crate::op::proxy_authz::PROXY_AUTHZ_OID,
+    TXN_SPEC_OID,
 ];
 
 /// Of those, the ones that only mean something on a search: critical on another operation,
@@ -41,6 +46,10 @@ const SEARCH_ONLY: &[&str] = &[PAGED_RESULTS_OID, SORT_REQUEST_OID, VLV_REQUEST_
 /// And the ones that only mean something on a write (RFC 4527's reads, the relax rules):
 /// critical on a Search, refused.
 const WRITE_ONLY: &[&str] = &[PRE_READ_OID, POST_READ_OID, RELAX_OID];
+
+/// Controls the session takes before any check (the transaction's, on an update: the
+/// update is queued, `op::transaction`): on any other request, refused as unknown (slapd).
+const SESSION_ONLY: &[&str] = &[TXN_SPEC_OID];
 
 /// Controls that never apply to a Bind: critical there, refused as unknown (slapd).
 const NOT_ON_BIND: &[&str] = &[crate::op::proxy_authz::PROXY_AUTHZ_OID];
@@ -67,6 +76,7 @@ pub fn check(controls: Option<&[Control]>, search: bool) -> Option<LdapResult> {
     let unsupported = controls?.iter().find(|c| {
         c.criticality
             && (!named(SUPPORTED, c)
+                || named(SESSION_ONLY, c)
                 || (!search && named(SEARCH_ONLY, c))
                 || (search && named(WRITE_ONLY, c)))
     })?;
@@ -98,6 +108,8 @@ mod tests {
         assert!(check(Some(&[control(PAGED_RESULTS_OID, true)]), true).is_none());
         assert!(check(Some(&[control(PAGED_RESULTS_OID, false)]), false).is_none());
         assert!(check(Some(&[control(PAGED_RESULTS_OID, true)]), false).is_some());
+        assert!(check(Some(&[control(TXN_SPEC_OID, true)]), false).is_some());
+        assert!(check(Some(&[control(TXN_SPEC_OID, false)]), true).is_none());
         let refusal = check(Some(&[control("1.2.3", true)]), true).unwrap();
         assert_eq!(refusal.result_code, ferrodir_proto::ResultCode::UNAVAILABLE_CRITICAL_EXTENSION);
     }

@@ -15,7 +15,14 @@ pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
 pub const WHO_AM_I_OID: &str = "1.3.6.1.4.1.4203.1.11.3";
 
 /// Extended operations advertised in the rootDSE whatever the configuration.
-pub const SUPPORTED: &[&str] = &[PASSWORD_MODIFY_OID, WHO_AM_I_OID, crate::op::cancel::CANCEL_OID];
+pub const SUPPORTED: &[&str] = &[
+    PASSWORD_MODIFY_OID,
+    WHO_AM_I_OID,
+    crate::op::cancel::CANCEL_OID,
+    // RFC 5805, answered by the session (`op::transaction`).
+    crate::op::transaction::START_OID,
+    crate::op::transaction::END_OID,
+];
 
 /// Extended operations advertised in the rootDSE: [`SUPPORTED`], and StartTLS (handled by
 /// the session, since it changes the connection) when a certificate is configured.

@@ -23,6 +23,7 @@ pub mod search;
 pub mod sort;
 pub mod stored_password;
 pub mod syncrepl;
+pub mod transaction;
 pub(crate) mod unique;
 pub mod write_controls;
 

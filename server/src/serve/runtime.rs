@@ -141,6 +141,7 @@ async fn run(
         audit: std::mem::take(&mut prepared.audit_queues),
     };
     start_workers(&config, &store, &prepared, &started, queues, &threads.workers).await?;
+    recover_transactions(&threads.workers).await?;
     start_replication(&config, &store, &threads.workers, &prepared.metrics);
     // Bound before the listening line, so that whoever waits for that line can use it.
     let builder = Arc::new(crate::serve::indexing::IndexBuilder::new(
@@ -449,6 +450,31 @@ struct Started {
     shards: Vec<Addr<ShardActor>>,
     coordinator: Addr<Coordinator>,
     scans: ScanPool,
+}
+
+/// Rolls back, on the first worker's thread, the LDAP transactions whose commit a crash
+/// interrupted (`op::transaction::recover`), before the server listens.
+async fn recover_transactions(arbiters: &[Arbiter]) -> anyhow::Result<()> {
+    let Some(arbiter) = arbiters.first() else { return Ok(()) };
+    let (tx, rx) = oneshot::channel();
+    // The closure is sent to the worker; the recovery's future stays there.
+    arbiter.spawn_fn(move || {
+        actix::spawn(async move {
+            let result = match WORKER.with(|slot| slot.borrow().clone()) {
+                Some(worker) => {
+                    ferrodir_router::recover_transactions(worker).await.map_err(|e| e.to_string())
+                }
+                None => Ok(0),
+            };
+            let _ = tx.send(result);
+        });
+    });
+    let rolled_back =
+        rx.await.context("worker thread died")?.map_err(|e| anyhow::anyhow!("transaction recovery: {e}"))?;
+    if rolled_back > 0 {
+        tracing::warn!(rolled_back, "rolled back transactions a crash interrupted");
+    }
+    Ok(())
 }
 
 /// A worker on each shard's thread, around the shard core started there.
