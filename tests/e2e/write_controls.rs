@@ -201,7 +201,17 @@ fn dont_use_copy_on_a_replica_refers_to_the_provider() {
     let (rc, out, _) = run(&server, "ldapsearch", ROOT, &search, None);
     assert_eq!(rc, 10, "a referral: {out}");
     assert!(out.contains("ldap://provider.example.com"), "{out}");
-    assert_eq!(run(&server, "ldapsearch", ROOT, &search[..4].iter().chain(&["1.1"]).copied().collect::<Vec<_>>(), None).0, 0);
+    assert_eq!(
+        run(
+            &server,
+            "ldapsearch",
+            ROOT,
+            &search[..4].iter().chain(&["1.1"]).copied().collect::<Vec<_>>(),
+            None
+        )
+        .0,
+        0
+    );
     let outside = ["-b", "dc=example,dc=com", "-s", "base", "-E", "!dontUseCopy", "1.1"];
     assert_eq!(run(&server, "ldapsearch", ROOT, &outside, None).0, 0, "not replicated here");
 }

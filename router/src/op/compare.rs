@@ -37,6 +37,13 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
             entry.attrs.push(Attribute::new("memberOf", values));
         }
     }
+    if !special && config.rules.get(desc).is_some_and(|r| r.canonical == "member") {
+        // A dynamic group's computed members (op::dynlist), as slapd's dynlist compares.
+        let values = crate::op::dynlist::compare_values(ctx, &subject, &entry).await?;
+        if !values.is_empty() {
+            entry.attrs.push(Attribute::new("member", values));
+        }
+    }
     if let Some(filter) = crate::op::write_controls::WriteControls::of(ctx)?.assertion {
         // RFC 4528 on a Compare: the target must match, or assertionFailed.
         let holds = match special {

@@ -35,6 +35,7 @@ use ferrodir_shard::{AttrSelection, Scope};
 
 use crate::error::LdapResultOf;
 use crate::op::context::OpContext;
+use crate::op::dynlist;
 use crate::op::paged::{self, Paging};
 use crate::op::parse_dn;
 use crate::op::read::Target;
@@ -161,6 +162,12 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         }
     }
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
+    // Dynamic groups' member values, computed as their entries go out (op::dynlist).
+    let expansion = match mode {
+        Mode::Stream | Mode::Paged(_) => dynlist::Expansion::prepare(ctx, &authorized.subject, &mut attrs),
+        _ => None,
+    };
+    let expansion = expansion.as_ref();
     let paging = match mode {
         Mode::Paged(paging) => Some(paging),
         _ => None,
@@ -183,17 +190,17 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     if let Some(followed) = followed.filter(|f| f.scopes != [target.scope]) {
         // Scopes beyond the search's own: streamed only (aliases::refusal says why).
         return match mode {
-            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds).await,
+            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds, expansion).await,
             _ => Err(aliases::refusal()),
         };
     }
     match (mode, position) {
         (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds).await,
         (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {
-            paged::page(ctx, &target, &bounds, position, paging).await
+            paged::page(ctx, &target, &bounds, position, paging, expansion).await
         }
         // A paged base search: the one entry goes out with the first page.
         (Mode::Paged(_), Some(position)) if position.after.is_some() => Ok(LdapResult::success()),
-        _ => stream::send(ctx, &target, &bounds).await,
+        _ => stream::send(ctx, &target, &bounds, expansion).await,
     }
 }

@@ -1,0 +1,354 @@
+//! Dynamic groups, as slapd 2.5's slapo-dynlist with `dynlist-attrset groupOfURLs memberURL
+//! member`: a `groupOfURLs` entry read by a Search or a Compare shows `member` with the DNs
+//! of the entries its memberURLs (`ldap:///BASE??SCOPE?FILTER`, [`url`]) select. The values
+//! are computed when the entry is read, never stored.
+//!
+//! A stage of the search pipeline, after the read: [`Expanding`] wraps the mode's sink
+//! (stream, page) and rewrites each group entry's PDU before the sink takes it. Each
+//! memberURL is a search of its own through `op::read` (the same plan, scatter and gather
+//! as any search, inline or on the pool, every shard), under the requester's access rules:
+//! a base it may not search, or an entry it may not see, adds no member, as slapd runs
+//! dynlist's internal searches as the requester. The matches are collected in a plain sink,
+//! so a memberURL that selects another dynamic group adds that group's DN and never expands
+//! it (dynlist without nesting).
+//!
+//! Bounded: at most `[dynlist] members_max` members per group (their DNs are held while the
+//! entry is rewritten) and [`MEMBER_URLS_MAX`] memberURLs per entry; past either, the
+//! operation ends with adminLimitExceeded (11).
+//!
+//! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): memberOf of the selected
+//! entries, `(member=DN)` filters matching dynamic members, and `by group=` access rules
+//! seeing them; a sorted or VLV search, a typesOnly search and a syncrepl search return the
+//! group entry without computed members.
+
+mod url;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrodir_proto::message::{decode_message, encode_message, PartialAttribute, ProtocolOp, SearchScope};
+use ferrodir_proto::ResultCode;
+use ferrodir_shard::{AttrSelection, Plan, Planner, Probe, StopReason, TypeSet};
+
+use crate::access::{self, Subject};
+use crate::acl::view::{Region, RegionKind};
+use crate::error::{LdapError, LdapResultOf};
+use crate::op::context::OpContext;
+use crate::op::read::{self, Flow, Gathered, Sink, Target};
+
+pub(crate) use url::MemberUrl;
+
+/// The most memberURL values one entry may hold and have expanded; one more is
+/// adminLimitExceeded. Each is a search, so this bounds the work one entry can ask for.
+pub const MEMBER_URLS_MAX: usize = 64;
+
+/// The class that makes an entry a dynamic group, and its OID.
+const GROUP_CLASS: &str = "groupofurls";
+const GROUP_CLASS_OID: &str = "2.16.840.1.113730.3.2.33";
+/// Canonical names (the rule table's) of the URL and the computed attribute.
+const URL_TYPE: &str = "memberurl";
+const MEMBER_TYPE: &str = "member";
+const CLASS_TYPE: &str = "objectclass";
+
+/// A search's dynlist stage: who reads, and which types the stage added to the selection
+/// (to be taken out again before the entry is sent).
+pub(crate) struct Expansion {
+    subject: Subject,
+    strip: Vec<String>,
+}
+
+impl Expansion {
+    /// The stage for a search selecting `attrs`, if it needs one: the selection names
+    /// `member` (or all user attributes), values are asked for, and some shard may hold a
+    /// groupOfURLs entry. Widens `attrs` with objectClass and memberURL when they are not
+    /// selected, so that group entries can be recognised and expanded.
+    pub fn prepare(ctx: &OpContext, subject: &Subject, attrs: &mut AttrSelection) -> Option<Self> {
+        let selects = |attrs: &AttrSelection, name: &str| attrs.all_user || attrs.names.contains(name);
+        if attrs.types_only || attrs.sort.is_some() || !selects(attrs, MEMBER_TYPE) || !groups_may_exist(ctx)
+        {
+            return None;
+        }
+        let mut strip = Vec::new();
+        for name in [CLASS_TYPE, URL_TYPE] {
+            if !selects(attrs, name) {
+                attrs.names.insert(name.to_string());
+                strip.push(name.to_string());
+            }
+        }
+        Some(Self { subject: subject.clone(), strip })
+    }
+
+    /// `pdus` with each dynamic group's member values added (and the types the stage added
+    /// taken out again).
+    pub async fn expand(&self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Vec<Bytes>> {
+        let mut out = Vec::with_capacity(pdus.len());
+        for pdu in pdus {
+            out.push(self.expand_one(ctx, pdu).await?);
+        }
+        Ok(out)
+    }
+
+    async fn expand_one(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
+        let Ok(mut message) = decode_message(&pdu) else { return Ok(pdu) };
+        let ProtocolOp::SearchResultEntry(entry) = &mut message.protocol_op else { return Ok(pdu) };
+        let rules = &ctx.config.rules;
+        let canonical = |a: &PartialAttribute| {
+            std::str::from_utf8(&a.r#type).ok().and_then(|name| rules.get(name)).map(|r| r.canonical.clone())
+        };
+        let is_group =
+            entry.attributes.iter().filter(|a| canonical(a).as_deref() == Some(CLASS_TYPE)).any(|a| {
+                a.vals.iter().any(|v| {
+                    v.eq_ignore_ascii_case(GROUP_CLASS.as_bytes()) || v.as_ref() == GROUP_CLASS_OID.as_bytes()
+                })
+            });
+        if !is_group && self.strip.is_empty() {
+            return Ok(pdu);
+        }
+        let urls: Vec<String> = entry
+            .attributes
+            .iter()
+            .filter(|a| canonical(a).as_deref() == Some(URL_TYPE))
+            .flat_map(|a| a.vals.iter())
+            .filter_map(|v| std::str::from_utf8(v).ok().map(str::to_owned))
+            .collect();
+        let group_dn = String::from_utf8_lossy(&entry.object_name).into_owned();
+        let members = match is_group && !urls.is_empty() {
+            true => self.members_shown(ctx, &group_dn, &urls).await?,
+            false => Vec::new(),
+        };
+        entry.attributes.retain(|a| canonical(a).is_none_or(|c| !self.strip.contains(&c)));
+        if !members.is_empty() {
+            add_members(entry, members, &canonical);
+        }
+        let encoded = encode_message(&message).map_err(|e| LdapError::internal(format!("dynlist: {e}")))?;
+        Ok(Bytes::from(encoded))
+    }
+
+    /// The computed members of the group `group_dn`, if the requester may read its member
+    /// attribute (slapd's dynlist checks read access to it too).
+    async fn members_shown(
+        &self,
+        ctx: &OpContext,
+        group_dn: &str,
+        urls: &[String],
+    ) -> LdapResultOf<Vec<String>> {
+        let config = &ctx.config;
+        let Ok(dn) = config.dn_rules().parse(group_dn) else { return Ok(Vec::new()) };
+        if !self.subject.is_root() {
+            let entry = match crate::resolve::locate(&ctx.worker, &dn).await {
+                Ok(located) => access::entry_for_rules(ctx, &self.subject, located.id).await?,
+                Err(_) => None,
+            };
+            let level = access::level(
+                config,
+                &self.subject,
+                &dn,
+                entry.as_ref(),
+                crate::acl::rule::Attr::Type(MEMBER_TYPE),
+            );
+            if level < crate::acl::Level::Read {
+                return Ok(Vec::new());
+            }
+        }
+        members(ctx, &self.subject, urls).await
+    }
+}
+
+/// Adds `members` to the entry's member attribute (after any stored values, without
+/// repeating one), as slapd's dynlist appends them.
+fn add_members(
+    entry: &mut ferrodir_proto::message::SearchResultEntry,
+    members: Vec<String>,
+    canonical: &dyn Fn(&PartialAttribute) -> Option<String>,
+) {
+    match entry.attributes.iter_mut().find(|a| canonical(a).as_deref() == Some(MEMBER_TYPE)) {
+        Some(stored) => {
+            let have: HashSet<Vec<u8>> = stored.vals.iter().map(|v| v.to_ascii_lowercase()).collect();
+            for member in members {
+                if !have.contains(&member.to_ascii_lowercase().into_bytes()) {
+                    stored.vals.push(member.into_bytes().into());
+                }
+            }
+        }
+        None => entry.attributes.push(PartialAttribute {
+            r#type: Bytes::from_static(b"member").into(),
+            vals: members.into_iter().map(|m| m.into_bytes().into()).collect(),
+        }),
+    }
+}
+
+/// The DNs (as stored) of the entries `urls` select that `subject` may see, each once, in
+/// the order found; adminLimitExceeded past `[dynlist] members_max` or [`MEMBER_URLS_MAX`].
+pub(crate) async fn members(
+    ctx: &OpContext,
+    subject: &Subject,
+    urls: &[String],
+) -> LdapResultOf<Vec<String>> {
+    if urls.len() > MEMBER_URLS_MAX {
+        return Err(LdapError::new(
+            ResultCode::ADMIN_LIMIT_EXCEEDED,
+            format!("dynamic group has more than {MEMBER_URLS_MAX} memberURL values"),
+        ));
+    }
+    let mut found =
+        Collect { max: ctx.config.dynlist.members_max, seen: HashSet::new(), dns: Vec::new(), over: false };
+    for text in urls {
+        let Some(url) = url::parse(text) else { continue };
+        select(ctx, subject, &url, &mut found).await?;
+        if found.over {
+            break;
+        }
+    }
+    if found.over {
+        return Err(LdapError::new(
+            ResultCode::ADMIN_LIMIT_EXCEEDED,
+            format!("dynamic group has more than {} members ([dynlist] members_max)", found.max),
+        ));
+    }
+    Ok(found.dns)
+}
+
+/// Adds to `found` the entries one memberURL selects: a search of its own, through
+/// op::read, as the requester. A base that is missing, outside the directory or not
+/// searchable by the requester selects nothing.
+async fn select(
+    ctx: &OpContext,
+    subject: &Subject,
+    url: &MemberUrl,
+    found: &mut Collect,
+) -> LdapResultOf<()> {
+    let config = &ctx.config;
+    let Ok(base) = config.dn_rules().parse(&url.base) else { return Ok(()) };
+    if base.is_root() {
+        return Ok(());
+    }
+    let Ok(located) = crate::resolve::locate(&ctx.worker, &base).await else { return Ok(()) };
+    let base_entry = access::entry_for_rules(ctx, subject, located.id).await?;
+    if access::base_refusal(access::entry_access(config, subject, &base, base_entry.as_ref())).is_some() {
+        return Ok(());
+    }
+    let mut attrs = AttrSelection::from_request(&["1.1"], false, &config.rules, &config.schema);
+    let region = config.access_rules.uses_dns().then(|| Region { base, kind: region_kind(url.scope) });
+    if !access::restrict_search(ctx, subject, region.as_ref(), located.id, &mut attrs).await {
+        return Ok(());
+    }
+    let mut filter = url.filter.clone();
+    crate::op::memberof::prepare(ctx, subject, &mut filter, &mut attrs).await?;
+    let target = Target {
+        skeleton: ctx.worker.skeleton(),
+        scope: read::scope(url.scope, located.id),
+        filter: Arc::new(filter),
+        attrs: Arc::new(attrs),
+    };
+    let class = ctx.config.limits_for(&ctx.identity);
+    match read::read(ctx, &target, class, None, found).await? {
+        Gathered::All { .. } | Gathered::Stopped => Ok(()),
+        Gathered::TimeLimit => Err(LdapError::new(ResultCode::TIME_LIMIT_EXCEEDED, "")),
+        Gathered::Cancelled => Ok(()),
+    }
+}
+
+fn region_kind(scope: SearchScope) -> RegionKind {
+    match scope {
+        SearchScope::BaseObject => RegionKind::Base,
+        SearchScope::SingleLevel => RegionKind::One,
+        SearchScope::WholeSubtree => RegionKind::Subtree,
+        SearchScope::SubordinateSubtree => RegionKind::Children,
+    }
+}
+
+/// Whether some shard may hold a groupOfURLs entry: false when every shard's Bloom filter
+/// says none holds `objectClass: groupOfURLs`, so a directory without dynamic groups pays
+/// nothing for this stage.
+fn groups_may_exist(ctx: &OpContext) -> bool {
+    let config = &ctx.config;
+    let Ok(filter) = ferrodir_proto::filter::parse_filter("(objectClass=groupOfURLs)") else { return true };
+    let unsearchable = TypeSet::default();
+    let planner = Planner { indexes: &config.indexes, rules: &config.rules, unsearchable: &unsearchable };
+    let plan = planner.plan(&filter);
+    let Some(key) = plan.as_ref().and_then(Plan::required_equality) else { return true };
+    let probe = Probe::new(key);
+    (0..ctx.worker.shard_count())
+        .any(|s| config.blooms.get(s).is_none_or(|bloom| bloom.may_contain_probe(&probe)))
+}
+
+/// The member searches' sink: each selected entry's DN once (by its normalised form), at
+/// most `max`.
+struct Collect {
+    max: usize,
+    seen: HashSet<Vec<String>>,
+    dns: Vec<String>,
+    over: bool,
+}
+
+impl Sink for Collect {
+    async fn take(&mut self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+        for pdu in &pdus {
+            let Ok(message) = decode_message(pdu) else { continue };
+            let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { continue };
+            let Ok(text) = std::str::from_utf8(&entry.object_name) else { continue };
+            let Ok(dn) = ctx.config.dn_rules().parse(text) else { continue };
+            if !self.seen.insert(dn.rdns) {
+                continue;
+            }
+            if self.dns.len() >= self.max {
+                self.over = true;
+                return Ok(Flow::Stop(StopReason::SizeLimit));
+            }
+            self.dns.push(text.to_owned());
+        }
+        Ok(Flow::More)
+    }
+}
+
+/// A sink with the dynlist stage in front: each batch is expanded, then handed on.
+pub(crate) struct Expanding<'a, S> {
+    pub inner: &'a mut S,
+    pub expansion: Option<&'a Expansion>,
+}
+
+impl<S: Sink> Sink for Expanding<'_, S> {
+    async fn take(&mut self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+        let pdus = match self.expansion {
+            Some(expansion) if !pdus.is_empty() => expansion.expand(ctx, pdus).await?,
+            _ => pdus,
+        };
+        self.inner.take(ctx, pdus).await
+    }
+
+    async fn take_base(&mut self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<()> {
+        let pdu = match self.expansion {
+            Some(expansion) => expansion.expand_one(ctx, pdu).await?,
+            None => pdu,
+        };
+        self.inner.take_base(ctx, pdu).await
+    }
+
+    fn room(&self) -> Option<usize> {
+        self.inner.room()
+    }
+}
+
+/// The member values of the entry `dn` a Compare reads, when it is a dynamic group:
+/// computed as a search shows them.
+pub(crate) async fn compare_values(
+    ctx: &OpContext,
+    subject: &Subject,
+    entry: &ferrodir_proto::entry::Entry,
+) -> LdapResultOf<Vec<Vec<u8>>> {
+    if !ferrodir_shard::has_class(&ctx.config.rules, entry, GROUP_CLASS.as_bytes()) {
+        return Ok(Vec::new());
+    }
+    let urls: Vec<String> = entry
+        .attrs
+        .iter()
+        .filter(|a| ctx.config.rules.get(&a.name).is_some_and(|r| r.canonical == URL_TYPE))
+        .flat_map(|a| a.values.iter())
+        .filter_map(|v| std::str::from_utf8(v).ok().map(str::to_owned))
+        .collect();
+    if urls.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(members(ctx, subject, &urls).await?.into_iter().map(String::into_bytes).collect())
+}
