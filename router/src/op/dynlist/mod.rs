@@ -16,11 +16,13 @@
 //! entry is rewritten) and [`MEMBER_URLS_MAX`] memberURLs per entry; past either, the
 //! operation ends with adminLimitExceeded (11).
 //!
+//! `(member=DN)` and `(member=*)` filters match dynamic groups too ([`filter`]).
+//!
 //! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): memberOf of the selected
-//! entries, `(member=DN)` filters matching dynamic members, and `by group=` access rules
-//! seeing them; a sorted or VLV search, a typesOnly search and a syncrepl search return the
+//! entries, and `by group=` access rules seeing dynamic members; a sorted or VLV search, a typesOnly search and a syncrepl search return the
 //! group entry without computed members.
 
+mod filter;
 mod url;
 
 use std::collections::HashSet;
@@ -37,6 +39,7 @@ use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
 use crate::op::read::{self, Flow, Gathered, Sink, Target};
 
+pub(crate) use filter::prepare as prepare_filter;
 pub(crate) use url::MemberUrl;
 
 /// The most memberURL values one entry may hold and have expanded; one more is
@@ -191,8 +194,7 @@ pub(crate) async fn members(
             format!("dynamic group has more than {MEMBER_URLS_MAX} memberURL values"),
         ));
     }
-    let mut found =
-        Collect { max: ctx.config.dynlist.members_max, seen: HashSet::new(), dns: Vec::new(), over: false };
+    let mut found = Collect::new(ctx.config.dynlist.members_max);
     for text in urls {
         let Some(url) = url::parse(text) else { continue };
         select(ctx, subject, &url, &mut found).await?;
@@ -280,6 +282,12 @@ struct Collect {
     seen: HashSet<Vec<String>>,
     dns: Vec<String>,
     over: bool,
+}
+
+impl Collect {
+    fn new(max: usize) -> Self {
+        Self { max, seen: HashSet::new(), dns: Vec::new(), over: false }
+    }
 }
 
 impl Sink for Collect {

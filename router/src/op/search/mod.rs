@@ -162,7 +162,9 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         }
     }
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
-    // Dynamic groups' member values, computed as their entries go out (op::dynlist).
+    // Dynamic groups: member assertions see their members; their member values are
+    // computed as their entries go out (op::dynlist).
+    dynlist::prepare_filter(ctx, &authorized.subject, &mut request.filter).await?;
     let expansion = match mode {
         Mode::Stream | Mode::Paged(_) => dynlist::Expansion::prepare(ctx, &authorized.subject, &mut attrs),
         _ => None,
