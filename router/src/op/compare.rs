@@ -37,11 +37,14 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
             entry.attrs.push(Attribute::new("memberOf", values));
         }
     }
+    let mut dynamic_group = false;
     if !special && config.rules.get(desc).is_some_and(|r| r.canonical == "member") {
         // A dynamic group's computed members (op::dynlist), as slapd's dynlist compares.
-        let values = crate::op::dynlist::compare_values(ctx, &subject, &entry).await?;
-        if !values.is_empty() {
-            entry.attrs.push(Attribute::new("member", values));
+        if let Some(values) = crate::op::dynlist::compare_values(ctx, &subject, &entry).await? {
+            dynamic_group = true;
+            if !values.is_empty() {
+                entry.attrs.push(Attribute::new("member", values));
+            }
         }
     }
     if let Some(filter) = crate::op::write_controls::WriteControls::of(ctx)?.assertion {
@@ -94,7 +97,7 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         .filter(|a| has_options(&a.name, &options))
         .flat_map(|a| a.values.iter())
         .peekable();
-    if values.peek().is_none() {
+    if values.peek().is_none() && !dynamic_group {
         return Err(LdapError::new(ResultCode::NO_SUCH_ATTRIBUTE, ""));
     }
     if values.any(|v| matching::normalize(rule, v, dn_rules).as_deref() == Some(&assertion)) {

@@ -338,15 +338,17 @@ impl<S: Sink> Sink for Expanding<'_, S> {
     }
 }
 
-/// The member values of the entry `dn` a Compare reads, when it is a dynamic group:
-/// computed as a search shows them.
+/// The member values of `entry` a Compare reads, when it is a dynamic group (a groupOfURLs
+/// with memberURLs): computed as a search shows them. None: not a dynamic group. On a
+/// dynamic group slapd's dynlist answers compareFalse, never noSuchAttribute, when no value
+/// matches, even with no members at all; the caller does the same.
 pub(crate) async fn compare_values(
     ctx: &OpContext,
     subject: &Subject,
     entry: &ferrodir_proto::entry::Entry,
-) -> LdapResultOf<Vec<Vec<u8>>> {
+) -> LdapResultOf<Option<Vec<Vec<u8>>>> {
     if !ferrodir_shard::has_class(&ctx.config.rules, entry, GROUP_CLASS.as_bytes()) {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let urls: Vec<String> = entry
         .attrs
@@ -356,7 +358,7 @@ pub(crate) async fn compare_values(
         .filter_map(|v| std::str::from_utf8(v).ok().map(str::to_owned))
         .collect();
     if urls.is_empty() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
-    Ok(members(ctx, subject, &urls).await?.into_iter().map(String::into_bytes).collect())
+    Ok(Some(members(ctx, subject, &urls).await?.into_iter().map(String::into_bytes).collect()))
 }
