@@ -242,3 +242,97 @@ fn dynlist_matches_slapd() {
         .collect();
     assert!(differences.is_empty(), "dynlist differs from slapd:\n{}", differences.join("\n"));
 }
+
+/// Access rules naming a dynamic group, against slapd: `group/groupOfURLs/memberURL=` counts
+/// the entries its memberURLs select (slapd's backend_group evaluates URL-valued groups); a
+/// plain `group=` (groupOfNames/member) does not count a dynamic group's computed members.
+#[test]
+fn dynamic_groups_in_access_rules_match_slapd() {
+    let vault = |n: u8| format!("ou=vault{n},{SUFFIX}");
+    let group = format!("cn=staff,{}", groups());
+    let slapd_access = vec![
+        format!(
+            "access to dn.subtree=\"{}\" by group/groupOfURLs/memberURL=\"{group}\" read by * none",
+            vault(1)
+        ),
+        format!("access to dn.subtree=\"{}\" by group=\"{group}\" read by * none", vault(2)),
+        "access to * by * read".to_string(),
+    ];
+    let ferrodir_access = format!(
+        "[[access_rules]]\nto = 'dn.subtree=\"{}\"'\nby = ['group/groupOfURLs/memberURL=\"{group}\" read', '* none']\n\
+         [[access_rules]]\nto = 'dn.subtree=\"{}\"'\nby = ['group=\"{group}\" read', '* none']\n\
+         [[access_rules]]\nto = '*'\nby = ['* read']\n",
+        vault(1),
+        vault(2)
+    );
+    let slapd = servers::start_slapd_with_overlay_and_access(
+        "dynlist",
+        "overlay dynlist\ndynlist-attrset groupOfURLs memberURL member\n",
+        &slapd_access,
+    );
+    let ferrodir = servers::start_ferrodir_with(None, &ferrodir_access);
+    let v = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<HashSet<String>>();
+    let mut answers: Vec<Vec<String>> = Vec::new();
+    for server in [&slapd, &ferrodir] {
+        let mut conn = connect(server, true);
+        let mut add = |dn: String, attrs: Vec<(&str, HashSet<String>)>| {
+            let attrs: Vec<(String, HashSet<String>)> =
+                attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let rc =
+                conn.with_timeout(Duration::from_secs(10)).add(&dn, attrs).map(|r| r.rc).unwrap_or(u32::MAX);
+            assert_eq!(rc, 0, "add {dn}");
+        };
+        add(
+            SUFFIX.to_string(),
+            vec![
+                ("objectClass", v(&["dcObject", "organization"])),
+                ("dc", v(&["example"])),
+                ("o", v(&["x"])),
+            ],
+        );
+        for ou in ["people", "groups", "vault1", "vault2"] {
+            add(
+                format!("ou={ou},{SUFFIX}"),
+                vec![("objectClass", v(&["organizationalUnit"])), ("ou", v(&[ou]))],
+            );
+        }
+        for (uid, kind) in [("alice", "staff"), ("bob", "guest")] {
+            add(
+                format!("uid={uid},{}", people()),
+                vec![
+                    ("objectClass", v(&["inetOrgPerson"])),
+                    ("uid", v(&[uid])),
+                    ("cn", v(&[uid])),
+                    ("sn", v(&[uid])),
+                    ("employeeType", v(&[kind])),
+                    ("userPassword", v(&[uid])),
+                ],
+            );
+        }
+        add(
+            group.clone(),
+            vec![
+                ("objectClass", v(&["groupOfURLs"])),
+                ("cn", v(&["staff"])),
+                ("memberURL", v(&[&format!("ldap:///{}??one?(employeeType=staff)", people())])),
+            ],
+        );
+        let mut answer = Vec::new();
+        for uid in ["alice", "bob"] {
+            let settings = LdapConnSettings::new().set_conn_timeout(Duration::from_secs(10));
+            let mut user =
+                LdapConn::with_settings(settings, &format!("ldap://{}", server.addr)).expect("connect");
+            let bound =
+                user.simple_bind(&format!("uid={uid},{}", people()), uid).map(|r| r.rc).unwrap_or(u32::MAX);
+            assert_eq!(bound, 0, "bind as {uid}");
+            for n in [1, 2] {
+                let found = search(&mut user, &vault(n), Scope::Base, "(objectClass=*)", &["1.1"]);
+                answer.push(format!("{uid} vault{n}: {:?}", found.map(|f| f.len())));
+            }
+        }
+        answers.push(answer);
+    }
+    // slapd lets alice (selected by the memberURL) into vault1 and nobody into vault2.
+    assert!(answers[0].contains(&"alice vault1: Ok(1)".to_string()), "slapd: {:?}", answers[0]);
+    assert_eq!(answers[0], answers[1], "slapd, then ferrodir");
+}

@@ -126,14 +126,7 @@ async fn selects_dn(
     dn: &NormDn,
 ) -> LdapResultOf<bool> {
     for url in urls {
-        let Ok(base) = ctx.config.dn_rules().parse(&url.base) else { continue };
-        let in_scope = match url.scope {
-            SearchScope::BaseObject => dn.same_entry(&base),
-            SearchScope::SingleLevel => dn.depth_below(&base) == Some(1),
-            SearchScope::WholeSubtree => dn.is_descendant_or_self_of(&base),
-            SearchScope::SubordinateSubtree => dn.depth_below(&base).is_some_and(|d| d >= 1),
-        };
-        if !in_scope {
+        if !url.selects_dn(ctx.config.dn_rules(), dn) {
             continue;
         }
         let probe =

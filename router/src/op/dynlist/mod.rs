@@ -18,10 +18,14 @@
 //!
 //! `(member=DN)` and `(member=*)` filters match dynamic groups too ([`filter`]).
 //!
+//! `by group/groupOfURLs/memberURL=` access rules count a dynamic group's members ([`acl`]);
+//! a plain `by group=` does not, as in slapd.
+//!
 //! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): memberOf of the selected
-//! entries, and `by group=` access rules seeing dynamic members; a sorted or VLV search, a typesOnly search and a syncrepl search return the
+//! entries; a sorted or VLV search, a typesOnly search and a syncrepl search return the
 //! group entry without computed members.
 
+mod acl;
 mod filter;
 mod url;
 
@@ -39,6 +43,7 @@ use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
 use crate::op::read::{self, Flow, Gathered, Sink, Target};
 
+pub(crate) use acl::is_dynamic_member;
 pub(crate) use filter::prepare as prepare_filter;
 pub(crate) use url::MemberUrl;
 

@@ -16,6 +16,23 @@ pub(crate) struct MemberUrl {
     pub filter: Filter,
 }
 
+impl MemberUrl {
+    /// Whether `dn` is in this URL's scope (its filter aside). False when the base is no DN.
+    pub fn selects_dn(
+        &self,
+        dn_rules: &ferrodir_proto::schema::DnNormalizer,
+        dn: &ferrodir_proto::NormDn,
+    ) -> bool {
+        let Ok(base) = dn_rules.parse(&self.base) else { return false };
+        match self.scope {
+            SearchScope::BaseObject => dn.same_entry(&base),
+            SearchScope::SingleLevel => dn.depth_below(&base) == Some(1),
+            SearchScope::WholeSubtree => dn.is_descendant_or_self_of(&base),
+            SearchScope::SubordinateSubtree => dn.depth_below(&base).is_some_and(|d| d >= 1),
+        }
+    }
+}
+
 /// Parses `text`; None when it is not an `ldap:///` URL this server can search.
 pub(crate) fn parse(text: &str) -> Option<MemberUrl> {
     let text = text.trim();
