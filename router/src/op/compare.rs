@@ -32,7 +32,9 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     let (mut entry, special) = target_entry(ctx, &subject, &dn).await?;
     if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::MEMBER_OF) {
         let shown = entry.first_str("entryDN").unwrap_or_default().to_string();
-        let values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
+        let mut values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
+        // Dynamic groups' members list them too (op::dynlist).
+        values.extend(crate::op::dynlist::compare_member_of(ctx, &subject, &entry, &shown).await?);
         if !values.is_empty() {
             entry.attrs.push(Attribute::new("memberOf", values));
         }

@@ -97,7 +97,7 @@ fn is_member(ctx: &OpContext, desc: &[u8]) -> bool {
         .is_some_and(|r| r.canonical == MEMBER_TYPE)
 }
 
-fn walk(filter: &Filter, visit: &mut dyn FnMut(&Filter)) {
+pub(super) fn walk(filter: &Filter, visit: &mut dyn FnMut(&Filter)) {
     match filter {
         Filter::And(parts) | Filter::Or(parts) => parts.iter().for_each(|p| walk(p, visit)),
         Filter::Not(inner) => walk(inner, visit),
@@ -105,7 +105,7 @@ fn walk(filter: &Filter, visit: &mut dyn FnMut(&Filter)) {
     }
 }
 
-fn rewrite(filter: &mut Filter, replace: &mut dyn FnMut(&Filter) -> Option<Filter>) {
+pub(super) fn rewrite(filter: &mut Filter, replace: &mut dyn FnMut(&Filter) -> Option<Filter>) {
     match filter {
         Filter::And(parts) | Filter::Or(parts) => parts.iter_mut().for_each(|p| rewrite(p, replace)),
         Filter::Not(inner) => rewrite(inner, replace),
@@ -132,7 +132,7 @@ async fn selects_dn(
         let probe =
             MemberUrl { base: dn.to_string(), scope: SearchScope::BaseObject, filter: url.filter.clone() };
         let mut found = Collect::new(1);
-        select(ctx, subject, &probe, &mut found).await?;
+        select(ctx, subject, &probe, &mut found, &["1.1"]).await?;
         if !found.dns.is_empty() || found.over {
             return Ok(true);
         }
@@ -140,11 +140,27 @@ async fn selects_dn(
     Ok(false)
 }
 
+/// The dynamic groups (as stored) whose memberURLs select `dn`: a Compare's memberOf.
+pub(super) async fn groups_selecting(
+    ctx: &OpContext,
+    subject: &Subject,
+    dn: &NormDn,
+) -> LdapResultOf<Vec<String>> {
+    let mut found = Vec::new();
+    for (group, urls) in visible_groups(ctx, subject).await? {
+        let urls: Vec<MemberUrl> = urls.iter().filter_map(|u| url::parse(u)).collect();
+        if selects_dn(ctx, subject, &urls, dn).await? {
+            found.push(group);
+        }
+    }
+    Ok(found)
+}
+
 /// Whether one of `urls` selects any entry.
 async fn selects_any(ctx: &OpContext, subject: &Subject, urls: &[MemberUrl]) -> LdapResultOf<bool> {
     for url in urls {
         let mut found = Collect::new(1);
-        select(ctx, subject, url, &mut found).await?;
+        select(ctx, subject, url, &mut found, &["1.1"]).await?;
         if !found.dns.is_empty() || found.over {
             return Ok(true);
         }
@@ -153,12 +169,31 @@ async fn selects_any(ctx: &OpContext, subject: &Subject, urls: &[MemberUrl]) -> 
 }
 
 /// Every dynamic group the requester can see, with its memberURLs (those it may read),
-/// under every suffix; adminLimitExceeded past [`GROUPS_MAX`].
+/// under every suffix, as ids and parsed URLs.
 async fn dynamic_groups(ctx: &OpContext, subject: &Subject) -> LdapResultOf<Vec<(EntryId, Vec<MemberUrl>)>> {
+    let config = &ctx.config;
+    let mut groups = Vec::new();
+    for (dn, urls) in visible_groups(ctx, subject).await? {
+        let Ok(dn) = config.dn_rules().parse(&dn) else { continue };
+        let Ok(located) = crate::resolve::locate(&ctx.worker, &dn).await else { continue };
+        let urls: Vec<MemberUrl> = urls.iter().filter_map(|u| url::parse(u)).collect();
+        if !urls.is_empty() {
+            groups.push((located.id, urls));
+        }
+    }
+    Ok(groups)
+}
+
+/// Every dynamic group the requester can see, its DN as stored and its memberURL values
+/// (those it may read), under every suffix; adminLimitExceeded past [`GROUPS_MAX`].
+pub(super) async fn visible_groups(
+    ctx: &OpContext,
+    subject: &Subject,
+) -> LdapResultOf<Vec<(String, Vec<String>)>> {
     let config = &ctx.config;
     let filter = parse_filter("(objectClass=groupOfURLs)")
         .map_err(|_| LdapError::internal("the dynamic group filter does not parse"))?;
-    let mut sink = Groups { found: Vec::new(), over: false };
+    let mut sink = Groups::default();
     for suffix in &config.suffixes {
         let base = NormDn::new(suffix.dn.clone(), config.dn_rules());
         let Ok(located) = crate::resolve::locate(&ctx.worker, &base).await else { continue };
@@ -183,21 +218,13 @@ async fn dynamic_groups(ctx: &OpContext, subject: &Subject) -> LdapResultOf<Vec<
             ));
         }
     }
-    let mut groups = Vec::with_capacity(sink.found.len());
-    for (dn, urls) in sink.found {
-        let Ok(dn) = config.dn_rules().parse(&dn) else { continue };
-        let Ok(located) = crate::resolve::locate(&ctx.worker, &dn).await else { continue };
-        let urls: Vec<MemberUrl> = urls.iter().filter_map(|u| url::parse(u)).collect();
-        if !urls.is_empty() {
-            groups.push((located.id, urls));
-        }
-    }
-    Ok(groups)
+    Ok(sink.found)
 }
 
 /// The group search's sink: each group's DN and memberURL values.
-struct Groups {
-    found: Vec<(String, Vec<String>)>,
+#[derive(Default)]
+pub(super) struct Groups {
+    pub found: Vec<(String, Vec<String>)>,
     over: bool,
 }
 

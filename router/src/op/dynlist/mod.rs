@@ -27,6 +27,7 @@
 
 mod acl;
 mod filter;
+mod member_of;
 mod url;
 
 use std::collections::HashSet;
@@ -45,6 +46,7 @@ use crate::op::read::{self, Flow, Gathered, Sink, Target};
 
 pub(crate) use acl::is_dynamic_member;
 pub(crate) use filter::prepare as prepare_filter;
+pub(crate) use member_of::mark as mark_member_of;
 pub(crate) use url::MemberUrl;
 
 /// The most memberURL values one entry may hold and have expanded; one more is
@@ -59,22 +61,30 @@ const URL_TYPE: &str = "memberurl";
 const MEMBER_TYPE: &str = "member";
 const CLASS_TYPE: &str = "objectclass";
 
-/// A search's dynlist stage: who reads, and which types the stage added to the selection
-/// (to be taken out again before the entry is sent).
+/// A search's dynlist stage: who reads, what it adds (member values to dynamic groups,
+/// memberOf values to their members), and which types it added to the selection (to be
+/// taken out again before the entry is sent).
 pub(crate) struct Expansion {
     subject: Subject,
+    member: bool,
+    member_of: bool,
     strip: Vec<String>,
+    /// Member → dynamic groups, built at the first entry of a search selecting memberOf.
+    index: tokio::sync::OnceCell<member_of::Index>,
 }
 
 impl Expansion {
-    /// The stage for a search selecting `attrs`, if it needs one: the selection names
-    /// `member` (or all user attributes), values are asked for, and some shard may hold a
-    /// groupOfURLs entry. Widens `attrs` with objectClass and memberURL when they are not
-    /// selected, so that group entries can be recognised and expanded.
+    /// The stage for a search selecting `attrs`, if it needs one: values are asked for,
+    /// some shard may hold a groupOfURLs entry, and the selection names `member` (or all
+    /// user attributes) or, with `memberof` on, memberOf (or all operational attributes).
+    /// Widens `attrs` with objectClass and memberURL when they are not selected, so that
+    /// group entries can be recognised and expanded.
     pub fn prepare(ctx: &OpContext, subject: &Subject, attrs: &mut AttrSelection) -> Option<Self> {
         let selects = |attrs: &AttrSelection, name: &str| attrs.all_user || attrs.names.contains(name);
-        if attrs.types_only || attrs.sort.is_some() || !selects(attrs, MEMBER_TYPE) || !groups_may_exist(ctx)
-        {
+        let member = selects(attrs, MEMBER_TYPE);
+        let member_of = ctx.config.memberof.is_some()
+            && (attrs.all_operational || attrs.names.contains(ferrodir_shard::MEMBER_OF));
+        if attrs.types_only || attrs.sort.is_some() || !(member || member_of) || !groups_may_exist(ctx) {
             return None;
         }
         let mut strip = Vec::new();
@@ -84,7 +94,7 @@ impl Expansion {
                 strip.push(name.to_string());
             }
         }
-        Some(Self { subject: subject.clone(), strip })
+        Some(Self { subject: subject.clone(), member, member_of, strip, index: tokio::sync::OnceCell::new() })
     }
 
     /// `pdus` with each dynamic group's member values added (and the types the stage added
@@ -110,7 +120,16 @@ impl Expansion {
                     v.eq_ignore_ascii_case(GROUP_CLASS.as_bytes()) || v.as_ref() == GROUP_CLASS_OID.as_bytes()
                 })
             });
-        if !is_group && self.strip.is_empty() {
+        let dynamic = is_group
+            && entry
+                .attributes
+                .iter()
+                .any(|a| canonical(a).as_deref() == Some(URL_TYPE) && !a.vals.is_empty());
+        let group_of = match self.member_of && !dynamic {
+            true => self.groups_of(ctx, &entry.object_name).await?,
+            false => Vec::new(),
+        };
+        if !(is_group && self.member) && group_of.is_empty() && self.strip.is_empty() {
             return Ok(pdu);
         }
         let urls: Vec<String> = entry
@@ -121,16 +140,28 @@ impl Expansion {
             .filter_map(|v| std::str::from_utf8(v).ok().map(str::to_owned))
             .collect();
         let group_dn = String::from_utf8_lossy(&entry.object_name).into_owned();
-        let members = match is_group && !urls.is_empty() {
+        let members = match self.member && is_group && !urls.is_empty() {
             true => self.members_shown(ctx, &group_dn, &urls).await?,
             false => Vec::new(),
         };
         entry.attributes.retain(|a| canonical(a).is_none_or(|c| !self.strip.contains(&c)));
         if !members.is_empty() {
-            add_members(entry, members, &canonical);
+            add_values(entry, MEMBER_TYPE, "member", members, &canonical);
+        }
+        if !group_of.is_empty() {
+            add_values(entry, ferrodir_shard::MEMBER_OF, "memberOf", group_of, &canonical);
         }
         let encoded = encode_message(&message).map_err(|e| LdapError::internal(format!("dynlist: {e}")))?;
         Ok(Bytes::from(encoded))
+    }
+
+    /// The dynamic groups whose memberURLs select the entry `dn` (memberOf values).
+    async fn groups_of(&self, ctx: &OpContext, dn: &[u8]) -> LdapResultOf<Vec<String>> {
+        let index = self.index.get_or_try_init(|| member_of::index(ctx, &self.subject)).await?;
+        let Some(dn) = std::str::from_utf8(dn).ok().and_then(|t| ctx.config.dn_rules().parse(t).ok()) else {
+            return Ok(Vec::new());
+        };
+        Ok(index.get(&dn.rdns).cloned().unwrap_or_default())
     }
 
     /// The computed members of the group `group_dn`, if the requester may read its member
@@ -163,14 +194,16 @@ impl Expansion {
     }
 }
 
-/// Adds `members` to the entry's member attribute (after any stored values, without
-/// repeating one), as slapd's dynlist appends them.
-fn add_members(
+/// Adds `members` to the entry's attribute `name` (canonical) spelled `spelled` (after any
+/// values it holds, without repeating one), as slapd's dynlist appends them.
+fn add_values(
     entry: &mut ferrodir_proto::message::SearchResultEntry,
+    name: &str,
+    spelled: &'static str,
     members: Vec<String>,
     canonical: &dyn Fn(&PartialAttribute) -> Option<String>,
 ) {
-    match entry.attributes.iter_mut().find(|a| canonical(a).as_deref() == Some(MEMBER_TYPE)) {
+    match entry.attributes.iter_mut().find(|a| canonical(a).as_deref() == Some(name)) {
         Some(stored) => {
             let have: HashSet<Vec<u8>> = stored.vals.iter().map(|v| v.to_ascii_lowercase()).collect();
             for member in members {
@@ -180,7 +213,7 @@ fn add_members(
             }
         }
         None => entry.attributes.push(PartialAttribute {
-            r#type: Bytes::from_static(b"member").into(),
+            r#type: Bytes::from_static(spelled.as_bytes()).into(),
             vals: members.into_iter().map(|m| m.into_bytes().into()).collect(),
         }),
     }
@@ -202,7 +235,7 @@ pub(crate) async fn members(
     let mut found = Collect::new(ctx.config.dynlist.members_max);
     for text in urls {
         let Some(url) = url::parse(text) else { continue };
-        select(ctx, subject, &url, &mut found).await?;
+        select(ctx, subject, &url, &mut found, &["1.1"]).await?;
         if found.over {
             break;
         }
@@ -219,11 +252,12 @@ pub(crate) async fn members(
 /// Adds to `found` the entries one memberURL selects: a search of its own, through
 /// op::read, as the requester. A base that is missing, outside the directory or not
 /// searchable by the requester selects nothing.
-async fn select(
+async fn select<S: Sink>(
     ctx: &OpContext,
     subject: &Subject,
     url: &MemberUrl,
-    found: &mut Collect,
+    found: &mut S,
+    selection: &[&str],
 ) -> LdapResultOf<()> {
     let config = &ctx.config;
     let Ok(base) = config.dn_rules().parse(&url.base) else { return Ok(()) };
@@ -235,7 +269,7 @@ async fn select(
     if access::base_refusal(access::entry_access(config, subject, &base, base_entry.as_ref())).is_some() {
         return Ok(());
     }
-    let mut attrs = AttrSelection::from_request(&["1.1"], false, &config.rules, &config.schema);
+    let mut attrs = AttrSelection::from_request(selection, false, &config.rules, &config.schema);
     let region = config.access_rules.uses_dns().then(|| Region { base, kind: region_kind(url.scope) });
     if !access::restrict_search(ctx, subject, region.as_ref(), located.id, &mut attrs).await {
         return Ok(());
@@ -341,6 +375,31 @@ impl<S: Sink> Sink for Expanding<'_, S> {
     fn room(&self) -> Option<usize> {
         self.inner.room()
     }
+}
+
+/// The memberOf values a Compare of `entry` (shown as `dn`) reads from dynamic groups,
+/// with `memberof` on; none for an entry that is itself a dynamic group (as slapd).
+pub(crate) async fn compare_member_of(
+    ctx: &OpContext,
+    subject: &Subject,
+    entry: &ferrodir_proto::entry::Entry,
+    dn: &str,
+) -> LdapResultOf<Vec<Vec<u8>>> {
+    if ctx.config.memberof.is_none() || !groups_may_exist(ctx) || is_dynamic_group(&ctx.config.rules, entry) {
+        return Ok(Vec::new());
+    }
+    let Ok(dn) = ctx.config.dn_rules().parse(dn) else { return Ok(Vec::new()) };
+    Ok(filter::groups_selecting(ctx, subject, &dn).await?.into_iter().map(String::into_bytes).collect())
+}
+
+/// Whether `entry` is a dynamic group: a groupOfURLs with memberURL values. slapd gives such
+/// an entry no memberOf from dynamic groups; a groupOfURLs without memberURL gets them.
+fn is_dynamic_group(rules: &ferrodir_shard::RuleTable, entry: &ferrodir_proto::entry::Entry) -> bool {
+    ferrodir_shard::has_class(rules, entry, GROUP_CLASS.as_bytes())
+        && entry
+            .attrs
+            .iter()
+            .any(|a| rules.get(&a.name).is_some_and(|r| r.canonical == URL_TYPE) && !a.values.is_empty())
 }
 
 /// The member values of `entry` a Compare reads, when it is a dynamic group (a groupOfURLs

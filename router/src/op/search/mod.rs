@@ -161,7 +161,10 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
             return Err(crate::op::write_controls::failed());
         }
     }
+    // (memberOf=G) for a dynamic G: marked before op::memberof, resolved after (op::dynlist).
+    let marks = dynlist::mark_member_of(ctx, &authorized.subject, &mut request.filter).await?;
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
+    marks.resolve(&mut request.filter);
     // Dynamic groups: member assertions see their members; their member values are
     // computed as their entries go out (op::dynlist).
     dynlist::prepare_filter(ctx, &authorized.subject, &mut request.filter).await?;
