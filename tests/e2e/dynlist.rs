@@ -3,7 +3,8 @@
 //! search and every page of a paged search; `(member=DN)` filters finding dynamic groups;
 //! ldapcompare; the access rules hiding members in a subtree anonymous may not read; and
 //! `[dynlist] members_max` refusing a group with more members (adminLimitExceeded, 11)
-//! while a requester who sees fewer gets them. The comparison with slapd is
+//! while a requester who sees fewer gets them; memberOf and `(memberOf=G)` from dynamic
+//! groups; a `group/groupOfURLs/memberURL=` access rule. The comparison with slapd is
 //! tests/conformance/dynlist.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +22,9 @@ members_max = 50
 [[access_rules]]
 to = 'dn.subtree="ou=secret,dc=example,dc=com"'
 by = ['* none']
+[[access_rules]]
+to = 'dn.subtree="ou=vault,dc=example,dc=com"'
+by = ['group/groupOfURLs/memberURL="cn=staff,ou=groups,dc=example,dc=com" read', '* none']
 [[access_rules]]
 to = '*'
 by = ['* read']
@@ -40,15 +44,17 @@ fn dn(rdns: &str) -> String {
 fn tree() -> String {
     let mut ldif =
         format!("dn: {BASE}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n");
-    for ou in ["people", "secret", "groups"] {
+    for ou in ["people", "secret", "groups", "vault"] {
         ldif.push_str(&format!("dn: ou={ou},{BASE}\nobjectClass: organizationalUnit\nou: {ou}\n\n"));
     }
     for (ou, count) in [("people", PEOPLE), ("secret", SECRET)] {
         for i in 0..count {
             let kind = if i % 3 == 0 { "staff" } else { "guest" };
+            // Two who bind: people0 (staff) and people1 (guest).
+            let password = if ou == "people" && i < 2 { "userPassword: pw\n" } else { "" };
             ldif.push_str(&format!(
                 "dn: uid={ou}{i},ou={ou},{BASE}\nobjectClass: inetOrgPerson\nuid: {ou}{i}\ncn: {ou}{i}\nsn: x\n\
-                 employeeType: {kind}\n\n"
+                 employeeType: {kind}\n{password}\n"
             ));
         }
     }
@@ -183,6 +189,31 @@ fn dynamic_groups_compute_members_across_shards_with_paging_access_and_bounds() 
     assert_eq!(compare(&server, None, &dn("cn=nobody,ou=groups"), &staffer), 5);
     assert_eq!(compare(&server, None, &all, &hidden), 5);
     assert_eq!(compare(&server, root, &secret, &hidden), 6);
+
+    // memberOf (memberof is on by default): the dynamic groups that select the entry, and
+    // (memberOf=G) for a dynamic G, on every page.
+    let url = server.url();
+    let staffer_base = ["-x", "-LLL", "-H", url.as_str(), "-b", staffer.as_str(), "-s", "base", "memberOf"];
+    let (_, out, _) = tool("ldapsearch", &staffer_base, None);
+    let member_of: BTreeSet<String> =
+        out.lines().filter_map(|l| l.strip_prefix("memberOf: ")).map(str::to_ascii_lowercase).collect();
+    assert_eq!(member_of, [all.clone(), group.clone()].into_iter().collect(), "{out}");
+    let (code, found) = ldapsearch(
+        &server,
+        None,
+        &["-E", "pr=4/noprompt", "-b", BASE, &format!("(memberOf={group})"), "1.1"],
+    );
+    let names: BTreeSet<String> = found.into_iter().map(|(dn, _)| dn).collect();
+    assert_eq!((code, names), (0, staff.clone()));
+
+    // Access rules: `group/groupOfURLs/memberURL=` admits the entries the group selects.
+    let vault = dn("ou=vault");
+    let people0 = dn("uid=people0,ou=people");
+    let people1 = dn("uid=people1,ou=people");
+    let (code, found) = ldapsearch(&server, Some((&people0, "pw")), &["-b", &vault, "-s", "base", "1.1"]);
+    assert_eq!((code, found.len()), (0, 1), "people0 is staff");
+    let (code, _) = ldapsearch(&server, Some((&people1, "pw")), &["-b", &vault, "-s", "base", "1.1"]);
+    assert_eq!(code, 32, "people1 is not staff: the vault is not disclosed");
 
     // Computed, never stored: an export holds the memberURLs and no member value.
     server.stop();
