@@ -318,7 +318,7 @@ fn groups_may_exist(ctx: &OpContext) -> bool {
 /// most `max`.
 struct Collect {
     max: usize,
-    seen: HashSet<Vec<String>>,
+    seen: HashSet<String>,
     dns: Vec<String>,
     over: bool,
 }
@@ -330,23 +330,52 @@ impl Collect {
 }
 
 impl Sink for Collect {
-    async fn take(&mut self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
+    async fn take(&mut self, _ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Flow> {
         for pdu in &pdus {
-            let Ok(message) = decode_message(pdu) else { continue };
-            let ProtocolOp::SearchResultEntry(entry) = message.protocol_op else { continue };
-            let Ok(text) = std::str::from_utf8(&entry.object_name) else { continue };
-            let Ok(dn) = ctx.config.dn_rules().parse(text) else { continue };
-            if !self.seen.insert(dn.rdns) {
+            // The DN as the shards wrote it: one entry is always sent under the same bytes
+            // (its stored spelling), so the bytes tell repeats apart without parsing.
+            let Some(name) = entry_name(pdu) else { continue };
+            let Ok(text) = std::str::from_utf8(name) else { continue };
+            if self.seen.contains(text) {
                 continue;
             }
             if self.dns.len() >= self.max {
                 self.over = true;
                 return Ok(Flow::Stop(StopReason::SizeLimit));
             }
+            self.seen.insert(text.to_owned());
             self.dns.push(text.to_owned());
         }
         Ok(Flow::More)
     }
+}
+
+/// The objectName of an encoded SearchResultEntry PDU (`30 L 02 L id 64 L 04 L name`),
+/// read without decoding the rest: the member searches need nothing else of their
+/// matches. None for anything else.
+fn entry_name(pdu: &[u8]) -> Option<&[u8]> {
+    /// The tag at `at`, and the content's start and end.
+    fn tlv(pdu: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+        let tag = *pdu.get(at)?;
+        let first = *pdu.get(at + 1)?;
+        let (start, length) = if first < 0x80 {
+            (at + 2, usize::from(first))
+        } else {
+            let k = usize::from(first & 0x7F);
+            if k == 0 || k > 4 {
+                return None;
+            }
+            let bytes = pdu.get(at + 2..at + 2 + k)?;
+            (at + 2 + k, bytes.iter().fold(0usize, |n, b| (n << 8) | usize::from(*b)))
+        };
+        let end = start.checked_add(length)?;
+        (end <= pdu.len()).then_some((tag, start, end))
+    }
+    let (0x30, message, _) = tlv(pdu, 0)? else { return None };
+    let (0x02, _, id_end) = tlv(pdu, message)? else { return None };
+    let (0x64, entry, _) = tlv(pdu, id_end)? else { return None };
+    let (0x04, start, end) = tlv(pdu, entry)? else { return None };
+    pdu.get(start..end)
 }
 
 /// A sink with the dynlist stage in front: each batch is expanded, then handed on.
@@ -425,4 +454,33 @@ pub(crate) async fn compare_values(
         return Ok(None);
     }
     Ok(Some(members(ctx, subject, &urls).await?.into_iter().map(String::into_bytes).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrodir_proto::message::{LdapMessage, SearchResultEntry};
+
+    use super::*;
+
+    #[test]
+    fn entry_name_reads_the_dn_of_an_encoded_entry() {
+        for dn in ["uid=a,dc=x".to_string(), format!("cn={},dc=x", "long".repeat(100))] {
+            let message = LdapMessage {
+                message_id: 70000,
+                protocol_op: ProtocolOp::SearchResultEntry(SearchResultEntry {
+                    object_name: dn.clone().into_bytes().into(),
+                    attributes: vec![PartialAttribute {
+                        r#type: b"cn".to_vec().into(),
+                        vals: vec![b"a".to_vec().into()],
+                    }],
+                }),
+                controls: None,
+            };
+            let pdu = encode_message(&message).unwrap();
+            assert_eq!(entry_name(&pdu), Some(dn.as_bytes()));
+            assert_eq!(entry_name(&pdu[..pdu.len() - 1]), None, "a cut PDU");
+        }
+        assert_eq!(entry_name(b""), None);
+        assert_eq!(entry_name(&[0x30, 0x03, 0x02, 0x01, 0x01]), None);
+    }
 }
