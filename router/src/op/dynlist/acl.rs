@@ -13,8 +13,8 @@ use ferrodir_proto::entry::Entry;
 use ferrodir_proto::NormDn;
 use ferrodir_shard::RuleTable;
 
+use super::names::{GROUP_CLASS, MEMBER_URLS_MAX, URL_TYPE};
 use super::url::{self, MemberUrl};
-use super::{GROUP_CLASS, URL_TYPE};
 use crate::worker::Worker;
 
 /// Whether `group` is a dynamic group (a groupOfURLs entry) whose memberURLs select `user`.
@@ -34,7 +34,7 @@ pub(crate) async fn is_dynamic_member(
         .filter(|a| rules.get(&a.name).is_some_and(|r| r.canonical == URL_TYPE))
         .flat_map(|a| a.values.iter())
         .filter_map(|v| std::str::from_utf8(v).ok().and_then(url::parse))
-        .take(super::MEMBER_URLS_MAX)
+        .take(MEMBER_URLS_MAX)
         .collect();
     let in_scope: Vec<&MemberUrl> = urls.iter().filter(|u| u.selects_dn(rules.dn(), user)).collect();
     if in_scope.is_empty() {

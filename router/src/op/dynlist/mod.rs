@@ -25,10 +25,14 @@
 //! entries; a sorted or VLV search, a typesOnly search and a syncrepl search return the
 //! group entry without computed members.
 
-mod acl;
+pub(crate) mod acl;
 mod filter;
 mod member_of;
+mod names;
 mod url;
+
+pub use names::MEMBER_URLS_MAX;
+use names::{CLASS_TYPE, GROUP_CLASS, GROUP_CLASS_OID, MEMBER_TYPE, URL_TYPE};
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -44,22 +48,9 @@ use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
 use crate::op::read::{self, Flow, Gathered, Sink, Target};
 
-pub(crate) use acl::is_dynamic_member;
 pub(crate) use filter::prepare as prepare_filter;
 pub(crate) use member_of::mark as mark_member_of;
 pub(crate) use url::MemberUrl;
-
-/// The most memberURL values one entry may hold and have expanded; one more is
-/// adminLimitExceeded. Each is a search, so this bounds the work one entry can ask for.
-pub const MEMBER_URLS_MAX: usize = 64;
-
-/// The class that makes an entry a dynamic group, and its OID.
-const GROUP_CLASS: &str = "groupofurls";
-const GROUP_CLASS_OID: &str = "2.16.840.1.113730.3.2.33";
-/// Canonical names (the rule table's) of the URL and the computed attribute.
-const URL_TYPE: &str = "memberurl";
-const MEMBER_TYPE: &str = "member";
-const CLASS_TYPE: &str = "objectclass";
 
 /// A search's dynlist stage: who reads, what it adds (member values to dynamic groups,
 /// memberOf values to their members), and which types it added to the selection (to be
