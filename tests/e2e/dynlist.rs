@@ -1,6 +1,6 @@
 //! Dynamic groups (slapo-dynlist's groupOfURLs/memberURL/member) through OpenLDAP's tools
 //! over eight shards: member values computed from memberURLs on a base search, a subtree
-//! search and every page of a paged search; `(member=DN)` filters finding dynamic groups;
+//! search, a sorted search and every page of a paged search; `(member=DN)` filters finding dynamic groups;
 //! ldapcompare; the access rules hiding members in a subtree anonymous may not read; and
 //! `[dynlist] members_max` refusing a group with more members (adminLimitExceeded, 11)
 //! while a requester who sees fewer gets them; memberOf and `(memberOf=G)` from dynamic
@@ -165,6 +165,9 @@ fn dynamic_groups_compute_members_across_shards_with_paging_access_and_bounds() 
     assert_eq!(code, 0);
     assert_eq!(found.len(), expected.len(), "every entry once over the pages: {found:?}");
     assert_eq!(found.into_iter().collect::<BTreeMap<_, _>>(), expected);
+    let (code, found) = ldapsearch(&server, None, &["-E", "sss=cn:2.5.13.3", "-b", &groups, "member"]);
+    assert_eq!(code, 0);
+    assert_eq!(found.into_iter().collect::<BTreeMap<_, _>>(), expected, "a sorted search");
     let (code, _) = ldapsearch(&server, root, &["-E", "pr=2/noprompt", "-b", &groups, "member"]);
     assert_eq!(code, 11, "a page holding cn=all as the rootDN");
 

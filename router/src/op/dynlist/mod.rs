@@ -4,7 +4,7 @@
 //! are computed when the entry is read, never stored.
 //!
 //! A stage of the search pipeline, after the read: [`Expanding`] wraps the mode's sink
-//! (stream, page) and rewrites each group entry's PDU before the sink takes it. Each
+//! (stream, page; a sorted search calls [`Expansion::expand_pdu`] per entry) and rewrites each group entry's PDU before the sink takes it. Each
 //! memberURL is a search of its own through `op::read` (the same plan, scatter and gather
 //! as any search, inline or on the pool, every shard), under the requester's access rules:
 //! a base it may not search, or an entry it may not see, adds no member, as slapd runs
@@ -21,9 +21,12 @@
 //! `by group/groupOfURLs/memberURL=` access rules count a dynamic group's members ([`acl`]);
 //! a plain `by group=` does not, as in slapd.
 //!
-//! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): memberOf of the selected
-//! entries; a sorted or VLV search, a typesOnly search and a syncrepl search return the
-//! group entry without computed members.
+//! With `memberof` on, memberOf and `(memberOf=G)` see dynamic groups too ([`member_of`]).
+//! Sorted and VLV searches (op::sort) expand each entry they send.
+//!
+//! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): a typesOnly search and a
+//! syncrepl search return the group entry without computed members (a consumer replicates
+//! what is stored).
 
 pub(crate) mod acl;
 mod filter;
@@ -93,12 +96,14 @@ impl Expansion {
     pub async fn expand(&self, ctx: &OpContext, pdus: Vec<Bytes>) -> LdapResultOf<Vec<Bytes>> {
         let mut out = Vec::with_capacity(pdus.len());
         for pdu in pdus {
-            out.push(self.expand_one(ctx, pdu).await?);
+            out.push(self.expand_pdu(ctx, pdu).await?);
         }
         Ok(out)
     }
 
-    async fn expand_one(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
+    /// One entry's PDU with its computed values added (and the types the stage added taken
+    /// out again); a PDU that is no group and no member of one comes back as it was.
+    pub async fn expand_pdu(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
         let Ok(mut message) = decode_message(&pdu) else { return Ok(pdu) };
         let ProtocolOp::SearchResultEntry(entry) = &mut message.protocol_op else { return Ok(pdu) };
         let rules = &ctx.config.rules;
@@ -386,7 +391,7 @@ impl<S: Sink> Sink for Expanding<'_, S> {
 
     async fn take_base(&mut self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<()> {
         let pdu = match self.expansion {
-            Some(expansion) => expansion.expand_one(ctx, pdu).await?,
+            Some(expansion) => expansion.expand_pdu(ctx, pdu).await?,
             None => pdu,
         };
         self.inner.take_base(ctx, pdu).await

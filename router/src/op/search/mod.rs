@@ -169,7 +169,9 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     // computed as their entries go out (op::dynlist).
     dynlist::prepare_filter(ctx, &authorized.subject, &mut request.filter).await?;
     let expansion = match mode {
-        Mode::Stream | Mode::Paged(_) => dynlist::Expansion::prepare(ctx, &authorized.subject, &mut attrs),
+        Mode::Stream | Mode::Paged(_) | Mode::Sorted(_) => {
+            dynlist::Expansion::prepare(ctx, &authorized.subject, &mut attrs)
+        }
         _ => None,
     };
     let expansion = expansion.as_ref();
@@ -200,7 +202,7 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         };
     }
     match (mode, position) {
-        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds).await,
+        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds, expansion).await,
         (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {
             paged::page(ctx, &target, &bounds, position, paging, expansion).await
         }
