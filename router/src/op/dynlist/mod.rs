@@ -104,6 +104,11 @@ impl Expansion {
     /// One entry's PDU with its computed values added (and the types the stage added taken
     /// out again); a PDU that is no group and no member of one comes back as it was.
     pub async fn expand_pdu(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
+        // A `*` search in a directory with dynamic groups: an entry whose bytes don't even
+        // name memberURL is no group to expand, and there is nothing to take out.
+        if !self.member_of && self.strip.is_empty() && !names_member_url(&pdu) {
+            return Ok(pdu);
+        }
         let Ok(mut message) = decode_message(&pdu) else { return Ok(pdu) };
         let ProtocolOp::SearchResultEntry(entry) = &mut message.protocol_op else { return Ok(pdu) };
         let rules = &ctx.config.rules;
@@ -346,6 +351,14 @@ impl Sink for Collect {
     }
 }
 
+/// Whether `pdu` holds the bytes `memberURL` in any case, or its OID: a PDU without them
+/// has no memberURL attribute.
+fn names_member_url(pdu: &[u8]) -> bool {
+    const URL_OID: &[u8] = b"2.16.840.1.113730.3.1.198";
+    pdu.windows(URL_TYPE.len()).any(|w| w.eq_ignore_ascii_case(URL_TYPE.as_bytes()))
+        || pdu.windows(URL_OID.len()).any(|w| w == URL_OID)
+}
+
 /// The objectName of an encoded SearchResultEntry PDU (`30 L 02 L id 64 L 04 L name`),
 /// read without decoding the rest: the member searches need nothing else of their
 /// matches. None for anything else.
@@ -477,6 +490,9 @@ mod tests {
             assert_eq!(entry_name(&pdu[..pdu.len() - 1]), None, "a cut PDU");
         }
         assert_eq!(entry_name(b""), None);
+        assert!(names_member_url(b"..MEMBERurl.."));
+        assert!(names_member_url(b"..2.16.840.1.113730.3.1.198.."));
+        assert!(!names_member_url(b"member: uid=a,dc=x"));
         assert_eq!(entry_name(&[0x30, 0x03, 0x02, 0x01, 0x01]), None);
     }
 }
