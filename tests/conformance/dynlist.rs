@@ -162,6 +162,21 @@ fn script(server: &Server) -> Vec<(String, String)> {
             format!("{:?}", search(&mut conn, &dn, Scope::Base, "(objectClass=*)", &["*"])),
         );
     }
+    for (cn, _) in dynamic_groups() {
+        // typesOnly: the member type alone on a group with members.
+        let dn = format!("cn={cn},{}", groups());
+        let found = conn
+            .with_search_options(ldap3::SearchOptions::new().typesonly(true))
+            .with_timeout(Duration::from_secs(10))
+            .search(&dn, Scope::Base, "(objectClass=*)", vec!["member", "cn"])
+            .map(|r| {
+                r.0.into_iter()
+                    .map(SearchEntry::construct)
+                    .map(|e| e.attrs.into_keys().map(|k| k.to_ascii_lowercase()).collect::<BTreeSet<_>>())
+                    .collect::<Vec<_>>()
+            });
+        record(format!("typesOnly {cn}"), format!("{found:?}"));
+    }
     record(
         "groups one-level".into(),
         format!(

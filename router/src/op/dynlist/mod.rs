@@ -24,9 +24,10 @@
 //! With `memberof` on, memberOf and `(memberOf=G)` see dynamic groups too ([`member_of`]).
 //! Sorted and VLV searches (op::sort) expand each entry they send.
 //!
-//! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): a typesOnly search and a
-//! syncrepl search return the group entry without computed members (a consumer replicates
-//! what is stored).
+//! A typesOnly search shows the `member` type on a dynamic group with members, as slapd.
+//!
+//! What it does not do (docs/OPERATIONS.md, "Dynamic groups"): a syncrepl search returns
+//! the group entry without computed members (a consumer replicates what is stored).
 
 pub(crate) mod acl;
 mod filter;
@@ -62,6 +63,8 @@ pub(crate) struct Expansion {
     subject: Subject,
     member: bool,
     member_of: bool,
+    /// A typesOnly search: a dynamic group with members shows the `member` type alone.
+    types_only: bool,
     strip: Vec<String>,
     /// Member → dynamic groups, built at the first entry of a search selecting memberOf.
     index: tokio::sync::OnceCell<member_of::Index>,
@@ -78,8 +81,19 @@ impl Expansion {
         let member = selects(attrs, MEMBER_TYPE);
         let member_of = ctx.config.memberof.is_some()
             && (attrs.all_operational || attrs.names.contains(ferrodir_shard::MEMBER_OF));
-        if attrs.types_only || attrs.sort.is_some() || !(member || member_of) || !groups_may_exist(ctx) {
+        if attrs.sort.is_some() || !(member || member_of) || !groups_may_exist(ctx) {
             return None;
+        }
+        if attrs.types_only {
+            // No values to read the memberURLs from: each entry is looked up (below).
+            return member.then(|| Self {
+                subject: subject.clone(),
+                member,
+                member_of: false,
+                types_only: true,
+                strip: Vec::new(),
+                index: tokio::sync::OnceCell::new(),
+            });
         }
         let mut strip = Vec::new();
         for name in [CLASS_TYPE, URL_TYPE] {
@@ -88,7 +102,14 @@ impl Expansion {
                 strip.push(name.to_string());
             }
         }
-        Some(Self { subject: subject.clone(), member, member_of, strip, index: tokio::sync::OnceCell::new() })
+        Some(Self {
+            subject: subject.clone(),
+            member,
+            member_of,
+            types_only: false,
+            strip,
+            index: tokio::sync::OnceCell::new(),
+        })
     }
 
     /// `pdus` with each dynamic group's member values added (and the types the stage added
@@ -104,6 +125,9 @@ impl Expansion {
     /// One entry's PDU with its computed values added (and the types the stage added taken
     /// out again); a PDU that is no group and no member of one comes back as it was.
     pub async fn expand_pdu(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
+        if self.types_only {
+            return self.type_only(ctx, pdu).await;
+        }
         // A `*` search in a directory with dynamic groups: an entry whose bytes don't even
         // name memberURL is no group to expand, and there is nothing to take out.
         if !self.member_of && self.strip.is_empty() && !names_member_url(&pdu) {
@@ -151,6 +175,46 @@ impl Expansion {
         }
         if !group_of.is_empty() {
             add_values(entry, ferrodir_shard::MEMBER_OF, "memberOf", group_of, &canonical);
+        }
+        let encoded = encode_message(&message).map_err(|e| LdapError::internal(format!("dynlist: {e}")))?;
+        Ok(Bytes::from(encoded))
+    }
+
+    /// A typesOnly search's entry: a dynamic group (read from its shard, the PDU has no
+    /// values) with computed members gains the `member` type, without values, as slapd.
+    async fn type_only(&self, ctx: &OpContext, pdu: Bytes) -> LdapResultOf<Bytes> {
+        let Some(name) = entry_name(&pdu).and_then(|n| std::str::from_utf8(n).ok()) else { return Ok(pdu) };
+        let Ok(dn) = ctx.config.dn_rules().parse(name) else { return Ok(pdu) };
+        let Ok(located) = crate::resolve::locate(&ctx.worker, &dn).await else { return Ok(pdu) };
+        let Some(record) = ctx.worker.fetch(located.id).await? else { return Ok(pdu) };
+        if !is_dynamic_group(&ctx.config.rules, &record.entry) {
+            return Ok(pdu);
+        }
+        let urls: Vec<String> = record
+            .entry
+            .attrs
+            .iter()
+            .filter(|a| ctx.config.rules.get(&a.name).is_some_and(|r| r.canonical == URL_TYPE))
+            .flat_map(|a| a.values.iter())
+            .filter_map(|v| std::str::from_utf8(v).ok().map(str::to_owned))
+            .collect();
+        let name = name.to_owned();
+        if self.members_shown(ctx, &name, &urls).await?.is_empty() {
+            return Ok(pdu);
+        }
+        let Ok(mut message) = decode_message(&pdu) else { return Ok(pdu) };
+        let ProtocolOp::SearchResultEntry(entry) = &mut message.protocol_op else { return Ok(pdu) };
+        let rules = &ctx.config.rules;
+        let has_member = entry.attributes.iter().any(|a| {
+            std::str::from_utf8(&a.r#type)
+                .ok()
+                .and_then(|n| rules.get(n))
+                .is_some_and(|r| r.canonical == MEMBER_TYPE)
+        });
+        if !has_member {
+            entry
+                .attributes
+                .push(PartialAttribute { r#type: Bytes::from_static(b"member").into(), vals: Vec::new() });
         }
         let encoded = encode_message(&message).map_err(|e| LdapError::internal(format!("dynlist: {e}")))?;
         Ok(Bytes::from(encoded))
