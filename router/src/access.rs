@@ -60,6 +60,12 @@ async fn is_member(ctx: &impl Asker, set: &RuleSet, group: &Group, user: &NormDn
     let rules = set.matching.dn();
     let Ok(Some(record)) = ctx.worker().fetch(located.id).await else { return false };
     let entry = &record.entry;
+    if group.member_attr == "memberurl" {
+        // `group/groupOfURLs/memberURL=`: the user is a member when the group's memberURLs
+        // select it, as slapd's backend_group evaluates URL-valued groups (op::dynlist).
+        return ferrodir_shard::has_class(&set.matching, entry, group.class.as_bytes())
+            && crate::op::dynlist::acl::is_dynamic_member(ctx.worker(), &set.matching, entry, user).await;
+    }
     ferrodir_shard::has_class(&set.matching, entry, group.class.as_bytes())
         && entry
             .attrs

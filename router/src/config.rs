@@ -146,6 +146,23 @@ pub struct DirectoryConfig {
     pub changelog: bool,
     /// `[ppolicy]`: the default password policy (router `ppolicy`).
     pub ppolicy: PpolicyConfig,
+    /// `[dynlist]`: dynamic groups (slapo-dynlist), their member values computed at read
+    /// time (`op::dynlist`).
+    pub dynlist: DynlistConfig,
+}
+
+/// The `[dynlist]` settings the router reads (`op::dynlist`).
+#[derive(Debug, Clone)]
+pub struct DynlistConfig {
+    /// `members_max`: the most member values one dynamic group may compute; one more ends
+    /// the operation with adminLimitExceeded (11).
+    pub members_max: usize,
+}
+
+impl Default for DynlistConfig {
+    fn default() -> Self {
+        Self { members_max: 10_000 }
+    }
 }
 
 /// The `[ppolicy]` settings the router reads (router `ppolicy`).

@@ -64,7 +64,7 @@ mod testkit;
 // The public interface is:
 //
 // Flat names, for building and running the router (what the server wires together):
-pub use config::{AuthzPolicy, PpolicyConfig};
+pub use config::{AuthzPolicy, DynlistConfig, PpolicyConfig};
 pub use config::{AuthzRule, DirectoryConfig, PagedConfig, RemoteReads, ReplicatedArea, Suffix};
 pub use coordinator::RefintConfig;
 pub use error::LdapError;

@@ -228,6 +228,7 @@ fn directory_config(
         replicated: Vec::new(),
         ppolicy: Default::default(),
         changelog: false,
+        dynlist: Default::default(),
     }
 }
 

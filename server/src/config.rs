@@ -132,6 +132,9 @@ pub struct Config {
     /// `[ppolicy]`: password policy (slapd's ppolicy overlay), see docs/OPERATIONS.md
     /// "Password policy".
     pub ppolicy: Ppolicy,
+    /// `[dynlist]`: dynamic groups (slapo-dynlist): a groupOfURLs entry's member values
+    /// computed from its memberURLs at read time, see docs/OPERATIONS.md "Dynamic groups".
+    pub dynlist: Dynlist,
     /// `[sasl]`: who may act as whom (slapd's `authz-policy`), see docs/OPERATIONS.md,
     /// "Proxied authorization".
     pub sasl: Sasl,
@@ -449,6 +452,32 @@ impl Ppolicy {
     }
 }
 
+/// `[dynlist]`, see docs/OPERATIONS.md, "Dynamic groups".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dynlist {
+    /// The most member values one dynamic group computes (its memberURLs' matches, without
+    /// repeats); one more ends the Search or Compare that reads the group with
+    /// adminLimitExceeded (11), rather than holding an unbounded list in memory. slapd
+    /// has no such bound.
+    pub members_max: usize,
+}
+
+impl Default for Dynlist {
+    fn default() -> Self {
+        Self { members_max: 10_000 }
+    }
+}
+
+impl Dynlist {
+    fn check(&self) -> anyhow::Result<()> {
+        if self.members_max == 0 || self.members_max > 1_000_000 {
+            anyhow::bail!("dynlist.members_max must be between 1 and 1000000");
+        }
+        Ok(())
+    }
+}
+
 /// Switches for the crash tests (tests/crash). Both default to off.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -650,6 +679,7 @@ impl Default for Config {
             audit_log: AuditLog::default(),
             refint: Refint::default(),
             ppolicy: Ppolicy::default(),
+            dynlist: Dynlist::default(),
             sasl: Sasl::default(),
             replication: Vec::new(),
             unique: Vec::new(),
@@ -862,6 +892,7 @@ impl Config {
         self.refint.check()?;
         self.audit_log.check()?;
         self.ppolicy.check()?;
+        self.dynlist.check()?;
         if self.changelog.max_entries == 0 {
             anyhow::bail!("changelog.max_entries must be at least 1");
         }
@@ -1141,6 +1172,15 @@ search_time_max_s = 0
     fn read_budget_must_hold_the_largest_pdu() {
         let text = "[limits]\nread_buffers_bytes_max = 1000";
         assert!(Config::parse(text).is_err());
+    }
+
+    #[test]
+    fn dynlist_members_max_parses_and_is_bounded() {
+        assert_eq!(Config::default().dynlist.members_max, 10_000);
+        let config = Config::parse("[dynlist]\nmembers_max = 5").unwrap();
+        assert_eq!(config.dynlist.members_max, 5);
+        let error = Config::parse("[dynlist]\nmembers_max = 0").unwrap_err().to_string();
+        assert!(error.contains("dynlist.members_max"), "{error}");
     }
 
     #[test]

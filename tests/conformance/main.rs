@@ -22,6 +22,7 @@ mod client;
 mod compare;
 mod consumer;
 mod differential;
+mod dynlist;
 mod edges;
 mod filter;
 mod ldif;

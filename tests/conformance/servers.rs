@@ -14,7 +14,8 @@ pub const MANAGER_DN: &str = "cn=Manager,dc=example,dc=com";
 pub const MANAGER_PW: &str = "secret";
 
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
-const SCHEMAS: [&str; 5] = ["core", "cosine", "inetorgperson", "nis", "openldap"];
+/// dyngroup: ferrodir always has it (proto/schema/dyngroup.schema), as slapo-dynlist needs it.
+const SCHEMAS: [&str; 6] = ["core", "cosine", "inetorgperson", "nis", "openldap", "dyngroup"];
 
 /// `testdata/` of the repository (a copy of the shared test data), or `$FERRODIR_TESTDATA`.
 pub fn testdata() -> PathBuf {

@@ -15,6 +15,7 @@ mod changelog;
 mod cli;
 mod concurrency;
 mod credentials;
+mod dynlist;
 mod fanout;
 mod faults;
 mod footprint;

@@ -236,3 +236,42 @@ fn a_default_password_policy_set_by_a_reload_applies_to_the_next_change() {
     assert_eq!(set_password("short-two"), 19, "pwdMinLength = 20 now applies");
     assert_eq!(set_password("a-password-of-twenty-five"), 0, "long enough");
 }
+
+#[test]
+fn dynlist_members_max_set_by_a_reload_applies_to_the_next_search() {
+    let file = |members_max: usize| {
+        format!(
+            "shards = 2\nsuffixes = [\"dc=example,dc=com\"]\nroot_dn = \"{ADMIN_DN}\"\nroot_password = \"dl-secret\"\n\
+             example_data = true\n[log]\nlevel = \"info\"\n[dynlist]\nmembers_max = {members_max}\n"
+        )
+    };
+    let server = Server::start_logged(&file(100));
+    let mut admin = bound(&server, ADMIN_DN, "dl-secret");
+    let group = "cn=everyone,dc=example,dc=com";
+    let url = format!("ldap:///{PEOPLE}??one?(objectClass=inetOrgPerson)");
+    let attrs = vec![
+        ("objectClass", HashSet::from(["groupOfURLs"])),
+        ("cn", HashSet::from(["everyone"])),
+        ("memberURL", HashSet::from([url.as_str()])),
+    ];
+    assert_eq!(admin.add(group, attrs).expect("add group").rc, 0);
+    let members = |admin: &mut crate::harness::Client| {
+        let search = admin.search(group, Scope::Base, "(objectClass=*)", vec!["member"]).expect("search");
+        let count = search
+            .0
+            .into_iter()
+            .map(SearchEntry::construct)
+            .map(|e| e.attrs.get("member").map_or(0, Vec::len))
+            .sum::<usize>();
+        (search.1.rc, count)
+    };
+    let (rc, count) = members(&mut admin);
+    assert_eq!(rc, 0);
+    assert!(count >= 2, "the example data's people are members: {count}");
+
+    std::fs::write(server.config_path(), file(1)).expect("config");
+    let (ok, text) = server.reload();
+    assert!(ok, "{text}");
+    let mut admin = bound(&server, ADMIN_DN, "dl-secret");
+    assert_eq!(members(&mut admin).0, 11, "members_max = 1 now applies: adminLimitExceeded");
+}

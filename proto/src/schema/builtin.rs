@@ -48,6 +48,12 @@ pub const PPOLICY: &str = include_str!("../../schema/ppolicy.schema");
 /// definition of core.schema (RFC 4519's knowledgeInformation).
 const FIRST_CORE_TYPE: &str = "attributetype ( 2.5.4.2 ";
 
+/// OpenLDAP's dyngroup.schema as slapd publishes it: groupOfURLs and memberURL (slapo-dynlist's
+/// dynamic groups, whose member values the router computes at read time), dgIdentity,
+/// dgAuthz, dgMemberOf and dgIdentityAux. Published, after [`OPENLDAP`], where a slapd that
+/// includes the file after openldap.schema lists it.
+pub const DYNGROUP: &str = include_str!("../../schema/dyngroup.schema");
+
 /// The retro changelog's types and class (draft-good-ldap-changelog, 389-ds's
 /// retro-changelog plugin): what the router's cn=changelog entries (`router::changelog`)
 /// and the root DSE's changelog numbers publish. Hidden, as slapd (which has no changelog)
@@ -78,6 +84,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("memberof.schema", MEMBEROF, Visibility::Published),
         ("standard.schema", files_part, Visibility::Published),
         ("openldap.schema", OPENLDAP, Visibility::Published),
+        ("dyngroup.schema", DYNGROUP, Visibility::Published),
         ("ppolicy.schema", &ppolicy_classes, Visibility::Published),
         ("monitor.schema", MONITOR, Visibility::Hidden),
         ("changelog.schema", CHANGELOG, Visibility::Hidden),
@@ -136,7 +143,7 @@ mod tests {
         let schema = Schema::standard();
         let published = schema.subschema_values();
         for (keyword, values) in [("attributetype", &published[0].1), ("objectclass", &published[1].1)] {
-            for text in [STANDARD, OPENLDAP, MEMBEROF, PPOLICY] {
+            for text in [STANDARD, OPENLDAP, MEMBEROF, PPOLICY, DYNGROUP] {
                 for definition in definitions(text, keyword) {
                     assert!(values.iter().any(|v| v == definition), "not republished verbatim: {definition}");
                 }
@@ -156,15 +163,16 @@ mod tests {
         let published = schema.subschema_values();
         // memberOf is published only by a slapd with the memberof overlay, and ppolicy's 33
         // types and 2 classes by one with the ppolicy overlay, as ours are.
-        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded) + 1 + 33);
-        assert_eq!(published[1].1.len(), count("objectClasses: ", &excluded) + 2);
-        assert_eq!(published[0].1.len(), 203);
-        assert_eq!(published[1].1.len(), 68);
+        // dyngroup.schema's 4 types and 2 classes, which a slapd with slapo-dynlist loads.
+        assert_eq!(published[0].1.len(), count("attributeTypes: ", &excluded) + 1 + 33 + 4);
+        assert_eq!(published[1].1.len(), count("objectClasses: ", &excluded) + 2 + 2);
+        assert_eq!(published[0].1.len(), 207);
+        assert_eq!(published[1].1.len(), 70);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
         // The hidden files add six types (four of RFC 4512/3672, authzTo and authzFrom),
         // back-monitor's 32 and the changelog's 11 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 203 + 6 + 32 + 11);
+        assert_eq!(schema.attribute_types().count(), 207 + 6 + 32 + 11);
         assert!(schema.attribute("saslAuthzTo").is_some_and(|a| a.is_operational()));
         assert!(schema.object_class("changeLogEntry").is_some());
         assert!(schema.attribute("changeNumber").is_some());

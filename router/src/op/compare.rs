@@ -32,9 +32,21 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
     let (mut entry, special) = target_entry(ctx, &subject, &dn).await?;
     if !special && config.rules.get(desc).is_some_and(|r| r.canonical == ferrodir_shard::MEMBER_OF) {
         let shown = entry.first_str("entryDN").unwrap_or_default().to_string();
-        let values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
+        let mut values = crate::op::memberof::compare_values(ctx, &subject, &shown).await?;
+        // Dynamic groups' members list them too (op::dynlist).
+        values.extend(crate::op::dynlist::compare_member_of(ctx, &subject, &entry, &shown).await?);
         if !values.is_empty() {
             entry.attrs.push(Attribute::new("memberOf", values));
+        }
+    }
+    let mut dynamic_group = false;
+    if !special && config.rules.get(desc).is_some_and(|r| r.canonical == "member") {
+        // A dynamic group's computed members (op::dynlist), as slapd's dynlist compares.
+        if let Some(values) = crate::op::dynlist::compare_values(ctx, &subject, &entry).await? {
+            dynamic_group = true;
+            if !values.is_empty() {
+                entry.attrs.push(Attribute::new("member", values));
+            }
         }
     }
     if let Some(filter) = crate::op::write_controls::WriteControls::of(ctx)?.assertion {
@@ -87,7 +99,7 @@ async fn evaluate(ctx: &OpContext, request: CompareRequest) -> LdapResultOf<Resu
         .filter(|a| has_options(&a.name, &options))
         .flat_map(|a| a.values.iter())
         .peekable();
-    if values.peek().is_none() {
+    if values.peek().is_none() && !dynamic_group {
         return Err(LdapError::new(ResultCode::NO_SUCH_ATTRIBUTE, ""));
     }
     if values.any(|v| matching::normalize(rule, v, dn_rules).as_deref() == Some(&assertion)) {

@@ -9,6 +9,7 @@ pub mod context;
 pub mod controls;
 pub mod credentials;
 pub mod delete;
+pub(crate) mod dynlist;
 pub mod extended;
 pub mod memberof;
 pub mod moddn;

@@ -74,6 +74,7 @@ pub fn directory_config(
         replicated: replicated_areas(config, dn_rules)?,
         ppolicy: ppolicy(config, dn_rules)?,
         changelog: config.changelog.enabled,
+        dynlist: ferrodir_router::DynlistConfig { members_max: config.dynlist.members_max },
     })
 }
 
@@ -102,6 +103,7 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.passwords = current.passwords.clone().with_upgrade_on_bind(next.password_upgrade_on_bind);
     out.ppolicy = ppolicy(next, dn_rules)?;
     out.changelog = next.changelog.enabled;
+    out.dynlist = ferrodir_router::DynlistConfig { members_max: next.dynlist.members_max };
     Ok(out)
 }
 

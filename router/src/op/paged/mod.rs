@@ -135,6 +135,7 @@ pub(crate) async fn page(
     bounds: &Bounds<'_>,
     position: Position,
     paging: &mut Paging,
+    expansion: Option<&crate::op::dynlist::Expansion>,
 ) -> LdapResultOf<LdapResult> {
     let (plan, shards) = read::plan_shards(ctx, bounds.class, &target.filter, &target.attrs)?;
     let plan = Arc::new(plan);
@@ -144,10 +145,13 @@ pub(crate) async fn page(
     }
     let want = remaining.map_or(paging.size as usize, |r| r.min(paging.size as usize));
     let start = position.after.map_or(0, |id| id.shard());
-    let mut sink = PageSink { sent: 0 };
+    let mut page_sink = PageSink { sent: 0 };
+    // The dynlist stage in front of the page (op::dynlist).
+    let mut sink = crate::op::dynlist::Expanding { inner: &mut page_sink, expansion };
     let (mut last, mut more) = (position.after, false);
     for &shard in shards.iter().filter(|s| **s >= start) {
-        let window = Window { after: position.after.filter(|id| id.shard() == shard), max: want - sink.sent };
+        let window =
+            Window { after: position.after.filter(|id| id.shard() == shard), max: want - sink.inner.sent };
         let end = match read::window(ctx, target, &plan, shard, window, bounds.deadline, &mut sink).await? {
             Gathered::All { end, .. } => end,
             Gathered::TimeLimit => {
@@ -166,10 +170,10 @@ pub(crate) async fn page(
         }
     }
     if more {
-        if remaining.is_some_and(|r| sink.sent >= r) {
+        if remaining.is_some_and(|r| sink.inner.sent >= r) {
             return Ok(size_limit_exceeded());
         }
-        let next = Position { after: last, sent: position.sent.saturating_add(sink.sent as u32) };
+        let next = Position { after: last, sent: position.sent.saturating_add(sink.inner.sent as u32) };
         let paged = &ctx.config.paged;
         paging.next = cookie::mint(&paged.key, &paging.digest, next, now_s());
     }

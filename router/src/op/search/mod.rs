@@ -35,6 +35,7 @@ use ferrodir_shard::{AttrSelection, Scope};
 
 use crate::error::LdapResultOf;
 use crate::op::context::OpContext;
+use crate::op::dynlist;
 use crate::op::paged::{self, Paging};
 use crate::op::parse_dn;
 use crate::op::read::Target;
@@ -167,7 +168,20 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
             return Err(crate::op::write_controls::failed());
         }
     }
+    // (memberOf=G) for a dynamic G: marked before op::memberof, resolved after (op::dynlist).
+    let marks = dynlist::mark_member_of(ctx, &authorized.subject, &mut request.filter).await?;
     crate::op::memberof::prepare(ctx, &authorized.subject, &mut request.filter, &mut attrs).await?;
+    marks.resolve(&mut request.filter);
+    // Dynamic groups: member assertions see their members; their member values are
+    // computed as their entries go out (op::dynlist).
+    dynlist::prepare_filter(ctx, &authorized.subject, &mut request.filter).await?;
+    let expansion = match mode {
+        Mode::Stream | Mode::Paged(_) | Mode::Sorted(_) => {
+            dynlist::Expansion::prepare(ctx, &authorized.subject, &mut attrs)
+        }
+        _ => None,
+    };
+    let expansion = expansion.as_ref();
     let paging = match mode {
         Mode::Paged(paging) => Some(paging),
         _ => None,
@@ -190,17 +204,17 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
     if let Some(followed) = followed.filter(|f| f.scopes != [target.scope]) {
         // Scopes beyond the search's own: streamed only (aliases::refusal says why).
         return match mode {
-            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds).await,
+            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds, expansion).await,
             _ => Err(aliases::refusal()),
         };
     }
     match (mode, position) {
-        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds).await,
+        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds, expansion).await,
         (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {
-            paged::page(ctx, &target, &bounds, position, paging).await
+            paged::page(ctx, &target, &bounds, position, paging, expansion).await
         }
         // A paged base search: the one entry goes out with the first page.
         (Mode::Paged(_), Some(position)) if position.after.is_some() => Ok(LdapResult::success()),
-        _ => stream::send(ctx, &target, &bounds).await,
+        _ => stream::send(ctx, &target, &bounds, expansion).await,
     }
 }

@@ -7,12 +7,22 @@ use ferrodir_shard::{Scope, StopReason};
 
 use crate::error::LdapResultOf;
 use crate::op::context::{OpContext, Outbound};
+use crate::op::dynlist::{Expanding, Expansion};
 use crate::op::read::{self, Bounds, Flow, Gathered, Sink, Target};
 
 /// Sends every match of `target` within `bounds`; the result for the SearchResultDone.
-pub(super) async fn send(ctx: &OpContext, target: &Target, bounds: &Bounds<'_>) -> LdapResultOf<LdapResult> {
-    let mut sink = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
-    Ok(match read::read(ctx, target, bounds.class, bounds.deadline, &mut sink).await? {
+/// `expansion`: the dynlist stage, in front of the sink.
+pub(super) async fn send(
+    ctx: &OpContext,
+    target: &Target,
+    bounds: &Bounds<'_>,
+    expansion: Option<&Expansion>,
+) -> LdapResultOf<LdapResult> {
+    let mut stream = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
+    let mut sink = Expanding { inner: &mut stream, expansion };
+    let gathered = read::read(ctx, target, bounds.class, bounds.deadline, &mut sink).await?;
+    let sink = stream;
+    Ok(match gathered {
         Gathered::Stopped => sink.result,
         Gathered::TimeLimit => LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()),
         Gathered::All { .. } | Gathered::Cancelled => LdapResult::success(),
@@ -27,8 +37,10 @@ pub(super) async fn send_scopes(
     target: &Target,
     scopes: &[Scope],
     bounds: &Bounds<'_>,
+    expansion: Option<&Expansion>,
 ) -> LdapResultOf<LdapResult> {
-    let mut sink = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
+    let mut stream = Stream { size_limit: bounds.size_limit, sent: 0, result: LdapResult::success() };
+    let mut sink = Expanding { inner: &mut stream, expansion };
     for &scope in scopes {
         let part = Target {
             skeleton: target.skeleton.clone(),
@@ -49,7 +61,7 @@ pub(super) async fn send_scopes(
         };
         match gathered {
             Gathered::All { .. } => {}
-            Gathered::Stopped => return Ok(sink.result),
+            Gathered::Stopped => return Ok(sink.inner.result.clone()),
             Gathered::TimeLimit => {
                 return Ok(LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()))
             }

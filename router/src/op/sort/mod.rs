@@ -326,11 +326,13 @@ fn response_control(oid: &'static str, value: Vec<u8>) -> Control {
 /// Runs a sorted search of `target`, which op::search resolved and authorized, within
 /// `bounds`: the rows collected (or resumed), the page or window of them sent, and the
 /// session kept for the next request.
+/// `expansion`: the dynlist stage, applied to each entry sent.
 pub(crate) async fn run(
     ctx: &OpContext,
     sorting: &Sorting,
     target: &Target,
     bounds: &Bounds<'_>,
+    expansion: Option<&crate::op::dynlist::Expansion>,
 ) -> LdapResultOf<LdapResult> {
     let resumed = sorting.resumed.borrow_mut().take();
     let (rows, next) = match resumed {
@@ -354,7 +356,9 @@ pub(crate) async fn run(
             return Ok(LdapResult::error(VLV_ERROR, "VLV offset is out of range"));
         }
     };
-    if let Some(ended) = send_rows(ctx, sorting, target, rows.get(start..end).unwrap_or(&[]), bounds).await? {
+    if let Some(ended) =
+        send_rows(ctx, sorting, target, rows.get(start..end).unwrap_or(&[]), bounds, expansion).await?
+    {
         return Ok(ended);
     }
     keep(ctx, sorting, rows, end);
@@ -418,6 +422,7 @@ async fn send_rows(
     target: &Target,
     rows: &[SortRow],
     bounds: &Bounds<'_>,
+    expansion: Option<&crate::op::dynlist::Expansion>,
 ) -> LdapResultOf<Option<LdapResult>> {
     let query = target.query(ctx.message_id, ctx.worker.hub());
     let mut sent: u64 = 0;
@@ -430,6 +435,10 @@ async fn send_rows(
             return Ok(Some(LdapResult::error(ResultCode::SIZE_LIMIT_EXCEEDED, "")));
         }
         let Some(pdu) = read::lookup(ctx, &query, row.id).await? else { continue };
+        let pdu = match expansion {
+            Some(expansion) => expansion.expand_pdu(ctx, pdu).await?,
+            None => pdu,
+        };
         sent += 1;
         send(ctx, pdu).await;
     }
