@@ -248,15 +248,17 @@ else
 fi
 
 # ldapwhoami's -y would send the file's trailing newline, which the entrypoint drops.
+# Who am I? answers the normalised DN, as slapd does: lowercase here.
+root_ndn=$(printf '%s' "$root_dn" | tr '[:upper:]' '[:lower:]')
 whoami=$(ldapwhoami -x -H "ldap://127.0.0.1:$ldap_port" -D "$root_dn" -w "$password" 2>&1) || true
-if [ "$whoami" = "dn:$root_dn" ]; then
+if [ "$whoami" = "dn:$root_ndn" ]; then
     pass "ldapwhoami binds as the root DN with the password from the file ($whoami)"
 else
     fail "ldapwhoami over LDAP: $whoami"
 fi
 whoami=$(LDAPTLS_CACERT="$work/ca.crt" LDAPTLS_REQCERT=demand \
     ldapwhoami -x -H "ldaps://127.0.0.1:$ldaps_port" -D "$root_dn" -w "$password" 2>&1) || true
-if [ "$whoami" = "dn:$root_dn" ]; then
+if [ "$whoami" = "dn:$root_ndn" ]; then
     pass "LDAPS on FERRODIR_LISTEN_LDAPS with the certificate from FERRODIR_TLS_CERT_FILE"
 else
     fail "ldapwhoami over LDAPS: $whoami"
