@@ -251,6 +251,49 @@ impl NormDn {
     }
 }
 
+impl Dn {
+    /// slapd's pretty form of a DN: types in lower case, no spaces around separators, the
+    /// AVAs of a multi-valued RDN in type order, and the characters RFC 4514 §2.4 requires
+    /// escaped (plus `=`) written as `\XX`; other bytes, UTF-8 included, as they are. A type
+    /// given by numeric OID is written by the name `name_of` gives it (`2.5.4.3=x` as
+    /// `cn=x`), as slapd does and as RFC 4514 §2.3 asks of a DN turned into a string. What
+    /// slapd stores for a DN-valued attribute, and answers to Who am I?.
+    pub fn pretty(&self, name_of: &dyn Fn(&str) -> Option<String>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, rdn) in self.rdns.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let type_name = |attr: &str| {
+                let numeric = attr.starts_with(|c: char| c.is_ascii_digit());
+                let name = if numeric { name_of(attr) } else { None };
+                name.unwrap_or_else(|| attr.to_ascii_lowercase())
+            };
+            let mut avas: Vec<_> = rdn.avas.iter().map(|a| (type_name(&a.attr), a)).collect();
+            avas.sort_by_key(|(name, _)| name.to_ascii_lowercase());
+            for (j, (name, ava)) in avas.iter().enumerate() {
+                if j > 0 {
+                    out.push(b'+');
+                }
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'=');
+                let last = ava.value.len().saturating_sub(1);
+                for (k, &byte) in ava.value.iter().enumerate() {
+                    let special = matches!(byte, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';' | b'=' | 0)
+                        || (k == 0 && (byte == b'#' || byte == b' '))
+                        || (k == last && byte == b' ');
+                    if special {
+                        out.extend_from_slice(format!("\\{byte:02X}").as_bytes());
+                    } else {
+                        out.push(byte);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 impl fmt::Display for NormDn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.dn.fmt(f)

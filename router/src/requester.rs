@@ -28,12 +28,16 @@ impl Identity {
         }
     }
 
-    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:` and the normalised DN (as slapd
-    /// answers Who am I?, whatever spelling the client bound with), or empty for anonymous.
-    pub fn authz_id(&self) -> String {
+    /// The authzId of RFC 4513 §5.2.1.8 / RFC 4532: `dn:` and the DN in slapd's pretty
+    /// form (types in lower case, a numeric OID by its name from `name_of`, no spaces around
+    /// separators, special characters as `\XX`; values as the client wrote them), as slapd
+    /// answers Who am I?, or empty for anonymous.
+    pub fn authz_id(&self, name_of: &dyn Fn(&str) -> Option<String>) -> String {
         match self {
             Identity::Anonymous => String::new(),
-            Identity::Root(dn) | Identity::User(dn) => format!("dn:{}", dn.joined()),
+            Identity::Root(dn) | Identity::User(dn) => {
+                format!("dn:{}", String::from_utf8_lossy(&dn.dn.pretty(name_of)))
+            }
         }
     }
 }

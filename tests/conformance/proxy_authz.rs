@@ -195,3 +195,35 @@ fn the_proxy_controls_refusals_match_slapd() {
     assert!(theirs.contains("bind 12") && theirs.contains("not a dn 123"), "{theirs}");
     assert_eq!(answers(&ferrodir), theirs, "slapd's on the right");
 }
+
+/// Who am I? answers the DN as slapd does: types in lower case, no spaces around the
+/// separators, special characters as `\XX`, values as the client wrote them.
+#[test]
+fn who_am_i_answers_the_dn_as_slapd_writes_it() {
+    let slapd = servers::start_slapd(None);
+    let ferrodir = servers::start_ferrodir(None);
+    let answers = |server: &Server| -> Vec<String> {
+        let ldif = format!(
+            "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n\n\
+             dn: cn=Ops\\, Admin,{SUFFIX}\nobjectClass: person\ncn: Ops, Admin\nsn: x\nuserPassword: pw\n"
+        );
+        assert_eq!(run(server, "ldapadd", Some((MANAGER_DN, MANAGER_PW)), &[], Some(&ldif)).0, 0);
+        [
+            ("CN=Manager,DC=Example,DC=Com", MANAGER_PW),
+            ("CN=Ops\\, Admin, DC=example,DC=com", "pw"),
+            ("cn=Ops\\2C Admin,dc=example,dc=com", "pw"),
+        ]
+        .iter()
+        .map(|(dn, password)| {
+            let url = format!("ldap://{}", server.addr);
+            let output =
+                Command::new("ldapwhoami").args(["-x", "-H", &url, "-D", dn, "-w", password]).output();
+            let output = output.expect("ldapwhoami");
+            format!("{dn}: {}", String::from_utf8_lossy(&output.stdout).trim())
+        })
+        .collect()
+    };
+    let theirs = answers(&slapd);
+    assert!(theirs.iter().any(|l| l.ends_with("dn:cn=Ops\\2C Admin,dc=example,dc=com")), "{theirs:#?}");
+    assert_eq!(answers(&ferrodir), theirs, "slapd's on the right");
+}

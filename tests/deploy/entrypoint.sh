@@ -248,8 +248,8 @@ else
 fi
 
 # ldapwhoami's -y would send the file's trailing newline, which the entrypoint drops.
-# Who am I? answers the normalised DN, as slapd does: lowercase here.
-root_ndn=$(printf '%s' "$root_dn" | tr '[:upper:]' '[:lower:]')
+# Who am I? answers the DN in slapd's pretty form: the escaped comma as \2C.
+root_ndn=$(printf '%s' "$root_dn" | sed 's/\\,/\\2C/g')
 whoami=$(ldapwhoami -x -H "ldap://127.0.0.1:$ldap_port" -D "$root_dn" -w "$password" 2>&1) || true
 if [ "$whoami" = "dn:$root_ndn" ]; then
     pass "ldapwhoami binds as the root DN with the password from the file ($whoami)"

@@ -308,45 +308,10 @@ fn dn_types_known(config: &DirectoryConfig, value: &[u8]) -> bool {
 
 const DN_SYNTAX: &str = "1.3.6.1.4.1.1466.115.121.1.12";
 
-/// slapd's pretty form of a DN value: types in lower case, no spaces around separators,
-/// the AVAs of a multi-valued RDN in type order, and the characters RFC 4514 §2.4 requires
-/// escaped (plus `=`) written as `\XX`; other bytes, UTF-8 included, as they are. A type
-/// given by numeric OID is written by the name `name_of` gives it (`2.5.4.3=x` as `cn=x`),
-/// as slapd does and as RFC 4514 §2.3 asks of a DN turned into a string.
+/// slapd's pretty form of a DN value (`ferrodir_proto::Dn::pretty`); None when it is no DN.
 pub fn pretty_dn(value: &[u8], name_of: &dyn Fn(&str) -> Option<String>) -> Option<Vec<u8>> {
     let dn = ferrodir_proto::Dn::parse(std::str::from_utf8(value).ok()?).ok()?;
-    let mut out = Vec::with_capacity(value.len());
-    for (i, rdn) in dn.rdns.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let type_name = |attr: &str| {
-            let numeric = attr.starts_with(|c: char| c.is_ascii_digit());
-            let name = if numeric { name_of(attr) } else { None };
-            name.unwrap_or_else(|| attr.to_ascii_lowercase())
-        };
-        let mut avas: Vec<_> = rdn.avas.iter().map(|a| (type_name(&a.attr), a)).collect();
-        avas.sort_by_key(|(name, _)| name.to_ascii_lowercase());
-        for (j, (name, ava)) in avas.iter().enumerate() {
-            if j > 0 {
-                out.push(b'+');
-            }
-            out.extend_from_slice(name.as_bytes());
-            out.push(b'=');
-            let last = ava.value.len().saturating_sub(1);
-            for (k, &byte) in ava.value.iter().enumerate() {
-                let special = matches!(byte, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';' | b'=' | 0)
-                    || (k == 0 && (byte == b'#' || byte == b' '))
-                    || (k == last && byte == b' ');
-                if special {
-                    out.extend_from_slice(format!("\\{byte:02X}").as_bytes());
-                } else {
-                    out.push(byte);
-                }
-            }
-        }
-    }
-    Some(out)
+    Some(dn.pretty(name_of))
 }
 
 #[cfg(test)]

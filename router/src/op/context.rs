@@ -238,7 +238,9 @@ impl OpContext {
         }
         if let Some(sink) = &self.worker.access_log {
             let outcome = accesslog::Outcome {
-                authzid: self.proxied_by.as_ref().map(|_| self.identity.authz_id()),
+                authzid: self.proxied_by.as_ref().map(|_| {
+                    self.identity.authz_id(&|oid| self.config.rules.get(oid).map(|r| r.display.clone()))
+                }),
                 code: code.0,
                 tag: response_tag(kind),
                 entries: self.entries.get(),

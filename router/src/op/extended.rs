@@ -59,7 +59,9 @@ pub async fn extended(ctx: &OpContext, request: ExtendedRequest) -> ExtendedResp
     ExtendedResponse {
         result: LdapResult::success(),
         response_name: None,
-        response_value: Some(OctetString::from(ctx.identity.authz_id().into_bytes())),
+        response_value: Some(OctetString::from(
+            ctx.identity.authz_id(&|oid| ctx.config.rules.get(oid).map(|r| r.display.clone())).into_bytes(),
+        )),
     }
 }
 
