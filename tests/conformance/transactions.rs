@@ -222,11 +222,28 @@ fn script(server: &Server) -> Vec<String> {
     t
 }
 
+/// slapd's run of the script, or None when slapd died during it: slapd 2.5.13 crashes now
+/// and then inside a transaction (docs/CONFORMANCE.md), which says nothing of ferrodir.
+fn reference_run() -> Option<Vec<String>> {
+    let slapd = servers::start_slapd(None);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| script(&slapd))) {
+        Ok(lines) => Some(lines),
+        Err(_) if std::net::TcpStream::connect(slapd.addr).is_err() => None,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 #[test]
 fn transactions_answer_and_apply_as_with_slapd() {
-    let slapd = servers::start_slapd(None);
+    let theirs = (0..3).find_map(|attempt| {
+        let run = reference_run();
+        if run.is_none() {
+            eprintln!("slapd died during reference run {attempt}: starting it over");
+        }
+        run
+    });
+    let theirs = theirs.expect("slapd died in three reference runs in a row");
     let ferrodir = servers::start_ferrodir(None);
-    let theirs = script(&slapd);
     let ours = script(&ferrodir);
     // The script must have done what it means to on the reference.
     assert!(theirs.iter().any(|l| l.starts_with("uid=carol,ou=people")), "{theirs:#?}");
