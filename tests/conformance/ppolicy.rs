@@ -102,6 +102,26 @@ fn populate(server: &Server) {
     }
 }
 
+/// The policy `cn=NAME` with `settings`, and the person `uid=PREFIXNAME` it governs, whose
+/// password is `NAME-password`.
+fn add_governed(conn: &mut LdapConn, prefix: &str, name: &str, settings: &[(&str, &str)]) {
+    add(conn, &format!("cn={name},{POLICIES}"), &policy(name, settings));
+    let (uid, subentry, password) =
+        (format!("{prefix}{name}"), format!("cn={name},{POLICIES}"), format!("{name}-password"));
+    add(
+        conn,
+        &format!("uid={uid},{PEOPLE}"),
+        &[
+            ("objectClass", "inetOrgPerson"),
+            ("uid", &uid),
+            ("cn", &uid),
+            ("sn", &uid),
+            ("userPassword", &password),
+            ("pwdPolicySubentry", &subentry),
+        ],
+    );
+}
+
 /// One step of the script.
 enum Step {
     Bind(&'static str, &'static str),
@@ -275,22 +295,7 @@ fn password_changes_match_slapd() {
             ("reset", vec![("pwdMustChange", "TRUE")]),
         ];
         for (name, settings) in &rules {
-            add(&mut conn, &format!("cn={name},{POLICIES}"), &policy(name, settings));
-            let subentry = format!("cn={name},{POLICIES}");
-            let uid = format!("p{name}");
-            let password = format!("{name}-password");
-            add(
-                &mut conn,
-                &format!("uid={uid},{PEOPLE}"),
-                &[
-                    ("objectClass", "inetOrgPerson"),
-                    ("uid", &uid),
-                    ("cn", &uid),
-                    ("sn", &uid),
-                    ("userPassword", &password),
-                    ("pwdPolicySubentry", &subentry),
-                ],
-            );
+            add_governed(&mut conn, "p", name, settings);
         }
     };
     setup(&slapd);
@@ -390,21 +395,7 @@ fn expiry_and_grace_match_slapd() {
             ("expiring", vec![("pwdMaxAge", "3")]),
         ];
         for (name, settings) in &policies {
-            add(&mut conn, &format!("cn={name},{POLICIES}"), &policy(name, settings));
-            let (uid, subentry, password) =
-                (format!("a{name}"), format!("cn={name},{POLICIES}"), format!("{name}-password"));
-            add(
-                &mut conn,
-                &format!("uid={uid},{PEOPLE}"),
-                &[
-                    ("objectClass", "inetOrgPerson"),
-                    ("uid", &uid),
-                    ("cn", &uid),
-                    ("sn", &uid),
-                    ("userPassword", &password),
-                    ("pwdPolicySubentry", &subentry),
-                ],
-            );
+            add_governed(&mut conn, "a", name, settings);
         }
     };
     setup(&slapd);

@@ -244,6 +244,22 @@ pub fn tool(name: &str, args: &[&str], stdin: Option<&str>) -> (i32, String, Str
     tool_with_env(name, args, stdin, &[])
 }
 
+/// Runs an OpenLDAP tool against `server` bound as `who` (DN, password) with `extra`
+/// arguments and `stdin`: (exit code, stdout, stderr). The tools exit with the LDAP
+/// result code.
+pub fn tool_as(
+    server: &Server,
+    name: &str,
+    who: (&str, &str),
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> (i32, String, String) {
+    let url = server.url();
+    let mut args = vec!["-x", "-H", url.as_str(), "-D", who.0, "-w", who.1];
+    args.extend_from_slice(extra);
+    tool(name, &args, stdin)
+}
+
 /// [`tool`] with extra environment variables (e.g. `LDAPTLS_CACERT`).
 pub fn tool_with_env(
     name: &str,

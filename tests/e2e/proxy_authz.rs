@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::harness::{tool, wait_until, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{tool, tool_as as run, wait_until, Server, ADMIN_DN, ADMIN_PW};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
@@ -26,19 +26,6 @@ fn config(dir: &std::path::Path, policy: &str) -> String {
         dir.join("access").display(),
         dir.join("audit").display()
     )
-}
-
-fn run(
-    server: &Server,
-    name: &str,
-    who: (&str, &str),
-    extra: &[&str],
-    stdin: Option<&str>,
-) -> (i32, String, String) {
-    let url = server.url();
-    let mut args = vec!["-x", "-H", url.as_str(), "-D", who.0, "-w", who.1];
-    args.extend_from_slice(extra);
-    tool(name, &args, stdin)
 }
 
 fn add_app(server: &Server) {

@@ -5,7 +5,7 @@
 //! migration's NO-USER-MODIFICATION values; dontUseCopy (RFC 6171) on a provider; and the
 //! refusals (a critical pre-read on a Search, a malformed value).
 
-use crate::harness::{tool, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{tool_as as run, Server, ADMIN_DN, ADMIN_PW};
 
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
@@ -19,21 +19,6 @@ fn config() -> String {
          [[access_rules]]\nto = '*'\nby = ['self write', '* read']\n\
          [log]\nlevel = \"warn\"\n"
     )
-}
-
-/// Runs an OpenLDAP tool as `who` (DN, password) with `extra` arguments and `stdin`:
-/// (exit code, stdout, stderr). The tools exit with the LDAP result code.
-fn run(
-    server: &Server,
-    name: &str,
-    who: (&str, &str),
-    extra: &[&str],
-    stdin: Option<&str>,
-) -> (i32, String, String) {
-    let url = server.url();
-    let mut args = vec!["-x", "-H", url.as_str(), "-D", who.0, "-w", who.1];
-    args.extend_from_slice(extra);
-    tool(name, &args, stdin)
 }
 
 const ROOT: (&str, &str) = (ADMIN_DN, ADMIN_PW);
