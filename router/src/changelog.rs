@@ -230,6 +230,7 @@ impl<'a, 'c> Output<'a, 'c> {
             let next = Position {
                 after: Some(EntryId(self.last.unwrap_or(0))),
                 sent: position.sent.saturating_add(self.sent as u32),
+                part: 0,
             };
             if let Some(paging) = self.paging.as_deref_mut() {
                 paging.continue_at(self.ctx, next);

@@ -3,8 +3,8 @@
 //! alias to a leaf, two to one entry, one to a subtree, a chain, a loop, a dangling alias
 //! and one to a subtree only the rootDN may read. Followed aliases' targets come back once
 //! each and alias entries not at all; a loop or a dangling base is aliasProblem (33); the
-//! sizeLimit counts across the followed scopes; a paged search that would follow aliases is
-//! refused (53), not answered without them; the access rules hide what they hide behind an
+//! sizeLimit counts across the followed scopes; paged, sorted and VLV searches follow them
+//! as a plain search does; the access rules hide what they hide behind an
 //! alias too. The comparison with slapd is tests/conformance/aliases.rs.
 
 use std::collections::BTreeSet;
@@ -191,11 +191,71 @@ fn aliases_are_followed_once_with_loops_and_limits_as_slapd() {
     let (code, dns) = ldapsearch(&server, root, &["-a", "search", "-z", "2", "-s", "one", "-b", &links]);
     assert_eq!((code, dns.len()), (4, 2), "a one-level search's targets count too: {dns:?}");
 
-    // A paged search that would follow aliases is refused, not answered without them; one
-    // that meets none pages as always.
-    let (code, _) =
-        ldapsearch(&server, root, &["-a", "always", "-E", "pr=2/noprompt", "-s", "sub", "-b", &links]);
-    assert_eq!(code, 53);
+    // Paged, sorted and VLV searches follow aliases as a plain search does: the same
+    // entries, each once, whatever the page size (pages of 1 cross from one scope followed
+    // to the next, and through a one-level search's targets one by one).
+    for (deref, scope, base) in [
+        ("always", "sub", links.as_str()),
+        ("search", "one", links.as_str()),
+        ("search", "sub", links.as_str()),
+        ("always", "one", links.as_str()),
+    ] {
+        let (code, plain) = ldapsearch(&server, root, &["-a", deref, "-s", scope, "-b", base]);
+        assert_eq!(code, 0, "{deref} {scope} {base}");
+        assert!(plain.len() >= 3, "{plain:?}");
+        for size in ["1", "2", "5"] {
+            let paging = format!("pr={size}/noprompt");
+            let (code, paged) =
+                ldapsearch(&server, root, &["-a", deref, "-E", &paging, "-s", scope, "-b", base]);
+            assert_eq!(code, 0, "{deref} {scope} {base} {paging}");
+            assert_eq!(paged.len(), set(&paged).len(), "each entry once: {paged:?}");
+            assert_eq!(set(&paged), set(&plain), "{deref} {scope} {base} {paging}");
+        }
+        let (code, sorted) = ldapsearch(
+            &server,
+            root,
+            &["-a", deref, "-E", "sss=cn:caseIgnoreOrderingMatch", "-s", scope, "-b", base],
+        );
+        assert_eq!((code, sorted.len()), (0, plain.len()), "{deref} {scope} {base} sorted: {sorted:?}");
+        assert_eq!(set(&sorted), set(&plain));
+        let (code, sorted_paged) = ldapsearch(
+            &server,
+            root,
+            &[
+                "-a",
+                deref,
+                "-E",
+                "sss=cn:caseIgnoreOrderingMatch",
+                "-E",
+                "pr=2/noprompt",
+                "-s",
+                scope,
+                "-b",
+                base,
+            ],
+        );
+        assert_eq!((code, sorted_paged.clone()), (0, sorted.clone()), "sorted pages: the same order");
+        let (code, window) = ldapsearch(
+            &server,
+            root,
+            &[
+                "-a",
+                deref,
+                "-E",
+                "sss=cn:caseIgnoreOrderingMatch",
+                "-E",
+                "vlv=0/2/1/0",
+                "-s",
+                scope,
+                "-b",
+                base,
+            ],
+        );
+        // ldapsearch asks for window after window until one lies past the end (76).
+        assert!(code == 0 || code == 76, "vlv {code}: {window:?}");
+        assert_eq!(window[..3], sorted[..3], "the first VLV window is the sorted list's first three");
+    }
+    // A paged search that meets no alias pages as always.
     let (code, dns) = ldapsearch(
         &server,
         root,

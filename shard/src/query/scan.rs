@@ -455,8 +455,11 @@ impl Judge<'_> {
         };
         let (rules, query) = (self.rules, &self.query);
         let Some(seen) = judge(rules, query, self.scope, self.needs, id, &record) else { return Ok(None) };
-        // A match is sent whole.
-        let record = if self.selected.is_some() { EntryRecord::decode(bytes)? } else { record };
+        // A match is sent whole, unless the selection sends no stored attribute at all.
+        let record = match self.selected.is_some() && self.query.attrs.wants_stored() {
+            true => EntryRecord::decode(bytes)?,
+            false => record,
+        };
         Ok(Some(encode_entry(rules, query, id, &Cached::Transient(Arc::new(record)), seen.hidden())))
     }
 }
@@ -502,6 +505,15 @@ mod tests {
     /// Runs one scan of every person with `sn=x` (unindexed) and returns how many entries
     /// came back; `before` may raise a stop signal first.
     fn scan_people(entries: usize, before: impl FnOnce(&StopSignal, &StopSignal)) -> usize {
+        scan_people_for(entries, AttrSelection::default(), before).len()
+    }
+
+    /// The PDUs of one scan of every person with `sn=x` (unindexed), selecting `attrs`.
+    fn scan_people_for(
+        entries: usize,
+        attrs: AttrSelection,
+        before: impl FnOnce(&StopSignal, &StopSignal),
+    ) -> Vec<Bytes> {
         let dir = tempfile::tempdir().unwrap();
         let engine: Arc<dyn KvEngine> =
             Arc::from(EngineKind::Redb.open(dir.path(), 0, &Default::default()).unwrap());
@@ -520,7 +532,7 @@ mod tests {
                 skeleton: Arc::new(Skeleton::default()),
                 scope: Scope::OneLevel(EntryId::ROOT),
                 filter: Arc::new(parse_filter("(sn=x)").unwrap()),
-                attrs: Arc::new(AttrSelection::default()),
+                attrs: Arc::new(attrs),
                 plan: Arc::new(None),
                 sink,
                 stop,
@@ -529,10 +541,10 @@ mod tests {
             };
             let source = Arc::new(ScanSource { info: info(), engine, limits: ScanLimits::default() });
             actix::spawn(run_scan(source, task));
-            let mut found = 0;
+            let mut found = Vec::new();
             while let Some(chunk) = chunks.recv().await {
                 match chunk {
-                    SearchChunk::Entries(pdus) => found += pdus.len(),
+                    SearchChunk::Entries(pdus) => found.extend(pdus),
                     SearchChunk::Done { result, .. } => {
                         result.unwrap();
                         break;
@@ -547,6 +559,25 @@ mod tests {
     fn a_scan_walks_every_entry_in_batches() {
         // More than one walk batch and more than one chunk.
         assert_eq!(scan_people(700, |_, _| {}), 700);
+    }
+
+    #[test]
+    fn a_dn_only_match_carries_no_values_and_a_full_one_all() {
+        // `1.1`: the filter's type is decoded to judge, nothing is sent but the DN.
+        let bare = scan_people_for(3, AttrSelection::default(), |_, _| {});
+        assert_eq!(bare.len(), 3);
+        for pdu in &bare {
+            assert!(!pdu.windows(2).any(|w| w == b"sn"), "a 1.1 match carries no attribute");
+            assert!(pdu.windows(4).any(|w| w == b"cn=p"), "the DN is sent");
+        }
+        // `*`: the whole entry goes out, types the filter did not name included.
+        let all = AttrSelection { all_user: true, ..Default::default() };
+        let full = scan_people_for(3, all, |_, _| {});
+        assert_eq!(full.len(), 3);
+        for pdu in &full {
+            assert!(pdu.windows(11).any(|w| w == b"objectClass"), "a * match carries objectClass");
+            assert!(pdu.windows(6).any(|w| w == b"person"));
+        }
     }
 
     #[test]

@@ -151,6 +151,17 @@ impl AttrSelection {
         }
     }
 
+    /// Whether any stored attribute could go out: false for a `1.1` selection (a DN-only
+    /// read, such as a dynamic group's member search), whose matches need no values decoded
+    /// beyond those the filter looks at.
+    pub fn wants_stored(&self) -> bool {
+        self.all_user
+            || self.all_operational
+            || !self.names.is_empty()
+            || !self.with_options.is_empty()
+            || self.sort.is_some()
+    }
+
     fn wants_operational(&self, canonical: &str) -> bool {
         self.all_operational || self.names.contains(canonical)
     }
@@ -546,7 +557,9 @@ pub(crate) fn encode_entry(
     let parent = cached.parent();
     let dn = dn_of(query.skeleton, id, parent, cached.rdn());
     let mut attributes = Vec::with_capacity(256);
-    put_stored(rules, sel, cached, hidden, &mut attributes);
+    if sel.wants_stored() {
+        put_stored(rules, sel, cached, hidden, &mut attributes);
+    }
     put_computed(query, id, parent, &dn, hidden, &mut attributes);
     Bytes::from(ber::search_result_entry(query.message_id, dn.as_bytes(), &attributes))
 }

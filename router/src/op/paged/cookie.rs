@@ -2,8 +2,10 @@
 //! paged search, sealed with an HMAC so that the server keeps nothing between pages.
 //!
 //! What it holds: the id of the last entry sent (entry ids are the search's total order,
-//! see `shard::search::Window`), how many entries the whole search has sent so far (size
-//! limits count across pages, as slapd counts them) and when it was issued. What the MAC
+//! see `shard::search::Window`), which of the search's scopes it was in (a search that
+//! follows aliases reads several, one after another: `op::search::aliases`), how many
+//! entries the whole search has sent so far (size limits count across pages, as slapd
+//! counts them) and when it was issued. What the MAC
 //! covers besides: the search itself (everything but its timeLimit) and the requester's
 //! identity. So a cookie is good for the same search by the same identity on any
 //! connection, several may be in use at once on one connection, and one minted for another
@@ -17,11 +19,15 @@ use sha2::{Digest, Sha256};
 use ferrodir_proto::message::SearchRequest;
 use ferrodir_shard::EntryId;
 
-const VERSION: u8 = 1;
-/// version, issued (s), flags, after, sent.
-const BODY_BYTES: usize = 1 + 8 + 1 + 8 + 4;
+const VERSION: u8 = 2;
+/// version, issued (s), flags, after, sent, part.
+const BODY_BYTES: usize = 1 + 8 + 1 + 8 + 4 + 2;
 const MAC_BYTES: usize = 16;
 pub const COOKIE_BYTES: usize = BODY_BYTES + MAC_BYTES;
+/// The first version's cookies, without a part (minted before an upgrade, still opened:
+/// part 0).
+const VERSION_1: u8 = 1;
+const BODY_BYTES_1: usize = BODY_BYTES - 2;
 
 /// The server's secret for sealing cookies.
 #[derive(Clone)]
@@ -97,6 +103,8 @@ pub struct Position {
     pub after: Option<EntryId>,
     /// Entries sent by all pages so far.
     pub sent: u32,
+    /// Which of the search's scopes `after` is in (0: its own, or the only one).
+    pub part: u16,
 }
 
 /// Why a cookie is refused.
@@ -115,6 +123,7 @@ pub fn mint(key: &CookieKey, search: &SearchDigest, position: Position, now_s: u
     out.push(u8::from(position.after.is_some()));
     out.extend_from_slice(&position.after.map_or(0, |id| id.0).to_be_bytes());
     out.extend_from_slice(&position.sent.to_be_bytes());
+    out.extend_from_slice(&position.part.to_be_bytes());
     let mac = key.mac(search, &out);
     out.extend_from_slice(&mac);
     out
@@ -127,10 +136,15 @@ pub fn open(
     now_s: u64,
     idle_max_s: u64,
 ) -> Result<Position, CookieError> {
-    if cookie.len() != COOKIE_BYTES || cookie.first() != Some(&VERSION) {
+    let body_bytes = match cookie.first() {
+        Some(&VERSION) => BODY_BYTES,
+        Some(&VERSION_1) => BODY_BYTES_1,
+        _ => return Err(CookieError::Invalid),
+    };
+    if cookie.len() != body_bytes + MAC_BYTES {
         return Err(CookieError::Invalid);
     }
-    let (body, mac) = cookie.split_at(BODY_BYTES);
+    let (body, mac) = cookie.split_at(body_bytes);
     let expected = key.mac(search, body);
     if !bool::from(subtle::ConstantTimeEq::ct_eq(&expected[..], mac)) {
         return Err(CookieError::Invalid);
@@ -139,6 +153,10 @@ pub fn open(
     let issued = u64::from_be_bytes(field(1, 8)?.try_into().map_err(|_| CookieError::Invalid)?);
     let after_id = u64::from_be_bytes(field(10, 8)?.try_into().map_err(|_| CookieError::Invalid)?);
     let sent = u32::from_be_bytes(field(18, 4)?.try_into().map_err(|_| CookieError::Invalid)?);
+    let part = match body_bytes {
+        BODY_BYTES => u16::from_be_bytes(field(22, 2)?.try_into().map_err(|_| CookieError::Invalid)?),
+        _ => 0,
+    };
     let after = match field(9, 1)? {
         [0] => None,
         [1] => Some(EntryId(after_id)),
@@ -147,7 +165,7 @@ pub fn open(
     if now_s.saturating_sub(issued) > idle_max_s {
         return Err(CookieError::Stale);
     }
-    Ok(Position { after, sent })
+    Ok(Position { after, sent, part })
 }
 
 #[cfg(test)]
@@ -173,7 +191,7 @@ mod tests {
     fn a_cookie_opens_for_its_search_and_identity_only() {
         let key = CookieKey::random();
         let search = SearchDigest::of(&request("(uid=*)", 0), "uid=a");
-        let position = Position { after: Some(EntryId(77)), sent: 12 };
+        let position = Position { after: Some(EntryId(77)), sent: 12, part: 3 };
         let cookie = mint(&key, &search, position, 1000);
         assert_eq!(open(&key, &search, &cookie, 1001, 60), Ok(position));
         // The time limit may change between pages.
@@ -191,10 +209,27 @@ mod tests {
     }
 
     #[test]
+    fn a_first_version_cookie_still_opens_in_the_first_part() {
+        let key = CookieKey::random();
+        let search = SearchDigest::of(&request("(uid=*)", 0), "");
+        let mut body = vec![VERSION_1];
+        body.extend_from_slice(&1000u64.to_be_bytes());
+        body.push(1);
+        body.extend_from_slice(&77u64.to_be_bytes());
+        body.extend_from_slice(&5u32.to_be_bytes());
+        let mac = key.mac(&search, &body);
+        body.extend_from_slice(&mac);
+        assert_eq!(
+            open(&key, &search, &body, 1000, 60),
+            Ok(Position { after: Some(EntryId(77)), sent: 5, part: 0 })
+        );
+    }
+
+    #[test]
     fn altered_truncated_and_old_cookies_are_refused() {
         let key = CookieKey::random();
         let search = SearchDigest::of(&request("(uid=*)", 0), "");
-        let cookie = mint(&key, &search, Position { after: None, sent: 0 }, 1000);
+        let cookie = mint(&key, &search, Position { after: None, sent: 0, part: 0 }, 1000);
         for at in 0..cookie.len() {
             let mut bad = cookie.clone();
             bad[at] ^= 0x01;

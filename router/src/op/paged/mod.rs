@@ -29,7 +29,7 @@ use ferrodir_proto::message::{
     Control, LdapResult, OctetString, PagedResults, SearchRequest, PAGED_RESULTS_OID,
 };
 use ferrodir_proto::ResultCode;
-use ferrodir_shard::{StopReason, Window};
+use ferrodir_shard::{Scope, StopReason, Window};
 
 use self::cookie::{CookieError, Position, SearchDigest};
 use crate::error::{LdapError, LdapResultOf};
@@ -128,10 +128,14 @@ fn now_s() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// Sends one page of `target` and sets `paging.next` when another follows.
+/// Sends one page of `target` and sets `paging.next` when another follows. `scopes`: the
+/// parts read one after another, in this order on every page (the target's own scope
+/// alone, or the disjoint scopes of a search that follows aliases); the cookie says which
+/// part the last entry sent was in.
 pub(crate) async fn page(
     ctx: &OpContext,
     target: &Target,
+    scopes: &[Scope],
     bounds: &Bounds<'_>,
     position: Position,
     paging: &mut Paging,
@@ -144,40 +148,78 @@ pub(crate) async fn page(
         return Ok(size_limit_exceeded());
     }
     let want = remaining.map_or(paging.size as usize, |r| r.min(paging.size as usize));
-    let start = position.after.map_or(0, |id| id.shard());
     let mut page_sink = PageSink { sent: 0 };
     // The dynlist stage in front of the page (op::dynlist).
     let mut sink = crate::op::dynlist::Expanding { inner: &mut page_sink, expansion };
-    let (mut last, mut more) = (position.after, false);
-    for &shard in shards.iter().filter(|s| **s >= start) {
-        let window =
-            Window { after: position.after.filter(|id| id.shard() == shard), max: want - sink.inner.sent };
-        let end = match read::window(ctx, target, &plan, shard, window, bounds.deadline, &mut sink).await? {
-            Gathered::All { end, .. } => end,
-            Gathered::TimeLimit => {
-                return Ok(LdapResult::new(ResultCode::TIME_LIMIT_EXCEEDED, String::new(), String::new()));
-            }
-            // Abandoned, or the connection gone.
-            Gathered::Stopped | Gathered::Cancelled => return Ok(LdapResult::success()),
+    let mut next = None;
+    'parts: for (part, &scope) in scopes.iter().enumerate().skip(usize::from(position.part)) {
+        // The cookie's `after` holds in its own part only; a later part starts at its first.
+        let after = position.after.filter(|_| part == usize::from(position.part));
+        let start = after.map_or(0, |id| id.shard());
+        let in_part = Target {
+            skeleton: target.skeleton.clone(),
+            scope,
+            filter: target.filter.clone(),
+            attrs: target.attrs.clone(),
         };
-        last = end.last.or(last);
-        if end.more {
-            more = true;
-            break;
+        if let Scope::Base(id) = scope {
+            // A followed alias's target in a one-level search: one entry, by id.
+            if after.is_some() {
+                continue;
+            }
+            let query = in_part.query(ctx.message_id, ctx.worker.hub());
+            let Some(pdu) = read::lookup(ctx, &query, id).await? else { continue };
+            if sink.inner.sent >= want {
+                next = Some(Position { after: None, sent: 0, part: part_index(part) });
+                break;
+            }
+            if let Flow::Stop(_) = sink.take(ctx, vec![pdu]).await? {
+                return Ok(LdapResult::success());
+            }
+            continue;
         }
-        if ctx.cancelled() {
-            return Ok(LdapResult::success());
+        let mut last = after;
+        for &shard in shards.iter().filter(|s| **s >= start) {
+            let window =
+                Window { after: after.filter(|id| id.shard() == shard), max: want - sink.inner.sent };
+            let end =
+                match read::window(ctx, &in_part, &plan, shard, window, bounds.deadline, &mut sink).await? {
+                    Gathered::All { end, .. } => end,
+                    Gathered::TimeLimit => {
+                        return Ok(LdapResult::new(
+                            ResultCode::TIME_LIMIT_EXCEEDED,
+                            String::new(),
+                            String::new(),
+                        ));
+                    }
+                    // Abandoned, or the connection gone.
+                    Gathered::Stopped | Gathered::Cancelled => return Ok(LdapResult::success()),
+                };
+            last = end.last.or(last);
+            if end.more {
+                next = Some(Position { after: last, sent: 0, part: part_index(part) });
+                break 'parts;
+            }
+            if ctx.cancelled() {
+                return Ok(LdapResult::success());
+            }
         }
     }
-    if more {
+    if let Some(next) = next {
         if remaining.is_some_and(|r| sink.inner.sent >= r) {
             return Ok(size_limit_exceeded());
         }
-        let next = Position { after: last, sent: position.sent.saturating_add(sink.inner.sent as u32) };
+        let next = Position { sent: position.sent.saturating_add(sink.inner.sent as u32), ..next };
         let paged = &ctx.config.paged;
         paging.next = cookie::mint(&paged.key, &paging.digest, next, now_s());
     }
     Ok(LdapResult::success())
+}
+
+/// A part's index as the cookie holds it: parts are far fewer than u16::MAX
+/// (op::search::aliases::ALIASES_MAX bounds them).
+fn part_index(part: usize) -> u16 {
+    u16::try_from(part).unwrap_or(u16::MAX)
 }
 
 fn size_limit_exceeded() -> LdapResult {

@@ -55,16 +55,6 @@ impl Followed {
     }
 }
 
-/// The answer to a paged, sorted or VLV search that would have to read more than its own
-/// scope: those read their scope in entry-id order, one window at a time, which the
-/// followed aliases' scopes don't fit. Refused rather than answered without them.
-pub(super) fn refusal() -> LdapError {
-    LdapError::new(
-        ResultCode::UNWILLING_TO_PERFORM,
-        "aliases met while searching are followed only in a search without paged results, sorting or VLV",
-    )
-}
-
 /// Looks for the aliases in the search's scope and follows them. `attrs`: the search's
 /// selection, for the access rules the alias entries are read under.
 pub(super) async fn follow(
@@ -120,12 +110,20 @@ pub(super) async fn follow(
             pending.push_back(read::scope(kind, located.id));
         }
     }
+    // In id order (the search's own scope first in a one-level search): the aliases are
+    // found in whatever order the shards answer, and a paged search must see the same parts
+    // in the same order on every page.
     let scopes = match kind {
         SearchScope::SingleLevel => {
-            let targets = roots.iter().skip(1).map(|(_, id)| Scope::Base(*id));
-            std::iter::once(authorized.scope).chain(targets).collect()
+            let mut targets: Vec<EntryId> = roots.iter().skip(1).map(|(_, id)| *id).collect();
+            targets.sort_unstable();
+            std::iter::once(authorized.scope).chain(targets.into_iter().map(Scope::Base)).collect()
         }
-        _ => roots.iter().map(|(_, id)| read::scope(kind, *id)).collect(),
+        _ => {
+            let mut ids: Vec<EntryId> = roots.iter().map(|(_, id)| *id).collect();
+            ids.sort_unstable();
+            ids.into_iter().map(|id| read::scope(kind, id)).collect()
+        }
     };
     Ok(Followed { scopes, met })
 }

@@ -201,20 +201,21 @@ async fn run(ctx: &OpContext, mut request: SearchRequest, mode: &mut Mode) -> Ld
         filter: Arc::new(filter),
         attrs: Arc::new(attrs),
     };
-    if let Some(followed) = followed.filter(|f| f.scopes != [target.scope]) {
-        // Scopes beyond the search's own: streamed only (aliases::refusal says why).
-        return match mode {
-            Mode::Stream => stream::send_scopes(ctx, &target, &followed.scopes, &bounds, expansion).await,
-            _ => Err(aliases::refusal()),
-        };
-    }
+    // The scopes read, one after another: the search's own, or those the aliases it follows
+    // add (disjoint, in the same order on every page).
+    let scopes = match followed {
+        Some(followed) if followed.scopes != [target.scope] => followed.scopes,
+        _ => vec![target.scope],
+    };
+    let base_only = scopes.iter().all(|scope| matches!(scope, Scope::Base(_)));
     match (mode, position) {
-        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &bounds, expansion).await,
-        (Mode::Paged(paging), Some(position)) if !matches!(target.scope, Scope::Base(_)) => {
-            paged::page(ctx, &target, &bounds, position, paging, expansion).await
+        (Mode::Sorted(sorting), _) => sort::run(ctx, sorting, &target, &scopes, &bounds, expansion).await,
+        (Mode::Paged(paging), Some(position)) if !base_only => {
+            paged::page(ctx, &target, &scopes, &bounds, position, paging, expansion).await
         }
         // A paged base search: the one entry goes out with the first page.
         (Mode::Paged(_), Some(position)) if position.after.is_some() => Ok(LdapResult::success()),
+        _ if scopes.len() > 1 => stream::send_scopes(ctx, &target, &scopes, &bounds, expansion).await,
         _ => stream::send(ctx, &target, &bounds, expansion).await,
     }
 }

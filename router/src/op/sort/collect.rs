@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrodir_shard::{decode_sort_row, SortRow, SortSpec, StopReason};
+use ferrodir_shard::{decode_sort_row, Scope, SortRow, SortSpec, StopReason};
 
 use crate::error::{LdapError, LdapResultOf};
 use crate::op::context::OpContext;
@@ -24,32 +24,48 @@ pub enum Collected {
     Cancelled,
 }
 
-/// The rows of every entry `target` matches, sorted by `spec`.
+/// The rows of every entry `target` matches in `scopes` (its own scope alone, or the
+/// disjoint scopes of a search that follows aliases), sorted by `spec`.
 pub(crate) async fn collect(
     ctx: &OpContext,
     target: &Target,
+    scopes: &[Scope],
     bounds: &Bounds<'_>,
     spec: &Arc<SortSpec>,
 ) -> LdapResultOf<Collected> {
     let mut attrs = (*target.attrs).clone();
     attrs.sort = Some(spec.clone());
-    let rows_of = Target {
-        skeleton: target.skeleton.clone(),
-        scope: target.scope,
-        filter: target.filter.clone(),
-        attrs: Arc::new(attrs),
-    };
+    let attrs = Arc::new(attrs);
     let mut sink = Rows { rows: Vec::new(), max: ctx.config.sort.entries_max };
-    Ok(match read::read(ctx, &rows_of, bounds.class, bounds.deadline, &mut sink).await? {
-        Gathered::All { .. } => {
-            // The keys, then the id: one total order, the same on every page.
-            sink.rows.sort_unstable_by(|a, b| spec.compare_rows(a, b));
-            Collected::Rows(sink.rows)
+    for &scope in scopes {
+        let rows_of = Target {
+            skeleton: target.skeleton.clone(),
+            scope,
+            filter: target.filter.clone(),
+            attrs: attrs.clone(),
+        };
+        let gathered = match scope {
+            // A followed alias's target in a one-level search: its row, read by id.
+            Scope::Base(id) if scopes.len() > 1 => {
+                let query = rows_of.query(ctx.message_id, ctx.worker.hub());
+                let rows: Vec<Bytes> = read::lookup(ctx, &query, id).await?.into_iter().collect();
+                match sink.take(ctx, rows).await? {
+                    Flow::More => continue,
+                    Flow::Stop(_) => Gathered::Stopped,
+                }
+            }
+            _ => read::read(ctx, &rows_of, bounds.class, bounds.deadline, &mut sink).await?,
+        };
+        match gathered {
+            Gathered::All { .. } => {}
+            Gathered::Stopped => return Ok(Collected::TooMany),
+            Gathered::TimeLimit => return Ok(Collected::TimeLimit),
+            Gathered::Cancelled => return Ok(Collected::Cancelled),
         }
-        Gathered::Stopped => Collected::TooMany,
-        Gathered::TimeLimit => Collected::TimeLimit,
-        Gathered::Cancelled => Collected::Cancelled,
-    })
+    }
+    // The keys, then the id: one total order, the same on every page.
+    sink.rows.sort_unstable_by(|a, b| spec.compare_rows(a, b));
+    Ok(Collected::Rows(sink.rows))
 }
 
 /// The sink of a sorted search's rows, bounded by `sort_entries_max`.

@@ -323,7 +323,8 @@ fn response_control(oid: &'static str, value: Vec<u8>) -> Control {
     }
 }
 
-/// Runs a sorted search of `target`, which op::search resolved and authorized, within
+/// Runs a sorted search of `target` over `scopes` (its own, or those a search that follows
+/// aliases reads), which op::search resolved and authorized, within
 /// `bounds`: the rows collected (or resumed), the page or window of them sent, and the
 /// session kept for the next request.
 /// `expansion`: the dynlist stage, applied to each entry sent.
@@ -331,13 +332,14 @@ pub(crate) async fn run(
     ctx: &OpContext,
     sorting: &Sorting,
     target: &Target,
+    scopes: &[ferrodir_shard::Scope],
     bounds: &Bounds<'_>,
     expansion: Option<&crate::op::dynlist::Expansion>,
 ) -> LdapResultOf<LdapResult> {
     let resumed = sorting.resumed.borrow_mut().take();
     let (rows, next) = match resumed {
         Some(kept) => (kept.rows, kept.next),
-        None => match collect::collect(ctx, target, bounds, &sorting.spec).await? {
+        None => match collect::collect(ctx, target, scopes, bounds, &sorting.spec).await? {
             Collected::Rows(rows) => (rows, 0),
             Collected::TooMany => {
                 return Ok(LdapResult::error(ResultCode::ADMIN_LIMIT_EXCEEDED, "sort_entries_max exceeded"));
