@@ -57,6 +57,9 @@ HIDDEN = [
     "attributetype ( 1.3.6.1.4.1.4203.666.1.9 NAME ( 'authzFrom' 'saslAuthzFrom' ) "
     "DESC 'proxy authorization sources' EQUALITY octetStringMatch "
     "SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 USAGE distributedOperation )",
+    # The class of the stand-in parents a replication consumer makes for an entry whose
+    # parent it lacks (slapd's schema_prep.c, hidden there too): a multi-provider conflict.
+    "objectclass ( 1.3.6.1.4.1.4203.666.3.4 NAME 'glue' DESC 'Glue Entry' SUP top STRUCTURAL )",
 ]
 
 OID_RE = re.compile(r"^\(\s*([0-9][0-9.]*)\s")

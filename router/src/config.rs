@@ -173,19 +173,28 @@ pub struct PpolicyConfig {
     pub default_policy: Option<NormDn>,
 }
 
-/// A subtree a replication consumer keeps: read-only for clients, the rootDN included.
+/// A subtree a replication consumer keeps: read-only for clients, the rootDN included,
+/// unless this node is one provider of a mesh (`multi_provider`).
 #[derive(Clone, Debug)]
 pub struct ReplicatedArea {
     pub base: NormDn,
     /// `update_referral`: writes get a referral (10) to it; None: unwillingToPerform (53)
     /// "replica is read-only".
     pub update_referral: Option<String>,
+    /// `multi_provider`: clients write here as on any provider; their changes reach the
+    /// other nodes through their consumers of this one.
+    pub writable: bool,
 }
 
 impl ReplicatedArea {
-    /// What a client's write at `dn` gets, if `dn` is in this area.
+    /// Whether `dn` is in a subtree that only a provider elsewhere writes (a read replica's).
+    pub fn read_only_at(&self, dn: &NormDn) -> bool {
+        !self.writable && dn.is_descendant_or_self_of(&self.base)
+    }
+
+    /// What a client's write at `dn` gets, if `dn` is in this area and it is read-only.
     pub fn refusal(&self, dn: &NormDn) -> Option<crate::error::LdapError> {
-        if !dn.is_descendant_or_self_of(&self.base) {
+        if !self.read_only_at(dn) {
             return None;
         }
         Some(match &self.update_referral {

@@ -78,6 +78,10 @@ pub struct Config {
     /// This server's id (0–4095), the third field of every entryCSN it stamps and the
     /// `sid=` of its syncrepl cookies (RFC 4533 provider, docs/OPERATIONS.md).
     pub server_id: u32,
+    /// `multi_provider`: every `[[replication]]` subtree stays writable here, and this node
+    /// is one provider of a mesh whose other nodes it consumes (slapd's `multiprovider on`;
+    /// docs/OPERATIONS.md, "Multi-provider replication"). Needs a `server_id` of its own.
+    pub multi_provider: bool,
     /// What an acknowledged write must survive: "power-loss" (redb) or
     /// "process-crash-only" (required to run sled, which does not fsync).
     pub durability: String,
@@ -655,6 +659,7 @@ impl Default for Config {
             connection_workers: 0,
             engine: "redb".into(),
             server_id: 0,
+            multi_provider: false,
             durability: "power-loss".into(),
             access: "default".into(),
             access_rules: Vec::new(),
@@ -885,9 +890,14 @@ impl Config {
             );
         }
         ferrodir_router::StorageScheme::parse(&self.password_scheme)?;
-        crate::replication::settings::check(&self.replication, &self.suffixes)?;
+        crate::replication::settings::check(&self.replication, &self.suffixes, self.multi_provider)?;
         if self.server_id > ferrodir_shard::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);
+        }
+        if self.multi_provider && self.server_id == 0 {
+            anyhow::bail!(
+                "multi_provider = true needs a server_id of this node's own, 1-4095 (every node of the mesh a different one)"
+            );
         }
         self.refint.check()?;
         self.audit_log.check()?;

@@ -73,13 +73,18 @@ impl Server {
     }
 
     fn start_in(config: &str, logged: bool) -> Self {
+        Self::start_at(config, "127.0.0.1:0".parse().unwrap(), logged)
+    }
+
+    /// Starts with `config` on the address `listen` (chosen beforehand: peers of a mesh
+    /// name each other in their configs), its log kept when `logged`.
+    pub fn start_at(config: &str, listen: std::net::SocketAddr, logged: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data_dir = dir.path().join("data");
         let config_path = dir.path().join("ferrodir.toml");
         let log_path = logged.then(|| dir.path().join("stderr.log"));
         std::fs::write(&config_path, config).expect("write config");
-        let (child, addr) =
-            spawn(&config_path, &data_dir, "127.0.0.1:0".parse().unwrap(), log_path.as_deref());
+        let (child, addr) = spawn(&config_path, &data_dir, listen, log_path.as_deref());
         Self { child: Some(child), addr, data_dir, config_path, log_path, _dir: dir }
     }
 

@@ -26,6 +26,7 @@ mod in_process;
 mod isolation;
 mod limits;
 mod memberof;
+mod mesh;
 mod metrics;
 mod monitor;
 mod online_index;

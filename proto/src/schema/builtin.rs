@@ -77,8 +77,12 @@ fn load_builtin() -> Result<Schema, SchemaError> {
     let (ppolicy_classes, ppolicy_types): (Vec<&str>, Vec<&str>) =
         PPOLICY.lines().partition(|line| line.starts_with("objectclass"));
     let (ppolicy_types, ppolicy_classes) = (ppolicy_types.join("\n"), ppolicy_classes.join("\n"));
+    // Hidden classes (glue) need `top`: they go after the standard ones.
+    let (hidden_classes, hidden_types): (Vec<&str>, Vec<&str>) =
+        HIDDEN.lines().partition(|line| line.starts_with("objectclass"));
+    let (hidden_types, hidden_classes) = (hidden_types.join("\n"), hidden_classes.join("\n"));
     let files = [
-        ("hidden.schema", HIDDEN, Visibility::Hidden),
+        ("hidden.schema", hidden_types.as_str(), Visibility::Hidden),
         ("standard.schema", hard_coded, Visibility::Published),
         ("ppolicy.schema", &ppolicy_types, Visibility::Published),
         ("memberof.schema", MEMBEROF, Visibility::Published),
@@ -86,6 +90,7 @@ fn load_builtin() -> Result<Schema, SchemaError> {
         ("openldap.schema", OPENLDAP, Visibility::Published),
         ("dyngroup.schema", DYNGROUP, Visibility::Published),
         ("ppolicy.schema", &ppolicy_classes, Visibility::Published),
+        ("hidden.schema", &hidden_classes, Visibility::Hidden),
         ("monitor.schema", MONITOR, Visibility::Hidden),
         ("changelog.schema", CHANGELOG, Visibility::Hidden),
     ];
@@ -252,9 +257,14 @@ mod tests {
         let error = schema.load_openldap_schema(OPENLDAP).unwrap_err().to_string();
         assert!(error.contains("line 7") && error.contains("SUP 'organization'"), "{error}");
         let mut schema = Schema::empty();
-        schema.load_openldap_schema(HIDDEN).unwrap();
+        let hidden_types: String =
+            HIDDEN.lines().filter(|l| !l.starts_with("objectclass")).map(|l| format!("{l}\n")).collect();
+        schema.load_openldap_schema(&hidden_types).unwrap();
         schema.load_openldap_schema(STANDARD).unwrap();
         schema.load_openldap_schema(OPENLDAP).unwrap();
         assert!(schema.object_class("OpenLDAPperson").is_some());
+        // The hidden classes (glue) need `top`, which comes with the standard file.
+        assert!(Schema::empty().load_openldap_schema(HIDDEN).is_err());
+        assert!(standard().object_class("glue").is_some());
     }
 }

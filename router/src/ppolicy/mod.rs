@@ -50,8 +50,7 @@ impl Governed {
     /// policy does.
     pub async fn find(worker: &Worker, id: EntryId, dn: &NormDn, entry: &Entry) -> Option<Self> {
         let policy = lookup::policy_for(worker, entry).await?;
-        let replicated =
-            worker.config().replicated.iter().any(|area| dn.is_descendant_or_self_of(&area.base));
+        let replicated = worker.config().replicated.iter().any(|area| area.read_only_at(dn));
         Some(Self { policy, id, replicated, now: now_micros() })
     }
 

@@ -175,8 +175,10 @@ impl Store {
         let per_shard = if serving { config.limits.entry_cache_bytes_per_shard(manifest.shards) } else { 0 };
         let entry_caches =
             engines.iter().map(|_| Arc::new(EntryCache::new(per_shard, rules.clone()))).collect();
+        let hub = Hub::new(manifest.shards, config.server_id);
+        hub.set_multi_provider(config.multi_provider);
         Ok(Self {
-            hub: Hub::new(manifest.shards, config.server_id),
+            hub,
             manifest,
             engines,
             indexes: Arc::new(indexes),

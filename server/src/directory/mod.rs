@@ -190,6 +190,7 @@ fn replicated_areas(
                     .parse(&r.search_base)
                     .map_err(|e| anyhow::anyhow!("bad search_base {:?}: {e}", r.search_base))?,
                 update_referral: r.update_referral.clone(),
+                writable: config.multi_provider,
             })
         })
         .collect()

@@ -35,5 +35,22 @@ pub fn families(now: &SyncreplSnapshot, hub: &Hub) -> Vec<prometheus::proto::Met
     );
     let micros = hub.watermark();
     context.value(&[], micros as f64 / 1e6);
-    vec![consumers.done(), lag.done(), required.done(), refreshes.done(), context.done()]
+    let mut families = vec![consumers.done(), lag.done(), required.done(), refreshes.done(), context.done()];
+    if hub.multi_provider() {
+        // A mesh node: the newest CSN it holds of every server id (its own: the watermark).
+        let mut per_sid = Family::gauge(
+            "ferrodir_replication_sid_csn_seconds",
+            "The newest CSN this node holds from each server id of the mesh, as Unix time.",
+        );
+        for csn in hub.context_csns() {
+            let (Some(sid), Some(micros)) =
+                (ferrodir_proto::message::sync::csn_sid(&csn), ferrodir_shard::micros_of_csn(&csn))
+            else {
+                continue;
+            };
+            per_sid.value(&[("sid", &sid.to_string())], micros as f64 / 1e6);
+        }
+        families.push(per_sid.done());
+    }
+    families
 }

@@ -30,6 +30,7 @@ use ferrodir_shard::{
     WriteOutcome, REPLICA_AUTHOR,
 };
 
+use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, Tombstones};
 use super::status::{Applied, Status};
 
 /// New entries' adds in flight at once.
@@ -38,7 +39,7 @@ pub const ADDS_IN_FLIGHT_MAX: usize = 256;
 const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "memberof", "contextcsn"];
 const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
 
-pub type Uuid = [u8; 16];
+pub use super::mesh::Uuid;
 
 /// A failure to apply: the session ends and the consumer retries from its cookie.
 #[derive(Debug, thiserror::Error)]
@@ -80,32 +81,30 @@ pub struct Applier {
     /// Types the schema lacks, logged once each.
     unknown_types: HashSet<String>,
     status: std::sync::Arc<Status>,
+    /// Set when this node is one provider of a mesh (`multi_provider`): others write the
+    /// subtree too ([`super::mesh`]).
+    mesh: Option<MeshState>,
+}
+
+/// A mesh consumer's view of the writes it did not make itself.
+struct MeshState {
+    local: LocalFeed,
+    tombstones: Tombstones,
 }
 
 impl Applier {
-    /// Reads the uuids of every committed entry at or under `base`.
+    /// Reads the uuids of every committed entry at or under `base`. `multi_provider`: this
+    /// node is one provider of a mesh ([`super::mesh`]).
     pub fn new(
         worker: Rc<Worker>,
         views: &[Rc<ShardCore>],
         base: NormDn,
         status: std::sync::Arc<Status>,
+        multi_provider: bool,
     ) -> Result<Self> {
-        let mut uuids = HashMap::new();
-        let skeleton = worker.skeleton();
-        for view in views {
-            view.refresh_snapshot()?;
-            let snapshot = view.snapshot();
-            for id in view.all_ids(&*snapshot)? {
-                let Some(record) = view.record_in(&*snapshot, id)? else { continue };
-                let in_scope =
-                    (worker.config().dn_rules().parse(&skeleton.dn_of_child(record.parent, &record.rdn)))
-                        .is_ok_and(|dn| dn.is_descendant_or_self_of(&base));
-                if let (true, Some(uuid)) = (in_scope, uuid_of(&record)) {
-                    uuids.insert(uuid, id);
-                }
-            }
-            view.release_snapshot();
-        }
+        // Subscribed before the map is read: no write in between is missed.
+        let local = multi_provider.then(|| LocalFeed::subscribe(&worker, views));
+        let uuids = scan_uuids(&worker, views, &base)?;
         Ok(Self {
             worker,
             base,
@@ -115,7 +114,41 @@ impl Applier {
             in_flight_uuids: HashSet::new(),
             unknown_types: HashSet::new(),
             status,
+            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default() }),
         })
+    }
+
+    /// A mesh node: the uuids its delete logs hold that no entry has any more are deleted
+    /// ones (a move's record names a uuid still present).
+    pub async fn load_tombstones(&mut self) -> Result<()> {
+        let Some(mesh) = &mut self.mesh else { return Ok(()) };
+        for shard in 0..self.worker.shard_count() {
+            let view = self.worker.delete_log(shard, 0).await?;
+            for record in view.records {
+                if record.deleted && !self.uuids.contains_key(&record.uuid) {
+                    mesh.tombstones.insert(record.uuid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A mesh node: the uuid map and the tombstones brought up to every local write.
+    fn follow_local(&mut self) -> Result<()> {
+        let Some(mesh) = &mut self.mesh else { return Ok(()) };
+        if !mesh.local.follow(&mut self.uuids, &mut mesh.tombstones) {
+            tracing::info!(
+                rid = self.status.rid,
+                "replication: the local change feed overflowed; reading the uuids again"
+            );
+            mesh.local.rebuild(&self.worker, &self.base, &mut self.uuids)?;
+        }
+        Ok(())
+    }
+
+    fn conflict(&self, kind: Conflict, dn: &NormDn, detail: &str) {
+        self.status.conflict(kind);
+        tracing::info!(rid = self.status.rid, kind = kind.name(), dn = %dn, detail, "replication conflict");
     }
 
     /// How many entries of the replicated subtree this replica holds.
@@ -177,6 +210,15 @@ impl Applier {
         let csn = entry.first_str("entryCSN").map(str::to_string);
         let dn_norm = dn.joined();
         let parent_norm = dn.parent().map(|p| p.joined()).unwrap_or_default();
+        if self.mesh.is_some() {
+            // Others write here too: everything they committed is seen before deciding.
+            self.drain().await?;
+            self.follow_local()?;
+            if self.mesh.as_ref().is_some_and(|m| m.tombstones.contains(&uuid)) {
+                self.conflict(Conflict::Delete, &dn, "a change of an entry deleted here: the delete wins");
+                return Ok(());
+            }
+        }
         let known = self.uuids.contains_key(&uuid) || self.in_flight_uuids.contains(&uuid);
         if known || self.in_flight_dns.contains(&parent_norm) || self.in_flight_dns.contains(&dn_norm) {
             self.drain().await?;
@@ -189,8 +231,18 @@ impl Applier {
                 }
             }
         }
-        let (parent, rdn_norm, rdn) = locate_parent_of(&self.worker, &dn).await?;
+        let (parent, rdn_norm, rdn) = match locate_parent_of(&self.worker, &dn).await {
+            Err(e) if e.code == ResultCode::NO_SUCH_OBJECT && self.mesh.is_some() => {
+                // Its parent was deleted here while another node added it: a glue parent.
+                self.glue_parents(&dn).await?;
+                locate_parent_of(&self.worker, &dn).await?
+            }
+            other => other?,
+        };
         match locate(&self.worker, &dn).await {
+            Ok(existing) if self.mesh.is_some() => {
+                return self.same_name(existing.id, &dn, uuid, entry, csn).await;
+            }
             // Another entry holds the name: it becomes this one (its uuid changes).
             Ok(existing) => return self.take_over(existing.id, uuid, entry, csn).await,
             Err(e) if e.code == ResultCode::NO_SUCH_OBJECT => {}
@@ -214,6 +266,82 @@ impl Applier {
         self.status.count(Applied::Modify);
         if let Some(csn) = &csn {
             self.status.applied_csn(csn);
+        }
+        Ok(())
+    }
+
+    /// A mesh node met an entry of another uuid under the name `dn`: the same entry (its
+    /// uuid was not in the map yet), or two entries added under one name on two nodes. Of
+    /// those the one with the larger entryCSN stays, on every node alike.
+    async fn same_name(
+        &mut self,
+        id: EntryId,
+        dn: &NormDn,
+        uuid: Uuid,
+        entry: Entry,
+        csn: Option<String>,
+    ) -> Result<()> {
+        let record = self.worker.fetch(id).await?.ok_or(ShardError::NoSuchObject)?;
+        if uuid_of(&record) == Some(uuid) {
+            self.uuids.insert(uuid, id);
+            return self.update(id, &record, dn, entry, csn).await;
+        }
+        let ours = record.entry.first_str("entryCSN").map(str::to_string);
+        if let (Some(theirs), Some(ours)) = (&csn, &ours) {
+            if theirs <= ours {
+                self.conflict(
+                    Conflict::Add,
+                    dn,
+                    "added on two nodes: the entry added here has the larger entryCSN and stays",
+                );
+                return Ok(());
+            }
+        }
+        self.conflict(
+            Conflict::Add,
+            dn,
+            "added on two nodes: the other node's entry has the larger entryCSN and replaces this one",
+        );
+        self.take_over(id, uuid, entry, csn).await
+    }
+
+    /// Makes the missing ancestors of `dn` inside the replicated subtree, as slapd's
+    /// syncrepl makes glue entries: `objectClass: glue`, the RDN's values, a CSN older than
+    /// any real change (so that the real entry, if it comes, replaces it), a fresh uuid.
+    async fn glue_parents(&mut self, dn: &NormDn) -> Result<()> {
+        let mut missing = Vec::new();
+        let mut at = dn.parent();
+        while let Some(parent) = at {
+            if !parent.is_descendant_or_self_of(&self.base) || locate(&self.worker, &parent).await.is_ok() {
+                break;
+            }
+            at = parent.parent();
+            missing.push(parent);
+        }
+        for parent in missing.into_iter().rev() {
+            let Some(rdn) = parent.dn.rdn().cloned() else { continue };
+            let mut attrs = vec![
+                Attribute::new("objectClass", vec![b"top".to_vec(), b"glue".to_vec()]),
+                Attribute::new("structuralObjectClass", vec![b"glue".to_vec()]),
+                Attribute::new("entryCSN", vec![b"19700101000000.000000Z#000000#000#000000".to_vec()]),
+            ];
+            for ava in &rdn.avas {
+                attrs.push(Attribute::new(ava.attr.clone(), vec![ava.value.clone()]));
+            }
+            let uuid = *uuid::Uuid::new_v4().as_bytes();
+            attrs.push(Attribute::new("entryUUID", vec![uuid_text(&uuid).into_bytes()]));
+            let (grand, rdn_norm, rdn_text) = locate_parent_of(&self.worker, &parent).await?;
+            let grand_id = grand.as_ref().map_or(EntryId::ROOT, |p| p.id);
+            let shard = shard_for_child(grand_id, &rdn_norm, self.worker.shard_count());
+            let op =
+                WriteOp::ReplicaAdd { parent: grand_id, rdn: rdn_text, rdn_norm, entry: Entry::new(attrs) };
+            self.add(uuid, parent.joined(), None, shard, grand_id, op).await?;
+            self.drain().await?;
+            self.conflict(
+                Conflict::Glue,
+                &parent,
+                "a glue entry made for a child whose parent was deleted here",
+            );
         }
         Ok(())
     }
@@ -276,7 +404,19 @@ impl Applier {
         let local_dn = self.dn_of(record)?;
         let same_dn = local_dn.same_entry(dn);
         let local_csn = record.entry.first_str("entryCSN");
-        if same_dn && matches!((&csn, local_csn), (Some(theirs), Some(ours)) if theirs.as_str() <= ours) {
+        let older = matches!((&csn, local_csn), (Some(theirs), Some(ours)) if theirs.as_str() <= ours);
+        if older && self.mesh.is_some() {
+            // The larger entryCSN wins the whole entry, its DN included. A copy come back
+            // by another path (the same CSN, or an older one of the same node) is no conflict.
+            let ours = local_csn.unwrap_or_default();
+            let theirs = csn.as_deref().unwrap_or_default();
+            if theirs != ours && super::mesh::sid_of(theirs) != super::mesh::sid_of(ours) {
+                let kind = if same_dn { Conflict::Modify } else { Conflict::Rename };
+                self.conflict(kind, dn, "a change lost to a concurrent one with a larger entryCSN");
+            }
+            return Ok(());
+        }
+        if same_dn && older {
             return Ok(());
         }
         if !same_dn {
@@ -350,6 +490,7 @@ impl Applier {
     /// A sync `delete` (or a syncIdSet uuid with refreshDeletes): nothing if absent.
     pub async fn delete(&mut self, uuid: &Uuid) -> Result<()> {
         self.drain().await?;
+        self.follow_local()?;
         let Some(&id) = self.uuids.get(uuid) else { return Ok(()) };
         self.delete_id(id).await
     }
@@ -435,13 +576,23 @@ impl Applier {
 
     /// The end of a present phase: every local entry of the subtree the provider did not
     /// present is deleted, deepest first.
-    pub async fn delete_unpresented(&mut self, presented: &HashSet<Uuid>) -> Result<usize> {
+    /// `cookie`: the provider's cookie at the end of the phase; a mesh node deletes only the
+    /// entries the provider must have had (entryCSN at or below its CSN of that server id),
+    /// never those written here or by another peer since.
+    pub async fn delete_unpresented(
+        &mut self,
+        presented: &HashSet<Uuid>,
+        cookie: Option<&[u8]>,
+    ) -> Result<usize> {
         self.drain().await?;
+        self.follow_local()?;
+        let provider_csns = cookie.map(super::cookie::csns).unwrap_or_default();
         let gone: Vec<EntryId> =
             self.uuids.iter().filter(|(u, _)| !presented.contains(*u)).map(|(_, id)| *id).collect();
         let mut victims = Vec::with_capacity(gone.len());
         for id in gone {
             match self.worker.fetch(id).await? {
+                Some(record) if self.mesh.is_some() && !covered(&record, &provider_csns) => {}
                 Some(record) => {
                     let dn = self.dn_of(&record)?;
                     victims.push((id, dn.len()));
@@ -494,6 +645,14 @@ impl Applier {
     }
 }
 
+/// Whether a provider whose cookie holds `csns` must have had the entry `record`: its
+/// entryCSN is at or below the provider's CSN of the same server id.
+fn covered(record: &EntryRecord, csns: &[String]) -> bool {
+    let Some(csn) = record.entry.first_str("entryCSN") else { return false };
+    let sid = super::mesh::sid_of(csn);
+    csns.iter().any(|c| super::mesh::sid_of(c) == sid && csn <= c.as_str())
+}
+
 /// Retries, alone, an add whose parent was briefly closed by the coordinator (or demoted
 /// meanwhile: then through the coordinator, which promotes it again).
 async fn retry_closed(
@@ -516,10 +675,6 @@ async fn retry_closed(
         }
     }
     Err(ShardError::ParentClosed)
-}
-
-fn uuid_of(record: &EntryRecord) -> Option<Uuid> {
-    record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| ferrodir_shard::uuid_octets(v))
 }
 
 /// The text form of a uuid (RFC 4122, lower case).

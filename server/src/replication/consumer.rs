@@ -53,7 +53,13 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
     let rid = settings.rid;
     let Ok(base) = worker.config().dn_rules().parse(&settings.search_base) else { return };
     let Ok(schedule) = RetrySchedule::parse(&settings.retry) else { return };
-    let mut applier = match Applier::new(worker.clone(), &views, base, status.clone()) {
+    let mut applier = match Applier::new(
+        worker.clone(),
+        &views,
+        base,
+        status.clone(),
+        worker.hub().multi_provider(),
+    ) {
         Ok(applier) => applier,
         Err(e) => {
             tracing::error!(rid, error = %e, "replication: cannot read the local entries; the consumer does not start");
@@ -68,8 +74,12 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
         }
     };
     drop(views);
+    if let Err(e) = applier.load_tombstones().await {
+        tracing::error!(rid, error = %e, "replication: cannot read the delete logs; the consumer does not start");
+        return;
+    }
     if let Some(c) = &stored {
-        worker.hub().set_replicated_context(cookie::csns(c));
+        publish_context(&worker, c);
     }
     tracing::info!(rid, provider = %settings.provider, entries = applier.known(), cookie = ?stored.as_deref().map(String::from_utf8_lossy), "replication consumer starting");
     let mut attempt = 0u64;
@@ -106,7 +116,12 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
     }
 }
 
-fn sync_request(settings: &Replication, stored: Option<&[u8]>) -> (SearchRequest, Vec<Control>, Vec<u8>) {
+/// `mesh_sid`: this node's server id when it is one provider of a mesh (sent in the cookie).
+fn sync_request(
+    settings: &Replication,
+    stored: Option<&[u8]>,
+    mesh_sid: Option<u32>,
+) -> (SearchRequest, Vec<Control>, Vec<u8>) {
     let request = SearchRequest {
         base_object: OctetString::from(settings.search_base.clone().into_bytes()),
         scope: SearchScope::WholeSubtree,
@@ -117,7 +132,7 @@ fn sync_request(settings: &Replication, stored: Option<&[u8]>) -> (SearchRequest
         filter: Filter::Present(OctetString::from_static(b"objectClass")),
         attributes: vec![OctetString::from_static(b"*"), OctetString::from_static(b"+")],
     };
-    let cookie = cookie::outgoing(stored, settings.rid);
+    let cookie = cookie::outgoing(stored, settings.rid, mesh_sid);
     let mode = if settings.persist() { SyncMode::RefreshAndPersist } else { SyncMode::RefreshOnly };
     let value = SyncRequest { mode, cookie: Some(cookie.clone()), reload_hint: false }.encode_value();
     let control = Control {
@@ -151,7 +166,9 @@ async fn session(
     let mut client = Client::connect(settings, &password).await?;
     drop(password);
     status.connected(client.local.clone());
-    let (request, controls, sent) = sync_request(settings, stored.as_deref());
+    let hub = worker.hub();
+    let mesh_sid = hub.multi_provider().then(|| hub.clock().server_id());
+    let (request, controls, sent) = sync_request(settings, stored.as_deref(), mesh_sid);
     status.cookie_sent(&sent);
     let search_id = client.send(ProtocolOp::SearchRequest(request), Some(controls)).await?;
     status.set_state(State::Refreshing);
@@ -275,7 +292,7 @@ async fn search_done(
     }
     let done = sync_done(controls)?;
     if !done.refresh_deletes {
-        let deleted = applier.delete_unpresented(&progress.presented).await?;
+        let deleted = applier.delete_unpresented(&progress.presented, done.cookie.as_deref()).await?;
         tracing::debug!(rid = settings.rid, deleted, "present phase: entries not presented deleted");
     }
     if let Some(c) = done.cookie {
@@ -301,7 +318,7 @@ async fn sync_info(
         SyncInfo::RefreshDelete { cookie, refresh_done }
         | SyncInfo::RefreshPresent { cookie, refresh_done } => {
             if present_phase {
-                let deleted = applier.delete_unpresented(&progress.presented).await?;
+                let deleted = applier.delete_unpresented(&progress.presented, cookie.as_deref()).await?;
                 tracing::debug!(rid = settings.rid, deleted, "present phase: entries not presented deleted");
             }
             // A delete phase ends with nothing more to do: what was not mentioned stays.
@@ -362,9 +379,19 @@ async fn commit_pending(
         return Ok(());
     }
     cookie::commit(worker, settings.rid, &c).await.map_err(ApplyError::from)?;
-    worker.hub().set_replicated_context(cookie::csns(&c));
+    publish_context(worker, &c);
     *stored = Some(c);
     Ok(())
+}
+
+/// A durable cookie's CSNs become this server's contextCSN: a replica's are its provider's,
+/// a mesh node's raise the value of each server id its peers report (several consumers).
+fn publish_context(worker: &Worker, cookie: &[u8]) {
+    let hub = worker.hub();
+    match hub.multi_provider() {
+        true => hub.merge_replicated_context(&cookie::csns(cookie)),
+        false => hub.set_replicated_context(cookie::csns(cookie)),
+    }
 }
 
 fn control_value<'a>(controls: Option<&'a [Control]>, oid: &str) -> Option<&'a [u8]> {

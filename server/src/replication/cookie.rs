@@ -37,12 +37,14 @@ pub fn csns(cookie: &[u8]) -> Vec<String> {
     Cookie::parse(cookie).map(|c| c.csns).unwrap_or_default()
 }
 
-/// The cookie to send: the stored one's CSNs with this consumer's rid (no sid: ours
-/// would make a multi-provider slapd hold back changes it thinks are ours).
-pub fn outgoing(stored: Option<&[u8]>, rid: u32) -> Vec<u8> {
+/// The cookie to send: the stored one's CSNs with this consumer's rid. A read replica
+/// sends no sid (ours would make a multi-provider slapd hold back changes it thinks are
+/// ours); a mesh node sends its own (`mesh_sid`), which is exactly what the provider must
+/// hold back: a change is never sent back to the node it came from.
+pub fn outgoing(stored: Option<&[u8]>, rid: u32, mesh_sid: Option<u32>) -> Vec<u8> {
     let mut cookie = stored.and_then(|c| Cookie::parse(c).ok()).unwrap_or_default();
     cookie.rid = Some(rid);
-    cookie.sid = None;
+    cookie.sid = mesh_sid;
     cookie.format().into_bytes()
 }
 
@@ -53,9 +55,11 @@ mod tests {
     #[test]
     fn outgoing_cookies_carry_our_rid() {
         let stored = b"rid=007,sid=002,csn=20261201000000.000000Z#000000#002#000000";
-        let sent = String::from_utf8(outgoing(Some(stored), 3)).unwrap();
+        let sent = String::from_utf8(outgoing(Some(stored), 3, None)).unwrap();
         assert_eq!(sent, "rid=003,csn=20261201000000.000000Z#000000#002#000000");
-        assert_eq!(String::from_utf8(outgoing(None, 12)).unwrap(), "rid=012");
+        assert_eq!(String::from_utf8(outgoing(None, 12, None)).unwrap(), "rid=012");
+        let mesh = String::from_utf8(outgoing(Some(stored), 3, Some(0x1f))).unwrap();
+        assert_eq!(mesh, "rid=003,sid=01f,csn=20261201000000.000000Z#000000#002#000000");
         assert_eq!(csns(stored), vec!["20261201000000.000000Z#000000#002#000000".to_string()]);
     }
 }

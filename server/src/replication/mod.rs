@@ -11,6 +11,8 @@
 //! - [`apply`]: applying entries, deletes and present phases to the shards with
 //!   `Origin::Replication`.
 //! - [`cookie`]: the durable cookie, committed after the data it covers.
+//! - [`mesh`]: what a consumer needs when this node is one provider of a mesh
+//!   (`multi_provider`): the uuid map following local writes, tombstones, conflicts.
 //! - [`status`]: state, lag and counters for metrics, cn=Monitor and /readyz.
 //!
 //! Each consumer runs on one worker thread (the one of shard `i mod N` for the i-th entry),
@@ -20,5 +22,6 @@ pub mod apply;
 pub mod client;
 pub mod consumer;
 pub mod cookie;
+pub mod mesh;
 pub mod settings;
 pub mod status;

@@ -142,7 +142,7 @@ impl Replication {
 }
 
 /// Checks every `[[replication]]` entry against itself, the others and the suffixes.
-pub fn check(entries: &[Replication], suffixes: &[String]) -> anyhow::Result<()> {
+pub fn check(entries: &[Replication], suffixes: &[String], multi_provider: bool) -> anyhow::Result<()> {
     let mut rids = std::collections::HashSet::new();
     for r in entries {
         let at = format!("[[replication]] rid={}", r.rid);
@@ -181,6 +181,30 @@ pub fn check(entries: &[Replication], suffixes: &[String]) -> anyhow::Result<()>
                 anyhow::bail!("{at}: update_referral must be an ldap:// or ldaps:// URL");
             }
         }
+    }
+    if multi_provider {
+        // A mesh: one consumer of each other node, all of the same subtree, each keeping
+        // what the others wrote (`apply`'s multi-provider rules).
+        let first = entries.first().and_then(|r| Dn::parse(&r.search_base).ok());
+        let plain = &ferrodir_proto::value::PlainAvas;
+        for r in entries {
+            let same = Dn::parse(&r.search_base).ok().zip(first.as_ref()).is_some_and(|(dn, first)| {
+                dn.is_descendant_or_self_of(first, plain) && first.is_descendant_or_self_of(&dn, plain)
+            });
+            if !same {
+                anyhow::bail!(
+                    "[[replication]] rid={}: with multi_provider every consumer replicates the same search_base",
+                    r.rid
+                );
+            }
+            if r.kind != "refreshAndPersist" {
+                anyhow::bail!(
+                    "[[replication]] rid={}: with multi_provider, type must be \"refreshAndPersist\"",
+                    r.rid
+                );
+            }
+        }
+        return Ok(());
     }
     // Two consumers of overlapping subtrees would delete each other's entries.
     let bases: Vec<Dn> = entries.iter().filter_map(|r| Dn::parse(&r.search_base).ok()).collect();
@@ -262,16 +286,23 @@ update_referral = "ldap://provider:389"
     #[test]
     fn checks() {
         let suffixes = vec!["dc=example,dc=com".to_string()];
-        assert!(check(&[entry(1, "dc=example,dc=com")], &suffixes).is_ok());
-        assert!(check(&[entry(1, "ou=people,dc=example,dc=com")], &suffixes).is_ok());
-        assert!(check(&[entry(0, "dc=example,dc=com")], &suffixes).is_err());
-        assert!(check(&[entry(1, "dc=other")], &suffixes).is_err());
+        assert!(check(&[entry(1, "dc=example,dc=com")], &suffixes, false).is_ok());
+        assert!(check(&[entry(1, "ou=people,dc=example,dc=com")], &suffixes, false).is_ok());
+        assert!(check(&[entry(0, "dc=example,dc=com")], &suffixes, false).is_err());
+        assert!(check(&[entry(1, "dc=other")], &suffixes, false).is_err());
         let twice = [entry(1, "ou=a,dc=example,dc=com"), entry(1, "ou=b,dc=example,dc=com")];
-        assert!(check(&twice, &suffixes).is_err());
+        assert!(check(&twice, &suffixes, false).is_err());
         let overlap = [entry(1, "dc=example,dc=com"), entry(2, "ou=b,dc=example,dc=com")];
-        assert!(check(&overlap, &suffixes).is_err());
+        assert!(check(&overlap, &suffixes, false).is_err());
+        // A mesh: one consumer per peer, all of the same subtree, persisting.
+        let mesh = [entry(1, "dc=example,dc=com"), entry(2, "DC=Example,DC=Com")];
+        assert!(check(&mesh, &suffixes, true).is_ok());
+        assert!(check(&overlap, &suffixes, true).is_err(), "a mesh replicates one subtree");
+        let mut only = entry(3, "dc=example,dc=com");
+        only.kind = "refreshOnly".into();
+        assert!(check(&[only], &suffixes, true).is_err(), "a mesh persists");
         let mut tls = entry(1, "dc=example,dc=com");
         tls.starttls = true;
-        assert!(check(&[tls], &suffixes).is_err(), "StartTLS without a CA");
+        assert!(check(&[tls], &suffixes, false).is_err(), "StartTLS without a CA");
     }
 }

@@ -58,6 +58,9 @@ pub struct Status {
     pub provider: String,
     pub search_base: String,
     pub persist: bool,
+    /// One consumer of a mesh node (`multi_provider`): ready once its first refresh is
+    /// done, and still ready while its peer is away (`is_ready`).
+    mesh: bool,
     state: AtomicU8,
     /// The first refresh finished (refreshAndPersist: and the consumer is persisting).
     ready: AtomicBool,
@@ -66,6 +69,8 @@ pub struct Status {
     /// The time in the newest entryCSN applied, in microseconds since the epoch.
     newest_csn_micros: AtomicU64,
     applied: [AtomicU64; 4],
+    /// Multi-provider conflicts this consumer resolved, by `mesh::Conflict`.
+    conflicts: [AtomicU64; 5],
     /// Unix seconds of the last connect and of the last message (0: never).
     last_connect_s: AtomicU64,
     last_contact_s: AtomicU64,
@@ -76,17 +81,19 @@ pub struct Status {
 }
 
 impl Status {
-    fn new(settings: &Replication) -> Self {
+    fn new(settings: &Replication, mesh: bool) -> Self {
         Self {
             rid: settings.rid,
             provider: settings.provider.clone(),
             search_base: settings.search_base.clone(),
             persist: settings.persist(),
+            mesh,
             state: AtomicU8::new(State::Connecting as u8),
             ready: AtomicBool::new(false),
             caught_up: AtomicBool::new(false),
             newest_csn_micros: AtomicU64::new(0),
             applied: Default::default(),
+            conflicts: Default::default(),
             last_connect_s: AtomicU64::new(0),
             last_contact_s: AtomicU64::new(0),
             next_connect_s: AtomicU64::new(0),
@@ -114,6 +121,12 @@ impl Status {
 
     pub fn count(&self, kind: Applied) {
         if let Some(c) = self.applied.get(kind as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn conflict(&self, kind: super::mesh::Conflict) {
+        if let Some(c) = self.conflicts.get(kind as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -160,9 +173,16 @@ impl Status {
         now.saturating_sub(newest) as f64 / 1e6
     }
 
-    /// Ready for reads: the first refresh done, and persisting (refreshAndPersist).
+    /// Ready for reads: the first refresh done, and persisting (refreshAndPersist). A mesh
+    /// node's consumer stays ready once its first refresh since the start is done: when a
+    /// peer goes away, every other node's consumer of it reconnects, and taking all of them
+    /// out of the write Service would turn one node's failure into the whole mesh's.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed) && (!self.persist || self.state() == State::Persisting)
+        let ready = self.ready.load(Ordering::Relaxed);
+        if self.mesh {
+            return ready;
+        }
+        ready && (!self.persist || self.state() == State::Persisting)
     }
 
     /// cn=Monitor's attributes for this consumer (slapd's olmSyncReplInstance).
@@ -210,8 +230,9 @@ pub struct Consumers(Mutex<Vec<Arc<Status>>>);
 
 impl Consumers {
     /// The status of a consumer about to start.
-    pub fn register(&self, settings: &Replication) -> Arc<Status> {
-        let status = Arc::new(Status::new(settings));
+    /// `mesh`: this node is one provider of a mesh (`multi_provider`).
+    pub fn register(&self, settings: &Replication, mesh: bool) -> Arc<Status> {
+        let status = Arc::new(Status::new(settings, mesh));
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(status.clone());
         status
     }
@@ -253,6 +274,15 @@ fn families(consumers: &[Arc<Status>]) -> Vec<prometheus::proto::MetricFamily> {
     );
     let mut applied =
         Family::counter("ferrodir_replication_applied_total", "Changes applied from the provider, by kind.");
+    let mut conflicts = Family::counter(
+        "ferrodir_replication_conflicts_total",
+        "Multi-provider conflicts resolved, by kind (modify, add, delete, rename, glue).",
+    );
+    for (i, name) in super::mesh::CONFLICT_NAMES.iter().enumerate() {
+        let total: u64 =
+            consumers.iter().map(|c| c.conflicts.get(i).map_or(0, |a| a.load(Ordering::Relaxed))).sum();
+        conflicts.value(&[("kind", name)], total as f64);
+    }
     for c in consumers {
         let rid = c.rid.to_string();
         state.value(&[("rid", &rid)], f64::from(c.state() as u8));
@@ -262,5 +292,5 @@ fn families(consumers: &[Arc<Status>]) -> Vec<prometheus::proto::MetricFamily> {
             applied.value(&[("rid", &rid), ("kind", name)], v as f64);
         }
     }
-    vec![state.done(), lag.done(), applied.done()]
+    vec![state.done(), lag.done(), applied.done(), conflicts.done()]
 }

@@ -711,7 +711,7 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
 fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metrics: &Metrics) {
     for (i, settings) in config.replication.iter().enumerate() {
         let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
-        let status = metrics.replication.register(settings);
+        let status = metrics.replication.register(settings, config.multi_provider);
         let sources: Vec<_> = (0..store.manifest.shards)
             .map(|s| {
                 (ShardInfo { entry_cache: None, ..store.shard_info(s, config) }, store.engines[s].clone())

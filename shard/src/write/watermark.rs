@@ -108,6 +108,9 @@ pub struct Hub {
     /// them on in its cookies, so that a chain provider → replica → replica compares one set
     /// of CSNs. Empty: not a replica (or no cookie committed yet).
     replicated: Mutex<Vec<String>>,
+    /// One provider of a mesh (`multi_provider`): contextCSN is a vector, this server's own
+    /// watermark beside the newest CSN of every other server id its consumers committed.
+    multi_provider: AtomicBool,
 }
 
 impl std::fmt::Debug for Hub {
@@ -130,7 +133,32 @@ impl Hub {
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             replicated: Mutex::new(Vec::new()),
+            multi_provider: AtomicBool::new(false),
         })
+    }
+
+    /// Makes this directory one provider of a mesh (set once, at start).
+    pub fn set_multi_provider(&self, on: bool) {
+        self.multi_provider.store(on, Ordering::SeqCst);
+    }
+
+    pub fn multi_provider(&self) -> bool {
+        self.multi_provider.load(Ordering::Relaxed)
+    }
+
+    /// A mesh consumer's cookie is durable: each of its CSNs raises that server id's value,
+    /// none lowers one (several consumers commit cookies in any order).
+    pub fn merge_replicated_context(&self, csns: &[String]) {
+        let mut held = self.replicated.lock().unwrap_or_else(|p| p.into_inner());
+        for csn in csns {
+            let sid = ferrodir_proto::message::sync::csn_sid(csn);
+            match held.iter_mut().find(|c| ferrodir_proto::message::sync::csn_sid(c) == sid) {
+                Some(old) if old.as_str() < csn.as_str() => *old = csn.clone(),
+                Some(_) => {}
+                None => held.push(csn.clone()),
+            }
+        }
+        held.sort_by_key(|c| ferrodir_proto::message::sync::csn_sid(c));
     }
 
     /// The directory's CSN clock.
@@ -152,6 +180,17 @@ impl Hub {
     /// committed watermark as a CSN (nothing before the first write).
     pub fn context_csns(&self) -> Vec<String> {
         let mut csns = self.replicated_context();
+        if self.multi_provider() {
+            // Ours from the watermark, never from a peer's cookie (it can only lag).
+            let sid = self.clock.server_id();
+            csns.retain(|c| ferrodir_proto::message::sync::csn_sid(c) != Some(sid));
+            let micros = self.watermark();
+            if micros > 0 {
+                csns.push(self.clock.csn_of(micros));
+            }
+            csns.sort_by_key(|c| ferrodir_proto::message::sync::csn_sid(c));
+            return csns;
+        }
         if csns.is_empty() {
             let micros = self.watermark();
             if micros > 0 {

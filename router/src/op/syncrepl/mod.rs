@@ -117,6 +117,8 @@ pub(crate) async fn run(
     ctx.worker.keep_delete_logs().await?;
     let registration = ctx.config.syncrepl.register();
     let mut cookie = std::mem::take(&mut syncing.cookie);
+    // A mesh peer names itself in its cookie: what it wrote is never sent back to it.
+    let mesh = Mesh::of(ctx, &cookie);
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
@@ -126,6 +128,12 @@ pub(crate) async fn run(
     let subscription = subscribe(hub, syncing.mode, replica).await?;
     let now = current_csn(hub);
     let since = stamp(hub.clock().server_id(), &mut cookie, now.as_deref())?;
+    if hub.multi_provider() {
+        // The whole vector: every server id's newest CSN this node holds.
+        for csn in hub.context_csns() {
+            cookie.set_csn(&csn);
+        }
+    }
     // Every Modify DN committed up to `now` is in the skeleton the scan reads.
     settle_tree(ctx).await;
     let entries = collect(ctx, request, &scope).await?;
@@ -137,12 +145,13 @@ pub(crate) async fn run(
         since_micros: since.as_deref().and_then(ferrodir_shard::micros_of_csn),
         now: if replica { None } else { now.as_deref().and_then(ferrodir_shard::micros_of_csn) },
         server_id: hub.clock().server_id(),
+        mesh: &mesh,
     };
     let refresh_deletes = refresh(ctx, request, &scope, entries, &points).await?;
     ctx.config.syncrepl.refreshed(refresh_deletes);
     if let Some(subscription) = subscription {
         let (result, controls) =
-            persist::follow(ctx, &scope, request, cookie, subscription, refresh_deletes, registration)
+            persist::follow(ctx, &scope, request, cookie, subscription, refresh_deletes, registration, &mesh)
                 .await?;
         syncing.done = controls;
         return Ok(result);
@@ -150,6 +159,47 @@ pub(crate) async fn run(
     let done = SyncDone { cookie: Some(cookie.format().into_bytes()), refresh_deletes };
     syncing.done = Some(vec![response_control(SYNC_DONE_OID, done.encode_value())]);
     Ok(LdapResult::success())
+}
+
+/// What a mesh provider (`multi_provider`) knows of the consumer it serves: the CSNs its
+/// cookie holds, one per server id, and its own server id (the cookie's `sid=`). Off a
+/// mesh, empty: the single-provider rules apply (one CSN, this server's).
+#[derive(Debug, Default)]
+pub(crate) struct Mesh {
+    pub on: bool,
+    /// The consumer's server id: entries whose entryCSN names it came from it.
+    pub peer_sid: Option<u32>,
+    /// The consumer's CSN per server id, from its cookie.
+    pub csns: Vec<String>,
+}
+
+impl Mesh {
+    fn of(ctx: &OpContext, cookie: &Cookie) -> Self {
+        if !ctx.worker.hub().multi_provider() {
+            return Self::default();
+        }
+        Self { on: true, peer_sid: cookie.sid, csns: cookie.csns.clone() }
+    }
+
+    /// Whether the consumer wrote the entry whose entryCSN is `csn` (the last change of it
+    /// is its own): not sent back to it.
+    pub fn written_by_peer(&self, csn: Option<&str>) -> bool {
+        match (self.peer_sid, csn.and_then(ferrodir_proto::message::sync::csn_sid)) {
+            (Some(peer), Some(sid)) => self.on && peer == sid,
+            _ => false,
+        }
+    }
+
+    /// Whether the consumer may lack the entry whose entryCSN is `csn`: its cookie holds
+    /// no CSN of that server id, or an older one.
+    pub fn newer_than_cookie(&self, csn: Option<&str>) -> bool {
+        let Some(csn) = csn else { return true };
+        let sid = ferrodir_proto::message::sync::csn_sid(csn);
+        match self.csns.iter().find(|c| ferrodir_proto::message::sync::csn_sid(c) == sid) {
+            Some(held) => csn > held.as_str(),
+            None => true,
+        }
+    }
 }
 
 /// A refreshAndPersist search's feed, subscribed before the watermark is read: no change
@@ -272,8 +322,9 @@ async fn delete_log(ctx: &OpContext, after: u64) -> LdapResultOf<Vec<ferrodir_sh
 
 /// The committed low-watermark as a CSN; None before the first write.
 fn current_csn(hub: &Hub) -> Option<String> {
-    // A replica hands on its provider's state (shard::watermark::Hub::replicated_context).
-    if let Some(csn) = hub.replicated_context().into_iter().max() {
+    // A replica hands on its provider's state (shard::watermark::Hub::replicated_context);
+    // a mesh node's own CSN is its watermark (the others go into its cookie beside it).
+    if let Some(csn) = hub.replicated_context().into_iter().max().filter(|_| !hub.multi_provider()) {
         return Some(csn);
     }
     let micros = hub.watermark();

@@ -70,6 +70,7 @@ struct Held {
     change: Change,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn follow(
     ctx: &OpContext,
     located: &Located,
@@ -78,6 +79,7 @@ pub(super) async fn follow(
     mut subscription: Subscription,
     delete_phase: bool,
     registration: stats::Registration,
+    mesh: &super::Mesh,
 ) -> LdapResultOf<(LdapResult, Option<Vec<Control>>)> {
     let formatted = Some(cookie.format().into_bytes());
     let info = if delete_phase {
@@ -116,10 +118,12 @@ pub(super) async fn follow(
         hold(first.into_iter().chain(std::iter::from_fn(|| subscription.batches.try_recv().ok())), &mut held);
         let ready = take_ready(ctx, &mut subscription, &mut held, mark).await;
         registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
-        let mut pdus = changes(ctx, located, request, &attrs, &ready, &held).await?;
+        let mut pdus = changes(ctx, located, request, &attrs, &ready, &held, mesh).await?;
         if watermark.is_some() && watermark != last {
             if let Some(csn) = &watermark {
-                cookie.set_csn(csn);
+                for csn in csn.split(';') {
+                    cookie.set_csn(csn);
+                }
             }
             last = watermark;
             pdus.push(intermediate_pdu(ctx.message_id, SyncInfo::NewCookie(cookie.format().into_bytes()))?);
@@ -137,7 +141,11 @@ fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
     let mark = hub.watermark();
     // A replica hands on its provider's state as the cookie (`current_csn`), so that a
     // chain shows one set of CSNs; its own watermark still says what may be sent.
-    let watermark = if ctx.config.replicated.is_empty() {
+    let watermark = if hub.multi_provider() {
+        // A mesh node's cookie is the vector (';'-joined here, split when set).
+        let csns = hub.context_csns();
+        (!csns.is_empty()).then(|| csns.join(";"))
+    } else if ctx.config.replicated.is_empty() {
         (mark > 0).then(|| hub.clock().csn_of(mark))
     } else {
         super::current_csn(hub)
@@ -206,6 +214,7 @@ async fn changes(
     attrs: &AttrSelection,
     ready: &[Held],
     later: &[Held],
+    mesh: &super::Mesh,
 ) -> LdapResultOf<Vec<Bytes>> {
     let skeleton = ctx.worker.skeleton();
     let rules = &ctx.config.rules;
@@ -251,6 +260,10 @@ async fn changes(
             },
             _ => continue,
         };
+        if state != SyncStateKind::Delete && mesh.written_by_peer(record.entry.first_str("entryCSN")) {
+            // The consumer's own change, come back through this node: never sent back.
+            continue;
+        }
         let Some(uuid) =
             record.entry.get("entryUUID").and_then(|a| a.values.first()).and_then(|v| uuid_octets(v))
         else {

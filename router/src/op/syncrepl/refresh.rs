@@ -61,6 +61,8 @@ pub(super) struct Points<'a> {
     pub now: Option<u64>,
     /// This server's id, which its CSNs carry.
     pub server_id: u32,
+    /// A mesh consumer's cookie vector and server id (off a mesh: not on).
+    pub mesh: &'a super::Mesh,
 }
 
 pub(super) fn plan(
@@ -93,6 +95,12 @@ pub(super) fn plan(
                 }
             }
             let newer = match (since, &entry.csn) {
+                // A mesh: per server id, and what the consumer wrote itself goes back as
+                // `present` only.
+                _ if points.mesh.on => {
+                    points.mesh.newer_than_cookie(entry.csn.as_deref())
+                        && !points.mesh.written_by_peer(entry.csn.as_deref())
+                }
                 (Some(since), Some(csn)) => csn.as_str() > since,
                 _ => true,
             };
@@ -228,8 +236,13 @@ mod tests {
         let since = ferrodir_shard::format_csn(SINCE, 0);
         let scope = located("ou=people,dc=example,dc=com", SearchScope::WholeSubtree);
         let skeleton = Skeleton::default();
-        let points =
-            Points { since: Some(&since), since_micros: Some(SINCE), now: Some(SINCE + 10), server_id: 0 };
+        let points = Points {
+            since: Some(&since),
+            since_micros: Some(SINCE),
+            now: Some(SINCE + 10),
+            server_id: 0,
+            mesh: &super::super::Mesh::default(),
+        };
         plan(&scope, filter, &points, Some(&log), &skeleton, entries)
     }
 
