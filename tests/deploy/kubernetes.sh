@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Validates deploy/kubernetes offline:
-# 1. every manifest against the Kubernetes OpenAPI schemas that kubernetes-validate bundles
-#    (strict: unknown fields are errors), for Kubernetes 1.30 and for the newest version it
-#    bundles, with no network (in a network namespace of its own where unshare works);
+# Validates deploy/kubernetes (one provider and read replicas) and deploy/kubernetes/mesh
+# (a multi-provider mesh) offline:
+# 1. every manifest of both kustomizations against the Kubernetes OpenAPI schemas that
+#    kubernetes-validate bundles (strict: unknown fields are errors), for Kubernetes 1.30
+#    and for the newest version it bundles, with no network (in a network namespace of its
+#    own where unshare works); where `kubectl kustomize` works, what each kustomization
+#    renders (its labels and image applied) is validated the same way;
 # 2. a negative control: a manifest with a misspelt field must fail, so a validator that
 #    passes everything is caught;
 # 3. tests/deploy/kubernetes_consistency.py: the objects agree with each other, with the
-#    entrypoint's variables and with the server's ports and health paths.
+#    entrypoint's variables (for the mesh: the config the entrypoint writes from the
+#    StatefulSet's own environment, pod by pod) and with the server's ports and health
+#    paths.
 # Needs: pip install kubernetes-validate (it brings PyYAML and jsonschema).
 set -euo pipefail
 
@@ -26,21 +31,39 @@ if unshare -n true 2>/dev/null; then
     offline=(unshare -n)
 fi
 
-files=()
-for file in "$manifests"/*.yaml; do
-    [ "$(basename "$file")" = kustomization.yaml ] || files+=("$(basename "$file")")
-done
-newest=$(kubernetes-validate --version)
-for version in 1.30.0 "$newest"; do
-    if output=$(cd "$manifests" && "${offline[@]}" kubernetes-validate --strict -k "$version" "${files[@]}" 2>&1); then
-        pass "${#files[@]} manifests valid for Kubernetes $version (strict${offline:+, no network})"
-    else
-        fail "kubernetes-validate for $version: $output"
-    fi
-done
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+newest=$(kubernetes-validate --version)
+# kubectl's built-in kustomize, when it runs here (it needs no cluster); CI may lack it.
+render=
+if command -v kubectl >/dev/null && kubectl kustomize "$manifests" >/dev/null 2>&1; then
+    render=1
+fi
+for directory in "$manifests" "$manifests/mesh"; do
+    where=${directory#"$root/"}
+    files=()
+    for file in "$directory"/*.yaml; do
+        [ "$(basename "$file")" = kustomization.yaml ] || files+=("$(basename "$file")")
+    done
+    for version in 1.30.0 "$newest"; do
+        if output=$(cd "$directory" && "${offline[@]}" kubernetes-validate --strict -k "$version" "${files[@]}" 2>&1); then
+            pass "$where: ${#files[@]} manifests valid for Kubernetes $version (strict${offline:+, no network})"
+        else
+            fail "$where: kubernetes-validate for $version: $output"
+        fi
+    done
+    if [ -n "$render" ]; then
+        rendered=$work/$(basename "$directory")-rendered.yaml
+        if ! kubectl kustomize "$directory" >"$rendered" 2>"$work/err"; then
+            fail "$where: kubectl kustomize: $(cat "$work/err")"
+        elif output=$("${offline[@]}" kubernetes-validate --strict -k 1.30.0 "$rendered" 2>&1); then
+            pass "$where: what kubectl kustomize renders ($(grep -c '^kind:' "$rendered") objects) is valid for Kubernetes 1.30.0"
+        else
+            fail "$where: the rendered kustomization: $output"
+        fi
+    fi
+done
 sed 's/^  serviceName:/  servicename:/' "$manifests/statefulset.yaml" >"$work/broken.yaml"
 if "${offline[@]}" kubernetes-validate --strict -k 1.30.0 "$work/broken.yaml" >"$work/out" 2>&1; then
     fail "negative control: a StatefulSet with 'servicename' passed validation"
