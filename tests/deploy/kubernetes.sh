@@ -77,4 +77,42 @@ else
     fail "consistency: $output"
 fi
 
+# Negative controls for the mesh's consistency checks: each of these mistakes, made in a
+# copy of deploy/, must be named.
+mesh_mistake() {
+    local what=$1 file=$2 script=$3 expected=$4
+    rm -rf "$work/deploy"
+    cp -r "$root/deploy" "$work/deploy"
+    sed -i "$script" "$work/deploy/kubernetes/mesh/$file"
+    if cmp -s "$root/deploy/kubernetes/mesh/$file" "$work/deploy/kubernetes/mesh/$file"; then
+        fail "negative control '$what': the edit changed nothing in $file"
+    elif python3 "$here/kubernetes_consistency.py" "$work/deploy" >"$work/out" 2>&1; then
+        fail "negative control: $what passed the consistency checks"
+    elif ! grep -qF -- "$expected" "$work/out"; then
+        fail "negative control '$what': expected '$expected', got: $(cat "$work/out")"
+    else
+        caught=$((caught + 1))
+    fi
+}
+caught=0
+mesh_mistake "a mesh size other than replicas" statefulset.yaml \
+    '/name: FERRODIR_MESH_SIZE/{n;s/"3"/"2"/}' 'FERRODIR_MESH_SIZE '"'"'2'"'"' is not replicas (3)'
+mesh_mistake "FERRODIR_MESH_SERVICE other than serviceName" statefulset.yaml \
+    '/name: FERRODIR_MESH_SERVICE/{n;s/value: .*/value: ferrodir-peers/}' "is not serviceName"
+mesh_mistake "a mesh port the pods don't serve LDAP on" statefulset.yaml \
+    '/name: FERRODIR_MESH_PORT/{n;s/"3389"/"389"/}' "FERRODIR_MESH_PORT 389 is not the pods' ldap port"
+mesh_mistake "peers' names published only when ready" service-headless.yaml \
+    's/publishNotReadyAddresses: true/publishNotReadyAddresses: false/' "needs publishNotReadyAddresses: true"
+mesh_mistake "a write Service that misses the mesh" service-write.yaml \
+    's/app.kubernetes.io\/instance: ferrodir-mesh/app.kubernetes.io\/instance: ferrodir/' "ferrodir-write does not select"
+mesh_mistake "readiness on a path the server does not answer" statefulset.yaml \
+    's|path: /readyz|path: /ready|' "readinessProbe should be httpGet /readyz"
+mesh_mistake "pods started one by one" statefulset.yaml \
+    's/podManagementPolicy: Parallel/podManagementPolicy: OrderedReady/' "podManagementPolicy should be Parallel"
+mesh_mistake "one fixed server id for every node" statefulset.yaml \
+    's/^\(\s*\)- name: FERRODIR_MESH_SIZE/\1- name: FERRODIR_SERVER_ID\n\1  value: "7"\n&/' "FERRODIR_SERVER_ID in a mesh"
+if [ "$caught" -eq 8 ]; then
+    pass "negative control: 8 mistakes in the mesh's manifests are each named by the consistency checks"
+fi
+
 finish kubernetes
