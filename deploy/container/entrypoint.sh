@@ -238,7 +238,12 @@ write_config() {
     # name (FERRODIR_POD_NAME, else the hostname: ferrodir-replica-2 -> BASE+2), so every
     # pod of a StatefulSet has its own.
     multi_provider=$(toml_bool FERRODIR_MULTI_PROVIDER "${FERRODIR_MULTI_PROVIDER:-false}")
-    [ "$multi_provider" = false ] || mesh_settings
+    if [ "$multi_provider" = true ]; then
+        mesh_settings
+    elif [ -n "${FERRODIR_MESH_SIZE:-}${FERRODIR_MESH_NAME:-}${FERRODIR_MESH_SERVICE:-}${FERRODIR_MESH_DOMAIN:-}${FERRODIR_MESH_SCHEME:-}${FERRODIR_MESH_PORT:-}" ]; then
+        # Without the switch every pod would be a directory of its own, silently.
+        die "FERRODIR_MESH_* variables are set but FERRODIR_MULTI_PROVIDER is not true"
+    fi
     server_id=${FERRODIR_SERVER_ID:-0}
     if [ "$multi_provider" = true ]; then
         # Every node of a mesh stamps its own sid into the CSNs it makes; two nodes with one

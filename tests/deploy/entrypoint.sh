@@ -236,6 +236,8 @@ expect_refusal "StartTLS between mesh nodes without a CA" "needs FERRODIR_REPLIC
 expect_refusal "StartTLS on an ldaps mesh" "ldaps is TLS already" \
     "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MESH_SCHEME=ldaps \
     FERRODIR_REPLICATION_STARTTLS=true FERRODIR_REPLICATION_TLS_CA_FILE=/ca.crt
+expect_refusal "mesh variables without the multi-provider switch" "FERRODIR_MULTI_PROVIDER is not true" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_MESH_SIZE=3 FERRODIR_POD_NAME=ferrodir-mesh-0
 expect_refusal "a multi-provider switch that is not a boolean" "FERRODIR_MULTI_PROVIDER must be true or false" \
     "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MULTI_PROVIDER=sometimes
 
