@@ -9,6 +9,9 @@
 #    characters; python's tomllib reads back exactly what was set.
 # 2b. A read replica (FERRODIR_REPLICATION_*, FERRODIR_SERVER_ID=ordinal+BASE): its refusals,
 #    and the one [[replication]] entry it writes, read back.
+# 2c. A multi-provider mesh node (FERRODIR_MULTI_PROVIDER, FERRODIR_MESH_*): its refusals,
+#    and for ordinals 0 and 2 of 3 the multi_provider key, the server_id and one
+#    [[replication]] entry per other pod, read back (config only: no mesh is started).
 # 3. A mounted config is used as it is.
 # 4. The real server: the password file wins over the variable, the generated config
 #    starts the server (LDAP, LDAPS with a fresh self-signed certificate, metrics), the
@@ -193,6 +196,117 @@ EOF
     pass "a replica's config: one [[replication]] entry, server_id 101 + ordinal 3 = 104"
 else
     fail "the replica's config: $(cat "$work/err")"
+fi
+
+# 2c. A mesh node's settings (deploy/kubernetes/mesh/statefulset.yaml): server_id from the
+# pod's ordinal, one [[replication]] entry per peer, found by its stable name.
+mesh=(FERRODIR_ROOT_PASSWORD=x FERRODIR_MULTI_PROVIDER=true FERRODIR_MESH_SIZE=3
+    FERRODIR_REPLICATION_PASSWORD_FILE=/etc/ferrodir/root/root-password)
+expect_refusal "a mesh without its size" "needs FERRODIR_MESH_SIZE" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_MULTI_PROVIDER=true FERRODIR_POD_NAME=ferrodir-mesh-0 \
+    FERRODIR_REPLICATION_PASSWORD_FILE=/p
+expect_refusal "a mesh of one" "FERRODIR_MESH_SIZE must be at least 2" \
+    "${mesh[@]}" FERRODIR_MESH_SIZE=1 FERRODIR_POD_NAME=ferrodir-mesh-0
+expect_refusal "a mesh size that is not a number" "FERRODIR_MESH_SIZE must be a non-negative integer" \
+    "${mesh[@]}" FERRODIR_MESH_SIZE=three FERRODIR_POD_NAME=ferrodir-mesh-0
+expect_refusal "a mesh node whose name has no ordinal" "needs a pod name ending in -N" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir
+expect_refusal "a mesh node whose name ends in a word" "needs a pod name ending in -N" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh
+expect_refusal "a mesh node whose ordinal is not below the size" "ordinal 3 (from 'ferrodir-mesh-3') is not below FERRODIR_MESH_SIZE=3" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-3
+expect_refusal "a mesh with one fixed server id for every node" "gives each node its own server_id" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_SERVER_ID=1
+expect_refusal "a mesh whose server ids start at 0" "must be at least 1" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-1 FERRODIR_SERVER_ID=ordinal+0
+expect_refusal "a mesh whose last server id passes 4095" "above 4095" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_SERVER_ID=ordinal+4094
+expect_refusal "a mesh node without a password to bind to its peers" "needs FERRODIR_REPLICATION_PASSWORD_FILE" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_MULTI_PROVIDER=true FERRODIR_MESH_SIZE=3 FERRODIR_POD_NAME=ferrodir-mesh-0
+expect_refusal "a mesh node that is also a read replica" "FERRODIR_REPLICATION_PROVIDER is for a read replica" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_REPLICATION_PROVIDER=ldap://elsewhere:389
+expect_refusal "a mesh whose retries end" "must retry its peers forever" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_REPLICATION_RETRY="5 10 60 3"
+expect_refusal "a mesh name other than the pod's" "a mesh is the pods of one StatefulSet" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MESH_NAME=ferrodir
+expect_refusal "a mesh Service that is not a DNS label" "is not a DNS label" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MESH_SERVICE=Mesh_Peers
+expect_refusal "StartTLS between mesh nodes without a CA" "needs FERRODIR_REPLICATION_TLS_CA_FILE" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_REPLICATION_STARTTLS=true
+expect_refusal "StartTLS on an ldaps mesh" "ldaps is TLS already" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MESH_SCHEME=ldaps \
+    FERRODIR_REPLICATION_STARTTLS=true FERRODIR_REPLICATION_TLS_CA_FILE=/ca.crt
+expect_refusal "mesh variables without the multi-provider switch" "FERRODIR_MULTI_PROVIDER is not true" \
+    FERRODIR_ROOT_PASSWORD=x FERRODIR_MESH_SIZE=3 FERRODIR_POD_NAME=ferrodir-mesh-0
+expect_refusal "a multi-provider switch that is not a boolean" "FERRODIR_MULTI_PROVIDER must be true or false" \
+    "${mesh[@]}" FERRODIR_POD_NAME=ferrodir-mesh-0 FERRODIR_MULTI_PROVIDER=sometimes
+
+# mesh_config POD SID PEERS URL STARTTLS VAR=VALUE...: the config written for pod POD of a
+# 3-node mesh has multi_provider = true, server_id SID and exactly one [[replication]] entry
+# per peer ordinal in PEERS (comma-separated), in order: rid = ordinal + 1, provider = URL
+# with N replaced by the ordinal, starttls = STARTTLS, and the mesh's common settings.
+mesh_config() {
+    local pod=$1 sid=$2 peers=$3 url=$4 starttls=$5
+    shift 5
+    rm -rf "${work:?}/run"
+    run_entrypoint FERRODIR_CONFIG_ONLY=1 "${mesh[@]}" FERRODIR_POD_NAME="$pod" "$@" >/dev/null 2>"$work/err" &&
+        python3 - "$work/run/ferrodir.toml" "$sid" "$peers" "$url" "$starttls" 2>"$work/err" <<'EOF'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    config = tomllib.load(f)
+sid, peers, url = int(sys.argv[2]), [int(p) for p in sys.argv[3].split(",")], sys.argv[4]
+expected = [{
+    "rid": peer + 1,
+    "provider": url.replace("N", str(peer)),
+    "starttls": sys.argv[5] == "true",
+    "tls_ca_file": "/etc/ferrodir/tls/ca.crt",
+    # The root DN: every node has the same, and binds to its peers as it.
+    "bind_dn": "cn=Ops\\, Admin,dc=example,dc=com",
+    "password_file": "/etc/ferrodir/root/root-password",
+    "search_base": "dc=example,dc=com",
+    "type": "refreshAndPersist",
+    "retry": "5 10 60 +",
+} for peer in peers]
+problems = []
+if config.get("multi_provider") is not True:
+    problems.append(f"multi_provider {config.get('multi_provider')!r}")
+if config.get("server_id") != sid:
+    problems.append(f"server_id {config.get('server_id')!r}, expected {sid}")
+if config.get("replication") != expected:
+    problems.append(f"replication {config.get('replication')!r}, expected {expected!r}")
+if problems:
+    sys.exit("; ".join(problems))
+EOF
+}
+mesh_tls=(FERRODIR_ROOT_DN='cn=Ops\, Admin,dc=example,dc=com' FERRODIR_REPLICATION_TLS_CA_FILE=/etc/ferrodir/tls/ca.crt)
+if mesh_config ferrodir-mesh-0 1 1,2 ldap://ferrodir-mesh-N.ferrodir-mesh-headless:3389 true "${mesh_tls[@]}" \
+    FERRODIR_REPLICATION_STARTTLS=true FERRODIR_MESH_SERVICE=ferrodir-mesh-headless; then
+    pass "mesh node 0 of 3: multi_provider, server_id 1, rids 2 and 3 for ferrodir-mesh-1 and -2"
+else
+    fail "mesh node 0 of 3: $(cat "$work/err")"
+fi
+if mesh_config ferrodir-mesh-2 3 0,1 ldap://ferrodir-mesh-N.ferrodir-mesh-headless:3389 true "${mesh_tls[@]}" \
+    FERRODIR_REPLICATION_STARTTLS=true FERRODIR_MESH_SERVICE=ferrodir-mesh-headless \
+    FERRODIR_MESH_NAME=ferrodir-mesh FERRODIR_MESH_PORT=3389; then
+    pass "mesh node 2 of 3: multi_provider, server_id 3, rids 1 and 2 for ferrodir-mesh-0 and -1"
+else
+    fail "mesh node 2 of 3: $(cat "$work/err")"
+fi
+# ldaps on another port, a DNS domain, a server id base, and the Service name's default
+# (the StatefulSet's name + -headless).
+if mesh_config dir-1 11 0,2 ldaps://dir-N.dir-headless.ldap.svc.cluster.local:1636 false "${mesh_tls[@]}" \
+    FERRODIR_MESH_SCHEME=ldaps FERRODIR_MESH_PORT=1636 FERRODIR_MESH_DOMAIN=ldap.svc.cluster.local \
+    FERRODIR_SERVER_ID=ordinal+10; then
+    pass "mesh over ldaps on FERRODIR_MESH_PORT with FERRODIR_MESH_DOMAIN: server_id 10 + 1, rids 1 and 3"
+else
+    fail "mesh node 1 over ldaps: $(cat "$work/err")"
+fi
+# A negative control for the reader: node 0's config does not pass for node 1.
+if mesh_config ferrodir-mesh-0 2 0,2 ldap://ferrodir-mesh-N.ferrodir-mesh-headless:3389 true "${mesh_tls[@]}" \
+    FERRODIR_REPLICATION_STARTTLS=true FERRODIR_MESH_SERVICE=ferrodir-mesh-headless; then
+    fail "negative control: node 0's config passed as node 1's"
+else
+    pass "negative control: node 0's config is not taken for node 1's ($(head -c 80 "$work/err"))"
 fi
 
 # 3. A mounted config is used as it is.

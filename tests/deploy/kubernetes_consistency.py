@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""What a schema can't check in deploy/kubernetes: that the objects agree with each other,
-with the container image and with the server.
+"""What a schema can't check in deploy/kubernetes and deploy/kubernetes/mesh: that the
+objects agree with each other, with the container image and with the server.
 
 Usage: kubernetes_consistency.py DEPLOY_DIR   (the repository's deploy/ directory)
+
+For the mesh it also runs deploy/container/entrypoint.sh (FERRODIR_CONFIG_ONLY=1, under
+/bin/sh) with the StatefulSet's own environment for each pod name, and reads back the
+config each pod would start with.
 
 Needs PyYAML (a dependency of kubernetes-validate). Exits 1 naming every problem.
 """
 
+import os
 import re
+import subprocess
 import sys
+import tempfile
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -114,7 +122,13 @@ def check_replication(provider, replica, services):
     return problems
 
 
-def check_statefulset(statefulset, entrypoint_text, replica):
+def server_paths(root):
+    """The paths the server's metrics listener answers (server/src/metrics/http.rs)."""
+    source = root / "server" / "src" / "metrics" / "http.rs"
+    return set(re.findall(r'b"(/[a-z]+)"\s*=>', source.read_text())) if source.exists() else set()
+
+
+def check_statefulset(statefulset, entrypoint_text, replica, paths=None):
     problems = []
     spec = statefulset["spec"]
     pod = spec["template"]["spec"]
@@ -130,6 +144,8 @@ def check_statefulset(statefulset, entrypoint_text, replica):
 
     # Probes on the metrics port, on the server's health paths.
     expected_probes = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
+    for path in set(expected_probes.values()) - (paths if paths is not None else set(expected_probes.values())):
+        problems.append(f"the server's metrics listener does not answer {path} (server/src/metrics/http.rs)")
     for probe, path in expected_probes.items():
         http = container.get(probe, {}).get("httpGet", {})
         if (http.get("path"), http.get("port")) != (path, "metrics"):
@@ -195,25 +211,166 @@ def check_statefulset(statefulset, entrypoint_text, replica):
     return problems
 
 
+def env_entries(statefulset):
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def check_mesh(objects, entrypoint):
+    """deploy/kubernetes/mesh: one StatefulSet of writable nodes, its headless Service (the
+    peers' names), the write Service ferrodir-write (ready pods only), one budget; and the
+    config the entrypoint writes for each pod from the StatefulSet's own environment."""
+    problems = []
+    statefulsets = objects.get("StatefulSet", [])
+    if [s["metadata"]["name"] for s in statefulsets] != ["ferrodir-mesh"]:
+        return [f"expected the one StatefulSet ferrodir-mesh, found {[s['metadata']['name'] for s in statefulsets]}"]
+    (mesh,) = statefulsets
+    name, spec = mesh["metadata"]["name"], mesh["spec"]
+    pod_labels = spec["template"]["metadata"]["labels"]
+    (container,) = spec["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    replicas = spec.get("replicas", 1)
+    if replicas < 3:
+        problems.append(f"replicas {replicas}: a mesh that survives losing a node needs 3")
+    if spec.get("podManagementPolicy") != "Parallel":
+        problems.append("podManagementPolicy should be Parallel: a pod is ready only once it reached its peers")
+    entries = env_entries(mesh)
+    env = {n: e.get("value") for n, e in entries.items()}
+
+    # The variables of the entrypoint's mesh mode against the objects they describe.
+    if env.get("FERRODIR_MULTI_PROVIDER") != "true":
+        problems.append("FERRODIR_MULTI_PROVIDER should be \"true\"")
+    if env.get("FERRODIR_MESH_SIZE") != str(replicas):
+        problems.append(f"FERRODIR_MESH_SIZE {env.get('FERRODIR_MESH_SIZE')!r} is not replicas ({replicas})")
+    if env.get("FERRODIR_MESH_SERVICE") != spec["serviceName"]:
+        problems.append(f"FERRODIR_MESH_SERVICE {env.get('FERRODIR_MESH_SERVICE')!r} is not serviceName {spec['serviceName']!r}")
+    if env.get("FERRODIR_MESH_NAME", name) != name:
+        problems.append(f"FERRODIR_MESH_NAME {env['FERRODIR_MESH_NAME']!r} is not the StatefulSet's name {name!r}")
+    scheme = env.get("FERRODIR_MESH_SCHEME", "ldap")
+    mesh_port = int(env.get("FERRODIR_MESH_PORT") or {"ldap": 3389, "ldaps": 3636}.get(scheme, 0))
+    if ports.get(scheme) != mesh_port:
+        problems.append(f"FERRODIR_MESH_PORT {mesh_port} is not the pods' {scheme} port {ports.get(scheme)}")
+    pod_name = entries.get("FERRODIR_POD_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    if "FERRODIR_POD_NAME" in entries and pod_name != "metadata.name":
+        problems.append("FERRODIR_POD_NAME should come from the downward API's metadata.name")
+    if not env.get("FERRODIR_SERVER_ID", "ordinal+1").startswith("ordinal+"):
+        problems.append("FERRODIR_SERVER_ID in a mesh: leave it unset or ordinal+BASE")
+    for variable in ("FERRODIR_REPLICATION_PROVIDER", "FERRODIR_REPLICATION_UPDATE_REFERRAL"):
+        if variable in env:
+            problems.append(f"{variable} is a read replica's; a mesh node's providers are its peers")
+    if env.get("FERRODIR_REPLICATION_STARTTLS") != "true" and scheme != "ldaps":
+        problems.append("the nodes should talk to one another over TLS (StartTLS or ldaps)")
+
+    services = {s["metadata"]["name"]: s for s in objects.get("Service", [])}
+    headless = services.get(spec["serviceName"])
+    if headless is None:
+        problems.append(f"serviceName {spec['serviceName']} is not a Service here")
+    else:
+        if headless["spec"].get("clusterIP") != "None":
+            problems.append(f"{spec['serviceName']} is not headless (clusterIP: None)")
+        if headless["spec"].get("publishNotReadyAddresses") is not True:
+            problems.append(f"{spec['serviceName']} needs publishNotReadyAddresses: true, or the pods can't reach each other before they are ready")
+        if not selects(headless["spec"]["selector"], pod_labels):
+            problems.append(f"{spec['serviceName']} does not select the mesh's pods")
+        if mesh_port not in {p["port"] for p in headless["spec"]["ports"] if p["targetPort"] == scheme}:
+            problems.append(f"{spec['serviceName']} does not name port {mesh_port} ({scheme}) that the peers use")
+    write = services.get("ferrodir-write")
+    if write is None:
+        problems.append("no write Service ferrodir-write")
+    else:
+        if write["spec"].get("clusterIP") == "None" or write["spec"].get("publishNotReadyAddresses"):
+            problems.append("ferrodir-write must be a normal Service: only ready (caught up) pods get clients")
+        if not selects(write["spec"]["selector"], pod_labels):
+            problems.append("ferrodir-write does not select the mesh's pods")
+    for service in services.values():
+        for port in service["spec"]["ports"]:
+            if port["targetPort"] not in ports:
+                problems.append(f"Service {service['metadata']['name']} targets port {port['targetPort']}, which the pods lack")
+    budgets = objects.get("PodDisruptionBudget", [])
+    if len(budgets) != 1 or not selects(budgets[0]["spec"]["selector"]["matchLabels"], pod_labels) \
+            or budgets[0]["spec"].get("maxUnavailable") != 1:
+        problems.append("one PodDisruptionBudget with maxUnavailable: 1 should select the mesh's pods")
+
+    problems += check_mesh_configs(mesh, entrypoint, env, scheme, mesh_port)
+    return problems
+
+
+def check_mesh_configs(mesh, entrypoint, env, scheme, port):
+    """Runs the entrypoint with the StatefulSet's environment as each pod NAME-i would, and
+    reads back the config: multi_provider, server_ids all different, and exactly one
+    consumer of every other pod, by the stable name the headless Service gives it."""
+    problems = []
+    name, replicas, service = mesh["metadata"]["name"], mesh["spec"]["replicas"], mesh["spec"]["serviceName"]
+    with tempfile.TemporaryDirectory() as work:
+        password = Path(work) / "root-password"
+        password.write_text("a password\n")
+        server_ids = []
+        for ordinal in range(replicas):
+            pod = f"{name}-{ordinal}"
+            variables = {k: v for k, v in env.items() if v is not None}
+            variables.update({
+                "PATH": "/usr/bin:/bin",
+                "FERRODIR_POD_NAME": pod,
+                "FERRODIR_ROOT_PASSWORD_FILE": str(password),
+                "FERRODIR_CONFIG": f"{work}/none.toml",
+                "FERRODIR_GENERATED_CONFIG": f"{work}/{pod}.toml",
+                "FERRODIR_CONFIG_ONLY": "1",
+            })
+            result = subprocess.run(["/bin/sh", str(entrypoint)], env=variables, capture_output=True, text=True, timeout=30)
+            if result.returncode != 0:
+                problems.append(f"the entrypoint refuses {pod}'s environment: {result.stderr.strip()}")
+                continue
+            with open(f"{work}/{pod}.toml", "rb") as f:
+                config = tomllib.load(f)
+            server_ids.append(config.get("server_id"))
+            if config.get("multi_provider") is not True:
+                problems.append(f"{pod}: multi_provider is {config.get('multi_provider')!r}")
+            got = sorted((r["rid"], r["provider"], r["type"]) for r in config.get("replication", []))
+            want = [(peer + 1, f"{scheme}://{name}-{peer}.{service}:{port}", "refreshAndPersist")
+                    for peer in range(replicas) if peer != ordinal]
+            if got != want:
+                problems.append(f"{pod}: consumers {got}, expected {want}")
+            mounts = {m["mountPath"] for m in mesh["spec"]["template"]["spec"]["containers"][0].get("volumeMounts", [])}
+            for entry in config.get("replication", []):
+                for key in ("tls_ca_file", "password_file"):
+                    if key in entry and str(Path(entry[key]).parent) not in mounts:
+                        problems.append(f"{pod}: rid {entry['rid']}'s {key} {entry[key]} is not under a mount")
+        if len(set(server_ids)) != len(server_ids) or not all(1 <= (s or 0) <= 4095 for s in server_ids):
+            problems.append(f"server ids {server_ids}: each node needs its own, 1-4095")
+    return problems
+
+
 def main():
     deploy = Path(sys.argv[1])
+    # The server's source beside this script (DEPLOY_DIR may be a copy, as in the negative
+    # controls of tests/deploy/kubernetes.sh).
+    paths = server_paths(Path(__file__).resolve().parents[2])
     objects, problems = load(deploy / "kubernetes")
-    entrypoint_text = (deploy / "container" / "entrypoint.sh").read_text()
+    entrypoint = deploy / "container" / "entrypoint.sh"
+    entrypoint_text = entrypoint.read_text()
     statefulsets = {s["metadata"]["name"]: s for s in objects.get("StatefulSet", [])}
     if sorted(statefulsets) != ["ferrodir", "ferrodir-replica"]:
         problems.append(f"expected the StatefulSets ferrodir and ferrodir-replica, found {sorted(statefulsets)}")
     else:
         for name, statefulset in sorted(statefulsets.items()):
-            problems += [f"{name}: {p}" for p in check_statefulset(statefulset, entrypoint_text, name != "ferrodir")]
+            problems += [f"{name}: {p}" for p in check_statefulset(statefulset, entrypoint_text, name != "ferrodir", paths)]
         services = objects.get("Service", [])
         problems += check_services(list(statefulsets.values()), services, objects.get("PodDisruptionBudget", []))
         problems += check_replication(statefulsets["ferrodir"], statefulsets["ferrodir-replica"], services)
+    mesh_objects, mesh_problems = load(deploy / "kubernetes" / "mesh")
+    for statefulset in mesh_objects.get("StatefulSet", []):
+        # The mesh's nodes bind to their peers as the replicas bind to the provider.
+        mesh_problems += check_statefulset(statefulset, entrypoint_text, True, paths)
+    mesh_problems += check_mesh(mesh_objects, entrypoint)
+    problems += [f"mesh: {p}" for p in mesh_problems]
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
     kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(objects.items()))
+    mesh_kinds = ", ".join(f"{len(v)} {k}" for k, v in sorted(mesh_objects.items()))
     if problems:
         sys.exit(1)
-    print(f"ok: the manifests agree with each other, the entrypoint and the server ({kinds})")
+    print(f"ok: the manifests agree with each other, the entrypoint and the server ({kinds};"
+          f" mesh: {mesh_kinds}, the entrypoint's config for each of its pods read back)")
 
 
 if __name__ == "__main__":

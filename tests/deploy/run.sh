@@ -10,7 +10,7 @@
 # Needs (installs nothing itself): bash, python3 (3.11+ for tomllib), ldap-utils
 # (ldapsearch, ldapwhoami), openssl, promtool (Debian: prometheus), and from pip
 # kubernetes-validate (which brings PyYAML and jsonschema). shellcheck is used when present.
-# Takes about 10 seconds (7 s with a debug build on 2 busy cores).
+# Takes about 20 seconds (17 s with a debug build on 2 busy cores).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
