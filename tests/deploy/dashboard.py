@@ -12,9 +12,8 @@ Usage: FERRODIR_BIN=target/debug/ferrodir tests/deploy/dashboard.py
    every metric name in every expression (panels and variables) must be a series one of
    them exports (a histogram x is exported as x_bucket, x_sum and x_count), every label
    matcher and grouping label must exist on those series, and every literal label value
-   must occur. Prints the unknown names and exits 1 otherwise. The multi-provider series
-   of issue #26 (AWAITED below) are taken from their announced names and labels while
-   the binary lacks them, and the run says so.
+   must occur. Prints the unknown names and exits 1 otherwise. The consumer runs as a
+   mesh node (`multi_provider`), so the multi-provider series exist too.
 4. The same for the expressions of deploy/prometheus/ferrodir-rules.yml, whose promtool
    tests feed series named by hand and so can't catch a name the server doesn't export.
 
@@ -41,15 +40,6 @@ RULES = ROOT / "deploy" / "prometheus" / "ferrodir-rules.yml"
 PROMETHEUS_MADE = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
 # Labels Prometheus adds to every series it scrapes.
 TARGET_LABELS = {"job", "instance"}
-# Multi-provider replication's series (issue #26), as the server is to export them: taken
-# as exported while $FERRODIR_BIN lacks them (a binary from before that work), with the
-# labels and values announced for them. The binary's own series win once it has them.
-AWAITED = {
-    "ferrodir_replication_conflicts_total": [
-        {"kind": kind} for kind in ("modify", "add", "delete", "rename", "glue")
-    ],
-    "ferrodir_replication_sid_csn_seconds": [{"sid": "1"}, {"sid": "2"}],
-}
 # What the brief asks the dashboard to show.
 REQUIRED = {
     "ferrodir_operations_completed_total",
@@ -353,7 +343,7 @@ def scrape(binary):
             # Ready means its first refresh is done and it persists.
             servers.append(start_server(binary, work, "consumer", (
                 f'listen = "127.0.0.1:{consumer_ldap_port}"\nmetrics_listen = "127.0.0.1:{consumer_metrics_port}"\n'
-                f'data_dir = "{work}/consumer-data"\nshards = 1\nserver_id = 2\n'
+                f'data_dir = "{work}/consumer-data"\nshards = 1\nserver_id = 2\nmulti_provider = true\n'
                 f'[[replication]]\nrid = 1\nprovider = "ldap://127.0.0.1:{ldap_port}"\n'
                 f'bind_dn = "cn=admin,dc=example,dc=com"\npassword_file = "{work}/password"\n'
                 f'search_base = "dc=example,dc=com"\ntype = "refreshAndPersist"\nretry = "1 +"\n'
@@ -389,12 +379,6 @@ def main():
     if "ferrodir_replication_consumer_state" not in series:
         failed += 1
         print("FAIL: the consumer exported no ferrodir_replication_consumer_state", file=sys.stderr)
-    awaited = sorted(set(AWAITED) - set(series))
-    for name in awaited:
-        series[name] = AWAITED[name]
-    if awaited:
-        print(f"note: {binary} does not export {', '.join(awaited)} yet; they are checked against the names,"
-              " labels and values announced for multi-provider replication (AWAITED in tests/deploy/dashboard.py)")
     missed = negative_control(series)
     if missed:
         failed += 1
