@@ -26,6 +26,7 @@ mod dynlist;
 mod edges;
 mod filter;
 mod ldif;
+mod mesh;
 mod monitor;
 mod ops_read;
 mod ops_write;
