@@ -70,13 +70,21 @@ struct Mesh {
 }
 
 fn start_mesh(size: usize) -> Mesh {
+    start_mesh_with(size, |_, config| config)
+}
+
+/// A mesh whose node configs `edit` changes (node index, config) first.
+fn start_mesh_with(size: usize, edit: impl Fn(usize, String) -> String) -> Mesh {
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("password");
     std::fs::write(&password, format!("{ADMIN_PW}\n")).unwrap();
     let addrs: Vec<SocketAddr> = (0..size).map(|_| free_port()).collect();
     let metrics: Vec<SocketAddr> = (0..size).map(|_| free_port()).collect();
     let nodes = (0..size)
-        .map(|me| Server::start_at(&node_config(me, &addrs, metrics[me], &password), addrs[me], true))
+        .map(|me| {
+            let config = edit(me, node_config(me, &addrs, metrics[me], &password));
+            Server::start_at(&config, addrs[me], true)
+        })
         .collect();
     Mesh { nodes, metrics, _dir: dir }
 }
@@ -317,4 +325,153 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
     assert!(counted("add") >= 1.0, "node 0 met node 1's w, which replaced its own");
     let logs: String = mesh.nodes.iter().map(Server::log).collect();
     assert!(logs.contains("replication conflict"), "the log names each conflict");
+}
+
+#[test]
+fn a_peer_with_the_same_server_id_is_refused_and_named() {
+    // Node 1 wrongly has node 0's server_id.
+    let mesh =
+        start_mesh_with(
+            2,
+            |me, config| if me == 1 { config.replace("server_id = 2", "server_id = 1") } else { config },
+        );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (provider_said, consumer_said) = loop {
+        let provider = mesh.nodes[0].log().contains("a mesh peer connected with this node's own server_id");
+        let consumer = mesh.nodes[1].log().contains("is both this node's and the consumer's");
+        if (provider && consumer) || Instant::now() > deadline {
+            break (provider, consumer);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(provider_said, "node 0 logs the refusal: {}", mesh.nodes[0].log());
+    assert!(consumer_said, "node 1 logs why, with node 0's URL: {}", mesh.nodes[1].log());
+    let consumer_log = mesh.nodes[1].log();
+    assert!(consumer_log.contains(&mesh.nodes[0].addr.to_string()), "the consumer's log names the provider");
+    // Nothing replicated: node 1 has no suffix entry, and is not ready.
+    assert!(snapshot(&mesh.nodes[1]).is_empty());
+    assert_ne!(http_get(mesh.metrics[1], "/readyz").0, 200);
+}
+
+#[test]
+fn a_node_behind_every_delete_log_reloads_with_a_present_phase() {
+    // Node 0 keeps 3 delete-log records: a peer away for more deletes than that can't get
+    // a delete phase and must be given a present phase, which deletes what is gone.
+    let mut mesh = start_mesh_with(2, |me, config| {
+        if me == 0 {
+            config.replace("[limits]\n", "[limits]\nsync_delete_log_max = 3\n")
+        } else {
+            config
+        }
+    });
+    for k in 0..12 {
+        person(&mesh.nodes[0], &format!("d{k}"));
+    }
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the entries to delete");
+    let presents = |m: &Mesh| metric(m.metrics[0], "ferrodir_syncrepl_refreshes_total{phase=\"present\"}");
+    let before = presents(&mesh);
+    mesh.nodes[1].stop();
+    for k in 0..10 {
+        delete(&mesh.nodes[0], &format!("uid=d{k},ou=people,{BASE}"));
+    }
+    person(&mesh.nodes[0], "after-deletes");
+    mesh.nodes[1].restart();
+    let snap = converge(&mesh.nodes.iter().collect::<Vec<_>>(), "a node behind the delete log");
+    for k in 0..10 {
+        assert!(!snap.contains_key(&format!("uid=d{k},ou=people,{BASE}").to_ascii_lowercase()), "d{k}");
+    }
+    assert!(snap.contains_key(&format!("uid=d11,ou=people,{BASE}").to_ascii_lowercase()));
+    assert!(presents(&mesh) > before, "node 0 served node 1 a present phase");
+}
+
+/// A TLV with a definite length (short or long form).
+fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    if body.len() < 0x80 {
+        out.push(body.len() as u8);
+    } else {
+        let len = (body.len() as u32).to_be_bytes();
+        let skip = len.iter().take_while(|b| **b == 0).count();
+        out.push(0x80 | (4 - skip) as u8);
+        out.extend_from_slice(&len[skip..]);
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads one LDAP message from `stream`; its message id (None: the peer closed).
+fn read_message(stream: &mut std::net::TcpStream) -> Option<u8> {
+    use std::io::Read;
+    let mut head = [0u8; 2];
+    stream.read_exact(&mut head).ok()?;
+    let len = if head[1] < 0x80 {
+        head[1] as usize
+    } else {
+        let mut bytes = vec![0u8; (head[1] & 0x7f) as usize];
+        stream.read_exact(&mut bytes).ok()?;
+        bytes.iter().fold(0usize, |n, b| n << 8 | *b as usize)
+    };
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).ok()?;
+    // 02 01 id: the message ids ferrodir's consumer uses are small.
+    body.get(2).copied()
+}
+
+#[test]
+fn a_provider_sending_a_malformed_sync_message_is_dropped_and_retried() {
+    use std::io::Write;
+    // A fake peer: binds anyone, then answers the sync search with an entry whose Sync
+    // State control does not decode, and closes.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let fake = listener.local_addr().unwrap();
+    let sessions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = sessions.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(20) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let Some(bind) = read_message(&mut stream) else { continue };
+            let done = [tlv(0x0a, &[0]), tlv(0x04, b""), tlv(0x04, b"")].concat();
+            let _ = stream.write_all(&tlv(0x30, &[tlv(0x02, &[bind]), tlv(0x61, &done)].concat()));
+            let Some(search) = read_message(&mut stream) else { continue };
+            let entry = tlv(0x64, &[tlv(0x04, BASE.as_bytes()), tlv(0x30, b"")].concat());
+            let control =
+                tlv(0x30, &[tlv(0x04, b"1.3.6.1.4.1.4203.1.9.1.2"), tlv(0x04, &[0xff, 0xff, 0x01])].concat());
+            let message = [tlv(0x02, &[search]), entry, tlv(0xa0, &control)].concat();
+            let _ = stream.write_all(&tlv(0x30, &message));
+        }
+    });
+    let node = Server::start_logged(&format!(
+        r#"
+server_id = 1
+multi_provider = true
+shards = 2
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = true
+[log]
+level = "info"
+[[replication]]
+rid = 2
+provider = "ldap://{fake}"
+bind_dn = "{ADMIN_DN}"
+password_file = "/dev/null"
+search_base = "{BASE}"
+type = "refreshAndPersist"
+retry = "1 +"
+"#
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sessions.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the consumer retried on its schedule: {}", node.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The node kept serving throughout, and took writes.
+    person(&node, "still-serving");
+    let snap = snapshot(&node);
+    assert!(snap.contains_key(&format!("uid=still-serving,ou=people,{BASE}").to_ascii_lowercase()));
+    assert!(node.log().contains("Sync State"), "the log says what was malformed: {}", node.log());
+    assert!(node.log().contains("replication session ended"), "{}", node.log());
 }

@@ -372,6 +372,17 @@ async fn commit_pending(
     progress: &mut Progress,
 ) -> Result<(), SessionError> {
     let Some(c) = progress.pending_cookie.take() else { return Ok(()) };
+    let hub = worker.hub();
+    let own = hub.clock().server_id();
+    if hub.multi_provider()
+        && ferrodir_proto::message::sync::Cookie::parse(&c).is_ok_and(|k| k.sid == Some(own))
+    {
+        // The provider (a slapd, say) stamps its changes with this node's own server_id.
+        return Err(SessionError::Other(format!(
+            "the provider {} has this node's server_id {own}: every node of a mesh needs its own",
+            settings.provider
+        )));
+    }
     applier.drain().await?;
     progress.uncommitted = 0;
     status.cookie_received(&c);

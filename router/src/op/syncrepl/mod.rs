@@ -119,6 +119,21 @@ pub(crate) async fn run(
     let mut cookie = std::mem::take(&mut syncing.cookie);
     // A mesh peer names itself in its cookie: what it wrote is never sent back to it.
     let mesh = Mesh::of(ctx, &cookie);
+    let own_sid = ctx.worker.hub().clock().server_id();
+    if mesh.on && mesh.peer_sid == Some(own_sid) {
+        // Two nodes with one server_id would take each other's changes for their own.
+        tracing::error!(
+            conn = ctx.conn_id,
+            server_id = own_sid,
+            "a mesh peer connected with this node's own server_id; refused"
+        );
+        return Err(LdapError::new(
+            ResultCode::UNWILLING_TO_PERFORM,
+            format!(
+                "server_id {own_sid} is both this node's and the consumer's: every node of a mesh needs its own"
+            ),
+        ));
+    }
     // A replica applies its provider's entries in the provider's order (a refresh: parents
     // first), not in CSN order, so no CSN splits what it has committed from what its feed
     // will bring: a refresh it serves sends every entry whole, later ones included (a
