@@ -57,6 +57,12 @@ HIDDEN = [
     "attributetype ( 1.3.6.1.4.1.4203.666.1.9 NAME ( 'authzFrom' 'saslAuthzFrom' ) "
     "DESC 'proxy authorization sources' EQUALITY octetStringMatch "
     "SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 USAGE distributedOperation )",
+    # Ferrodir's own (an OID under 2.25, ITU-T X.667's UUID arc, needing no registration):
+    # per-attribute CSNs of an entry in a multi-provider mesh, never shown in `+`.
+    "attributetype ( 2.25.113535123185571262098407690236152094801 NAME 'ferrodirAttrCSN' "
+    "DESC 'Ferrodir: the CSN of the last change of each attribute and of the name, for "
+    "multi-provider conflicts' EQUALITY octetStringMatch "
+    "SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 NO-USER-MODIFICATION USAGE directoryOperation )",
     # The class of the stand-in parents a replication consumer makes for an entry whose
     # parent it lacks (slapd's schema_prep.c, hidden there too): a multi-provider conflict.
     "objectclass ( 1.3.6.1.4.1.4203.666.3.4 NAME 'glue' DESC 'Glue Entry' SUP top STRUCTURAL )",

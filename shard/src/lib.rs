@@ -88,7 +88,8 @@ pub use crate::write::clock::{Clock, SERVER_ID_MAX};
 pub use crate::write::indexing::IndexWork;
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
-    civil_time, format_csn, micros_of_csn, set_structural_class, stamp_imported, uuid_octets, Stamp,
+    attribute_csns, civil_time, format_csn, micros_of_csn, set_attribute_csns, set_structural_class,
+    stamp_imported, uuid_octets, Stamp, ATTR_CSN_TYPE,
 };
 pub use crate::write::update::{EntryCheck, EntryUpdate};
 // Matching, indexing and the filters that skip shards.

@@ -278,7 +278,7 @@ fn a_three_node_mesh_converges_with_writes_on_every_node() {
 fn conflicts_resolve_the_same_way_on_both_nodes() {
     let mut mesh = start_mesh(2);
     converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the seeded node's data reaches the other");
-    for k in ["x", "z"] {
+    for k in ["x", "z", "y", "r"] {
         person(&mesh.nodes[0], k);
     }
     converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the entries the conflicts are about");
@@ -294,8 +294,17 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
         &dn("w"),
         &[("objectClass", &["inetOrgPerson"]), ("uid", &["w"]), ("cn", &["from node 0"]), ("sn", &["S"])],
     );
+    // y: node 0 changes telephoneNumber, node 1 (later) description; r: node 0 renames it,
+    // node 1 (later) changes its description.
+    let mut client = bound(&mesh.nodes[0], ADMIN_DN, ADMIN_PW);
+    let phone = std::collections::HashSet::from(["+1 555 0100"]);
+    assert_eq!(client.modify(&dn("y"), vec![Mod::Replace("telephoneNumber", phone)]).unwrap().rc, 0);
+    assert_eq!(client.modifydn(&dn("r"), "uid=r2", true, None).unwrap().rc, 0);
+    drop(client);
     mesh.nodes[0].stop();
     mesh.nodes[1].restart();
+    set_description(&mesh.nodes[1], &dn("y"), "from node 1");
+    set_description(&mesh.nodes[1], &dn("r"), "from node 1");
     set_description(&mesh.nodes[1], &dn("x"), "from node 1");
     set_description(&mesh.nodes[1], &dn("z"), "modified on node 1 after node 0 deleted it");
     add(
@@ -306,8 +315,14 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
     mesh.nodes[0].restart();
 
     let snap = converge(&mesh.nodes.iter().collect::<Vec<_>>(), "after the conflicts");
-    // The larger entryCSN wins x (node 1 wrote last).
+    // The larger CSN wins x's description (node 1 wrote last).
     assert_eq!(values(&snap, &dn("x"), "description"), ["from node 1"]);
+    // Concurrent modifies of different attributes both survive.
+    assert_eq!(values(&snap, &dn("y"), "telephonenumber"), ["+1 555 0100"]);
+    assert_eq!(values(&snap, &dn("y"), "description"), ["from node 1"]);
+    // A rename and a concurrent modify: the modify follows the entry to its new name.
+    assert!(!snap.contains_key(&dn("r").to_ascii_lowercase()), "r was renamed on node 0");
+    assert_eq!(values(&snap, &dn("r2"), "description"), ["from node 1"]);
     // The delete wins over the later modify.
     assert!(!snap.contains_key(&dn("z").to_ascii_lowercase()), "z was deleted on node 0: {snap:?}");
     // Of the two w, the one with the larger entryCSN (node 1's) stays, with its uuid.

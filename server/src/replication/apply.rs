@@ -30,6 +30,7 @@ use ferrodir_shard::{
     WriteOutcome, REPLICA_AUTHOR,
 };
 
+use super::merge;
 use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, Tombstones};
 use super::status::{Applied, Status};
 
@@ -402,6 +403,9 @@ impl Applier {
         csn: Option<String>,
     ) -> Result<()> {
         let local_dn = self.dn_of(record)?;
+        if self.mesh.is_some() && (merge::tracked(&record.entry) || merge::tracked(&entry)) {
+            return self.merge_into(id, record, &local_dn, dn, entry, csn).await;
+        }
         let same_dn = local_dn.same_entry(dn);
         let local_csn = record.entry.first_str("entryCSN");
         let older = matches!((&csn, local_csn), (Some(theirs), Some(ours)) if theirs.as_str() <= ours);
@@ -423,6 +427,55 @@ impl Applier {
             self.rename(id, record, &local_dn, dn).await?;
         }
         self.write(id.shard(), WriteOp::ReplicaReplace { id, entry }).await?;
+        self.status.count(Applied::Modify);
+        if let Some(csn) = &csn {
+            self.status.applied_csn(csn);
+        }
+        Ok(())
+    }
+
+    /// A mesh node: the provider's version of a known entry merged with the local one,
+    /// attribute by attribute and for the name ([`merge`]); written only if it changes
+    /// something.
+    async fn merge_into(
+        &mut self,
+        id: EntryId,
+        record: &EntryRecord,
+        local_dn: &NormDn,
+        dn: &NormDn,
+        entry: Entry,
+        csn: Option<String>,
+    ) -> Result<()> {
+        let rdn_of = |remote: bool| -> Vec<(String, Vec<u8>)> {
+            let name = if remote { dn } else { local_dn };
+            name.dn
+                .rdn()
+                .map(|r| r.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect())
+                .unwrap_or_default()
+        };
+        let mut merged = merge::merge(&record.entry, &entry, rdn_of);
+        if !merged.changed {
+            return Ok(());
+        }
+        if merged.concurrent {
+            self.conflict(
+                Conflict::Modify,
+                dn,
+                "concurrent changes of one entry, merged attribute by attribute",
+            );
+            // The merged entry holds changes the provider lacks: it is a change of this
+            // node's, with a CSN of its own, so that it goes to every peer, the provider
+            // included (an entryCSN of the provider's would be taken for its own and
+            // never sent back to it).
+            let stamp = self.worker.hub().clock().stamp("");
+            if let Some(attr) = merged.entry.get_mut("entryCSN") {
+                attr.values = vec![stamp.csn.into_bytes()];
+            }
+        }
+        if merged.remote_name && !local_dn.same_entry(dn) {
+            self.rename(id, record, local_dn, dn).await?;
+        }
+        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry: merged.entry }).await?;
         self.status.count(Applied::Modify);
         if let Some(csn) = &csn {
             self.status.applied_csn(csn);

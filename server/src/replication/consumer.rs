@@ -132,6 +132,12 @@ fn sync_request(
         filter: Filter::Present(OctetString::from_static(b"objectClass")),
         attributes: vec![OctetString::from_static(b"*"), OctetString::from_static(b"+")],
     };
+    let mut request = request;
+    if mesh_sid.is_some() {
+        // A mesh peer's per-attribute CSNs, which `+` leaves out (`merge`); a slapd
+        // provider ignores a type it doesn't know.
+        request.attributes.push(OctetString::from_static(b"ferrodirAttrCSN"));
+    }
     let cookie = cookie::outgoing(stored, settings.rid, mesh_sid);
     let mode = if settings.persist() { SyncMode::RefreshAndPersist } else { SyncMode::RefreshOnly };
     let value = SyncRequest { mode, cookie: Some(cookie.clone()), reload_hint: false }.encode_value();

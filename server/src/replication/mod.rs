@@ -13,6 +13,7 @@
 //! - [`cookie`]: the durable cookie, committed after the data it covers.
 //! - [`mesh`]: what a consumer needs when this node is one provider of a mesh
 //!   (`multi_provider`): the uuid map following local writes, tombstones, conflicts.
+//! - [`merge`]: two versions of one entry merged attribute by attribute (a mesh node).
 //! - [`status`]: state, lag and counters for metrics, cn=Monitor and /readyz.
 //!
 //! Each consumer runs on one worker thread (the one of shard `i mod N` for the i-th entry),
@@ -22,6 +23,7 @@ pub mod apply;
 pub mod client;
 pub mod consumer;
 pub mod cookie;
+pub mod merge;
 pub mod mesh;
 pub mod settings;
 pub mod status;

@@ -163,7 +163,10 @@ impl AttrSelection {
     }
 
     fn wants_operational(&self, canonical: &str) -> bool {
-        self.all_operational || self.names.contains(canonical)
+        // A mesh's per-attribute CSNs are bookkeeping: only a search that names them (a
+        // mesh consumer's) gets them, never `+` (a slapd consumer would refuse the type).
+        (self.all_operational && canonical != crate::write::stamp::ATTR_CSN_TYPE)
+            || self.names.contains(canonical)
     }
 
     /// Whether a stored attribute named `name` (a description, options included) goes

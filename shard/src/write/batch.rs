@@ -482,6 +482,7 @@ impl Stager {
         check_schema(core, &mut record, None)?;
         let stamp = self.stamp(core, author);
         stamp_created(&mut record.entry, &stamp);
+        mesh_stamp(core, None, &mut record.entry, &stamp, false);
         if self.changelog_settings.is_enabled() {
             fx.changelog = Some(ChangeRecord {
                 changes: changelog::added_ldif(&record.entry),
@@ -552,6 +553,7 @@ impl Stager {
         apply_changes(&core.info.rules, &mut next.entry, changes)?;
         let stamp = self.stamp(core, author);
         stamp_modified(&mut next.entry, &stamp);
+        mesh_stamp(core, Some(&old.entry), &mut next.entry, &stamp, false);
         if self.changelog_settings.is_enabled() {
             fx.changelog = Some(ChangeRecord {
                 changes: changelog::modified_ldif(changes),
@@ -582,7 +584,9 @@ impl Stager {
         };
         let mut next = (*old).clone();
         apply_changes(&core.info.rules, &mut next.entry, &changes)?;
-        stamp_modified(&mut next.entry, &self.stamp(core, author));
+        let stamp = self.stamp(core, author);
+        stamp_modified(&mut next.entry, &stamp);
+        mesh_stamp(core, Some(&old.entry), &mut next.entry, &stamp, false);
         check_schema(core, &mut next, Some(&old.entry))?;
         Ok(replaced(id, old, next, fx))
     }
@@ -651,6 +655,7 @@ impl Stager {
         // sending a delete the consumer already had, never towards missing one.
         if author != REPLICA_AUTHOR {
             stamp_modified(&mut next.entry, &stamp);
+            mesh_stamp(core, Some(&old.entry), &mut next.entry, &stamp, true);
         }
         // The old DN leaves every scope that held it: logged for delete phases.
         fx.logged = log_record(&self.deletelog_settings, stamp.micros, id, &old, false);
@@ -671,7 +676,9 @@ impl Stager {
         if !rewrite.apply(&core.info.rules, &mut next.entry) {
             return Ok(WriteOutcome::Done);
         }
-        stamp_modified(&mut next.entry, &self.stamp(core, author));
+        let stamp = self.stamp(core, author);
+        stamp_modified(&mut next.entry, &stamp);
+        mesh_stamp(core, Some(&old.entry), &mut next.entry, &stamp, false);
         check_schema(core, &mut next, Some(&old.entry))?;
         Ok(replaced(id, old, next, fx))
     }
@@ -813,6 +820,14 @@ struct Renaming<'a> {
 }
 
 /// `old` replaced by `next` in the batch: the op's outcome is the new record.
+/// On a node of a multi-provider mesh, a local change's per-attribute CSNs
+/// (`stamp::stamp_attribute_csns`); elsewhere nothing (no attribute, no cost).
+fn mesh_stamp(core: &ShardCore, old: Option<&Entry>, new: &mut Entry, stamp: &Stamp, renamed: bool) {
+    if core.info.hub.multi_provider() {
+        crate::write::stamp::stamp_attribute_csns(old, new, &stamp.csn, renamed);
+    }
+}
+
 fn replaced(id: EntryId, old: Arc<EntryRecord>, next: EntryRecord, fx: &mut Effects) -> WriteOutcome {
     let next = Arc::new(next);
     fx.records.push((id, Some(old), Some(next.clone())));

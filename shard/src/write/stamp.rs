@@ -123,6 +123,99 @@ pub fn stamp_modified(entry: &mut Entry, stamp: &Stamp) {
     set(entry, "modifyTimestamp", stamp.time.clone());
 }
 
+/// The hidden operational attribute in which a node of a multi-provider mesh keeps, per
+/// entry, the CSN of the last change of each attribute it changed and of the entry's name:
+/// values `<CSN> <key>`, the key an attribute description in lower case, `@dn` (the last
+/// Modify DN) or `@add` (the Add, the CSN of every attribute not listed). A mesh consumer
+/// merges two versions of an entry attribute by attribute with it (server
+/// `replication::merge`). Never returned by `+`, only when named.
+pub const ATTR_CSN_TYPE: &str = "ferrodirattrcsn";
+const ATTR_CSN_NAME: &str = "ferrodirAttrCSN";
+/// Attributes a change stamps or that name the entry itself: not tracked per attribute.
+const UNTRACKED: &[&str] = &[
+    "entrycsn",
+    "modifiersname",
+    "modifytimestamp",
+    "entryuuid",
+    "creatorsname",
+    "createtimestamp",
+    ATTR_CSN_TYPE,
+];
+
+/// Records, in `new`, the CSN `csn` for every attribute whose values differ from `old`'s
+/// (an Add, `old` None: `@add`), and for the name when `renamed`. A mesh node calls it on
+/// each local change (the replication consumer writes the merged values it computed).
+pub fn stamp_attribute_csns(old: Option<&Entry>, new: &mut Entry, csn: &str, renamed: bool) {
+    let mut map: Vec<(String, String)> = match old {
+        Some(old) => attribute_csns(old),
+        None => Vec::new(),
+    };
+    let mut put = |key: String| {
+        map.retain(|(k, _)| *k != key);
+        map.push((key, csn.to_string()));
+    };
+    match old {
+        None => put("@add".to_string()),
+        Some(old) => {
+            let values = |entry: &Entry, name: &str| -> Vec<Vec<u8>> {
+                let mut v: Vec<Vec<u8>> = entry
+                    .attrs
+                    .iter()
+                    .filter(|a| a.name.eq_ignore_ascii_case(name))
+                    .flat_map(|a| a.values.clone())
+                    .collect();
+                v.sort();
+                v
+            };
+            let mut names: Vec<String> =
+                old.attrs.iter().chain(new.attrs.iter()).map(|a| a.name.to_ascii_lowercase()).collect();
+            names.sort();
+            names.dedup();
+            for name in names {
+                let base = name.split(';').next().unwrap_or_default();
+                if UNTRACKED.contains(&base) {
+                    continue;
+                }
+                if values(old, &name) != values(new, &name) {
+                    put(name);
+                }
+            }
+            if renamed {
+                put("@dn".to_string());
+            }
+        }
+    }
+    set_attribute_csns(new, &map);
+}
+
+/// The `(key, CSN)` pairs of an entry's ferrodirAttrCSN.
+pub fn attribute_csns(entry: &Entry) -> Vec<(String, String)> {
+    entry
+        .attrs
+        .iter()
+        .filter(|a| a.name.eq_ignore_ascii_case(ATTR_CSN_NAME))
+        .flat_map(|a| a.values.iter())
+        .filter_map(|v| {
+            let text = std::str::from_utf8(v).ok()?;
+            let (csn, key) = text.split_once(' ')?;
+            Some((key.to_string(), csn.to_string()))
+        })
+        .collect()
+}
+
+/// Replaces the entry's ferrodirAttrCSN with `map` (sorted by key).
+pub fn set_attribute_csns(entry: &mut Entry, map: &[(String, String)]) {
+    entry.attrs.retain(|a| !a.name.eq_ignore_ascii_case(ATTR_CSN_NAME));
+    let mut values: Vec<(String, String)> = map.to_vec();
+    values.sort();
+    if !values.is_empty() {
+        entry.attrs.push(Attribute::new(
+            ATTR_CSN_NAME,
+            values.into_iter().map(|(key, csn)| format!("{csn} {key}").into_bytes()).collect(),
+        ));
+    }
+}
+
 /// The clock tick a CSN names (`YYYYMMDDHHMMSS.ffffffZ#...`, any server id); None when it
 /// is not in that form. The inverse of [`format_csn`]'s time part.
 pub fn micros_of_csn(csn: &str) -> Option<u64> {
@@ -151,6 +244,36 @@ pub fn micros_of_csn(csn: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attribute_csns_follow_what_changed() {
+        let mut added = Entry::new(vec![
+            Attribute::new("objectClass", vec![b"person".to_vec()]),
+            Attribute::new("cn", vec![b"a".to_vec()]),
+            Attribute::new("sn", vec![b"b".to_vec()]),
+        ]);
+        stamp_attribute_csns(None, &mut added, "C1", false);
+        assert_eq!(attribute_csns(&added), [("@add".to_string(), "C1".to_string())]);
+        let mut next = added.clone();
+        next.get_mut("sn").unwrap().values = vec![b"c".to_vec()];
+        next.attrs.push(Attribute::new("description", vec![b"d".to_vec()]));
+        next.attrs.push(Attribute::new("entryCSN", vec![b"C2".to_vec()]));
+        stamp_attribute_csns(Some(&added), &mut next, "C2", false);
+        let mut map = attribute_csns(&next);
+        map.sort();
+        let want: Vec<(String, String)> = [("@add", "C1"), ("description", "C2"), ("sn", "C2")]
+            .iter()
+            .map(|(k, c)| (k.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(map, want, "entryCSN is a stamp, not tracked");
+        let mut renamed = next.clone();
+        stamp_attribute_csns(Some(&next), &mut renamed, "C3", true);
+        assert!(attribute_csns(&renamed).contains(&("@dn".to_string(), "C3".to_string())));
+        assert!(
+            attribute_csns(&renamed).contains(&("sn".to_string(), "C2".to_string())),
+            "unchanged keep theirs"
+        );
+    }
 
     #[test]
     fn uuid_octets_reads_the_text_form_only() {
