@@ -340,6 +340,31 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
     assert!(counted("add") >= 1.0, "node 0 met node 1's w, which replaced its own");
     let logs: String = mesh.nodes.iter().map(Server::log).collect();
     assert!(logs.contains("replication conflict"), "the log names each conflict");
+    // Observability: the CSN of each server id in the metrics, and per peer in cn=Monitor
+    // its state, lag and conflicts.
+    for sid in ["1", "2"] {
+        let line = format!("ferrodir_replication_sid_csn_seconds{{sid=\"{sid}\"}}");
+        assert!(metric(mesh.metrics[0], &line) > 1.7e9, "{line}");
+    }
+    let mut client = bound(&mesh.nodes[0], ADMIN_DN, ADMIN_PW);
+    let (entries, _) = client
+        .search(
+            "cn=Consumer 002,cn=Database 1,cn=Databases,cn=Monitor",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["*", "+"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let peer = SearchEntry::construct(entries.into_iter().next().expect("cn=Consumer 002"));
+    assert_eq!(peer.attrs["olmSRSyncPhase"], ["Persist"]);
+    let info = &peer.attrs["monitoredInfo"];
+    assert!(info.iter().any(|v| v.starts_with("lag ")), "{info:?}");
+    assert!(
+        info.iter().any(|v| v.starts_with("conflicts ") && !v.contains("add=0")),
+        "node 0 met an add conflict: {info:?}"
+    );
 }
 
 #[test]

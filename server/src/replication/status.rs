@@ -202,7 +202,7 @@ impl Status {
                 vec![v]
             }
         };
-        vec![
+        let mut attributes: Vec<(String, Vec<String>)> = vec![
             ("olmSRProviderURIList".into(), vec![self.provider.clone()]),
             ("olmSRConnection".into(), text(&self.connection)),
             ("olmSRSyncPhase".into(), vec![self.state().phase().to_string()]),
@@ -211,7 +211,26 @@ impl Status {
             ("olmSRLastContact".into(), time(self.last_contact_s.load(Ordering::Relaxed))),
             ("olmSRLastCookieRcvd".into(), text(&self.cookie_received)),
             ("olmSRLastCookieSent".into(), text(&self.cookie_sent)),
-        ]
+        ];
+        if self.mesh {
+            // A mesh peer's lag and the conflicts met applying its changes (its CSN per
+            // server id is olmSRLastCookieRcvd's; this node's own, the suffix's contextCSN).
+            let conflicts: Vec<String> = super::mesh::CONFLICT_NAMES
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    format!("{name}={}", self.conflicts.get(i).map_or(0, |c| c.load(Ordering::Relaxed)))
+                })
+                .collect();
+            attributes.push((
+                "monitoredInfo".into(),
+                vec![
+                    format!("lag {:.3} s", self.lag_seconds()),
+                    format!("conflicts {}", conflicts.join(" ")),
+                ],
+            ));
+        }
+        attributes
     }
 }
 
