@@ -257,9 +257,21 @@ fn a_three_node_mesh_converges_with_writes_on_every_node() {
     person(&mesh.nodes[1], "while-down-1");
     set_description(&mesh.nodes[0], &format!("uid=n2-0,ou=people,{BASE}"), "changed while node 2 was down");
     delete(&mesh.nodes[1], &format!("uid=n2-1,ou=people,{BASE}"));
+    let deletes_before: f64 = mesh.metrics[..2]
+        .iter()
+        .map(|m| metric(*m, "ferrodir_syncrepl_refreshes_total{phase=\"delete\"}"))
+        .sum();
     mesh.nodes[2].restart();
     let all: Vec<&Server> = mesh.nodes.iter().collect();
     let snap = converge(&all, "a restarted node catches up");
+    let deletes_after: f64 = mesh.metrics[..2]
+        .iter()
+        .map(|m| metric(*m, "ferrodir_syncrepl_refreshes_total{phase=\"delete\"}"))
+        .sum();
+    assert!(
+        deletes_after >= deletes_before + 2.0,
+        "the restarted node resumed from its cookies with delete phases"
+    );
     for dn in ["uid=while-down-0", "uid=while-down-1", "uid=n2-2"] {
         assert!(snap.contains_key(&format!("{dn},ou=people,{BASE}").to_ascii_lowercase()), "{dn}");
     }
@@ -278,9 +290,14 @@ fn a_three_node_mesh_converges_with_writes_on_every_node() {
 fn conflicts_resolve_the_same_way_on_both_nodes() {
     let mut mesh = start_mesh(2);
     converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the seeded node's data reaches the other");
-    for k in ["x", "z", "y", "r"] {
+    for k in ["x", "z", "y", "r", "t"] {
         person(&mesh.nodes[0], k);
     }
+    add(
+        &mesh.nodes[0],
+        &format!("ou=tmp,{BASE}"),
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["tmp"])],
+    );
     converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the entries the conflicts are about");
     let dn = |uid: &str| format!("uid={uid},ou=people,{BASE}");
 
@@ -300,12 +317,22 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
     let phone = std::collections::HashSet::from(["+1 555 0100"]);
     assert_eq!(client.modify(&dn("y"), vec![Mod::Replace("telephoneNumber", phone)]).unwrap().rc, 0);
     assert_eq!(client.modifydn(&dn("r"), "uid=r2", true, None).unwrap().rc, 0);
+    assert_eq!(client.modifydn(&dn("t"), "uid=t-a", true, None).unwrap().rc, 0);
+    assert_eq!(client.delete(&format!("ou=tmp,{BASE}")).unwrap().rc, 0);
     drop(client);
     mesh.nodes[0].stop();
     mesh.nodes[1].restart();
     set_description(&mesh.nodes[1], &dn("y"), "from node 1");
     set_description(&mesh.nodes[1], &dn("r"), "from node 1");
     set_description(&mesh.nodes[1], &dn("x"), "from node 1");
+    let mut client = bound(&mesh.nodes[1], ADMIN_DN, ADMIN_PW);
+    assert_eq!(client.modifydn(&dn("t"), "uid=t-b", true, None).unwrap().rc, 0);
+    drop(client);
+    add(
+        &mesh.nodes[1],
+        &format!("uid=kid,ou=tmp,{BASE}"),
+        &[("objectClass", &["inetOrgPerson"]), ("uid", &["kid"]), ("cn", &["kid"]), ("sn", &["K"])],
+    );
     set_description(&mesh.nodes[1], &dn("z"), "modified on node 1 after node 0 deleted it");
     add(
         &mesh.nodes[1],
@@ -325,6 +352,19 @@ fn conflicts_resolve_the_same_way_on_both_nodes() {
     assert_eq!(values(&snap, &dn("r2"), "description"), ["from node 1"]);
     // The delete wins over the later modify.
     assert!(!snap.contains_key(&dn("z").to_ascii_lowercase()), "z was deleted on node 0: {snap:?}");
+    // Two renames: the larger CSN (node 1's) names the entry.
+    let t: Vec<&String> = snap.keys().filter(|k| k.starts_with("uid=t")).collect();
+    assert_eq!(
+        t,
+        [&dn("t-b").to_ascii_lowercase()],
+        "{:?}",
+        snap.iter().filter(|(k, _)| k.starts_with("uid=t")).collect::<Vec<_>>()
+    );
+    // A child added under a parent deleted elsewhere: the parent is glue, the child stays.
+    let tmp = format!("ou=tmp,{BASE}").to_ascii_lowercase();
+    assert!(snap.contains_key(&format!("uid=kid,{tmp}")), "the child stays: {snap:?}");
+    let classes = snap.get(&tmp).and_then(|e| e.get("objectclass")).cloned().unwrap_or_default();
+    assert!(classes.iter().any(|c| c.eq_ignore_ascii_case("glue")), "ou=tmp is glue: {classes:?}");
     // Of the two w, the one with the larger entryCSN (node 1's) stays, with its uuid.
     assert_eq!(values(&snap, &dn("w"), "cn"), ["from node 1"]);
     let counted = |kind: &str| {
@@ -514,4 +554,144 @@ retry = "1 +"
     assert!(snap.contains_key(&format!("uid=still-serving,ou=people,{BASE}").to_ascii_lowercase()));
     assert!(node.log().contains("Sync State"), "the log says what was malformed: {}", node.log());
     assert!(node.log().contains("replication session ended"), "{}", node.log());
+}
+
+#[test]
+fn a_read_replica_follows_any_node_of_the_mesh() {
+    let mesh = start_mesh(2);
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the mesh");
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, format!("{ADMIN_PW}\n")).unwrap();
+    // A plain read replica (no multi_provider) of node 0.
+    let replica = Server::start_logged(&format!(
+        r#"
+shards = 2
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = false
+[log]
+level = "info"
+[[replication]]
+rid = 9
+provider = "ldap://{}"
+bind_dn = "{ADMIN_DN}"
+password_file = "{}"
+search_base = "{BASE}"
+type = "refreshAndPersist"
+retry = "1 +"
+"#,
+        mesh.nodes[0].addr,
+        password.display()
+    ));
+    // A write on the other node reaches the replica through node 0.
+    person(&mesh.nodes[1], "seen-by-the-replica");
+    let snap = converge(&[&mesh.nodes[0], &mesh.nodes[1], &replica], "a replica of node 0");
+    assert!(snap.contains_key(&format!("uid=seen-by-the-replica,ou=people,{BASE}").to_ascii_lowercase()));
+    // It stays read-only, and the bookkeeping attribute of the mesh never reaches it.
+    let mut client = bound(&replica, ADMIN_DN, ADMIN_PW);
+    let refused = client.delete(&format!("uid=seen-by-the-replica,ou=people,{BASE}")).unwrap();
+    assert_eq!(refused.rc, 53);
+    let (entries, _) = client
+        .search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+", "ferrodirAttrCSN"])
+        .unwrap()
+        .success()
+        .unwrap();
+    let carried = entries
+        .into_iter()
+        .map(SearchEntry::construct)
+        .filter(|e| e.attrs.contains_key("ferrodirAttrCSN"))
+        .count();
+    assert_eq!(carried, 0, "a replica asks for * and +, which leave ferrodirAttrCSN out");
+    // A mesh node shows it to a search that names it, and `+` leaves it out.
+    let mut node = bound(&mesh.nodes[1], ADMIN_DN, ADMIN_PW);
+    let dn = format!("uid=seen-by-the-replica,ou=people,{BASE}");
+    let named = node
+        .search(&dn, Scope::Base, "(objectClass=*)", vec!["ferrodirAttrCSN"])
+        .unwrap()
+        .success()
+        .unwrap()
+        .0;
+    assert!(SearchEntry::construct(named.into_iter().next().unwrap()).attrs.contains_key("ferrodirAttrCSN"));
+    let plus = node.search(&dn, Scope::Base, "(objectClass=*)", vec!["+"]).unwrap().success().unwrap().0;
+    assert!(!SearchEntry::construct(plus.into_iter().next().unwrap()).attrs.contains_key("ferrodirAttrCSN"));
+}
+
+#[test]
+fn uniqueness_holds_per_node_and_refint_rewrites_replicate() {
+    let mut mesh = start_mesh_with(2, |_, config| {
+        config.replace(
+            "[limits]\n",
+            "[refint]\nenabled = true\n[[unique]]\nattributes = [\"mail\"]\n[limits]\n",
+        )
+    });
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the mesh");
+    fn with_mail(uid: &str) -> Vec<(&'static str, Vec<&str>)> {
+        vec![
+            ("objectClass", vec!["inetOrgPerson"]),
+            ("uid", vec![uid]),
+            ("cn", vec![uid]),
+            ("sn", vec!["S"]),
+            ("mail", vec!["same@example.com"]),
+        ]
+    }
+    let add_owned = |server: &Server, uid: &str| {
+        let attrs = with_mail(uid);
+        let borrowed: Vec<(&str, &[&str])> = attrs.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        add(server, &format!("uid={uid},ou=people,{BASE}"), &borrowed);
+    };
+    // On one node a second entry with the same mail is refused (19).
+    add_owned(&mesh.nodes[0], "m1");
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "m1");
+    let mut client = bound(&mesh.nodes[1], ADMIN_DN, ADMIN_PW);
+    let attrs: Vec<(&str, std::collections::HashSet<&str>)> =
+        with_mail("m2").into_iter().map(|(k, v)| (k, v.into_iter().collect())).collect();
+    let refused = client.add(&format!("uid=m2,ou=people,{BASE}"), attrs).unwrap();
+    assert_eq!(refused.rc, 19, "each node checks against its own data: {refused:?}");
+    drop(client);
+    // Two nodes that can't see each other both accept a value: both entries replicate.
+    delete(&mesh.nodes[0], &format!("uid=m1,ou=people,{BASE}"));
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "m1 deleted");
+    mesh.nodes[1].stop();
+    add_owned(&mesh.nodes[0], "a1");
+    mesh.nodes[0].stop();
+    mesh.nodes[1].restart();
+    add(
+        &mesh.nodes[1],
+        &format!("uid=a2,ou=people,{BASE}"),
+        &[
+            ("objectClass", &["inetOrgPerson"]),
+            ("uid", &["a2"]),
+            ("cn", &["a2"]),
+            ("sn", &["S"]),
+            ("mail", &["same@example.com"]),
+        ],
+    );
+    mesh.nodes[0].restart();
+    let snap = converge(&mesh.nodes.iter().collect::<Vec<_>>(), "a value taken on two nodes at once");
+    for uid in ["a1", "a2"] {
+        assert_eq!(
+            values(&snap, &format!("uid={uid},ou=people,{BASE}"), "mail"),
+            ["same@example.com"],
+            "{uid}"
+        );
+    }
+    // Referential integrity: a delete on one node empties the references on every node.
+    add(
+        &mesh.nodes[0],
+        &format!("cn=team,ou=groups,{BASE}"),
+        &[
+            ("objectClass", &["groupOfNames"]),
+            ("cn", &["team"]),
+            ("member", &[&format!("uid=a1,ou=people,{BASE}"), &format!("uid=a2,ou=people,{BASE}")]),
+        ],
+    );
+    converge(&mesh.nodes.iter().collect::<Vec<_>>(), "the group");
+    delete(&mesh.nodes[1], &format!("uid=a1,ou=people,{BASE}"));
+    let snap = converge(&mesh.nodes.iter().collect::<Vec<_>>(), "refint's rewrite");
+    assert_eq!(
+        values(&snap, &format!("cn=team,ou=groups,{BASE}"), "member"),
+        [format!("uid=a2,ou=people,{BASE}")]
+    );
 }

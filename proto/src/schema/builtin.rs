@@ -175,9 +175,13 @@ mod tests {
         assert_eq!(published[1].1.len(), 70);
         assert!(schema.attribute("olcDatabase").is_none());
         assert!(schema.attribute("testTime").is_none());
-        // The hidden files add six types (four of RFC 4512/3672, authzTo and authzFrom),
-        // back-monitor's 32 and the changelog's 11 on top of the published ones.
-        assert_eq!(schema.attribute_types().count(), 207 + 6 + 32 + 11);
+        // The hidden files add seven types (four of RFC 4512/3672, authzTo and authzFrom,
+        // ferrodirAttrCSN), back-monitor's 32 and the changelog's 11 on top of the published
+        // ones.
+        assert_eq!(schema.attribute_types().count(), 207 + 7 + 32 + 11);
+        assert!(schema
+            .attribute("ferrodirAttrCSN")
+            .is_some_and(|a| a.is_operational() && a.no_user_modification));
         assert!(schema.attribute("saslAuthzTo").is_some_and(|a| a.is_operational()));
         assert!(schema.object_class("changeLogEntry").is_some());
         assert!(schema.attribute("changeNumber").is_some());

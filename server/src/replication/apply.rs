@@ -320,22 +320,20 @@ impl Applier {
             missing.push(parent);
         }
         for parent in missing.into_iter().rev() {
-            let Some(rdn) = parent.dn.rdn().cloned() else { continue };
-            let mut attrs = vec![
-                Attribute::new("objectClass", vec![b"top".to_vec(), b"glue".to_vec()]),
-                Attribute::new("structuralObjectClass", vec![b"glue".to_vec()]),
-                Attribute::new("entryCSN", vec![b"19700101000000.000000Z#000000#000#000000".to_vec()]),
-            ];
-            for ava in &rdn.avas {
-                attrs.push(Attribute::new(ava.attr.clone(), vec![ava.value.clone()]));
-            }
-            let uuid = *uuid::Uuid::new_v4().as_bytes();
-            attrs.push(Attribute::new("entryUUID", vec![uuid_text(&uuid).into_bytes()]));
+            // The deleted parent's own uuid when this node's delete log still has it: the
+            // peer that deleted it turns it into the same glue entry (`delete_id`), so
+            // both hold one entry.
+            // Its CSN is then the delete's: the glue is what the delete left of the parent,
+            // newer than the parent the other node still holds, which it replaces there.
+            let (uuid, csn) = match self.deleted_uuid_at(&parent).await? {
+                Some((uuid, micros)) => (uuid, self.worker.hub().clock().csn_of(micros)),
+                None => (*uuid::Uuid::new_v4().as_bytes(), GLUE_CSN.to_string()),
+            };
+            let Some(attrs) = glue_entry(&parent, &uuid, &csn) else { continue };
             let (grand, rdn_norm, rdn_text) = locate_parent_of(&self.worker, &parent).await?;
             let grand_id = grand.as_ref().map_or(EntryId::ROOT, |p| p.id);
             let shard = shard_for_child(grand_id, &rdn_norm, self.worker.shard_count());
-            let op =
-                WriteOp::ReplicaAdd { parent: grand_id, rdn: rdn_text, rdn_norm, entry: Entry::new(attrs) };
+            let op = WriteOp::ReplicaAdd { parent: grand_id, rdn: rdn_text, rdn_norm, entry: attrs };
             self.add(uuid, parent.joined(), None, shard, grand_id, op).await?;
             self.drain().await?;
             self.conflict(
@@ -345,6 +343,27 @@ impl Applier {
             );
         }
         Ok(())
+    }
+
+    /// The uuid of the entry last deleted under the name `dn`, and the clock tick of the
+    /// delete, from this node's delete logs.
+    async fn deleted_uuid_at(&self, dn: &NormDn) -> Result<Option<(Uuid, u64)>> {
+        let mut found: Option<(u64, Uuid)> = None;
+        for shard in 0..self.worker.shard_count() {
+            for record in self.worker.delete_log(shard, 0).await?.records {
+                let same = record.deleted
+                    && self
+                        .worker
+                        .config()
+                        .dn_rules()
+                        .parse(&record.old_dn)
+                        .is_ok_and(|old| old.same_entry(dn));
+                if same && found.is_none_or(|(csn, _)| record.csn > csn) {
+                    found = Some((record.csn, record.uuid));
+                }
+            }
+        }
+        Ok(found.map(|(csn, uuid)| (uuid, csn)))
     }
 
     /// A new entry: under a container, into the window of adds in flight; under a leaf,
@@ -556,6 +575,22 @@ impl Applier {
         };
         let dn = self.dn_of(&record)?;
         match self.delete_one(id, &record, &dn).await {
+            Err(ApplyError::Ldap(e))
+                if e.code == ResultCode::NOT_ALLOWED_ON_NON_LEAF && self.mesh.is_some() =>
+            {
+                // A mesh: the children were added here or by a third node while the peer
+                // deleted their parent. As slapd, the parent becomes a glue entry and the
+                // children stay; the node that sends them to the peer gets the same glue.
+                let uuid = uuid_of(&record).unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes());
+                let Some(glue) = glue_entry(&dn, &uuid, GLUE_CSN) else { return Err(ApplyError::Ldap(e)) };
+                self.write(id.shard(), WriteOp::ReplicaReplace { id, entry: glue }).await?;
+                self.conflict(
+                    Conflict::Glue,
+                    &dn,
+                    "a deleted parent with children added elsewhere became a glue entry",
+                );
+                Ok(())
+            }
             Err(ApplyError::Ldap(e)) if e.code == ResultCode::NOT_ALLOWED_ON_NON_LEAF => {
                 // Children the provider has not deleted (yet): the provider's order is not
                 // relied on, the subtree goes deepest first.
@@ -697,6 +732,33 @@ impl Applier {
         Entry::new(attrs)
     }
 }
+
+/// A glue entry named `dn` (as slapd's syncrepl makes them for a missing parent): glue,
+/// with extensibleObject for its RDN's values, the given uuid and entryCSN (by default one
+/// older than any real change, so that any real version of the entry replaces it), and
+/// fixed stamps: the same entry on every node that makes it.
+fn glue_entry(dn: &NormDn, uuid: &Uuid, csn: &str) -> Option<Entry> {
+    let rdn = dn.dn.rdn()?;
+    let mut attrs = vec![
+        Attribute::new("objectClass", vec![b"top".to_vec(), b"glue".to_vec(), b"extensibleObject".to_vec()]),
+        Attribute::new("structuralObjectClass", vec![b"glue".to_vec()]),
+        Attribute::new("entryCSN", vec![csn.as_bytes().to_vec()]),
+        Attribute::new("entryUUID", vec![uuid_text(uuid).into_bytes()]),
+        // Fixed stamps: a glue entry made on two nodes is the same entry.
+        Attribute::new("creatorsName", vec![Vec::new()]),
+        Attribute::new("createTimestamp", vec![GLUE_TIME.as_bytes().to_vec()]),
+        Attribute::new("modifiersName", vec![Vec::new()]),
+        Attribute::new("modifyTimestamp", vec![GLUE_TIME.as_bytes().to_vec()]),
+    ];
+    for ava in &rdn.avas {
+        attrs.push(Attribute::new(ava.attr.clone(), vec![ava.value.clone()]));
+    }
+    Some(Entry::new(attrs))
+}
+
+/// A glue entry's CSN: older than every real change.
+const GLUE_CSN: &str = "19700101000000.000000Z#000000#000#000000";
+const GLUE_TIME: &str = "19700101000000Z";
 
 /// Whether a provider whose cookie holds `csns` must have had the entry `record`: its
 /// entryCSN is at or below the provider's CSN of the same server id.

@@ -133,9 +133,14 @@ pub fn merge(local: &Entry, remote: &Entry, rdn_of: impl Fn(bool) -> Vec<(String
     for name in ["entryCSN", "modifiersName", "modifyTimestamp"] {
         attrs.extend(newer.attrs(&name.to_ascii_lowercase()).into_iter().cloned());
     }
+    // The creation's from the version whose Add is the later: the same on both sides for
+    // one entry, and a glue entry (which stands for the entry's delete) over the original.
+    let (created, other) =
+        if theirs.csn("@add") > ours.csn("@add") { (&theirs, &ours) } else { (&ours, &theirs) };
     for name in ["entryUUID", "creatorsName", "createTimestamp"] {
-        let from = if ours.attrs(&name.to_ascii_lowercase()).is_empty() { &theirs } else { &ours };
-        attrs.extend(from.attrs(&name.to_ascii_lowercase()).into_iter().cloned());
+        let key = name.to_ascii_lowercase();
+        let from = if created.attrs(&key).is_empty() { other } else { created };
+        attrs.extend(from.attrs(&key).into_iter().cloned());
     }
     let mut entry = Entry::new(attrs);
     // A write only when something moved: values, the name, or a CSN above what the local

@@ -127,9 +127,13 @@ pub(super) fn plan(
             continue;
         }
         let record_csn = csn_of(record.csn);
-        let still_here = entries
-            .iter()
-            .any(|e| e.uuid == record.uuid && e.csn.as_deref().is_some_and(|csn| csn >= record_csn.as_str()));
+        // A mesh: an entry still in scope never left it, whatever its CSN (a rename this
+        // node applied from a peer is logged at this node's clock, later than the entry's
+        // CSN); the entry itself, sent when newer than the cookie, carries its name.
+        let still_here = entries.iter().any(|e| {
+            e.uuid == record.uuid
+                && (points.mesh.on || e.csn.as_deref().is_some_and(|csn| csn >= record_csn.as_str()))
+        });
         if !still_here {
             left.push((old.len(), record.csn, record.uuid));
         }
