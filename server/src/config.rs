@@ -577,11 +577,51 @@ pub struct AccessLog {
     /// Lines queued toward the writer, shared out between the workers; beyond it lines are
     /// dropped and counted (ferrodir_access_log_dropped_lines_total).
     pub queue_lines_max: usize,
+    /// Built-in rotation of a file (`serve::rotation`): once it holds this many bytes (0:
+    /// never by size)...
+    pub rotate_bytes: u64,
+    /// ...or is this many seconds old (0: never by age), the file is renamed
+    /// `PATH.YYYYMMDD-HHMMSS` and opened anew.
+    pub rotate_age_s: u64,
+    /// Rotated files kept; the oldest beyond are removed.
+    pub keep_files: usize,
+    /// Rotated files are compressed (`PATH.YYYYMMDD-HHMMSS.gz`).
+    pub gzip: bool,
 }
 
 impl Default for AccessLog {
     fn default() -> Self {
-        Self { enabled: true, path: "-".into(), format: "text".into(), queue_lines_max: 65_536 }
+        Self {
+            enabled: true,
+            path: "-".into(),
+            format: "text".into(),
+            queue_lines_max: 65_536,
+            rotate_bytes: 0,
+            rotate_age_s: 0,
+            keep_files: 10,
+            gzip: false,
+        }
+    }
+}
+
+impl AccessLog {
+    /// The rotation the keys ask for; None when neither size nor age is set.
+    pub fn rotation(&self) -> Option<crate::serve::rotation::Rotation> {
+        (self.rotate_bytes > 0 || self.rotate_age_s > 0).then(|| crate::serve::rotation::Rotation {
+            bytes: self.rotate_bytes,
+            age: std::time::Duration::from_secs(self.rotate_age_s),
+            keep: self.keep_files,
+            gzip: self.gzip,
+        })
+    }
+
+    fn check_rotation(&self) -> anyhow::Result<()> {
+        if self.rotation().is_some() && self.path == "-" {
+            anyhow::bail!(
+                "[access_log] rotate_bytes and rotate_age_s rotate a file: set `path` to one (standard output is the journal's to rotate)"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -901,6 +941,7 @@ impl Config {
         }
         self.refint.check()?;
         self.audit_log.check()?;
+        self.access_log.check_rotation()?;
         self.ppolicy.check()?;
         self.dynlist.check()?;
         if self.changelog.max_entries == 0 {

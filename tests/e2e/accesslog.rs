@@ -124,3 +124,94 @@ fn the_json_log_is_one_object_a_line_and_reopens_on_sigusr1() {
     let fresh = wait_for_lines(&path, "\"event\":\"closed\"", 1);
     assert!(fresh.contains("\"event\":\"BIND\""), "nothing written after the reopen: {fresh:?}");
 }
+
+/// The rotated files of `base` in `dir` (`access.YYYYMMDD-HHMMSS[-N][.gz]`).
+fn rotated_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("access.2")));
+    files.sort();
+    files
+}
+
+#[test]
+fn the_access_log_rotates_by_size_compresses_and_keeps_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TEST_CONFIG.replacen(
+        "[log]",
+        &format!(
+            "[access_log]\npath = \"{}\"\nrotate_bytes = 3000\nkeep_files = 2\ngzip = true\n[log]",
+            dir.path().join("access").display()
+        ),
+        1,
+    );
+    let server = Server::start_with_config(&config);
+    let mut client = crate::harness::bound(&server, ADMIN_DN, ADMIN_PW);
+    // About 200 bytes of log per search: several rotations' worth.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut searches = 0;
+    loop {
+        for _ in 0..20 {
+            client.search(BASE, ldap3::Scope::Subtree, "(uid=alice)", vec!["cn"]).unwrap().success().unwrap();
+            searches += 1;
+        }
+        let files = rotated_files(dir.path());
+        let gz = files.iter().filter(|p| p.extension().is_some_and(|e| e == "gz")).count();
+        if searches >= 200 && gz == 2 && files.len() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "after {searches} searches: {files:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Each rotated file is a whole gzip file of the log's lines, about rotate_bytes long.
+    for file in rotated_files(dir.path()) {
+        let mut text = String::new();
+        let gz = std::fs::File::open(&file).unwrap();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz), &mut text).unwrap();
+        assert!(
+            text.len() >= 3000 && text.len() < 3000 + 64 * 1024,
+            "{}: {} bytes",
+            file.display(),
+            text.len()
+        );
+        assert!(text.lines().all(|l| l.starts_with('[')), "whole lines only: {text}");
+        assert!(text.contains(" SRCH base="), "{text}");
+    }
+    // The live file goes on.
+    let live = std::fs::read_to_string(dir.path().join("access")).unwrap_or_default();
+    assert!(live.len() < 3000 + 64 * 1024, "the live file was rotated: {} bytes", live.len());
+}
+
+#[test]
+fn the_access_log_rotates_by_age_and_refuses_to_rotate_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TEST_CONFIG.replacen(
+        "[log]",
+        &format!("[access_log]\npath = \"{}\"\nrotate_age_s = 1\n[log]", dir.path().join("access").display()),
+        1,
+    );
+    let server = Server::start_with_config(&config);
+    let mut client = crate::harness::bound(&server, ADMIN_DN, ADMIN_PW);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rotated_files(dir.path()).is_empty() {
+        client.search(BASE, ldap3::Scope::Base, "(objectClass=*)", vec!["1.1"]).unwrap();
+        assert!(Instant::now() < deadline, "no rotation by age");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let rotated = rotated_files(dir.path());
+    assert!(rotated.iter().all(|p| p.extension().is_none_or(|e| e != "gz")), "gzip is off: {rotated:?}");
+    // Rotation of standard output is refused at start, naming the keys.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, TEST_CONFIG.replacen("[log]", "[access_log]\nrotate_bytes = 1000\n[log]", 1))
+        .unwrap();
+    let output = Command::new(crate::harness::binary())
+        .args(["serve", "--config"])
+        .arg(&bad)
+        .arg("--data-dir")
+        .arg(dir.path().join("data2"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("rotate_bytes and rotate_age_s rotate a file"));
+}

@@ -39,6 +39,7 @@ pub fn start(
         path: settings.path.clone(),
         mode: 0o666,
         flush_interval: FLUSH_INTERVAL,
+        rotation: settings.rotation(),
     };
     let writer = logfile::start(log, buffers.clone())?;
     Ok(Some((buffers, per_worker, writer)))

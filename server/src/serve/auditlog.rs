@@ -25,6 +25,7 @@ pub fn start(
         path,
         mode: 0o600,
         flush_interval: std::time::Duration::ZERO,
+        rotation: None,
     };
     let writer = logfile::start(log, buffers.clone())?;
     Ok(Some((buffers, per_worker, writer)))

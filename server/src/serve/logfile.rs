@@ -6,7 +6,8 @@
 //! collects the buffers every [`POLL_INTERVAL`], swapping each for an empty one, and a full
 //! buffer drops what is added to it and counts it. A file is appended to and reopened on
 //! SIGUSR1, so logrotate can move it away and signal (`postrotate kill -USR1 <pid>`); every
-//! writer listens for the signal, so one SIGUSR1 reopens all of them. A reload that names
+//! writer listens for the signal, so one SIGUSR1 reopens all of them. Or the writer rotates
+//! the file itself by size and age (`rotation`). A reload that names
 //! another file moves the writer there ([`Mover`]).
 
 use std::fs::OpenOptions;
@@ -42,12 +43,14 @@ pub struct LogFile {
     /// How long written text may wait in the writer's buffer; zero: flushed after every
     /// collection that found something.
     pub flush_interval: Duration,
+    /// Built-in rotation of the file (`rotation`); None: logrotate's job, or standard output.
+    pub rotation: Option<super::rotation::Rotation>,
 }
 
 /// Where the text goes.
 enum Output {
     Stdout(std::io::BufWriter<std::io::Stdout>),
-    File(std::io::BufWriter<std::fs::File>),
+    File(std::io::BufWriter<std::fs::File>, super::rotation::Progress),
 }
 
 impl Output {
@@ -62,19 +65,49 @@ impl Output {
             .mode(log.mode)
             .open(&path)
             .with_context(|| format!("opening {} {}", log.what, path.display()))?;
-        Ok(Output::File(std::io::BufWriter::with_capacity(BUFFER_BYTES, file)))
+        let written = file.metadata().map_or(0, |m| m.len());
+        let progress = super::rotation::Progress { written, opened: Instant::now() };
+        Ok(Output::File(std::io::BufWriter::with_capacity(BUFFER_BYTES, file), progress))
     }
 
     fn writer(&mut self) -> &mut dyn Write {
         match self {
             Output::Stdout(w) => w,
-            Output::File(w) => w,
+            Output::File(w, _) => w,
+        }
+    }
+
+    /// Writes `text`, counting it toward the file's rotation.
+    fn write_text(&mut self, text: &[u8]) {
+        if let Output::File(_, progress) = self {
+            progress.written += text.len() as u64;
+        }
+        let _ = self.writer().write_all(text);
+    }
+
+    /// Rotates the file when its size or age says so (`log.rotation`), and opens it anew.
+    fn rotate_if_due(&mut self, log: &LogFile) {
+        let (Some(rotation), Output::File(_, progress)) = (&log.rotation, &*self) else { return };
+        if !rotation.due(progress) {
+            return;
+        }
+        let _ = self.writer().flush();
+        match rotation.rotate(std::path::Path::new(&log.path)) {
+            Ok(_) => self.reopen(log),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot rotate {}; writing on", log.what);
+                // Not again at every collection: the next try when as much again is written.
+                if let Output::File(_, progress) = self {
+                    progress.written = 0;
+                    progress.opened = Instant::now();
+                }
+            }
         }
     }
 
     /// After logrotate moved the file away: the same path, anew.
     fn reopen(&mut self, log: &LogFile) {
-        if let Output::File(_) = self {
+        if let Output::File(..) = self {
             let _ = self.writer().flush();
             match Output::open(log) {
                 Ok(fresh) => *self = fresh,
@@ -180,7 +213,7 @@ async fn write_all(mut log: LogFile, mut output: Output, buffers: Vec<Arc<LogBuf
             open |= Arc::strong_count(buffer) > 1;
             spare.clear();
             if buffer.take(&mut spare) > 0 {
-                let _ = output.writer().write_all(spare.as_bytes());
+                output.write_text(spare.as_bytes());
                 unflushed = true;
             }
             // Keep a buffer's worth of capacity, not the largest burst ever seen.
@@ -193,6 +226,7 @@ async fn write_all(mut log: LogFile, mut output: Output, buffers: Vec<Arc<LogBuf
             last_flush = Instant::now();
             unflushed = false;
         }
+        output.rotate_if_due(&log);
         if !open {
             return;
         }

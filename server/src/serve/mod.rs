@@ -20,6 +20,7 @@ pub mod paged_key;
 pub mod per_ip;
 pub mod priority;
 pub mod reload;
+pub mod rotation;
 pub mod runtime;
 pub mod search_pool;
 pub mod stream;

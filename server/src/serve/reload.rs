@@ -276,6 +276,14 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     check("refint.enabled", old.refint.enabled == new.refint.enabled);
     check("replication", old.replication.len() == new.replication.len());
     check("server_id", old.server_id == new.server_id);
+    check("multi_provider", old.multi_provider == new.multi_provider);
+    check(
+        "access_log (rotation and the rest of it)",
+        old.access_log.rotation() == new.access_log.rotation()
+            && old.access_log.path == new.access_log.path
+            && old.access_log.enabled == new.access_log.enabled
+            && old.access_log.format == new.access_log.format,
+    );
     check("engine", old.engine == new.engine);
     check(
         "audit_log.path (turning the log on or off)",
