@@ -76,7 +76,7 @@ pub use op::context::Outbound;
 pub use op::paged::cookie::CookieKey;
 pub use op::syncrepl::stats::{ProviderStats as SyncreplStats, Snapshot as SyncreplSnapshot};
 pub use op::transaction::recover as recover_transactions;
-pub use password::{verify as password_matches, HashPool, PasswordConfig, StorageScheme};
+pub use password::{verify as password_matches, Argon2Cost, HashPool, PasswordConfig, StorageScheme};
 pub use requester::Transport;
 pub use resolve::{locate, locate_parent_of};
 pub use session::{Flow, Session};

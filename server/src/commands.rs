@@ -89,7 +89,7 @@ pub fn compact(data_dir: &Path) -> anyhow::Result<()> {
 /// or standard input, never from an argument, printed hashed with `password_scheme`, ready
 /// for `root_password` or a userPassword value.
 pub fn hash_password(config: &Config) -> anyhow::Result<()> {
-    let scheme = ferrodir_router::StorageScheme::parse(&config.password_scheme)?;
+    let scheme = config.storage_scheme()?;
     let password = crate::prompt::read_password()?;
     println!("{}", scheme.hash(&password));
     Ok(())

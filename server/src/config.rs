@@ -54,6 +54,14 @@ pub struct Config {
     /// "{ARGON2}" (argon2id, m=19456 KiB, t=2, p=1), "{PBKDF2-SHA512}", "{SSHA512}", or
     /// "{SCRAM-SHA-256}" / "{SCRAM-SHA-512}" (the keys SASL SCRAM binds check).
     pub password_scheme: String,
+    /// argon2id's memory for new `{ARGON2}` values, in KiB (OWASP's minimum, 19456, by
+    /// default); with `password_argon2_t` (passes, 2) and `password_argon2_p` (lanes, 1).
+    /// docs/OPERATIONS.md has the logins per core each set allows.
+    pub password_argon2_m_kib: u32,
+    pub password_argon2_t: u32,
+    pub password_argon2_p: u32,
+    /// Iterations of new `{PBKDF2-SHA512}` values (OWASP's 210,000 by default).
+    pub password_pbkdf2_rounds: u32,
     /// A successful simple bind whose stored value is in another scheme (an imported
     /// `{SSHA}`, say) stores the password again in `password_scheme` (389-ds's upgrade on
     /// bind). Default true; needs hash-on-write.
@@ -691,6 +699,10 @@ impl Default for Config {
             root_password: String::new(),
             password_hash_on_write: None,
             password_scheme: "{ARGON2}".into(),
+            password_argon2_m_kib: 19_456,
+            password_argon2_t: 2,
+            password_argon2_p: 1,
+            password_pbkdf2_rounds: 210_000,
             password_upgrade_on_bind: true,
             password_hash_threads: 0,
             password_hash_queue_max: 1024,
@@ -922,6 +934,18 @@ impl Config {
 
     /// What TOML alone can't say: retired keys (named with their replacements) and limits
     /// that contradict each other.
+    /// `password_scheme` with its costs (`password_argon2_*`, `password_pbkdf2_rounds`).
+    pub fn storage_scheme(&self) -> anyhow::Result<ferrodir_router::StorageScheme> {
+        let cost = ferrodir_router::Argon2Cost {
+            m_kib: self.password_argon2_m_kib,
+            t: self.password_argon2_t,
+            p: self.password_argon2_p,
+        };
+        ferrodir_router::StorageScheme::parse(&self.password_scheme)?
+            .with_costs(cost, self.password_pbkdf2_rounds)
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
     pub fn check(&self) -> anyhow::Result<()> {
         if self.testing.is_some() && !cfg!(feature = "fault-injection") {
             anyhow::bail!(
@@ -929,7 +953,7 @@ impl Config {
                  remove it, or build ferrodir with --features fault-injection (never for real data)"
             );
         }
-        ferrodir_router::StorageScheme::parse(&self.password_scheme)?;
+        self.storage_scheme()?;
         crate::replication::settings::check(&self.replication, &self.suffixes, self.multi_provider)?;
         if self.server_id > ferrodir_shard::SERVER_ID_MAX {
             anyhow::bail!("server_id {} is out of range: 0-4095 (three hex digits in a CSN)", self.server_id);

@@ -420,3 +420,51 @@ fn import_stores_userpassword_as_the_file_holds_it() {
     assert_eq!(stored(&server, &dn_of("judy")), vec!["judy-secret".to_string()], "offline paths never hash");
     assert_eq!(bind_rc(&server, &dn_of("judy"), "judy-secret"), 0);
 }
+
+#[test]
+fn the_hash_costs_are_settable_and_refused_out_of_range() {
+    // argon2id with 8 MiB and one pass, instead of OWASP's 19 MiB and two.
+    let server = Server::start_with_config(&format!(
+        "password_argon2_m_kib = 8192\npassword_argon2_t = 1\n{TEST_CONFIG}"
+    ));
+    let mut root = admin(&server);
+    add_person(&mut root, "dora", &["dora-secret"]);
+    let values = stored(&server, &dn_of("dora"));
+    assert!(values.iter().all(|v| v.starts_with("{ARGON2}$argon2id$v=19$m=8192,t=1,p=1$")), "{values:?}");
+    assert_eq!(bind_rc(&server, &dn_of("dora"), "dora-secret"), 0);
+    assert_eq!(bind_rc(&server, &dn_of("dora"), "wrong"), 49);
+    drop(server);
+
+    // PBKDF2-SHA512 with 20,000 rounds, through Password Modify.
+    let server = Server::start_with_config(&format!(
+        "password_scheme = \"{{PBKDF2-SHA512}}\"\npassword_pbkdf2_rounds = 20000\n{TEST_CONFIG}"
+    ));
+    let (code, out) = ldappasswd(&server, &["-D", ADMIN_DN, "-w", ADMIN_PW, "-s", "bob-new", BOB]);
+    assert_eq!(code, 0, "{out}");
+    let values = stored(&server, BOB);
+    assert!(values.iter().all(|v| v.starts_with("{PBKDF2-SHA512}20000$")), "{values:?}");
+    assert_eq!(bind_rc(&server, BOB, "bob-new"), 0);
+
+    // Out of range: the start refuses, naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    for (line, key) in [
+        ("password_argon2_m_kib = 4", "password_argon2_m_kib"),
+        ("password_pbkdf2_rounds = 10", "password_pbkdf2_rounds"),
+    ] {
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, format!("{line}\n{TEST_CONFIG}")).unwrap();
+        let output = std::process::Command::new(crate::harness::binary())
+            .args(["serve", "--config"])
+            .arg(&path)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(key),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -115,11 +115,54 @@ fn parse_params(field: &str) -> Option<(u32, u32, u32)> {
     parts.next().is_none().then_some(params)
 }
 
+/// The costs of new values (`password_argon2_m_kib`, `_t`, `_p`); OWASP's minimum by
+/// default.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Cost {
+    pub m_kib: u32,
+    pub t: u32,
+    pub p: u32,
+}
+
+impl Default for Cost {
+    fn default() -> Self {
+        Self { m_kib: M_COST_KIB, t: T_COST, p: P_COST }
+    }
+}
+
+impl Cost {
+    /// Err names what is out of range: within argon2's own bounds (m at least 8 KiB a lane)
+    /// and the caps a check accepts, so that every value written can be checked.
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=P_COST_MAX).contains(&self.p) {
+            return Err(format!("password_argon2_p {} is out of range: 1-{P_COST_MAX}", self.p));
+        }
+        if !(1..=T_COST_MAX).contains(&self.t) {
+            return Err(format!("password_argon2_t {} is out of range: 1-{T_COST_MAX}", self.t));
+        }
+        let least = 8 * self.p;
+        if !(least..=M_COST_KIB_MAX).contains(&self.m_kib) {
+            return Err(format!(
+                "password_argon2_m_kib {} is out of range: {least}-{M_COST_KIB_MAX} (at least 8 KiB a lane)",
+                self.m_kib
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A new `{ARGON2}` value: argon2id, version 19, the default costs, a random 16-byte salt.
+#[cfg(test)]
 pub fn hash(password: &[u8]) -> String {
+    hash_with(password, Cost::default())
+}
+
+/// A new `{ARGON2}` value with `cost`.
+pub fn hash_with(password: &[u8], cost: Cost) -> String {
+    let Cost { m_kib, t, p } = cost;
     let salt = super::random_salt();
     let mut output = [0u8; HASH_BYTES];
-    let hashed = Params::new(M_COST_KIB, T_COST, P_COST, Some(HASH_BYTES)).and_then(|params| {
+    let hashed = Params::new(m_kib, t, p, Some(HASH_BYTES)).and_then(|params| {
         Argon2::new(Algorithm::Argon2id, Version::V0x13, params).hash_password_into(
             password,
             &salt,
@@ -127,12 +170,12 @@ pub fn hash(password: &[u8]) -> String {
         )
     });
     if hashed.is_err() {
-        // The constants above are valid parameters; this is unreachable. Should it ever be
+        // The costs are checked with the config (`Cost::check`); should this still be
         // reached, the value stored never matches, which fails closed.
         return "{ARGON2}!".to_string();
     }
     format!(
-        "{{ARGON2}}$argon2id$v=19$m={M_COST_KIB},t={T_COST},p={P_COST}${}${}",
+        "{{ARGON2}}$argon2id$v=19$m={m_kib},t={t},p={p}${}${}",
         PHC_BASE64.encode(salt),
         PHC_BASE64.encode(output)
     )

@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use subtle::ConstantTimeEq as _;
 
+pub use argon2::Cost as Argon2Cost;
 pub use pool::{HashPool, PoolError};
 
 /// Whether `offered` matches `stored`: a `{SCHEME}` value checked by its scheme, anything
@@ -117,10 +118,11 @@ pub fn ssha(password: &[u8], salt: &[u8]) -> String {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StorageScheme {
-    /// argon2id with [`argon2::M_COST_KIB`], [`argon2::T_COST`], [`argon2::P_COST`].
-    Argon2,
-    /// PBKDF2-HMAC-SHA512 with [`pbkdf2::SHA512_ITERATIONS`], OpenLDAP's format.
-    Pbkdf2Sha512,
+    /// argon2id with these costs ([`argon2::Cost`]; OWASP's minimum by default).
+    Argon2(argon2::Cost),
+    /// PBKDF2-HMAC-SHA512 with this many iterations ([`pbkdf2::SHA512_ITERATIONS`] by
+    /// default), OpenLDAP's format.
+    Pbkdf2Sha512(u32),
     /// Salted SHA-512: fast, for compatibility with servers that know nothing better.
     Ssha512,
     /// SCRAM keys (RFC 5802) with SHA-256 / SHA-512, 4096 iterations: what SASL SCRAM binds
@@ -139,8 +141,8 @@ pub struct UnknownScheme(pub String);
 impl StorageScheme {
     pub fn parse(name: &str) -> Result<Self, UnknownScheme> {
         match name.to_ascii_uppercase().as_str() {
-            "{ARGON2}" => Ok(Self::Argon2),
-            "{PBKDF2-SHA512}" => Ok(Self::Pbkdf2Sha512),
+            "{ARGON2}" => Ok(Self::Argon2(argon2::Cost::default())),
+            "{PBKDF2-SHA512}" => Ok(Self::Pbkdf2Sha512(pbkdf2::SHA512_ITERATIONS)),
             "{SSHA512}" => Ok(Self::Ssha512),
             "{SCRAM-SHA-256}" => Ok(Self::ScramSha256),
             "{SCRAM-SHA-512}" => Ok(Self::ScramSha512),
@@ -151,12 +153,30 @@ impl StorageScheme {
     /// The scheme's name between braces, as its values start.
     pub fn name(self) -> &'static str {
         match self {
-            Self::Argon2 => "ARGON2",
-            Self::Pbkdf2Sha512 => "PBKDF2-SHA512",
+            Self::Argon2(_) => "ARGON2",
+            Self::Pbkdf2Sha512(_) => "PBKDF2-SHA512",
             Self::Ssha512 => "SSHA512",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
         }
+    }
+
+    /// The scheme with the costs the config sets (`password_argon2_*`,
+    /// `password_pbkdf2_rounds`); Err names a cost out of range.
+    pub fn with_costs(self, argon2: argon2::Cost, pbkdf2_rounds: u32) -> Result<Self, String> {
+        argon2.check()?;
+        if !(pbkdf2::ITERATIONS_MIN..=pbkdf2::ITERATIONS_MAX).contains(&pbkdf2_rounds) {
+            return Err(format!(
+                "password_pbkdf2_rounds {pbkdf2_rounds} is out of range: {}-{}",
+                pbkdf2::ITERATIONS_MIN,
+                pbkdf2::ITERATIONS_MAX
+            ));
+        }
+        Ok(match self {
+            Self::Argon2(_) => Self::Argon2(argon2),
+            Self::Pbkdf2Sha512(_) => Self::Pbkdf2Sha512(pbkdf2_rounds),
+            other => other,
+        })
     }
 
     /// Whether `stored` is a value in this scheme (its name compared without case).
@@ -167,8 +187,8 @@ impl StorageScheme {
     /// `password` hashed with a fresh random salt, `{SCHEME}` prefix included.
     pub fn hash(self, password: &[u8]) -> String {
         match self {
-            Self::Argon2 => argon2::hash(password),
-            Self::Pbkdf2Sha512 => pbkdf2::hash(password),
+            Self::Argon2(cost) => argon2::hash_with(password, cost),
+            Self::Pbkdf2Sha512(iterations) => pbkdf2::hash_with(password, iterations),
             Self::Ssha512 => sha::salted(sha::Kind::Ssha512, password, &random_salt()),
             Self::ScramSha256 => scram::hash(scram::Hash::Sha256, password),
             Self::ScramSha512 => scram::hash(scram::Hash::Sha512, password),
@@ -326,8 +346,33 @@ mod tests {
 
     #[test]
     fn the_default_hash_is_openldaps_argon2id_format() {
-        let hashed = StorageScheme::Argon2.hash(b"secret");
+        let hashed = StorageScheme::parse("{ARGON2}").unwrap().hash(b"secret");
         assert!(hashed.starts_with("{ARGON2}$argon2id$v=19$m=19456,t=2,p=1$"), "{hashed}");
+    }
+
+    #[test]
+    fn costs_are_settable_within_what_a_check_accepts() {
+        let cost = argon2::Cost { m_kib: 8192, t: 1, p: 1 };
+        let scheme = StorageScheme::parse("{ARGON2}").unwrap().with_costs(cost, 50_000).unwrap();
+        let hashed = scheme.hash(b"secret");
+        assert!(hashed.starts_with("{ARGON2}$argon2id$v=19$m=8192,t=1,p=1$"), "{hashed}");
+        assert!(verify(hashed.as_bytes(), b"secret"));
+        let pbkdf2 = StorageScheme::parse("{PBKDF2-SHA512}").unwrap().with_costs(cost, 50_000).unwrap();
+        let hashed = pbkdf2.hash(b"secret");
+        assert!(hashed.starts_with("{PBKDF2-SHA512}50000$"), "{hashed}");
+        assert!(verify(hashed.as_bytes(), b"secret"));
+        let ssha = StorageScheme::parse("{SSHA512}").unwrap();
+        assert_eq!(ssha.with_costs(cost, 50_000).unwrap(), ssha);
+        for (bad, rounds) in [
+            (argon2::Cost { m_kib: 7, t: 1, p: 1 }, 50_000),
+            (argon2::Cost { m_kib: 8192, t: 0, p: 1 }, 50_000),
+            (argon2::Cost { m_kib: 8192, t: 1, p: 9 }, 50_000),
+            (argon2::Cost { m_kib: 300 * 1024, t: 1, p: 1 }, 50_000),
+            (argon2::Cost::default(), 999),
+            (argon2::Cost::default(), 2_000_000),
+        ] {
+            assert!(scheme.with_costs(bad, rounds).is_err(), "{bad:?} {rounds}");
+        }
     }
 
     #[test]

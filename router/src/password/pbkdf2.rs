@@ -105,13 +105,22 @@ pub fn verify_389ds(encoded: &str, offered: &[u8]) -> bool {
     check(Prf::Sha256, offered, salt, u32::from_be_bytes(count), key)
 }
 
-/// A new `{PBKDF2-SHA512}` value in OpenLDAP's format.
+/// A new `{PBKDF2-SHA512}` value in OpenLDAP's format, with the default iterations.
+#[cfg(test)]
 pub fn hash(password: &[u8]) -> String {
+    hash_with(password, SHA512_ITERATIONS)
+}
+
+/// The fewest iterations `password_pbkdf2_rounds` may set (NIST SP 800-132's minimum).
+pub const ITERATIONS_MIN: u32 = 1_000;
+
+/// A new `{PBKDF2-SHA512}` value with `iterations` rounds.
+pub fn hash_with(password: &[u8], iterations: u32) -> String {
     let salt = super::random_salt();
     let mut key = [0u8; NEW_KEY_BYTES];
-    derive(Prf::Sha512, password, &salt, SHA512_ITERATIONS, &mut key);
+    derive(Prf::Sha512, password, &salt, iterations, &mut key);
     let adapted = |bytes: &[u8]| UNPADDED.encode(bytes).replace('+', ".");
-    format!("{{PBKDF2-SHA512}}{SHA512_ITERATIONS}${}${}", adapted(&salt), adapted(&key))
+    format!("{{PBKDF2-SHA512}}{iterations}${}${}", adapted(&salt), adapted(&key))
 }
 
 #[cfg(test)]

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use ferrodir_proto::schema::DnNormalizer;
 use ferrodir_proto::NormDn;
 use ferrodir_router::acl::{self, RuleText};
-use ferrodir_router::{
-    CookieKey, DirectoryConfig, HashPool, PasswordConfig, RemoteReads, StorageScheme, Suffix,
-};
+use ferrodir_router::{CookieKey, DirectoryConfig, HashPool, PasswordConfig, RemoteReads, Suffix};
 
 use crate::config::Config;
 use crate::data::store::Store;
@@ -40,12 +38,8 @@ pub fn directory_config(
         suffixes: names.suffixes,
         root_dn: names.root_dn,
         root_password: (!config.root_password.is_empty()).then(|| config.root_password.clone()),
-        passwords: PasswordConfig::new(
-            config.password_hash_on_write(),
-            StorageScheme::parse(&config.password_scheme)?,
-            hash_pool,
-        )
-        .with_upgrade_on_bind(config.password_upgrade_on_bind),
+        passwords: PasswordConfig::new(config.password_hash_on_write(), config.storage_scheme()?, hash_pool)
+            .with_upgrade_on_bind(config.password_upgrade_on_bind),
         access_rules,
         require_tls_for_binds: config.require_tls_for_binds,
         tls_offered: config.tls.is_some(),
