@@ -12,9 +12,11 @@
 #   write    one ldclt per node (--threads each, random replaces of `description`, each node
 #            its own third of the entries, so no two nodes write the same entry) for
 #            --seconds (ldclt samples are 10 s: rounded up): the acknowledged modifies per
-#            second of the three together, the servers' CPU per write; then "drain": seconds
-#            from the end of the load until the three nodes show the same contextCSN, and a
-#            digest of every entry's DN, description and entryCSN compared across the nodes.
+#            second of the three together; then "drain": seconds from the end of the load
+#            until the three nodes show the same contextCSN, and a digest of every entry's
+#            DN, description and entryCSN compared across the nodes. The report's "on all
+#            3 /s" is the load's writes over (load + drain) seconds: what the mesh sustains
+#            when replication has to keep up.
 #   lag      three ldap-repl-lag at once, node 1 -> 2, 2 -> 3, 3 -> 1 (each writes its own
 #            third at --lag-rate writes/s, one request at a time, for --lag-seconds, and
 #            times every 5th write until the next node shows it): p50/p99/max per pair; the
@@ -24,12 +26,16 @@
 #            changes); once 1 and 2 agree, node 3 is started again: seconds from starting it
 #            until its contextCSN equals the others' (polled every 0.1 s), then the digest
 #            check on all three. ferrodir: also seconds until its /readyz answers 200.
+# CPU per write: the three servers' user + system CPU from the write load's start to the
+# end of its drain, over the writes acknowledged.
 # Durability is each server's default: slapd fdatasyncs every commit (no dbnosync, on its
-# replicated writes too), ferrodir `durability = "power-loss"`. Nothing is pinned.
+# replicated writes too), ferrodir `durability = "power-loss"`. Logging too (ferrodir's
+# access log to its serve.log, slapd -d 0). Nothing is pinned. Each ferrodir log's ERROR and
+# panic lines are counted at the end of its mesh (FD_LOG_LEVEL=info for more).
 # Data: gen-data users imported into ferrodir node 1 (server_id 1), exported with their
 # entryUUID and entryCSN, and that one LDIF imported into ferrodir nodes 2 and 3 and
 # slapadd'ed (-w) into the three slapd nodes: the six start identical.
-# Options: --entries N (20000), --seconds S (20), --threads T (ldclt threads per node, 4),
+# Options: --entries N (20000), --seconds S (20), --threads T (ldclt threads per node, 8),
 # --lag-rate W (50), --lag-seconds S (20), --down-seconds S (20; 60 is the issue's run),
 # --down-rate W (50), --reps R (1), --shards K (ferrodir, 2), --kinds "ferrodir slapd",
 # --out DIR, --no-build (use $FERRODIR and $LAG_TOOL, default target/release/...), --smoke.
@@ -40,8 +46,9 @@ cd "$(dirname "$0")/.."
 FERRODIR_ENV=${FERRODIR:-}
 source bench/lib/common.sh
 
-ENTRIES=20000; SECONDS_W=20; THREADS=4; LAG_RATE=50; LAG_SECONDS=20; DOWN_SECONDS=20; DOWN_RATE=50
+ENTRIES=20000; SECONDS_W=20; THREADS=8; LAG_RATE=50; LAG_SECONDS=20; DOWN_SECONDS=20; DOWN_RATE=50
 REPS=1; SHARDS=2; KINDS="ferrodir slapd"; BUILD=1; OUT_DIR=""; SMOKE=0
+LDCLT_CAP=()
 while [ $# -gt 0 ]; do
   case $1 in
     --entries) ENTRIES=$2; shift ;;
@@ -57,14 +64,16 @@ while [ $# -gt 0 ]; do
     --out) OUT_DIR=$2; shift ;;
     --no-build) BUILD=0 ;;
     --smoke) SMOKE=1 ;;
-    -h|--help) sed -n '2,38p' bench/mesh.sh; exit 0 ;;
+    -h|--help) sed -n '2,43p' bench/mesh.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 if [ $SMOKE = 1 ]; then
   # Everything once, as small as it goes: ldclt's one 10-s sample is the longest part.
+  # Each ldclt thread stops after 500 modifies (-T), so that slapd's drain stays short.
   ENTRIES=300; SECONDS_W=10; THREADS=1; LAG_RATE=20; LAG_SECONDS=2; DOWN_SECONDS=2; DOWN_RATE=20; REPS=1
+  LDCLT_CAP=(-T 500)
 fi
 [ "$ENTRIES" -ge 30 ] && [ "$ENTRIES" -le 100000 ] || { echo "--entries 30..100000 (gen-data's uid=userNNNNN names)" >&2; exit 2; }
 for k in $KINDS; do case $k in ferrodir|slapd) ;; *) echo "--kinds: ferrodir and/or slapd" >&2; exit 2 ;; esac; done
@@ -174,9 +183,23 @@ fd_load_and_start() {
   for i in 1 2 3; do wait_ldap "$(fd_port "$i")"; ensure_running "${NODE_PID[$i]}" "ferrodir node $i"; done
 }
 
-ready_status() {  # node: the HTTP status of /readyz (000 when nothing answers)
-  curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$(fd_metrics "$1")/readyz" || true
+# http_get NODE PATH [FILE]: the HTTP status of ferrodir's metrics listener (000 when nothing
+# answers); the body goes to FILE. Python's urllib, so that the script needs no curl.
+http_get() {
+  python3 - "http://127.0.0.1:$(fd_metrics "$1")$2" "${3:-/dev/null}" <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
+        status, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    status, body = e.code, e.read()
+except OSError:
+    status, body = 0, b""
+open(sys.argv[2], "wb").write(body)
+print(f"{status:03d}")
+PY
 }
+ready_status() { http_get "$1" /readyz; }
 
 # --- slapd nodes -----------------------------------------------------------------------------
 sl_port() { echo $((SL_PORT0 + $1)); }
@@ -317,12 +340,11 @@ write_load() {
   for i in 1 2 3; do
     ldclt_start "$RUN_DIR/ldclt-$i.out" "" "$(port_of "$i")" "$SAMPLES" "$THREADS" \
       -D "$ROOT_DN" -w "$ROOT_PW" -e "attreplace=description:XXXXXX,random" -b "ou=people,$SUFFIX" \
-      -f "uid=userXXXXX" -r "$(first_of "$i")" -R "$(last_of "$i")"
+      -f "uid=userXXXXX" -r "$(first_of "$i")" -R "$(last_of "$i")" "${LDCLT_CAP[@]}"
     pids+=("$LDCLT_PID")
   done
   for i in 0 1 2; do wait "${pids[$i]}" || true; done
   start=$(date +%s.%N)
-  after=$(server_cpu)
   for i in 1 2 3; do
     m=$($UTIL ldclt "$RUN_DIR/ldclt-$i.out" 2>>"$RUN_DIR/ldclt-$i.errors")
     rate=$(python3 -c "print(round($rate + $(value_of ops_per_s "$m"), 1))")
@@ -331,7 +353,11 @@ write_load() {
   done
   [ "$errors" = 0 ] || fail "$KIND write load: ldclt reported errors (see $RUN_DIR/ldclt-*.out)"
   secs=$(wait_same_csn "$start" "$DRAIN_MAX" 1 2 3) || { fail "$KIND: no common contextCSN $DRAIN_MAX s after the write load"; secs=timeout; }
+  # The servers' CPU from the load's start to the end of the drain: every node's share of
+  # each write, its client's and its peers' applies alike.
+  after=$(server_cpu)
   conv=$(check_converged write); [ "$conv" = yes ] || fail "$KIND: nodes differ after the write load"
+  # shellcheck disable=SC2046  # the python prints two k=v words for record
   record type=write kind="$KIND" rep="$REP" ops_per_s="$rate" ops_total="$total" errors="$errors" \
     threads_per_node="$THREADS" seconds=$((SAMPLES * 10)) drain_s="$secs" converged="$conv" \
     $(python3 - "$before" "$after" "$total" <<'PY'
@@ -426,9 +452,11 @@ one_mesh() {  # kind rep
     catchup
   fi
   if [ "$KIND" = ferrodir ]; then
-    for i in 1 2 3; do curl -s -m 2 "http://127.0.0.1:$(fd_metrics "$i")/metrics" > "$MESH_DIR/n$i/metrics.txt" || true; done
+    for i in 1 2 3; do http_get "$i" /metrics "$MESH_DIR/n$i/metrics.txt" > /dev/null; done
     grep -h 'ferrodir_replication_conflicts_total' "$MESH_DIR"/n*/metrics.txt | grep -v '^#' | sed 's/^/  /' >&2 || true
   fi
+  # All three told at once (each has a second of shutdown grace), then each waited for.
+  for i in 1 2 3; do kill -TERM "${NODE_PID[$i]}" 2>/dev/null || true; done
   for i in 3 2 1; do stop_pid "${NODE_PID[$i]}"; done
   for i in 1 2 3; do
     # ferrodir's ERROR lines and panics (its WARNs of a peer gone away are expected here).
