@@ -102,8 +102,14 @@ LDAPMODIFY=${LDAPSEARCH%ldapsearch}ldapmodify
 
 record() { $UTIL json "$@" >> "$RESULTS"; log "$*"; }
 fail() { FAILURES=$((FAILURES + 1)); log "FAILED: $*"; }
-elapsed_since() { python3 -c "import sys; print(round($(date +%s.%N) - $1, 2))"; }
-past() { python3 -c "import sys; sys.exit(0 if $(date +%s.%N) - $1 > $2 else 1)"; }  # start limit
+# Times in bash arithmetic (nanoseconds), not python: the polling loops below run every
+# 0.1 s, and a python start costs a third of a second on a busy machine.
+now_ns() { date +%s%N; }
+elapsed_since() {  # start_ns -> seconds, two decimals
+  local cs=$(( ($(now_ns) - $1) / 10000000 ))
+  printf '%d.%02d\n' $((cs / 100)) $((cs % 100))
+}
+past() { [ $(( $(now_ns) - $1 )) -gt $(( $2 * 1000000000 )) ]; }  # start_ns limit_s
 
 # --- the data: one LDIF with entryUUID and entryCSN, the same on all six nodes -------------
 log "generating $ENTRIES users"
@@ -199,7 +205,18 @@ open(sys.argv[2], "wb").write(body)
 print(f"{status:03d}")
 PY
 }
-ready_status() { http_get "$1" /readyz; }
+# ready_status NODE: /readyz's HTTP status (000 when nothing answers), in bash alone, since
+# it is polled.
+ready_status() {
+  local status=000 port
+  port=$(fd_metrics "$1")
+  if { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+    printf 'GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3 2>/dev/null || true
+    IFS=' ' read -r -t 2 _ status _ <&3 2>/dev/null || status=000
+    exec 3<&-
+  fi
+  echo "${status:-000}"
+}
 
 # --- slapd nodes -----------------------------------------------------------------------------
 sl_port() { echo $((SL_PORT0 + $1)); }
@@ -272,7 +289,7 @@ wait_same_csn() {
 
 touch_node() {  # node: one modify on the node, so that its contextCSN moves
   printf 'dn: uid=user%05d,ou=people,%s\nchangetype: modify\nreplace: description\ndescription: touched on node %s %s\n' \
-    "$(first_of "$1")" "$SUFFIX" "$1" "$(date +%s.%N)" \
+    "$(first_of "$1")" "$SUFFIX" "$1" "$(now_ns)" \
     | timeout 30 "$LDAPMODIFY" -x -H "ldap://127.0.0.1:$(port_of "$1")" -D "$ROOT_DN" -w "$ROOT_PW" > /dev/null
 }
 
@@ -319,7 +336,7 @@ server_cpu() {  # "utime stime" summed over the three nodes' processes, in ticks
 # equality alone proves nothing). ferrodir: /readyz first.
 settle() {
   local start i secs
-  start=$(date +%s.%N)
+  start=$(now_ns)
   if [ "$KIND" = ferrodir ]; then
     for i in 1 2 3; do
       while [ "$(ready_status "$i")" != 200 ]; do
@@ -344,7 +361,7 @@ write_load() {
     pids+=("$LDCLT_PID")
   done
   for i in 0 1 2; do wait "${pids[$i]}" || true; done
-  start=$(date +%s.%N)
+  start=$(now_ns)
   for i in 1 2 3; do
     m=$($UTIL ldclt "$RUN_DIR/ldclt-$i.out" 2>>"$RUN_DIR/ldclt-$i.errors")
     rate=$(python3 -c "print(round($rate + $(value_of ops_per_s "$m"), 1))")
@@ -419,8 +436,8 @@ catchup() {
   for i in 0 1; do wait "${pids[$i]}" || fail "$KIND: a writer failed while node 3 was down"; done
   w1=$(python3 -c "import json; print(json.load(open('$RUN_DIR/lag-1-2-down.json'))['writes'])" 2>/dev/null || echo 0)
   w2=$(python3 -c "import json; print(json.load(open('$RUN_DIR/lag-2-1-down.json'))['writes'])" 2>/dev/null || echo 0)
-  wait_same_csn "$(date +%s.%N)" "$DRAIN_MAX" 1 2 > /dev/null || fail "$KIND: nodes 1 and 2 disagree after writing"
-  start=$(date +%s.%N)
+  wait_same_csn "$(now_ns)" "$DRAIN_MAX" 1 2 > /dev/null || fail "$KIND: nodes 1 and 2 disagree after writing"
+  start=$(now_ns)
   if [ "$KIND" = ferrodir ]; then fd_start_node 3; else sl_start_node 3; fi
   secs=$(wait_same_csn "$start" "$CATCHUP_MAX" 1 3) || { fail "$KIND node 3 not caught up after $CATCHUP_MAX s"; secs=timeout; }
   if [ "$KIND" = ferrodir ]; then
