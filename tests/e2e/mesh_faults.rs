@@ -1,0 +1,606 @@
+//! Faults in a three-node multi-provider mesh (`multi_provider = true`) under a steady write
+//! load on every node, checked against the history of what the clients were told.
+//!
+//! One writer thread per node adds entries of its own (and deletes a few of them again) and
+//! replaces the `description` of a set of entries every writer modifies, each write asking
+//! for a post-read of `entryCSN` (RFC 4527): the CSN the node gave the write. Every attempt
+//! is recorded with its node, its times and its outcome: acknowledged (with the post-read),
+//! refused (an LDAP result code other than success: not applied), or unknown (a timeout or a
+//! dropped connection: it may or may not have been applied). The client timeouts are short
+//! ([`OP_TIMEOUT`]) so that a writer to a stopped node records its failures and goes on.
+//!
+//! During the load, node 1 is killed with SIGKILL and restarted, and later node 2 is
+//! partitioned: SIGSTOP for the partition's length, then SIGCONT. The issue asks for a
+//! 30 s partition; the default here is 10 s so that the test stays well under 90 s in CI,
+//! and `MESH_PARTITION_S=30` runs the issue's length (the load and its count bound grow with
+//! it). Load continues for a moment after the heal, then stops.
+//!
+//! The checker ([`check_history`]) then waits until all three nodes show the same content
+//! (`*` `+` of the whole suffix, less contextCSN: each node's own view), and asserts that
+//! they converged within [`converge_limit`] (10 s after the heal, as the issue says; raised
+//! by `MESH_CONVERGE_S` on a slow machine; the measured time is printed either way), and
+//! then checks the history against that content. Its rules are in its doc comment.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ldap3::controls::{PostRead, PostReadResp};
+use ldap3::{LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry};
+
+use crate::harness::{bound, wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
+
+/// How long one client operation (and connecting) may take before the writer counts it as
+/// unknown and moves on: short, so a writer to a stopped node keeps recording.
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time between two writes of one writer (a steady load, not a flood).
+const PACE: Duration = Duration::from_millis(30);
+/// Entries every writer modifies.
+const SHARED: usize = 6;
+/// Nodes of the mesh.
+const NODES: usize = 3;
+
+/// The partition's length: `MESH_PARTITION_S` (the issue's is 30 s), 10 s by default.
+fn partition_length() -> Duration {
+    Duration::from_secs(std::env::var("MESH_PARTITION_S").ok().and_then(|s| s.parse().ok()).unwrap_or(10))
+}
+
+/// How long after the heal the nodes may take to show identical content:
+/// `MESH_CONVERGE_S`, 10 s (the issue's bound) by default.
+fn converge_limit() -> Duration {
+    Duration::from_secs(std::env::var("MESH_CONVERGE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(10))
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// Node `me` (0-based) of the mesh: server_id me+1, one consumer of every other node
+/// (rid = its server_id), retried every second. Only node 0 starts with the example data.
+fn node_config(me: usize, addrs: &[SocketAddr], metrics: SocketAddr, password_file: &Path) -> String {
+    let mut config = format!(
+        r#"
+server_id = {}
+multi_provider = true
+shards = 3
+suffixes = ["dc=example,dc=com"]
+root_dn = "cn=admin,dc=example,dc=com"
+root_password = "secret"
+example_data = {}
+metrics_listen = "{metrics}"
+[limits]
+shutdown_grace_s = 1
+[log]
+level = "info"
+"#,
+        me + 1,
+        me == 0
+    );
+    for (peer, addr) in addrs.iter().enumerate().filter(|(peer, _)| *peer != me) {
+        config.push_str(&format!(
+            r#"
+[[replication]]
+rid = {}
+provider = "ldap://{addr}"
+bind_dn = "{ADMIN_DN}"
+password_file = "{}"
+search_base = "{BASE}"
+type = "refreshAndPersist"
+retry = "1 +"
+"#,
+            peer + 1,
+            password_file.display()
+        ));
+    }
+    config
+}
+
+/// DN (lower case) → attribute (lower case) → sorted values, of the whole suffix, less
+/// contextCSN. Empty when the node can't be read.
+type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+
+fn snapshot(server: &Server) -> Snapshot {
+    let Ok(mut conn) = connect(server.addr) else { return Snapshot::new() };
+    let Ok(result) =
+        conn.with_timeout(Duration::from_secs(10)).search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+    else {
+        return Snapshot::new();
+    };
+    let Ok((entries, _)) = result.success() else { return Snapshot::new() };
+    entries
+        .into_iter()
+        .map(SearchEntry::construct)
+        .map(|e| {
+            let attrs = e
+                .attrs
+                .into_iter()
+                .map(|(k, mut v)| {
+                    v.sort();
+                    (k.to_ascii_lowercase(), v)
+                })
+                .filter(|(k, _)| k != "contextcsn")
+                .collect();
+            (e.dn.to_ascii_lowercase(), attrs)
+        })
+        .collect()
+}
+
+/// A bound connection whose connect and bind time out after [`OP_TIMEOUT`].
+fn connect(addr: SocketAddr) -> Result<LdapConn, String> {
+    let settings = LdapConnSettings::new().set_conn_timeout(OP_TIMEOUT);
+    let mut conn = LdapConn::with_settings(settings, &format!("ldap://{addr}")).map_err(|e| e.to_string())?;
+    let result = conn.with_timeout(OP_TIMEOUT).simple_bind(ADMIN_DN, ADMIN_PW).map_err(|e| e.to_string())?;
+    if result.rc != 0 {
+        return Err(format!("bind: {result:?}"));
+    }
+    Ok(conn)
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    Add,
+    /// Replace of `description` with this (unique) value.
+    Modify(String),
+    Delete,
+}
+
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// Success, with the post-read's entryCSN and entryUUID (none for a delete).
+    Acked { csn: Option<String>, uuid: Option<String> },
+    /// A result code other than success: the write was not applied.
+    Refused(u32),
+    /// A timeout or a broken connection: the write may or may not have been applied.
+    Unknown(String),
+}
+
+#[derive(Clone, Debug)]
+struct Op {
+    node: usize,
+    dn: String,
+    kind: Kind,
+    /// Since the load started.
+    sent: Duration,
+    done: Duration,
+    outcome: Outcome,
+}
+
+impl Op {
+    fn acked(&self) -> bool {
+        matches!(self.outcome, Outcome::Acked { .. })
+    }
+    fn csn(&self) -> Option<&str> {
+        match &self.outcome {
+            Outcome::Acked { csn, .. } => csn.as_deref(),
+            _ => None,
+        }
+    }
+    /// Acknowledged or unknown: it may have been applied.
+    fn maybe_applied(&self) -> bool {
+        !matches!(self.outcome, Outcome::Refused(_))
+    }
+}
+
+fn shared_dn(k: usize) -> String {
+    format!("cn=shared-{k},ou=people,{BASE}")
+}
+
+fn own_dn(node: usize, k: usize) -> String {
+    format!("uid=w{node}-{k},ou=people,{BASE}")
+}
+
+/// One write with a post-read of entryCSN and entryUUID; the outcome as the client saw it.
+fn write(conn: &mut LdapConn, dn: &str, kind: &Kind) -> Outcome {
+    let post_read = || PostRead::new(vec!["entryCSN", "entryUUID"]);
+    let result: ldap3::result::Result<LdapResult> = match kind {
+        Kind::Add => {
+            let uid = dn.trim_start_matches("uid=").split(',').next().unwrap_or_default();
+            let attrs = vec![
+                ("objectClass", HashSet::from(["inetOrgPerson"])),
+                ("uid", HashSet::from([uid])),
+                ("cn", HashSet::from([uid])),
+                ("sn", HashSet::from(["W"])),
+            ];
+            conn.with_timeout(OP_TIMEOUT).with_controls(post_read()).add(dn, attrs)
+        }
+        Kind::Modify(value) => conn
+            .with_timeout(OP_TIMEOUT)
+            .with_controls(post_read())
+            .modify(dn, vec![Mod::Replace("description", HashSet::from([value.as_str()]))]),
+        Kind::Delete => conn.with_timeout(OP_TIMEOUT).delete(dn),
+    };
+    match result {
+        Err(e) => Outcome::Unknown(e.to_string()),
+        Ok(result) if result.rc != 0 => Outcome::Refused(result.rc),
+        Ok(result) => {
+            let read = result
+                .ctrls
+                .iter()
+                .find(|c| c.1.ctype == "1.3.6.1.1.13.2")
+                .map(|c| c.1.parse::<PostReadResp>());
+            let attr = |name: &str| {
+                read.as_ref().and_then(|r| {
+                    r.attrs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| v.first().cloned())
+                })
+            };
+            let csn = attr("entryCSN");
+            if *kind != Kind::Delete {
+                assert!(csn.is_some(), "{dn}: no post-read entryCSN in {:?}", result.ctrls);
+            }
+            Outcome::Acked { csn, uuid: attr("entryUUID") }
+        }
+    }
+}
+
+/// Node `node`'s writer: until `stop` (or `max_ops` attempts), every [`PACE`]: an add of
+/// an entry of its own, then a modify of a shared entry, now and then a delete of one of
+/// its own entries, on one connection made again after any failure. Attempts that never
+/// got as far as sending (no connection) are not in the history: they can't be applied.
+fn writer(node: usize, addr: SocketAddr, start: Instant, stop: Arc<AtomicBool>, max_ops: usize) -> Vec<Op> {
+    let mut history = Vec::new();
+    let mut conn: Option<LdapConn> = None;
+    let mut added = 0;
+    let mut deleted = 0;
+    let mut step = 0usize;
+    while !stop.load(Ordering::Relaxed) && history.len() < max_ops {
+        let next = Instant::now() + PACE;
+        if conn.is_none() {
+            conn = connect(addr).ok();
+        }
+        if let Some(c) = conn.as_mut() {
+            step += 1;
+            let (dn, kind) = if step % 10 == 0 && deleted + 5 < added {
+                // Deletes trail the adds, so most own entries stay.
+                deleted += 1;
+                (own_dn(node, deleted - 1), Kind::Delete)
+            } else if step % 2 == 0 {
+                added += 1;
+                (own_dn(node, added - 1), Kind::Add)
+            } else {
+                // Writers walk the shared entries at different strides, so that they meet.
+                let k = (step * (node + 1) + node) % SHARED;
+                (shared_dn(k), Kind::Modify(format!("node {node} step {step}")))
+            };
+            let sent = start.elapsed();
+            let outcome = write(c, &dn, &kind);
+            if matches!(outcome, Outcome::Unknown(_)) {
+                conn = None;
+            }
+            history.push(Op { node, dn, kind, sent, done: start.elapsed(), outcome });
+        }
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep(next - now);
+        }
+    }
+    history
+}
+
+/// Sends `signal` (e.g. "-STOP") to the process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").arg(signal).arg(pid.to_string()).status().expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// Resumes a SIGSTOPped process when dropped, so that a test that fails during the
+/// partition doesn't leave it stopped.
+struct Stopped(u32);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-CONT").arg(self.0.to_string()).status();
+    }
+}
+
+/// Waits until every node shows the same (non-empty) content, at most `limit`: the content
+/// and how long it took, or a panic that names the differences.
+fn converge(nodes: &[Server], limit: Duration, what: &str) -> (Snapshot, Duration) {
+    let start = Instant::now();
+    loop {
+        let snaps: Vec<Snapshot> = nodes.iter().map(snapshot).collect();
+        if !snaps[0].is_empty() && snaps.iter().all(|s| *s == snaps[0]) {
+            return (snaps.into_iter().next().unwrap_or_default(), start.elapsed());
+        }
+        if start.elapsed() > limit {
+            let first = &snaps[0];
+            for (i, other) in snaps.iter().enumerate().skip(1) {
+                let missing: Vec<_> = first.keys().filter(|k| !other.contains_key(*k)).take(10).collect();
+                let extra: Vec<_> = other.keys().filter(|k| !first.contains_key(*k)).take(10).collect();
+                let differ: Vec<_> = first
+                    .iter()
+                    .filter(|(k, v)| other.get(*k).is_some_and(|o| o != *v))
+                    .map(|(k, v)| (k, v, other.get(k)))
+                    .take(2)
+                    .collect();
+                eprintln!("node {i} vs node 0: missing {missing:?}, extra {extra:?}, differing {differ:#?}");
+            }
+            for (i, n) in nodes.iter().enumerate() {
+                let log = n.log();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                eprintln!("node {i} log tail: {tail:#?}");
+            }
+            panic!("{what}: the nodes differ after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn first_value<'a>(snap: &'a Snapshot, dn: &str, attr: &str) -> Option<&'a str> {
+    snap.get(&dn.to_ascii_lowercase()).and_then(|e| e.get(attr)).and_then(|v| v.first()).map(String::as_str)
+}
+
+/// Checks the history of every writer against the content all nodes converged to.
+///
+/// The rules, from the issue ("every write acknowledged by a node that stays up is present
+/// on all nodes afterwards, unless a later CSN overwrote it"; "a node that died after
+/// acknowledging must not lose the write once it is back") and the mesh's conflict rule
+/// (the larger entryCSN wins an entry; a delete wins over a concurrent modify):
+/// - An acknowledged add is present with the entryUUID and entryCSN its post-read showed,
+///   unless a delete of it was acknowledged or may have been applied (a delete with an
+///   unknown outcome). An entry whose delete was acknowledged is gone. An own entry that
+///   is present was added by an add that was acknowledged or may have been applied; an add
+///   refused, or never acknowledged and then deleted, is not required.
+/// - For every shared entry, with `final` its entryCSN and description on all nodes: no
+///   acknowledged modify has a larger entryCSN than `final` (it would have won, and lost
+///   instead); the final description is the value of a modify that was acknowledged or may
+///   have been applied, never of one refused (or the entry's first value when no modify
+///   got through); and when that modify was acknowledged, its post-read entryCSN is the
+///   final entryCSN (the entry is exactly that write's result, not a mix).
+///
+/// Returns what it checked, for the test's summary line.
+fn check_history(history: &[Op], content: &Snapshot) -> String {
+    let present = |dn: &str| content.contains_key(&dn.to_ascii_lowercase());
+    let mut by_dn: HashMap<&str, Vec<&Op>> = HashMap::new();
+    for op in history {
+        by_dn.entry(op.dn.as_str()).or_default().push(op);
+    }
+    let mut adds_checked = 0;
+    let mut modifies_checked = 0;
+    let mut failures = Vec::new();
+    for (dn, ops) in &by_dn {
+        let delete_acked = ops.iter().any(|o| o.kind == Kind::Delete && o.acked());
+        let delete_maybe = ops.iter().any(|o| o.kind == Kind::Delete && o.maybe_applied());
+        for add in ops.iter().filter(|o| o.kind == Kind::Add) {
+            let Outcome::Acked { csn, uuid } = &add.outcome else { continue };
+            if delete_maybe {
+                continue;
+            }
+            adds_checked += 1;
+            if !present(dn) {
+                failures.push(format!("acknowledged add lost: {add:?}"));
+                continue;
+            }
+            let got_uuid = first_value(content, dn, "entryuuid");
+            let got_csn = first_value(content, dn, "entrycsn");
+            if got_uuid != uuid.as_deref() || got_csn != csn.as_deref() {
+                failures.push(format!(
+                    "{dn}: entryUUID {got_uuid:?} entryCSN {got_csn:?}, the acknowledged add said {add:?}"
+                ));
+            }
+        }
+        if delete_acked && present(dn) {
+            failures.push(format!("{dn}: present after an acknowledged delete: {ops:?}"));
+        }
+    }
+    // Every writer's entry that is present came from an add that may have been applied.
+    for dn in content.keys().filter(|dn| dn.starts_with("uid=w")) {
+        let added = history.iter().any(|o| o.dn.eq_ignore_ascii_case(dn) && o.kind == Kind::Add && o.maybe_applied());
+        if !added {
+            failures.push(format!("{dn} is present, but no add of it may have been applied"));
+        }
+    }
+    for k in 0..SHARED {
+        let dn = shared_dn(k);
+        let Some(final_csn) = first_value(content, &dn, "entrycsn") else {
+            failures.push(format!("{dn} is gone"));
+            continue;
+        };
+        let final_value = first_value(content, &dn, "description");
+        let ops = by_dn.get(dn.as_str()).map(Vec::as_slice).unwrap_or_default();
+        modifies_checked += ops.iter().filter(|o| o.acked()).count();
+        if let Some(lost) = ops.iter().filter(|o| o.csn().is_some_and(|c| c > final_csn)).max_by_key(|o| o.csn()) {
+            failures.push(format!(
+                "{dn}: acknowledged modify {lost:?} has a larger entryCSN than the final {final_csn} ({final_value:?})"
+            ));
+        }
+        let writer_of_final = ops.iter().find(|o| matches!(&o.kind, Kind::Modify(v) if Some(v.as_str()) == final_value));
+        match writer_of_final {
+            None if final_value == Some("initial") => {
+                if let Some(op) = ops.iter().find(|o| o.acked()) {
+                    failures.push(format!("{dn}: still its first value, though {op:?} was acknowledged"));
+                }
+            }
+            None => failures.push(format!("{dn}: final description {final_value:?} was never written")),
+            Some(op) if !op.maybe_applied() => {
+                failures.push(format!("{dn}: final description from a refused modify {op:?}"))
+            }
+            Some(op) => {
+                if let Some(csn) = op.csn() {
+                    if csn != final_csn {
+                        failures.push(format!("{dn}: final entryCSN {final_csn}, but its description's write {op:?}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "the history and the final content disagree:\n{}", failures.join("\n"));
+    format!("{adds_checked} acknowledged adds present, {modifies_checked} acknowledged modifies of shared entries consistent")
+}
+
+/// The body of an HTTP GET of `path` from `addr` (empty when it can't be had).
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}
+
+/// The conflicts each node counted, by kind (the lines of
+/// `ferrodir_replication_conflicts_total` with a value other than 0).
+fn conflicts(metrics: SocketAddr) -> Vec<String> {
+    http_get(metrics, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with("ferrodir_replication_conflicts_total{") && !l.ends_with(" 0"))
+        .map(|l| l.trim_start_matches("ferrodir_replication_conflicts_total").to_string())
+        .collect()
+}
+
+/// The node's contextCSN values, sorted.
+fn context_csn(server: &Server) -> Vec<String> {
+    let mut client = bound(server, ADMIN_DN, ADMIN_PW);
+    let (entries, _) =
+        client.search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN"]).unwrap().success().unwrap();
+    let mut csns = entries
+        .into_iter()
+        .map(SearchEntry::construct)
+        .flat_map(|e| e.attrs.into_iter().filter(|(k, _)| k.eq_ignore_ascii_case("contextCSN")).flat_map(|(_, v)| v))
+        .collect::<Vec<_>>();
+    csns.sort();
+    csns
+}
+
+/// One node's writes by outcome, for the test's output.
+fn outcome_counts(history: &[Op], node: usize) -> String {
+    let of_node: Vec<&Op> = history.iter().filter(|o| o.node == node).collect();
+    let acked = of_node.iter().filter(|o| o.acked()).count();
+    let refused: BTreeMap<u32, usize> = of_node.iter().fold(BTreeMap::new(), |mut codes, o| {
+        if let Outcome::Refused(rc) = o.outcome {
+            *codes.entry(rc).or_default() += 1;
+        }
+        codes
+    });
+    let unknown: Vec<&str> =
+        of_node.iter().filter_map(|o| if let Outcome::Unknown(e) = &o.outcome { Some(e.as_str()) } else { None }).collect();
+    format!(
+        "node {node}: {} sent, {acked} acknowledged, refused (by result code) {refused:?}, {} unknown (first: {:?})",
+        of_node.len(),
+        unknown.len(),
+        unknown.first()
+    )
+}
+
+#[test]
+fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_write() {
+    let test_start = Instant::now();
+    let partition = partition_length();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, format!("{ADMIN_PW}\n")).unwrap();
+    let addrs: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
+    let metrics: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
+    let mut nodes: Vec<Server> = (0..NODES)
+        .map(|me| Server::start_at(&node_config(me, &addrs, metrics[me], &password), addrs[me], true))
+        .collect();
+
+    // The shared entries, made on node 0 and seen everywhere before the load starts.
+    {
+        let mut client = bound(&nodes[0], ADMIN_DN, ADMIN_PW);
+        for k in 0..SHARED {
+            let cn = format!("shared-{k}");
+            let attrs = vec![
+                ("objectClass", HashSet::from(["inetOrgPerson"])),
+                ("cn", HashSet::from([cn.as_str()])),
+                ("sn", HashSet::from(["S"])),
+                ("description", HashSet::from(["initial"])),
+            ];
+            let result = client.add(&shared_dn(k), attrs).expect("add a shared entry");
+            assert_eq!(result.rc, 0, "{result:?}");
+        }
+    }
+    let (seeded, _) = converge(&nodes, Duration::from_secs(30), "the shared entries reach every node");
+    assert!(seeded.contains_key(&shared_dn(SHARED - 1).to_ascii_lowercase()));
+
+    // The load: one writer per node, bounded by a stop flag and a count.
+    let load_start = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let max_ops = 400 + 40 * partition.as_secs() as usize;
+    let writers: Vec<_> = (0..NODES)
+        .map(|node| {
+            let (addr, stop) = (addrs[node], stop.clone());
+            std::thread::spawn(move || writer(node, addr, load_start, stop, max_ops))
+        })
+        .collect();
+    let at = |seconds: f64| {
+        let when = load_start + Duration::from_secs_f64(seconds);
+        if let Some(wait) = when.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    };
+
+    // Node 1 killed with SIGKILL while its writer writes, and back two seconds later.
+    at(3.0);
+    let killed_at = load_start.elapsed();
+    nodes[1].kill();
+    at(5.0);
+    nodes[1].restart();
+    let restarted_at = load_start.elapsed();
+
+    // Node 2 partitioned: stopped, so that neither its peers nor its writer get an answer.
+    at(9.0);
+    let pid = nodes[2].pid().expect("node 2 runs");
+    signal(pid, "-STOP");
+    let stopped = Stopped(pid);
+    let stopped_at = load_start.elapsed();
+    at(9.0 + partition.as_secs_f64());
+    drop(stopped);
+    let healed = Instant::now();
+    let healed_at = load_start.elapsed();
+
+    // The load goes on for a moment after the heal, then stops.
+    at(11.0 + partition.as_secs_f64());
+    stop.store(true, Ordering::Relaxed);
+    let history: Vec<Op> = writers.into_iter().flat_map(|w| w.join().expect("writer")).collect();
+    let load_end = load_start.elapsed();
+
+    // All nodes converge within the limit of the heal.
+    // Waited for longer than the limit, so that a slow convergence is measured (and
+    // reported) rather than only failed.
+    let limit = converge_limit();
+    let (content, _) = converge(&nodes, limit + Duration::from_secs(30), "after the heal");
+    let since_heal = healed.elapsed();
+    let since_load = since_heal.saturating_sub(load_end.saturating_sub(healed_at));
+    eprintln!(
+        "mesh_faults: kill at {killed_at:.1?}, restart at {restarted_at:.1?}, SIGSTOP at {stopped_at:.1?}, \
+         SIGCONT at {healed_at:.1?} (partition {partition:?}), load stopped at {load_end:.1?}; identical content \
+         {since_heal:.2?} after the heal ({since_load:.2?} after the last write), limit {limit:?}"
+    );
+    for node in 0..NODES {
+        eprintln!("mesh_faults: {}", outcome_counts(&history, node));
+        eprintln!("mesh_faults: node {node}: conflicts {:?}", conflicts(metrics[node]));
+        eprintln!("mesh_faults: node {node}: contextCSN {:?}", context_csn(&nodes[node]));
+    }
+    // The load reached every node, and the faults were felt by the writers of the two
+    // nodes that suffered them (else the test tested nothing).
+    for node in 0..NODES {
+        let acked = history.iter().filter(|o| o.node == node && o.acked()).count();
+        assert!(acked >= 50, "node {node}: only {acked} writes acknowledged");
+    }
+    let acked_by_1_before_kill = history.iter().filter(|o| o.node == 1 && o.acked() && o.done < killed_at).count();
+    assert!(acked_by_1_before_kill > 0, "node 1 acknowledged nothing before it was killed");
+    let acked_by_1_after_restart =
+        history.iter().filter(|o| o.node == 1 && o.acked() && o.sent > restarted_at).count();
+    assert!(acked_by_1_after_restart > 0, "node 1 took no write after its restart");
+    assert!(
+        !history.iter().any(|o| o.node == 2 && o.acked() && o.sent > stopped_at + Duration::from_millis(100) && o.done < healed_at),
+        "a stopped node acknowledged a write"
+    );
+
+    // Each node's contextCSN (the newest CSN it holds of each server id) comes to the same
+    // vector too, once the last cookies are in.
+    let contexts = || nodes.iter().map(context_csn).collect::<Vec<_>>();
+    let same = wait_until(Instant::now() + Duration::from_secs(10), || contexts().windows(2).all(|w| w[0] == w[1]));
+    assert!(same, "the nodes' contextCSN differ: {:?}", contexts());
+    assert!(since_heal <= limit, "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}");
+
+    let summary = check_history(&history, &content);
+    eprintln!("mesh_faults: {summary}; {} entries; whole test {:.1?}", content.len(), test_start.elapsed());
+}
