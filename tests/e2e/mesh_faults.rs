@@ -351,8 +351,8 @@ fn first_value<'a>(snap: &'a Snapshot, dn: &str, attr: &str) -> Option<&'a str> 
 ///   got through); and when that modify was acknowledged, its post-read entryCSN is the
 ///   final entryCSN (the entry is exactly that write's result, not a mix).
 ///
-/// Returns what it checked, for the test's summary line.
-fn check_history(history: &[Op], content: &Snapshot) -> String {
+/// Returns what it checked, for the test's summary line, or every disagreement found.
+fn check_history(history: &[Op], content: &Snapshot) -> Result<String, Vec<String>> {
     let present = |dn: &str| content.contains_key(&dn.to_ascii_lowercase());
     let mut by_dn: HashMap<&str, Vec<&Op>> = HashMap::new();
     for op in history {
@@ -427,8 +427,12 @@ fn check_history(history: &[Op], content: &Snapshot) -> String {
             }
         }
     }
-    assert!(failures.is_empty(), "the history and the final content disagree:\n{}", failures.join("\n"));
-    format!("{adds_checked} acknowledged adds present, {modifies_checked} acknowledged modifies of shared entries consistent")
+    if !failures.is_empty() {
+        return Err(failures);
+    }
+    Ok(format!(
+        "{adds_checked} acknowledged adds present, {modifies_checked} acknowledged modifies of shared entries consistent"
+    ))
 }
 
 /// The body of an HTTP GET of `path` from `addr` (empty when it can't be had).
@@ -601,6 +605,85 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     assert!(same, "the nodes' contextCSN differ: {:?}", contexts());
     assert!(since_heal <= limit, "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}");
 
-    let summary = check_history(&history, &content);
+    let summary = check_history(&history, &content)
+        .unwrap_or_else(|failures| panic!("the history and the final content disagree:\n{}", failures.join("\n")));
     eprintln!("mesh_faults: {summary}; {} entries; whole test {:.1?}", content.len(), test_start.elapsed());
+}
+
+/// The checker itself, on made-up histories: it passes a consistent one and names each kind
+/// of lost or invented write (so that the fault test's green means something).
+#[test]
+fn the_history_checker_finds_lost_and_invented_writes() {
+    let csn = |n: u32, sid: u32| format!("20261205000000.{n:06}Z#000000#{sid:03x}#000000");
+    let op = |node, dn: String, kind, outcome| Op {
+        node,
+        dn,
+        kind,
+        sent: Duration::ZERO,
+        done: Duration::ZERO,
+        outcome,
+    };
+    let acked = |c: String, uuid: &str| Outcome::Acked { csn: Some(c), uuid: Some(uuid.to_string()) };
+    let entry = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<String>> {
+        pairs.iter().map(|(k, v)| (k.to_string(), vec![v.to_string()])).collect()
+    };
+    let modify = |value: &str| Kind::Modify(value.to_string());
+    // Node 0 added w0-0 and w0-1, then deleted w0-1; nodes 0 and 1 modified every shared
+    // entry, node 1 later (larger CSNs); node 2's modify of shared-0 timed out.
+    let mut history = vec![
+        op(0, own_dn(0, 0), Kind::Add, acked(csn(1, 1), "u0")),
+        op(0, own_dn(0, 1), Kind::Add, acked(csn(2, 1), "u1")),
+        op(0, own_dn(0, 1), Kind::Delete, Outcome::Acked { csn: None, uuid: None }),
+        op(2, shared_dn(0), modify("late"), Outcome::Unknown("timeout".into())),
+    ];
+    let mut content = Snapshot::new();
+    content.insert(own_dn(0, 0).to_ascii_lowercase(), entry(&[("entryuuid", "u0"), ("entrycsn", &csn(1, 1))]));
+    for k in 0..SHARED {
+        history.push(op(0, shared_dn(k), modify(&format!("a{k}")), acked(csn(10 + k as u32, 1), "s")));
+        history.push(op(1, shared_dn(k), modify(&format!("b{k}")), acked(csn(20 + k as u32, 2), "s")));
+        content.insert(
+            shared_dn(k).to_ascii_lowercase(),
+            entry(&[("description", &format!("b{k}")), ("entrycsn", &csn(20 + k as u32, 2))]),
+        );
+    }
+    assert!(check_history(&history, &content).is_ok(), "{:?}", check_history(&history, &content));
+
+    let fails = |content: &Snapshot, history: &[Op], what: &str| {
+        let failures = check_history(history, content).expect_err(what);
+        assert!(failures.iter().any(|f| f.contains(what)), "{what}: {failures:?}");
+    };
+    // An acknowledged add missing.
+    let mut lost = content.clone();
+    lost.remove(&own_dn(0, 0).to_ascii_lowercase());
+    fails(&lost, &history, "acknowledged add lost");
+    // An entry whose delete was acknowledged, back.
+    let mut back = content.clone();
+    back.insert(own_dn(0, 1).to_ascii_lowercase(), entry(&[("entryuuid", "u1"), ("entrycsn", &csn(2, 1))]));
+    fails(&back, &history, "present after an acknowledged delete");
+    // An entry nobody added.
+    let mut invented = content.clone();
+    invented.insert(own_dn(1, 7).to_ascii_lowercase(), entry(&[("entryuuid", "u9")]));
+    fails(&invented, &history, "no add of it may have been applied");
+    // The older of two acknowledged modifies won.
+    let mut older = content.clone();
+    older.insert(shared_dn(1).to_ascii_lowercase(), entry(&[("description", "a1"), ("entrycsn", &csn(11, 1))]));
+    fails(&older, &history, "has a larger entryCSN than the final");
+    // A value nobody wrote; the newer value under an older write's CSN (a mix).
+    let mut unwritten = content.clone();
+    unwritten.insert(shared_dn(2).to_ascii_lowercase(), entry(&[("description", "zz"), ("entrycsn", &csn(22, 2))]));
+    fails(&unwritten, &history, "was never written");
+    let mut mixed = content.clone();
+    mixed.insert(shared_dn(3).to_ascii_lowercase(), entry(&[("description", "a3"), ("entrycsn", &csn(23, 2))]));
+    fails(&mixed, &history, "but its description's write");
+    // A refused modify's value.
+    let mut refused = history.clone();
+    refused.push(op(2, shared_dn(4), modify("refused"), Outcome::Refused(53)));
+    let mut from_refused = content.clone();
+    from_refused
+        .insert(shared_dn(4).to_ascii_lowercase(), entry(&[("description", "refused"), ("entrycsn", &csn(99, 3))]));
+    fails(&from_refused, &refused, "from a refused modify");
+    // A modify that timed out may have won: not a failure.
+    let mut timed_out = content.clone();
+    timed_out.insert(shared_dn(0).to_ascii_lowercase(), entry(&[("description", "late"), ("entrycsn", &csn(90, 3))]));
+    assert!(check_history(&history, &timed_out).is_ok(), "{:?}", check_history(&history, &timed_out));
 }
