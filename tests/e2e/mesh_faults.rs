@@ -59,9 +59,84 @@ fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
+/// A TCP relay on loopback that one node's consumer of one peer goes through, so that the
+/// test can cut that replication link (a partition of the network between two nodes: both
+/// keep running and serving their clients) and heal it. Cut, it closes the connections it
+/// carries and closes every new one at once, as a peer that can't be reached would look
+/// to the consumer (which then retries on its schedule).
+struct Link {
+    listen: SocketAddr,
+    cut: Arc<AtomicBool>,
+    live: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Link {
+    fn start(target: SocketAddr) -> Link {
+        use std::net::{Shutdown, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let link = Link {
+            listen: listener.local_addr().unwrap(),
+            cut: Arc::default(),
+            live: Arc::default(),
+            closed: Arc::default(),
+        };
+        let (cut, live, closed) = (link.cut.clone(), link.live.clone(), link.closed.clone());
+        std::thread::spawn(move || {
+            while !closed.load(Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                // Held from the check on, so that a cut made meanwhile finds these streams.
+                let mut held = live.lock().unwrap();
+                if cut.load(Ordering::Relaxed) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = TcpStream::connect_timeout(&target, OP_TIMEOUT) else { continue };
+                let _ = client.set_nonblocking(false);
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                held.retain(|s| s.peer_addr().is_ok());
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else { continue };
+                    held.push(from.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = from.shutdown(Shutdown::Both);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        link
+    }
+
+    /// Cuts the link: what it carries is closed, and what comes is refused, until healed.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Relaxed);
+        for stream in self.live.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.cut();
+    }
+}
+
 /// Node `me` (0-based) of the mesh: server_id me+1, one consumer of every other node
-/// (rid = its server_id), retried every second. Only node 0 starts with the example data.
-fn node_config(me: usize, addrs: &[SocketAddr], metrics: SocketAddr, password_file: &Path) -> String {
+/// (rid = its server_id) through the [`Link`] at `links[peer]`, retried every second. Only
+/// node 0 starts with the example data.
+fn node_config(me: usize, links: &[Option<Link>], metrics: SocketAddr, password_file: &Path) -> String {
     let mut config = format!(
         r#"
 server_id = {}
@@ -80,7 +155,8 @@ level = "info"
         me + 1,
         me == 0
     );
-    for (peer, addr) in addrs.iter().enumerate().filter(|(peer, _)| *peer != me) {
+    for (peer, link) in links.iter().enumerate() {
+        let Some(addr) = link.as_ref().map(|l| l.listen) else { continue };
         config.push_str(&format!(
             r#"
 [[replication]]
@@ -472,6 +548,24 @@ fn context_csn(server: &Server) -> Vec<String> {
     csns
 }
 
+/// The newest CSN of each server id any of `nodes` holds (by their contextCSN).
+fn newest_csns(nodes: &[Server]) -> BTreeMap<String, String> {
+    let mut newest = BTreeMap::new();
+    for csn in nodes.iter().flat_map(context_csn) {
+        let sid = csn.split('#').nth(2).unwrap_or_default().to_string();
+        let slot = newest.entry(sid).or_insert_with(String::new);
+        if csn > *slot {
+            *slot = csn;
+        }
+    }
+    newest
+}
+
+/// Whether a contextCSN holds, for every server id in `newest`, that CSN or a later one.
+fn holds(context: &[String], newest: &BTreeMap<String, String>) -> bool {
+    newest.iter().all(|(sid, csn)| context.iter().any(|c| c.split('#').nth(2) == Some(sid.as_str()) && c >= csn))
+}
+
 /// One node's writes by outcome, for the test's output.
 fn outcome_counts(history: &[Op], node: usize) -> String {
     let of_node: Vec<&Op> = history.iter().filter(|o| o.node == node).collect();
@@ -501,8 +595,12 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     std::fs::write(&password, format!("{ADMIN_PW}\n")).unwrap();
     let addrs: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
     let metrics: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
+    // links[a][b]: node a's consumer of node b.
+    let links: Vec<Vec<Option<Link>>> = (0..NODES)
+        .map(|a| (0..NODES).map(|b| (a != b).then(|| Link::start(addrs[b]))).collect())
+        .collect();
     let mut nodes: Vec<Server> = (0..NODES)
-        .map(|me| Server::start_at(&node_config(me, &addrs, metrics[me], &password), addrs[me], true))
+        .map(|me| Server::start_at(&node_config(me, &links[me], metrics[me], &password), addrs[me], true))
         .collect();
 
     // The shared entries, made on node 0 and seen everywhere before the load starts.
@@ -526,7 +624,8 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     // The load: one writer per node, bounded by a stop flag and a count.
     let load_start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let max_ops = 400 + 40 * partition.as_secs() as usize;
+    // Enough for the whole schedule at the writers' pace (about 33 a second), with room.
+    let max_ops = 50 * (15 + 2 * partition.as_secs() as usize);
     let writers: Vec<_> = (0..NODES)
         .map(|node| {
             let (addr, stop) = (addrs[node], stop.clone());
@@ -548,53 +647,75 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     nodes[1].restart();
     let restarted_at = load_start.elapsed();
 
-    // Node 2 partitioned: stopped, so that neither its peers nor its writer get an answer.
-    at(9.0);
+    // Node 0 cut off from both peers (all four links), while it and they take writes: the
+    // conflicting writes of the two sides meet when the links heal. Measured: how long after
+    // the heal every node holds the newest CSN of every server id that any node held then.
+    at(8.0);
+    let cut_links = || (0..NODES).flat_map(|b| [&links[0][b], &links[b][0]]).flatten();
+    cut_links().for_each(Link::cut);
+    let cut_at = load_start.elapsed();
+    at(8.0 + partition.as_secs_f64());
+    let newest = newest_csns(&nodes);
+    cut_links().for_each(Link::heal);
+    let link_healed = Instant::now();
+    let link_healed_at = load_start.elapsed();
+    let limit = converge_limit();
+    let caught_up = wait_until(link_healed + limit + Duration::from_secs(20), || {
+        nodes.iter().all(|n| holds(&context_csn(n), &newest))
+    });
+    let link_catch_up = link_healed.elapsed();
+    assert!(caught_up, "after the cut healed, the nodes' contextCSN did not come to {newest:?}");
+
+    // Node 2 partitioned by SIGSTOP: neither its peers nor its writer get an answer. (From
+    // here the schedule follows the catch-up's end, however long it took.)
+    at((link_healed_at.as_secs_f64() + 2.0).max(load_start.elapsed().as_secs_f64()));
     let pid = nodes[2].pid().expect("node 2 runs");
     signal(pid, "-STOP");
     let stopped = Stopped(pid);
     let stopped_at = load_start.elapsed();
-    at(9.0 + partition.as_secs_f64());
+    at((stopped_at + partition).as_secs_f64());
     drop(stopped);
     let healed = Instant::now();
     let healed_at = load_start.elapsed();
 
     // The load goes on for a moment after the heal, then stops.
-    at(11.0 + partition.as_secs_f64());
+    at(healed_at.as_secs_f64() + 2.0);
     stop.store(true, Ordering::Relaxed);
     let history: Vec<Op> = writers.into_iter().flat_map(|w| w.join().expect("writer")).collect();
     let load_end = load_start.elapsed();
 
-    // All nodes converge within the limit of the heal.
-    // Waited for longer than the limit, so that a slow convergence is measured (and
-    // reported) rather than only failed.
-    let limit = converge_limit();
+    // All nodes converge within the limit of the heal. Waited for longer than the limit, so
+    // that a slow convergence is measured (and reported) rather than only failed.
     let (content, _) = converge(&nodes, limit + Duration::from_secs(30), "after the heal");
     let since_heal = healed.elapsed();
     let since_load = since_heal.saturating_sub(load_end.saturating_sub(healed_at));
     eprintln!(
-        "mesh_faults: kill at {killed_at:.1?}, restart at {restarted_at:.1?}, SIGSTOP at {stopped_at:.1?}, \
-         SIGCONT at {healed_at:.1?} (partition {partition:?}), load stopped at {load_end:.1?}; identical content \
-         {since_heal:.2?} after the heal ({since_load:.2?} after the last write), limit {limit:?}"
+        "mesh_faults: kill at {killed_at:.1?}, restart at {restarted_at:.1?}; node 0 cut off at {cut_at:.1?}, \
+         healed at {link_healed_at:.1?}, every node held the newest CSNs {link_catch_up:.2?} later; SIGSTOP at \
+         {stopped_at:.1?}, SIGCONT at {healed_at:.1?} (partitions {partition:?}); load stopped at {load_end:.1?}; \
+         identical content {since_heal:.2?} after the SIGCONT ({since_load:.2?} after the last write), limit {limit:?}"
     );
     for node in 0..NODES {
         eprintln!("mesh_faults: {}", outcome_counts(&history, node));
         eprintln!("mesh_faults: node {node}: conflicts {:?}", conflicts(metrics[node]));
-        eprintln!("mesh_faults: node {node}: contextCSN {:?}", context_csn(&nodes[node]));
     }
-    // The load reached every node, and the faults were felt by the writers of the two
-    // nodes that suffered them (else the test tested nothing).
+    // The load reached every node, and the faults were felt by the writers of the nodes
+    // that suffered them (else the test tested nothing).
     for node in 0..NODES {
         let acked = history.iter().filter(|o| o.node == node && o.acked()).count();
         assert!(acked >= 50, "node {node}: only {acked} writes acknowledged");
     }
-    let acked_by_1_before_kill = history.iter().filter(|o| o.node == 1 && o.acked() && o.done < killed_at).count();
-    assert!(acked_by_1_before_kill > 0, "node 1 acknowledged nothing before it was killed");
-    let acked_by_1_after_restart =
-        history.iter().filter(|o| o.node == 1 && o.acked() && o.sent > restarted_at).count();
-    assert!(acked_by_1_after_restart > 0, "node 1 took no write after its restart");
-    assert!(
-        !history.iter().any(|o| o.node == 2 && o.acked() && o.sent > stopped_at + Duration::from_millis(100) && o.done < healed_at),
+    let acked_by = |node: usize, from: Duration, to: Duration| {
+        history.iter().filter(|o| o.node == node && o.acked() && o.sent >= from && o.done <= to).count()
+    };
+    assert!(acked_by(1, Duration::ZERO, killed_at) > 0, "node 1 acknowledged nothing before it was killed");
+    assert!(acked_by(1, restarted_at, load_end) > 0, "node 1 took no write after its restart");
+    for node in 0..NODES {
+        assert!(acked_by(node, cut_at, link_healed_at) > 0, "node {node} took no write while node 0 was cut off");
+    }
+    assert_eq!(
+        acked_by(2, stopped_at + Duration::from_millis(100), healed_at),
+        0,
         "a stopped node acknowledged a write"
     );
 
@@ -603,6 +724,10 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     let contexts = || nodes.iter().map(context_csn).collect::<Vec<_>>();
     let same = wait_until(Instant::now() + Duration::from_secs(10), || contexts().windows(2).all(|w| w[0] == w[1]));
     assert!(same, "the nodes' contextCSN differ: {:?}", contexts());
+    assert!(
+        link_catch_up <= limit,
+        "the nodes took {link_catch_up:?} after the cut healed to hold each other's newest CSNs; the limit is {limit:?}"
+    );
     assert!(since_heal <= limit, "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}");
 
     let summary = check_history(&history, &content)
