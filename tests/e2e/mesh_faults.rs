@@ -181,9 +181,12 @@ type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 fn snapshot(server: &Server) -> Snapshot {
     let Ok(mut conn) = connect(server.addr) else { return Snapshot::new() };
-    let Ok(result) =
-        conn.with_timeout(Duration::from_secs(10)).search(BASE, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
-    else {
+    let Ok(result) = conn.with_timeout(Duration::from_secs(10)).search(
+        BASE,
+        Scope::Subtree,
+        "(objectClass=*)",
+        vec!["*", "+"],
+    ) else {
         return Snapshot::new();
     };
     let Ok((entries, _)) = result.success() else { return Snapshot::new() };
@@ -300,7 +303,10 @@ fn write(conn: &mut LdapConn, dn: &str, kind: &Kind) -> Outcome {
                 .map(|c| c.1.parse::<PostReadResp>());
             let attr = |name: &str| {
                 read.as_ref().and_then(|r| {
-                    r.attrs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| v.first().cloned())
+                    r.attrs
+                        .iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                        .and_then(|(_, v)| v.first().cloned())
                 })
             };
             let csn = attr("entryCSN");
@@ -464,7 +470,8 @@ fn check_history(history: &[Op], content: &Snapshot) -> Result<String, Vec<Strin
     }
     // Every writer's entry that is present came from an add that may have been applied.
     for dn in content.keys().filter(|dn| dn.starts_with("uid=w")) {
-        let added = history.iter().any(|o| o.dn.eq_ignore_ascii_case(dn) && o.kind == Kind::Add && o.maybe_applied());
+        let added =
+            history.iter().any(|o| o.dn.eq_ignore_ascii_case(dn) && o.kind == Kind::Add && o.maybe_applied());
         if !added {
             failures.push(format!("{dn} is present, but no add of it may have been applied"));
         }
@@ -478,12 +485,15 @@ fn check_history(history: &[Op], content: &Snapshot) -> Result<String, Vec<Strin
         let final_value = first_value(content, &dn, "description");
         let ops = by_dn.get(dn.as_str()).map(Vec::as_slice).unwrap_or_default();
         modifies_checked += ops.iter().filter(|o| o.acked()).count();
-        if let Some(lost) = ops.iter().filter(|o| o.csn().is_some_and(|c| c > final_csn)).max_by_key(|o| o.csn()) {
+        if let Some(lost) =
+            ops.iter().filter(|o| o.csn().is_some_and(|c| c > final_csn)).max_by_key(|o| o.csn())
+        {
             failures.push(format!(
                 "{dn}: acknowledged modify {lost:?} has a larger entryCSN than the final {final_csn} ({final_value:?})"
             ));
         }
-        let writer_of_final = ops.iter().find(|o| matches!(&o.kind, Kind::Modify(v) if Some(v.as_str()) == final_value));
+        let writer_of_final =
+            ops.iter().find(|o| matches!(&o.kind, Kind::Modify(v) if Some(v.as_str()) == final_value));
         match writer_of_final {
             None if final_value == Some("initial") => {
                 if let Some(op) = ops.iter().find(|o| o.acked()) {
@@ -497,7 +507,9 @@ fn check_history(history: &[Op], content: &Snapshot) -> Result<String, Vec<Strin
             Some(op) => {
                 if let Some(csn) = op.csn() {
                     if csn != final_csn {
-                        failures.push(format!("{dn}: final entryCSN {final_csn}, but its description's write {op:?}"));
+                        failures.push(format!(
+                            "{dn}: final entryCSN {final_csn}, but its description's write {op:?}"
+                        ));
                     }
                 }
             }
@@ -542,7 +554,9 @@ fn context_csn(server: &Server) -> Vec<String> {
     let mut csns = entries
         .into_iter()
         .map(SearchEntry::construct)
-        .flat_map(|e| e.attrs.into_iter().filter(|(k, _)| k.eq_ignore_ascii_case("contextCSN")).flat_map(|(_, v)| v))
+        .flat_map(|e| {
+            e.attrs.into_iter().filter(|(k, _)| k.eq_ignore_ascii_case("contextCSN")).flat_map(|(_, v)| v)
+        })
         .collect::<Vec<_>>();
     csns.sort();
     csns
@@ -563,7 +577,9 @@ fn newest_csns(nodes: &[Server]) -> BTreeMap<String, String> {
 
 /// Whether a contextCSN holds, for every server id in `newest`, that CSN or a later one.
 fn holds(context: &[String], newest: &BTreeMap<String, String>) -> bool {
-    newest.iter().all(|(sid, csn)| context.iter().any(|c| c.split('#').nth(2) == Some(sid.as_str()) && c >= csn))
+    newest
+        .iter()
+        .all(|(sid, csn)| context.iter().any(|c| c.split('#').nth(2) == Some(sid.as_str()) && c >= csn))
 }
 
 /// One node's writes by outcome, for the test's output.
@@ -576,8 +592,10 @@ fn outcome_counts(history: &[Op], node: usize) -> String {
         }
         codes
     });
-    let unknown: Vec<&str> =
-        of_node.iter().filter_map(|o| if let Outcome::Unknown(e) = &o.outcome { Some(e.as_str()) } else { None }).collect();
+    let unknown: Vec<&str> = of_node
+        .iter()
+        .filter_map(|o| if let Outcome::Unknown(e) = &o.outcome { Some(e.as_str()) } else { None })
+        .collect();
     format!(
         "node {node}: {} sent, {acked} acknowledged, refused (by result code) {refused:?}, {} unknown (first: {:?})",
         of_node.len(),
@@ -596,9 +614,8 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     let addrs: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
     let metrics: Vec<SocketAddr> = (0..NODES).map(|_| free_port()).collect();
     // links[a][b]: node a's consumer of node b.
-    let links: Vec<Vec<Option<Link>>> = (0..NODES)
-        .map(|a| (0..NODES).map(|b| (a != b).then(|| Link::start(addrs[b]))).collect())
-        .collect();
+    let links: Vec<Vec<Option<Link>>> =
+        (0..NODES).map(|a| (0..NODES).map(|b| (a != b).then(|| Link::start(addrs[b]))).collect()).collect();
     let mut nodes: Vec<Server> = (0..NODES)
         .map(|me| Server::start_at(&node_config(me, &links[me], metrics[me], &password), addrs[me], true))
         .collect();
@@ -711,7 +728,10 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     assert!(acked_by(1, Duration::ZERO, killed_at) > 0, "node 1 acknowledged nothing before it was killed");
     assert!(acked_by(1, restarted_at, load_end) > 0, "node 1 took no write after its restart");
     for node in 0..NODES {
-        assert!(acked_by(node, cut_at, link_healed_at) > 0, "node {node} took no write while node 0 was cut off");
+        assert!(
+            acked_by(node, cut_at, link_healed_at) > 0,
+            "node {node} took no write while node 0 was cut off"
+        );
     }
     assert_eq!(
         acked_by(2, stopped_at + Duration::from_millis(100), healed_at),
@@ -722,16 +742,21 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     // Each node's contextCSN (the newest CSN it holds of each server id) comes to the same
     // vector too, once the last cookies are in.
     let contexts = || nodes.iter().map(context_csn).collect::<Vec<_>>();
-    let same = wait_until(Instant::now() + Duration::from_secs(10), || contexts().windows(2).all(|w| w[0] == w[1]));
+    let same =
+        wait_until(Instant::now() + Duration::from_secs(10), || contexts().windows(2).all(|w| w[0] == w[1]));
     assert!(same, "the nodes' contextCSN differ: {:?}", contexts());
     assert!(
         link_catch_up <= limit,
         "the nodes took {link_catch_up:?} after the cut healed to hold each other's newest CSNs; the limit is {limit:?}"
     );
-    assert!(since_heal <= limit, "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}");
+    assert!(
+        since_heal <= limit,
+        "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}"
+    );
 
-    let summary = check_history(&history, &content)
-        .unwrap_or_else(|failures| panic!("the history and the final content disagree:\n{}", failures.join("\n")));
+    let summary = check_history(&history, &content).unwrap_or_else(|failures| {
+        panic!("the history and the final content disagree:\n{}", failures.join("\n"))
+    });
     eprintln!("mesh_faults: {summary}; {} entries; whole test {:.1?}", content.len(), test_start.elapsed());
 }
 
@@ -762,7 +787,8 @@ fn the_history_checker_finds_lost_and_invented_writes() {
         op(2, shared_dn(0), modify("late"), Outcome::Unknown("timeout".into())),
     ];
     let mut content = Snapshot::new();
-    content.insert(own_dn(0, 0).to_ascii_lowercase(), entry(&[("entryuuid", "u0"), ("entrycsn", &csn(1, 1))]));
+    content
+        .insert(own_dn(0, 0).to_ascii_lowercase(), entry(&[("entryuuid", "u0"), ("entrycsn", &csn(1, 1))]));
     for k in 0..SHARED {
         history.push(op(0, shared_dn(k), modify(&format!("a{k}")), acked(csn(10 + k as u32, 1), "s")));
         history.push(op(1, shared_dn(k), modify(&format!("b{k}")), acked(csn(20 + k as u32, 2), "s")));
@@ -791,24 +817,38 @@ fn the_history_checker_finds_lost_and_invented_writes() {
     fails(&invented, &history, "no add of it may have been applied");
     // The older of two acknowledged modifies won.
     let mut older = content.clone();
-    older.insert(shared_dn(1).to_ascii_lowercase(), entry(&[("description", "a1"), ("entrycsn", &csn(11, 1))]));
+    older.insert(
+        shared_dn(1).to_ascii_lowercase(),
+        entry(&[("description", "a1"), ("entrycsn", &csn(11, 1))]),
+    );
     fails(&older, &history, "has a larger entryCSN than the final");
     // A value nobody wrote; the newer value under an older write's CSN (a mix).
     let mut unwritten = content.clone();
-    unwritten.insert(shared_dn(2).to_ascii_lowercase(), entry(&[("description", "zz"), ("entrycsn", &csn(22, 2))]));
+    unwritten.insert(
+        shared_dn(2).to_ascii_lowercase(),
+        entry(&[("description", "zz"), ("entrycsn", &csn(22, 2))]),
+    );
     fails(&unwritten, &history, "was never written");
     let mut mixed = content.clone();
-    mixed.insert(shared_dn(3).to_ascii_lowercase(), entry(&[("description", "a3"), ("entrycsn", &csn(23, 2))]));
+    mixed.insert(
+        shared_dn(3).to_ascii_lowercase(),
+        entry(&[("description", "a3"), ("entrycsn", &csn(23, 2))]),
+    );
     fails(&mixed, &history, "but its description's write");
     // A refused modify's value.
     let mut refused = history.clone();
     refused.push(op(2, shared_dn(4), modify("refused"), Outcome::Refused(53)));
     let mut from_refused = content.clone();
-    from_refused
-        .insert(shared_dn(4).to_ascii_lowercase(), entry(&[("description", "refused"), ("entrycsn", &csn(99, 3))]));
+    from_refused.insert(
+        shared_dn(4).to_ascii_lowercase(),
+        entry(&[("description", "refused"), ("entrycsn", &csn(99, 3))]),
+    );
     fails(&from_refused, &refused, "from a refused modify");
     // A modify that timed out may have won: not a failure.
     let mut timed_out = content.clone();
-    timed_out.insert(shared_dn(0).to_ascii_lowercase(), entry(&[("description", "late"), ("entrycsn", &csn(90, 3))]));
+    timed_out.insert(
+        shared_dn(0).to_ascii_lowercase(),
+        entry(&[("description", "late"), ("entrycsn", &csn(90, 3))]),
+    );
     assert!(check_history(&history, &timed_out).is_ok(), "{:?}", check_history(&history, &timed_out));
 }

@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::dev::Request;
@@ -26,8 +27,8 @@ use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
 use ferrodir_router::{locate, locate_parent_of, LdapError, Located, Worker};
 use ferrodir_shard::{
-    shard_for_child, EntryId, EntryRecord, ShardActor, ShardCore, ShardError, ShardResult, Write, WriteOp,
-    WriteOutcome, REPLICA_AUTHOR,
+    shard_for_child, CheckedWrite, EntryCheck, EntryId, EntryRecord, ShardActor, ShardCore, ShardError,
+    ShardResult, Write, WriteOp, WriteOutcome, REPLICA_AUTHOR,
 };
 
 use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, Tombstones};
@@ -40,6 +41,18 @@ const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "
 const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
 
 pub use super::mesh::Uuid;
+
+/// A mesh consumer's condition on a replace: the entry as staged is still older than the
+/// provider's entryCSN (this one), so that a local write that committed after the entry
+/// was read, with a larger CSN, is not overwritten by an older change.
+#[derive(Debug)]
+struct OlderThan(String);
+
+impl EntryCheck for OlderThan {
+    fn holds(&self, _: EntryId, record: &EntryRecord) -> bool {
+        record.entry.first_str("entryCSN").is_none_or(|ours| ours < self.0.as_str())
+    }
+}
 
 /// A failure to apply: the session ends and the consumer retries from its cookie.
 #[derive(Debug, thiserror::Error)]
@@ -422,7 +435,28 @@ impl Applier {
         if !same_dn {
             self.rename(id, record, &local_dn, dn).await?;
         }
-        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry }).await?;
+        let replace = WriteOp::ReplicaReplace { id, entry };
+        let op = match (&self.mesh, csn.clone()) {
+            // Clients write here too: the entry read above may have changed since. The
+            // replace holds only if the entry as staged is still older than the provider's,
+            // judged in the batch that commits it; else the newer local write stays.
+            (Some(_), Some(theirs)) => WriteOp::Checked(Box::new(CheckedWrite {
+                op: replace,
+                check: Some(Arc::new(OlderThan(theirs))),
+            })),
+            _ => replace,
+        };
+        match self.write(id.shard(), op).await {
+            Err(ApplyError::Shard(ShardError::AssertionFailed)) => {
+                self.conflict(
+                    Conflict::Modify,
+                    dn,
+                    "a change lost to a concurrent local one with a larger entryCSN",
+                );
+                return Ok(());
+            }
+            other => other?,
+        };
         self.status.count(Applied::Modify);
         if let Some(csn) = &csn {
             self.status.applied_csn(csn);

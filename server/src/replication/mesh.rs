@@ -26,7 +26,6 @@ use ferrodir_proto::NormDn;
 use ferrodir_router::Worker;
 use ferrodir_shard::{EntryId, EntryRecord, ShardCore, Subscription};
 
-
 /// An entry's uuid (entryUUID's 16 octets).
 pub type Uuid = [u8; 16];
 
