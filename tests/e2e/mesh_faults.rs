@@ -344,11 +344,11 @@ fn writer(node: usize, addr: SocketAddr, start: Instant, stop: Arc<AtomicBool>, 
         }
         if let Some(c) = conn.as_mut() {
             step += 1;
-            let (dn, kind) = if step % 10 == 0 && deleted + 5 < added {
+            let (dn, kind) = if step.is_multiple_of(10) && deleted + 5 < added {
                 // Deletes trail the adds, so most own entries stay.
                 deleted += 1;
                 (own_dn(node, deleted - 1), Kind::Delete)
-            } else if step % 2 == 0 {
+            } else if step.is_multiple_of(2) {
                 added += 1;
                 (own_dn(node, added - 1), Kind::Add)
             } else {
@@ -721,9 +721,9 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
          {stopped_at:.1?}, SIGCONT at {healed_at:.1?} (partitions {partition:?}); load stopped at {load_end:.1?}; \
          identical content {since_heal:.2?} after the SIGCONT ({since_load:.2?} after the last write), limit {limit:?}"
     );
-    for node in 0..NODES {
+    for (node, metrics) in metrics.iter().enumerate() {
         eprintln!("mesh_faults: {}", outcome_counts(&history, node));
-        eprintln!("mesh_faults: node {node}: conflicts {:?}", conflicts(metrics[node]));
+        eprintln!("mesh_faults: node {node}: conflicts {:?}", conflicts(*metrics));
     }
     // The load reached every node, and the faults were felt by the writers of the nodes
     // that suffered them (else the test tested nothing).
