@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 use ldap3::controls::{PostRead, PostReadResp};
 use ldap3::{LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry};
 
-use crate::harness::{bound, wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 /// How long one client operation (and connecting) may take before the writer counts it as
 /// unknown and moves on: short, so a writer to a stopped node keeps recording.
@@ -184,12 +184,169 @@ retry = "1 +"
     config
 }
 
+/// One node of the mesh: the ferrodir binary, or OpenLDAP's slapd.
+enum Node {
+    Ferrodir(Server),
+    Slapd(Slapd),
+}
+
+impl Node {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Node::Ferrodir(server) => server.addr,
+            Node::Slapd(slapd) => slapd.addr,
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Node::Ferrodir(server) => server.pid(),
+            Node::Slapd(slapd) => slapd.child.as_ref().map(std::process::Child::id),
+        }
+    }
+
+    /// SIGKILL.
+    fn kill(&mut self) {
+        match self {
+            Node::Ferrodir(server) => server.kill(),
+            Node::Slapd(slapd) => slapd.kill(),
+        }
+    }
+
+    /// Starts again on the same data and address.
+    fn restart(&mut self) {
+        match self {
+            Node::Ferrodir(server) => server.restart(),
+            Node::Slapd(slapd) => slapd.start(),
+        }
+    }
+
+    fn log(&self) -> String {
+        match self {
+            Node::Ferrodir(server) => server.log(),
+            Node::Slapd(slapd) => {
+                std::fs::read_to_string(slapd.dir.path().join("slapd.log")).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// OpenLDAP's slapd 2.5 as one provider of the mesh: back-mdb, the syncprov overlay,
+/// `multiprovider on`, its own serverID, and a syncrepl consumer of every other node. Its
+/// database survives a kill and a start. slapd and its schema files are what
+/// `tests/setup.sh` installs (Debian's `slapd` package), as for tests/conformance.
+struct Slapd {
+    dir: tempfile::TempDir,
+    conf: std::path::PathBuf,
+    addr: SocketAddr,
+    child: Option<std::process::Child>,
+}
+
+impl Slapd {
+    /// Node `me` (server id me+1) listening on `addr`, consuming the nodes `links` reach.
+    fn new(me: usize, addr: SocketAddr, links: &[Option<Link>]) -> Slapd {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("db")).unwrap();
+        let mut conf = String::new();
+        for schema in ["core", "cosine", "inetorgperson", "nis"] {
+            conf.push_str(&format!("include /etc/ldap/schema/{schema}.schema\n"));
+        }
+        conf.push_str(&format!("pidfile {0}/slapd.pid\nargsfile {0}/slapd.args\n", dir.path().display()));
+        // Debian builds the backends and overlays as modules.
+        conf.push_str("modulepath /usr/lib/ldap\n");
+        if Path::new("/usr/lib/ldap/back_mdb.la").exists() {
+            conf.push_str("moduleload back_mdb\n");
+        }
+        if Path::new("/usr/lib/ldap/syncprov.la").exists() {
+            conf.push_str("moduleload syncprov\n");
+        }
+        conf.push_str(&format!("serverID {}\n", me + 1));
+        conf.push_str(&format!(
+            "database mdb\nmaxsize 1073741824\nsuffix \"{BASE}\"\nrootdn \"{ADMIN_DN}\"\nrootpw {ADMIN_PW}\n\
+             directory {}/db\nindex objectClass eq\nindex entryUUID,entryCSN eq\n",
+            dir.path().display()
+        ));
+        for (peer, link) in links.iter().enumerate() {
+            let Some(link) = link else { continue };
+            conf.push_str(&format!(
+                "syncrepl rid={:03} provider=ldap://{} bindmethod=simple binddn=\"{ADMIN_DN}\" \
+                 credentials={ADMIN_PW} searchbase=\"{BASE}\" type=refreshAndPersist retry=\"1 +\" timeout=2\n",
+                peer + 1,
+                link.listen
+            ));
+        }
+        conf.push_str(
+            "multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\nsyncprov-sessionlog 10000\n",
+        );
+        let path = dir.path().join("slapd.conf");
+        std::fs::write(&path, conf).unwrap();
+        let mut slapd = Slapd { dir, conf: path, addr, child: None };
+        slapd.start();
+        slapd
+    }
+
+    fn start(&mut self) {
+        let program = ["/usr/sbin/slapd", "/usr/local/sbin/slapd"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("slapd 2.5 is not installed: `bash tests/setup.sh` installs it (Debian package `slapd`)");
+        for _attempt in 0..50 {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.path().join("slapd.log"))
+                .unwrap();
+            let mut child = Command::new(program)
+                .args(["-d", "sync", "-h", &format!("ldap://{}/", self.addr), "-f"])
+                .arg(&self.conf)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start slapd");
+            let listening = wait_until(Instant::now() + Duration::from_secs(10), || {
+                std::net::TcpStream::connect(self.addr).is_ok() || !matches!(child.try_wait(), Ok(None))
+            });
+            if listening && matches!(child.try_wait(), Ok(None)) {
+                self.child = Some(child);
+                return;
+            }
+            // The address may still be held by the killed one's socket: again.
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "slapd did not start; its log:\n{}",
+            std::fs::read_to_string(self.dir.path().join("slapd.log")).unwrap_or_default()
+        );
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Slapd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// DN (lower case) → attribute (lower case) → sorted values, of the whole suffix, less
-/// contextCSN. Empty when the node can't be read.
+/// contextCSN (each node's own view of the mesh) and, in a mesh with slapd, what each
+/// server computes for itself ([`COMPUTED`]). Empty when the node can't be read.
 type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
-fn snapshot(server: &Server) -> Snapshot {
-    let Ok(mut conn) = connect(server.addr) else { return Snapshot::new() };
+/// Operational attributes each server computes on its own, never replicated: left out of
+/// the comparison when one node is slapd (ferrodir nodes show the same ones alike).
+const COMPUTED: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "memberof"];
+
+fn snapshot(node: &Node, with_slapd: bool) -> Snapshot {
+    let Ok(mut conn) = connect(node.addr()) else { return Snapshot::new() };
     let Ok(result) = conn.with_timeout(Duration::from_secs(10)).search(
         BASE,
         Scope::Subtree,
@@ -210,7 +367,7 @@ fn snapshot(server: &Server) -> Snapshot {
                     v.sort();
                     (k.to_ascii_lowercase(), v)
                 })
-                .filter(|(k, _)| k != "contextcsn")
+                .filter(|(k, _)| k != "contextcsn" && !(with_slapd && COMPUTED.contains(&k.as_str())))
                 .collect();
             (e.dn.to_ascii_lowercase(), attrs)
         })
@@ -389,10 +546,11 @@ impl Drop for Stopped {
 
 /// Waits until every node shows the same (non-empty) content, at most `limit`: the content
 /// and how long it took, or a panic that names the differences.
-fn converge(nodes: &[Server], limit: Duration, what: &str) -> (Snapshot, Duration) {
+fn converge(nodes: &[Node], limit: Duration, what: &str) -> (Snapshot, Duration) {
     let start = Instant::now();
+    let with_slapd = nodes.iter().any(|n| matches!(n, Node::Slapd(_)));
     loop {
-        let snaps: Vec<Snapshot> = nodes.iter().map(snapshot).collect();
+        let snaps: Vec<Snapshot> = nodes.iter().map(|n| snapshot(n, with_slapd)).collect();
         if !snaps[0].is_empty() && snaps.iter().all(|s| *s == snaps[0]) {
             return (snaps.into_iter().next().unwrap_or_default(), start.elapsed());
         }
@@ -556,10 +714,15 @@ fn conflicts(metrics: SocketAddr) -> Vec<String> {
 }
 
 /// The node's contextCSN values, sorted.
-fn context_csn(server: &Server) -> Vec<String> {
-    let mut client = bound(server, ADMIN_DN, ADMIN_PW);
-    let (entries, _) =
-        client.search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN"]).unwrap().success().unwrap();
+fn context_csn(node: &Node) -> Vec<String> {
+    let Ok(mut client) = connect(node.addr()) else { return Vec::new() };
+    let Ok(Ok((entries, _))) = client
+        .with_timeout(OP_TIMEOUT)
+        .search(BASE, Scope::Base, "(objectClass=*)", vec!["contextCSN"])
+        .map(|r| r.success())
+    else {
+        return Vec::new();
+    };
     let mut csns = entries
         .into_iter()
         .map(SearchEntry::construct)
@@ -572,7 +735,7 @@ fn context_csn(server: &Server) -> Vec<String> {
 }
 
 /// The newest CSN of each server id any of `nodes` holds (by their contextCSN).
-fn newest_csns(nodes: &[Server]) -> BTreeMap<String, String> {
+fn newest_csns(nodes: &[Node]) -> BTreeMap<String, String> {
     let mut newest = BTreeMap::new();
     for csn in nodes.iter().flat_map(context_csn) {
         let sid = csn.split('#').nth(2).unwrap_or_default().to_string();
@@ -615,6 +778,18 @@ fn outcome_counts(history: &[Op], node: usize) -> String {
 
 #[test]
 fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_write() {
+    run_faults(false);
+}
+
+/// The same run with node 2 (the one partitioned by SIGSTOP) being slapd 2.5.
+#[test]
+fn the_same_with_slapd_as_one_of_the_three() {
+    run_faults(true);
+}
+
+/// The load, the faults and the checks of the module's doc comment; node 2 is slapd when
+/// `with_slapd`.
+fn run_faults(with_slapd: bool) {
     let test_start = Instant::now();
     let partition = partition_length();
     let dir = tempfile::tempdir().unwrap();
@@ -625,13 +800,20 @@ fn a_mesh_under_load_survives_a_kill_and_a_partition_and_loses_no_acknowledged_w
     // links[a][b]: node a's consumer of node b.
     let links: Vec<Vec<Option<Link>>> =
         (0..NODES).map(|a| (0..NODES).map(|b| (a != b).then(|| Link::start(addrs[b]))).collect()).collect();
-    let mut nodes: Vec<Server> = (0..NODES)
-        .map(|me| Server::start_at(&node_config(me, &links[me], metrics[me], &password), addrs[me], true))
+    let mut nodes: Vec<Node> = (0..NODES)
+        .map(|me| match me {
+            2 if with_slapd => Node::Slapd(Slapd::new(me, addrs[me], &links[me])),
+            _ => Node::Ferrodir(Server::start_at(
+                &node_config(me, &links[me], metrics[me], &password),
+                addrs[me],
+                true,
+            )),
+        })
         .collect();
 
     // The shared entries, made on node 0 and seen everywhere before the load starts.
     {
-        let mut client = bound(&nodes[0], ADMIN_DN, ADMIN_PW);
+        let mut client = connect(nodes[0].addr()).expect("connect to node 0");
         for k in 0..SHARED {
             let cn = format!("shared-{k}");
             let attrs = vec![
