@@ -549,10 +549,25 @@ impl Drop for Stopped {
 fn converge(nodes: &[Node], limit: Duration, what: &str) -> (Snapshot, Duration) {
     let start = Instant::now();
     let with_slapd = nodes.iter().any(|n| matches!(n, Node::Slapd(_)));
+    let mut reported = 0;
     loop {
         let snaps: Vec<Snapshot> = nodes.iter().map(|n| snapshot(n, with_slapd)).collect();
         if !snaps[0].is_empty() && snaps.iter().all(|s| *s == snaps[0]) {
             return (snaps.into_iter().next().unwrap_or_default(), start.elapsed());
+        }
+        // Once a second, where each node stands (for a slow convergence in a CI log).
+        let second = start.elapsed().as_secs();
+        if second > reported {
+            reported = second;
+            let differing: Vec<usize> = snaps
+                .iter()
+                .map(|s| {
+                    let keys = s.keys().chain(snaps[0].keys()).collect::<HashSet<_>>();
+                    keys.into_iter().filter(|k| s.get(*k) != snaps[0].get(*k)).count()
+                })
+                .collect();
+            let sizes: Vec<usize> = snaps.iter().map(BTreeMap::len).collect();
+            eprintln!("mesh_faults: {what}, {second} s: entries {sizes:?}, entries differing from node 0 {differing:?}");
         }
         if start.elapsed() > limit {
             let first = &snaps[0];
@@ -567,10 +582,22 @@ fn converge(nodes: &[Node], limit: Duration, what: &str) -> (Snapshot, Duration)
                     .collect();
                 eprintln!("node {i} vs node 0: missing {missing:?}, extra {extra:?}, differing {differ:#?}");
             }
+            // What each node logged about the entries that differ (slapd's `-d sync` names them).
+            let differing: HashSet<&String> = snaps
+                .iter()
+                .flat_map(|s| s.keys().chain(first.keys()).filter(|k| s.get(*k) != first.get(*k)).take(5))
+                .collect();
             for (i, n) in nodes.iter().enumerate() {
                 let log = n.log();
                 let tail: Vec<&str> = log.lines().rev().take(20).collect();
                 eprintln!("node {i} log tail: {tail:#?}");
+                let about: Vec<&str> = log
+                    .lines()
+                    .filter(|l| differing.iter().any(|dn| l.to_ascii_lowercase().contains(dn.as_str())))
+                    .take(40)
+                    .collect();
+                eprintln!("node {i} log lines naming the differing entries: {about:#?}");
+                keep_log(i, &log);
             }
             panic!("{what}: the nodes differ after {limit:?}");
         }
@@ -732,6 +759,14 @@ fn context_csn(node: &Node) -> Vec<String> {
         .collect::<Vec<_>>();
     csns.sort();
     csns
+}
+
+/// Node `i`'s whole log, kept past the test's temporary directory to read after a failure.
+fn keep_log(i: usize, log: &str) {
+    let kept = std::env::temp_dir().join(format!("mesh_faults-{}-node{i}.log", std::process::id()));
+    if std::fs::write(&kept, log).is_ok() {
+        eprintln!("node {i}'s whole log: {}", kept.display());
+    }
 }
 
 /// The newest CSN of each server id any of `nodes` holds (by their contextCSN).
@@ -946,6 +981,9 @@ fn run_faults(with_slapd: bool) {
     );
 
     let summary = check_history(&history, &content).unwrap_or_else(|failures| {
+        for (i, node) in nodes.iter().enumerate() {
+            keep_log(i, &node.log());
+        }
         panic!("the history and the final content disagree:\n{}", failures.join("\n"))
     });
     eprintln!("mesh_faults: {summary}; {} entries; whole test {:.1?}", content.len(), test_start.elapsed());
