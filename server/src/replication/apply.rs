@@ -31,7 +31,7 @@ use ferrodir_shard::{
     ShardResult, Write, WriteOp, WriteOutcome, REPLICA_AUTHOR,
 };
 
-use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, Tombstones};
+use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, SharedTombstones, Tombstones};
 use super::status::{Applied, Status};
 
 /// New entries' adds in flight at once.
@@ -103,6 +103,8 @@ pub struct Applier {
 struct MeshState {
     local: LocalFeed,
     tombstones: Tombstones,
+    /// Deletes of entries not here yet, shared by the node's consumers.
+    early_deletes: SharedTombstones,
 }
 
 impl Applier {
@@ -114,6 +116,7 @@ impl Applier {
         base: NormDn,
         status: std::sync::Arc<Status>,
         multi_provider: bool,
+        early_deletes: SharedTombstones,
     ) -> Result<Self> {
         // Subscribed before the map is read: no write in between is missed.
         let local = multi_provider.then(|| LocalFeed::subscribe(&worker, views));
@@ -127,7 +130,7 @@ impl Applier {
             in_flight_uuids: HashSet::new(),
             unknown_types: HashSet::new(),
             status,
-            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default() }),
+            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default(), early_deletes }),
         })
     }
 
@@ -227,7 +230,11 @@ impl Applier {
             // Others write here too: everything they committed is seen before deciding.
             self.drain().await?;
             self.follow_local()?;
-            if self.mesh.as_ref().is_some_and(|m| m.tombstones.contains(&uuid)) {
+            if self
+                .mesh
+                .as_ref()
+                .is_some_and(|m| m.tombstones.contains(&uuid) || m.early_deletes.contains(&uuid))
+            {
                 self.conflict(Conflict::Delete, &dn, "a change of an entry deleted here: the delete wins");
                 return Ok(());
             }
@@ -525,7 +532,13 @@ impl Applier {
     pub async fn delete(&mut self, uuid: &Uuid) -> Result<()> {
         self.drain().await?;
         self.follow_local()?;
-        let Some(&id) = self.uuids.get(uuid) else { return Ok(()) };
+        let Some(&id) = self.uuids.get(uuid) else {
+            // A mesh: the entry may still come by another path; its delete wins then too.
+            if let Some(mesh) = &self.mesh {
+                mesh.early_deletes.insert(*uuid);
+            }
+            return Ok(());
+        };
         self.delete_id(id).await
     }
 
