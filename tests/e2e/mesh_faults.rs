@@ -235,6 +235,10 @@ impl Node {
 /// `multiprovider on`, its own serverID, and a syncrepl consumer of every other node. Its
 /// database survives a kill and a start. slapd and its schema files are what
 /// `tests/setup.sh` installs (Debian's `slapd` package), as for tests/conformance.
+/// `dbnosync`, as tests/conformance's slapd consumers: with a sync per transaction slapd
+/// caught up after the partition at some 25 entries a second on a CI disk, past the
+/// convergence bound; slapd is only stopped here, never killed, and back-mdb without sync
+/// still survives a process crash.
 struct Slapd {
     dir: tempfile::TempDir,
     conf: std::path::PathBuf,
@@ -263,7 +267,7 @@ impl Slapd {
         conf.push_str(&format!("serverID {}\n", me + 1));
         conf.push_str(&format!(
             "database mdb\nmaxsize 1073741824\nsuffix \"{BASE}\"\nrootdn \"{ADMIN_DN}\"\nrootpw {ADMIN_PW}\n\
-             directory {}/db\nindex objectClass eq\nindex entryUUID,entryCSN eq\n",
+             directory {}/db\ndbnosync\nindex objectClass eq\nindex entryUUID,entryCSN eq\n",
             dir.path().display()
         ));
         for (peer, link) in links.iter().enumerate() {
@@ -975,10 +979,12 @@ fn run_faults(with_slapd: bool) {
         link_catch_up <= limit,
         "the nodes took {link_catch_up:?} after the cut healed to hold each other's newest CSNs; the limit is {limit:?}"
     );
-    assert!(
-        since_heal <= limit,
-        "the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}"
-    );
+    if since_heal > limit {
+        for (i, node) in nodes.iter().enumerate() {
+            keep_log(i, &node.log());
+        }
+        panic!("the nodes took {since_heal:?} after the heal to converge; the limit is {limit:?}");
+    }
 
     let summary = check_history(&history, &content).unwrap_or_else(|failures| {
         for (i, node) in nodes.iter().enumerate() {
