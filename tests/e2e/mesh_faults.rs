@@ -24,6 +24,11 @@
 //! the load's count bound grows with it). Load continues two seconds after the last heal,
 //! then stops.
 //!
+//! The same run with node 2 being OpenLDAP's slapd 2.5 ([`Slapd`]: back-mdb, syncprov,
+//! `multiprovider on`, serverID 3, a syncrepl of each ferrodir node): the test needs slapd
+//! as tests/conformance does (`bash tests/setup.sh` installs it). Between slapd and ferrodir
+//! the content compared leaves out what each computes for itself ([`COMPUTED`]).
+//!
 //! The checker ([`check_history`]) then waits until all three nodes show the same content
 //! (`*` `+` of the whole suffix, less contextCSN: each node's own view), and asserts that
 //! they converged within [`converge_limit`] (10 s after the SIGCONT, as the issue says; raised

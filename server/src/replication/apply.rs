@@ -183,13 +183,16 @@ impl Applier {
     async fn finish(&mut self, pending: PendingAdd) -> Result<()> {
         self.in_flight_dns.remove(&pending.dn_norm);
         self.in_flight_uuids.remove(&pending.uuid);
-        let outcome = match pending.reply.await? {
+        let (outcome, op) = match pending.reply.await? {
             Err(ShardError::ParentClosed) => {
-                retry_closed(&self.worker, pending.shard, pending.parent, pending.op).await
+                (retry_closed(&self.worker, pending.shard, pending.parent, pending.op).await, None)
             }
-            other => other,
+            other => (other, Some(pending.op)),
         };
         match outcome {
+            Err(ShardError::AlreadyExists) if self.mesh.is_some() => {
+                self.added_elsewhere(pending.uuid, pending.csn, op).await
+            }
             Ok(WriteOutcome::Added(id)) => {
                 self.uuids.insert(pending.uuid, id);
                 self.status.count(Applied::Add);
@@ -201,6 +204,31 @@ impl Applier {
             Ok(_) => Err(ApplyError::Bad("an unexpected shard reply".into())),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// A mesh node: an add of this consumer found its name taken when it committed. When
+    /// the taker is the same entry (its uuid), another consumer of this node brought it by
+    /// another path meanwhile: no failure (the session used to end and refresh again for
+    /// it); the provider's version replaces it if still newer, as in [`Self::update`].
+    async fn added_elsewhere(&mut self, uuid: Uuid, csn: Option<String>, op: Option<WriteOp>) -> Result<()> {
+        self.follow_local()?;
+        let Some(&id) = self.uuids.get(&uuid) else { return Err(ShardError::AlreadyExists.into()) };
+        let (Some(WriteOp::ReplicaAdd { entry, .. }), Some(theirs)) = (op, csn) else { return Ok(()) };
+        let Some(record) = self.worker.fetch(id).await? else { return Ok(()) };
+        if record.entry.first_str("entryCSN").is_some_and(|ours| ours >= theirs.as_str()) {
+            return Ok(());
+        }
+        let replace = WriteOp::ReplicaReplace { id, entry };
+        let check: Option<Arc<dyn EntryCheck>> = Some(Arc::new(OlderThan(theirs.clone())));
+        match self.write(id.shard(), WriteOp::Checked(Box::new(CheckedWrite { op: replace, check }))).await {
+            Err(ApplyError::Shard(ShardError::AssertionFailed)) => {}
+            other => {
+                other?;
+                self.status.count(Applied::Modify);
+                self.status.applied_csn(&theirs);
+            }
+        }
+        Ok(())
     }
 
     /// A `present` state: the entry is unchanged.
