@@ -1168,6 +1168,29 @@ mod tests {
             assert_eq!(record.entry.first_str("entryCSN"), Some(later));
             assert!(record.entry.get("description").is_none(), "a replace keeps what the provider dropped");
             assert_eq!(record.entry.first_str("structuralObjectClass"), Some("person"));
+            // A checked replace is judged on the entry as staged: a mesh consumer's "only
+            // if still older than mine" fails when a newer write came in between.
+            #[derive(Debug)]
+            struct OlderThan(&'static str);
+            impl crate::write::update::EntryCheck for OlderThan {
+                fn holds(&self, _: EntryId, record: &EntryRecord) -> bool {
+                    record.entry.first_str("entryCSN").is_none_or(|csn| csn < self.0)
+                }
+            }
+            let stale = "20200101000000.000001Z#000000#00b#000000";
+            let check: Option<Arc<dyn crate::write::update::EntryCheck>> = Some(Arc::new(OlderThan(stale)));
+            let op = WriteOp::ReplicaReplace { id, entry: stamped(stale, Some("stale")) };
+            let checked = WriteOp::Checked(Box::new(crate::write::batch::CheckedWrite { op, check }));
+            assert!(matches!(addr.send(Write(checked)).await.unwrap(), Err(ShardError::AssertionFailed)));
+            assert_eq!(core.record(id).unwrap().unwrap().entry.first_str("entryCSN"), Some(later));
+            let newer = "20200101000000.000003Z#000000#00b#000000";
+            let check: Option<Arc<dyn crate::write::update::EntryCheck>> = Some(Arc::new(OlderThan(newer)));
+            let op = WriteOp::ReplicaReplace { id, entry: stamped(newer, None) };
+            addr.send(Write(WriteOp::Checked(Box::new(crate::write::batch::CheckedWrite { op, check }))))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(core.record(id).unwrap().unwrap().entry.first_str("entryCSN"), Some(newer));
             let meta = WriteOp::PutMeta { name: "replication.cookie.001".into(), value: b"rid=001".to_vec() };
             addr.send(Write(meta)).await.unwrap().unwrap();
             let stored = core.snapshot().get(&crate::index::keys::meta("replication.cookie.001")).unwrap();

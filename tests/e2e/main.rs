@@ -27,6 +27,7 @@ mod isolation;
 mod limits;
 mod memberof;
 mod mesh;
+mod mesh_faults;
 mod metrics;
 mod monitor;
 mod online_index;

@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::dev::Request;
@@ -26,12 +27,12 @@ use ferrodir_proto::{NormDn, ResultCode};
 use ferrodir_router::coordinator::{AddUnder, DeleteEntry, MaybeDemote, MoveEntry, Origin};
 use ferrodir_router::{locate, locate_parent_of, LdapError, Located, Worker};
 use ferrodir_shard::{
-    shard_for_child, EntryId, EntryRecord, ShardActor, ShardCore, ShardError, ShardResult, Write, WriteOp,
-    WriteOutcome, REPLICA_AUTHOR,
+    shard_for_child, CheckedWrite, EntryCheck, EntryId, EntryRecord, ShardActor, ShardCore, ShardError,
+    ShardResult, Write, WriteOp, WriteOutcome, REPLICA_AUTHOR,
 };
 
 use super::merge;
-use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, Tombstones};
+use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, SharedTombstones, Tombstones};
 use super::status::{Applied, Status};
 
 /// New entries' adds in flight at once.
@@ -41,6 +42,32 @@ const LEFT_OUT: &[&str] = &["entrydn", "hassubordinates", "subschemasubentry", "
 const PARENT_CLOSED_RETRIES_MAX: u32 = 200;
 
 pub use super::mesh::Uuid;
+
+/// A mesh consumer's condition on a replace: the entry as staged is still older than the
+/// provider's entryCSN (this one), so that a local write that committed after the entry
+/// was read, with a larger CSN, is not overwritten by an older change.
+#[derive(Debug)]
+struct OlderThan(String);
+
+impl EntryCheck for OlderThan {
+    fn holds(&self, _: EntryId, record: &EntryRecord) -> bool {
+        record.entry.first_str("entryCSN").is_none_or(|ours| ours < self.0.as_str())
+    }
+}
+
+/// A mesh consumer's condition on a merged replace: the entry as staged still has the
+/// entryCSN of the version that was merged (no local write committed in between).
+#[derive(Debug)]
+struct Unchanged(String);
+
+impl EntryCheck for Unchanged {
+    fn holds(&self, _: EntryId, record: &EntryRecord) -> bool {
+        record.entry.first_str("entryCSN").unwrap_or_default() == self.0
+    }
+}
+
+/// How often a merge is tried again when a local write changed the entry meanwhile.
+const MERGE_TRIES_MAX: usize = 8;
 
 /// A failure to apply: the session ends and the consumer retries from its cookie.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +118,8 @@ pub struct Applier {
 struct MeshState {
     local: LocalFeed,
     tombstones: Tombstones,
+    /// Deletes of entries not here yet, shared by the node's consumers.
+    early_deletes: SharedTombstones,
 }
 
 impl Applier {
@@ -102,6 +131,7 @@ impl Applier {
         base: NormDn,
         status: std::sync::Arc<Status>,
         multi_provider: bool,
+        early_deletes: SharedTombstones,
     ) -> Result<Self> {
         // Subscribed before the map is read: no write in between is missed.
         let local = multi_provider.then(|| LocalFeed::subscribe(&worker, views));
@@ -115,7 +145,7 @@ impl Applier {
             in_flight_uuids: HashSet::new(),
             unknown_types: HashSet::new(),
             status,
-            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default() }),
+            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default(), early_deletes }),
         })
     }
 
@@ -168,13 +198,16 @@ impl Applier {
     async fn finish(&mut self, pending: PendingAdd) -> Result<()> {
         self.in_flight_dns.remove(&pending.dn_norm);
         self.in_flight_uuids.remove(&pending.uuid);
-        let outcome = match pending.reply.await? {
+        let (outcome, op) = match pending.reply.await? {
             Err(ShardError::ParentClosed) => {
-                retry_closed(&self.worker, pending.shard, pending.parent, pending.op).await
+                (retry_closed(&self.worker, pending.shard, pending.parent, pending.op).await, None)
             }
-            other => other,
+            other => (other, Some(pending.op)),
         };
         match outcome {
+            Err(ShardError::AlreadyExists) if self.mesh.is_some() => {
+                self.added_elsewhere(pending.uuid, pending.csn, op).await
+            }
             Ok(WriteOutcome::Added(id)) => {
                 self.uuids.insert(pending.uuid, id);
                 self.status.count(Applied::Add);
@@ -186,6 +219,31 @@ impl Applier {
             Ok(_) => Err(ApplyError::Bad("an unexpected shard reply".into())),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// A mesh node: an add of this consumer found its name taken when it committed. When
+    /// the taker is the same entry (its uuid), another consumer of this node brought it by
+    /// another path meanwhile: no failure (the session used to end and refresh again for
+    /// it); the provider's version replaces it if still newer, as in [`Self::update`].
+    async fn added_elsewhere(&mut self, uuid: Uuid, csn: Option<String>, op: Option<WriteOp>) -> Result<()> {
+        self.follow_local()?;
+        let Some(&id) = self.uuids.get(&uuid) else { return Err(ShardError::AlreadyExists.into()) };
+        let (Some(WriteOp::ReplicaAdd { entry, .. }), Some(theirs)) = (op, csn) else { return Ok(()) };
+        let Some(record) = self.worker.fetch(id).await? else { return Ok(()) };
+        if record.entry.first_str("entryCSN").is_some_and(|ours| ours >= theirs.as_str()) {
+            return Ok(());
+        }
+        let replace = WriteOp::ReplicaReplace { id, entry };
+        let check: Option<Arc<dyn EntryCheck>> = Some(Arc::new(OlderThan(theirs.clone())));
+        match self.write(id.shard(), WriteOp::Checked(Box::new(CheckedWrite { op: replace, check }))).await {
+            Err(ApplyError::Shard(ShardError::AssertionFailed)) => {}
+            other => {
+                other?;
+                self.status.count(Applied::Modify);
+                self.status.applied_csn(&theirs);
+            }
+        }
+        Ok(())
     }
 
     /// A `present` state: the entry is unchanged.
@@ -215,7 +273,11 @@ impl Applier {
             // Others write here too: everything they committed is seen before deciding.
             self.drain().await?;
             self.follow_local()?;
-            if self.mesh.as_ref().is_some_and(|m| m.tombstones.contains(&uuid)) {
+            if self
+                .mesh
+                .as_ref()
+                .is_some_and(|m| m.tombstones.contains(&uuid) || m.early_deletes.contains(&uuid))
+            {
                 self.conflict(Conflict::Delete, &dn, "a change of an entry deleted here: the delete wins");
                 return Ok(());
             }
@@ -445,7 +507,28 @@ impl Applier {
         if !same_dn {
             self.rename(id, record, &local_dn, dn).await?;
         }
-        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry }).await?;
+        let replace = WriteOp::ReplicaReplace { id, entry };
+        let op = match (&self.mesh, csn.clone()) {
+            // Clients write here too: the entry read above may have changed since. The
+            // replace holds only if the entry as staged is still older than the provider's,
+            // judged in the batch that commits it; else the newer local write stays.
+            (Some(_), Some(theirs)) => WriteOp::Checked(Box::new(CheckedWrite {
+                op: replace,
+                check: Some(Arc::new(OlderThan(theirs))),
+            })),
+            _ => replace,
+        };
+        match self.write(id.shard(), op).await {
+            Err(ApplyError::Shard(ShardError::AssertionFailed)) => {
+                self.conflict(
+                    Conflict::Modify,
+                    dn,
+                    "a change lost to a concurrent local one with a larger entryCSN",
+                );
+                return Ok(());
+            }
+            other => other?,
+        };
         self.status.count(Applied::Modify);
         if let Some(csn) = &csn {
             self.status.applied_csn(csn);
@@ -465,41 +548,66 @@ impl Applier {
         entry: Entry,
         csn: Option<String>,
     ) -> Result<()> {
-        let rdn_of = |remote: bool| -> Vec<(String, Vec<u8>)> {
-            let name = if remote { dn } else { local_dn };
-            name.dn
-                .rdn()
-                .map(|r| r.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect())
-                .unwrap_or_default()
-        };
-        let mut merged = merge::merge(&record.entry, &entry, rdn_of);
-        if !merged.changed {
+        let mut current: Option<(std::sync::Arc<EntryRecord>, NormDn)> = None;
+        for _ in 0..MERGE_TRIES_MAX {
+            let (record, local_dn) = match &current {
+                Some((record, dn)) => (record.as_ref(), dn),
+                None => (record, local_dn),
+            };
+            let rdn_of = |remote: bool| -> Vec<(String, Vec<u8>)> {
+                let name = if remote { dn } else { local_dn };
+                name.dn
+                    .rdn()
+                    .map(|r| r.avas.iter().map(|a| (a.attr.clone(), a.value.clone())).collect())
+                    .unwrap_or_default()
+            };
+            let mut merged = merge::merge(&record.entry, &entry, rdn_of);
+            if !merged.changed {
+                return Ok(());
+            }
+            if merged.concurrent {
+                self.conflict(
+                    Conflict::Modify,
+                    dn,
+                    "concurrent changes of one entry, merged attribute by attribute",
+                );
+                // The merged entry holds changes the provider lacks: it is a change of this
+                // node's, with a CSN of its own, so that it goes to every peer, the provider
+                // included (an entryCSN of the provider's would be taken for its own and
+                // never sent back to it).
+                let stamp = self.worker.hub().clock().stamp("");
+                if let Some(attr) = merged.entry.get_mut("entryCSN") {
+                    attr.values = vec![stamp.csn.into_bytes()];
+                }
+            }
+            if merged.remote_name && !local_dn.same_entry(dn) {
+                self.rename(id, record, local_dn, dn).await?;
+            }
+            // Clients write here too: the merge holds only if the entry as staged is still
+            // the version merged (its entryCSN unchanged), judged in the batch that commits
+            // it; else it is merged again with what committed meanwhile.
+            let read = record.entry.first_str("entryCSN").unwrap_or_default().to_string();
+            let replace = WriteOp::ReplicaReplace { id, entry: merged.entry };
+            let check: Option<Arc<dyn EntryCheck>> = Some(Arc::new(Unchanged(read)));
+            match self
+                .write(id.shard(), WriteOp::Checked(Box::new(CheckedWrite { op: replace, check })))
+                .await
+            {
+                Err(ApplyError::Shard(ShardError::AssertionFailed)) => {
+                    let Some(fresh) = self.worker.fetch(id).await? else { return Ok(()) };
+                    let fresh_dn = self.dn_of(&fresh)?;
+                    current = Some((fresh, fresh_dn));
+                    continue;
+                }
+                other => other?,
+            };
+            self.status.count(Applied::Modify);
+            if let Some(csn) = &csn {
+                self.status.applied_csn(csn);
+            }
             return Ok(());
         }
-        if merged.concurrent {
-            self.conflict(
-                Conflict::Modify,
-                dn,
-                "concurrent changes of one entry, merged attribute by attribute",
-            );
-            // The merged entry holds changes the provider lacks: it is a change of this
-            // node's, with a CSN of its own, so that it goes to every peer, the provider
-            // included (an entryCSN of the provider's would be taken for its own and
-            // never sent back to it).
-            let stamp = self.worker.hub().clock().stamp("");
-            if let Some(attr) = merged.entry.get_mut("entryCSN") {
-                attr.values = vec![stamp.csn.into_bytes()];
-            }
-        }
-        if merged.remote_name && !local_dn.same_entry(dn) {
-            self.rename(id, record, local_dn, dn).await?;
-        }
-        self.write(id.shard(), WriteOp::ReplicaReplace { id, entry: merged.entry }).await?;
-        self.status.count(Applied::Modify);
-        if let Some(csn) = &csn {
-            self.status.applied_csn(csn);
-        }
-        Ok(())
+        Err(ApplyError::Bad(format!("{dn} kept changing while it was merged; retrying the session")))
     }
 
     /// Modify DN of a local entry to where the provider has it (its subtree follows).
@@ -563,7 +671,13 @@ impl Applier {
     pub async fn delete(&mut self, uuid: &Uuid) -> Result<()> {
         self.drain().await?;
         self.follow_local()?;
-        let Some(&id) = self.uuids.get(uuid) else { return Ok(()) };
+        let Some(&id) = self.uuids.get(uuid) else {
+            // A mesh: the entry may still come by another path; its delete wins then too.
+            if let Some(mesh) = &self.mesh {
+                mesh.early_deletes.insert(*uuid);
+            }
+            return Ok(());
+        };
         self.delete_id(id).await
     }
 

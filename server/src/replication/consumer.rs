@@ -49,7 +49,16 @@ enum Ended {
 }
 
 /// Runs one `[[replication]]` consumer forever (or until its retry schedule is used up).
-pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardCore>>, status: Arc<Status>) {
+///
+/// `early_deletes`: shared by every consumer of this node (a mesh's deletes that came before
+/// their entry; `mesh::SharedTombstones`).
+pub async fn run(
+    settings: Replication,
+    worker: Rc<Worker>,
+    views: Vec<Rc<ShardCore>>,
+    status: Arc<Status>,
+    early_deletes: super::mesh::SharedTombstones,
+) {
     let rid = settings.rid;
     let Ok(base) = worker.config().dn_rules().parse(&settings.search_base) else { return };
     let Ok(schedule) = RetrySchedule::parse(&settings.retry) else { return };
@@ -59,6 +68,7 @@ pub async fn run(settings: Replication, worker: Rc<Worker>, views: Vec<Rc<ShardC
         base,
         status.clone(),
         worker.hub().multi_provider(),
+        early_deletes,
     ) {
         Ok(applier) => applier,
         Err(e) => {

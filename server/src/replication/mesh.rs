@@ -57,6 +57,27 @@ impl Conflict {
     }
 }
 
+/// The uuids whose delete reached one of this node's consumers before their entry did (a
+/// mesh: a node adds and deletes an entry; its delete comes here by one path while the add
+/// is still on its way by another). Nothing was deleted here, so the change feed has no
+/// record of it; this set, shared by every consumer of the node, keeps the delete winning
+/// when the entry comes. In memory only: after a restart the provider's refresh answers
+/// for it (the entry is not presented, or its delete is in the provider's log).
+#[derive(Clone, Default)]
+pub struct SharedTombstones(std::sync::Arc<std::sync::Mutex<Tombstones>>);
+
+impl SharedTombstones {
+    pub fn insert(&self, uuid: Uuid) {
+        if let Ok(mut set) = self.0.lock() {
+            set.insert(uuid);
+        }
+    }
+
+    pub fn contains(&self, uuid: &Uuid) -> bool {
+        self.0.lock().is_ok_and(|set| set.contains(uuid))
+    }
+}
+
 /// The uuids deleted on this node, at most [`TOMBSTONES_MAX`], oldest forgotten first.
 #[derive(Default)]
 pub struct Tombstones {
@@ -176,6 +197,16 @@ pub fn sid_of(csn: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One consumer's early delete is seen by the others (clones share the set).
+    #[test]
+    fn early_deletes_are_shared_by_the_consumers() {
+        let one = SharedTombstones::default();
+        let other = one.clone();
+        one.insert([7; 16]);
+        assert!(other.contains(&[7; 16]));
+        assert!(!other.contains(&[8; 16]));
+    }
 
     #[test]
     fn tombstones_forget_the_oldest_past_their_bound() {

@@ -709,7 +709,11 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
 /// Starts one replication consumer per `[[replication]]` entry (server/src/replication),
 /// the i-th on worker `i mod N`, with read views of every shard for its start-up scan.
 fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metrics: &Metrics) {
+    // The uuids whose delete came to one consumer before their entry (a mesh): shared, so
+    // that the entry, when another consumer brings it, stays deleted.
+    let early_deletes = crate::replication::mesh::SharedTombstones::default();
     for (i, settings) in config.replication.iter().enumerate() {
+        let early_deletes = early_deletes.clone();
         let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
         let status = metrics.replication.register(settings, config.multi_provider);
         let sources: Vec<_> = (0..store.manifest.shards)
@@ -725,7 +729,7 @@ fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metri
                     .into_iter()
                     .filter_map(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
                     .collect();
-                crate::replication::consumer::run(settings, worker, views, status).await;
+                crate::replication::consumer::run(settings, worker, views, status, early_deletes).await;
             });
         });
     }

@@ -408,7 +408,8 @@ impl Stager {
             WriteOp::Modify { id, .. }
             | WriteOp::Delete { id, .. }
             | WriteOp::Relocate { id, .. }
-            | WriteOp::Update { id, .. } => Some(*id),
+            | WriteOp::Update { id, .. }
+            | WriteOp::ReplicaReplace { id, .. } => Some(*id),
             _ => None,
         };
         let before = match target {

@@ -119,6 +119,10 @@ pub(super) async fn follow(
         let ready = take_ready(ctx, &mut subscription, &mut held, mark).await;
         registration.unsent_since(ready.first().or(held.first()).map_or(0, |h| h.micros));
         let mut pdus = changes(ctx, located, request, &attrs, &ready, &held, mesh).await?;
+        // Never past a change still held: read after the watermark, the vector may already
+        // name a change that is held for the next round.
+        let own_sid = ctx.worker.hub().clock().server_id();
+        let watermark = watermark.map(|vector| sent_vector(&vector, &held, own_sid));
         if watermark.is_some() && watermark != last {
             if let Some(csn) = &watermark {
                 for csn in csn.split(';') {
@@ -151,6 +155,38 @@ fn watermarks(ctx: &OpContext) -> (u64, Option<String>) {
         super::current_csn(hub)
     };
     (mark, watermark)
+}
+
+/// The cookie's CSNs (`vector`, ';'-joined) capped below the changes still `held`: each
+/// server id's CSN just below the oldest held change of that id (a change's id is its
+/// entryCSN's; a delete's, this node's `own_sid`). A mesh node's vector is its contextCSN,
+/// read after the watermark, so it can name a change committed since, held for the next
+/// round; a consumer given that cookie first would take the change as already had when it
+/// comes (slapd ignores an entry whose entryCSN is not past its cookie's for that id, and
+/// its consumers of the other nodes share that state, so the entry was lost there).
+fn sent_vector(vector: &str, held: &[Held], own_sid: u32) -> String {
+    let sid_of = |h: &Held| {
+        h.change
+            .new
+            .as_ref()
+            .and_then(|r| r.entry.first_str("entryCSN"))
+            .and_then(ferrodir_proto::message::sync::csn_sid)
+            .unwrap_or(own_sid)
+    };
+    let capped: Vec<String> = vector
+        .split(';')
+        .map(|csn| {
+            let sid = ferrodir_proto::message::sync::csn_sid(csn);
+            let oldest = held.iter().filter(|h| Some(sid_of(h)) == sid).map(|h| h.micros).min();
+            match (oldest, ferrodir_shard::micros_of_csn(csn), sid) {
+                (Some(oldest), Some(micros), Some(sid)) if micros >= oldest => {
+                    ferrodir_shard::format_csn(oldest.saturating_sub(1), sid)
+                }
+                _ => csn.to_string(),
+            }
+        })
+        .collect();
+    capped.join(";")
 }
 
 /// Adds the changes of `batches` to `held`, in CSN order.
@@ -421,7 +457,37 @@ async fn intermediate(ctx: &OpContext, info: SyncInfo) -> LdapResultOf<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::undo_moves;
+    use super::{sent_vector, undo_moves, Held};
+
+    /// A cookie names no CSN of a server id at or past a change of that id still held.
+    #[test]
+    fn the_cookie_stops_below_the_changes_still_held() {
+        use ferrodir_proto::entry::{Attribute, Entry};
+        use ferrodir_shard::{format_csn, Change, EntryId, EntryRecord};
+        let change = |micros: u64, sid: u32| {
+            let entry =
+                Entry::new(vec![Attribute::new("entryCSN", vec![format_csn(micros, sid).into_bytes()])]);
+            let record = EntryRecord {
+                parent: EntryId::ROOT,
+                rdn: String::new(),
+                rdn_norm: String::new(),
+                flags: 0,
+                entry,
+            };
+            Held { micros, change: Change { id: EntryId::ROOT, old: None, new: Some(record.into()), csn: 0 } }
+        };
+        let vector = [format_csn(500, 1), format_csn(600, 2), format_csn(700, 3)].join(";");
+        // Nothing held: the vector as it is.
+        assert_eq!(sent_vector(&vector, &[], 1), vector);
+        // Sid 1's change at 450 and sid 3's at 700 are held; sid 2's is older than its CSN's.
+        let held = [change(450, 1), change(700, 3), change(800, 2)];
+        let capped = [format_csn(449, 1), format_csn(600, 2), format_csn(699, 3)].join(";");
+        assert_eq!(sent_vector(&vector, &held, 1), capped);
+        // A held delete (no entry) counts as this node's own.
+        let delete =
+            Held { micros: 300, change: Change { id: EntryId::ROOT, old: None, new: None, csn: 300 } };
+        assert!(sent_vector(&vector, &[delete], 2).contains(&format_csn(299, 2)));
+    }
 
     #[test]
     fn later_moves_are_undone_for_earlier_changes() {
