@@ -151,12 +151,6 @@ impl Cost {
     }
 }
 
-/// A new `{ARGON2}` value: argon2id, version 19, the default costs, a random 16-byte salt.
-#[cfg(test)]
-pub fn hash(password: &[u8]) -> String {
-    hash_with(password, Cost::default())
-}
-
 /// A new `{ARGON2}` value with `cost`.
 pub fn hash_with(password: &[u8], cost: Cost) -> String {
     let Cost { m_kib, t, p } = cost;

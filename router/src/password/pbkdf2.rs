@@ -105,12 +105,6 @@ pub fn verify_389ds(encoded: &str, offered: &[u8]) -> bool {
     check(Prf::Sha256, offered, salt, u32::from_be_bytes(count), key)
 }
 
-/// A new `{PBKDF2-SHA512}` value in OpenLDAP's format, with the default iterations.
-#[cfg(test)]
-pub fn hash(password: &[u8]) -> String {
-    hash_with(password, SHA512_ITERATIONS)
-}
-
 /// The fewest iterations `password_pbkdf2_rounds` may set (NIST SP 800-132's minimum).
 pub const ITERATIONS_MIN: u32 = 1_000;
 
