@@ -19,10 +19,10 @@
 //! - node 2 is partitioned by SIGSTOP, then SIGCONT: neither its peers nor its writer get
 //!   an answer meanwhile.
 //!
-//! Each partition lasts `MESH_PARTITION_S` seconds. The issue asks for 30 s; the default
-//! here is 10 s so that the test stays well under 90 s in CI (with 30 it takes about 80 s;
-//! the load's count bound grows with it). Load continues two seconds after the last heal,
-//! then stops.
+//! Each partition lasts `MESH_PARTITION_S` seconds, 30 by default as the issue asks (each
+//! run then takes about 80 s; a shorter one for a quick try, say `MESH_PARTITION_S=10`; the
+//! load's count bound grows with it). Load continues two seconds after the last heal, then
+//! stops.
 //!
 //! The same run with node 2 being OpenLDAP's slapd 2.5 ([`Slapd`]: back-mdb, syncprov,
 //! `multiprovider on`, serverID 3, a syncrepl of each ferrodir node): the test needs slapd
@@ -58,9 +58,9 @@ const SHARED: usize = 6;
 /// Nodes of the mesh.
 const NODES: usize = 3;
 
-/// The partition's length: `MESH_PARTITION_S` (the issue's is 30 s), 10 s by default.
+/// The partition's length: `MESH_PARTITION_S`, 30 s by default (the issue's).
 fn partition_length() -> Duration {
-    Duration::from_secs(std::env::var("MESH_PARTITION_S").ok().and_then(|s| s.parse().ok()).unwrap_or(10))
+    Duration::from_secs(std::env::var("MESH_PARTITION_S").ok().and_then(|s| s.parse().ok()).unwrap_or(30))
 }
 
 /// How long after the heal the nodes may take to show identical content:
