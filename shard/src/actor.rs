@@ -350,6 +350,7 @@ impl ShardActor {
         // watermark and then drains its feed has every change at or below it.
         let changes = std::mem::take(&mut batch.changes);
         hub.feed(crate::write::watermark::FeedBatch { shard, csn_max: batch.csn_max, changes });
+        hub.own_committed(shard, batch.own_csn_max);
         hub.committed(shard, batch.csn_max, self.stager.pending.csn_floor.unwrap_or(u64::MAX));
     }
 

@@ -217,6 +217,10 @@ pub struct Overlay {
     /// was staged; and the highest it took (0: none).
     pub csn_floor: Option<u64>,
     pub csn_max: u64,
+    /// The highest CSN this batch stamped itself (a local write's; 0: none): on a mesh
+    /// node, replicated entries keep their own CSNs, which count in `csn_max` but are no
+    /// change of this server id (`watermark::Hub::own_watermark`).
+    pub own_csn_max: u64,
     /// The entries' changes, for persist searches (`watermark::Hub::feed`): those that
     /// change what LDAP shows (not a container flag).
     pub changes: Vec<crate::write::watermark::Change>,
@@ -321,6 +325,7 @@ impl Stager {
     fn stamp(&mut self, core: &ShardCore, author: &str) -> Stamp {
         let stamp = core.info.hub.clock().stamp(author);
         self.pending.csn_max = self.pending.csn_max.max(stamp.micros);
+        self.pending.own_csn_max = self.pending.own_csn_max.max(stamp.micros);
         stamp
     }
 

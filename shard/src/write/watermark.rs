@@ -36,6 +36,8 @@ use crate::write::clock::Clock;
 pub struct ShardMark {
     floor: AtomicU64,
     committed: AtomicU64,
+    /// The highest CSN the shard committed that it stamped itself (not a replicated one).
+    own_committed: AtomicU64,
     /// Batches the shard has made visible, CSN or not (a container flag, a DN record):
     /// what a cache of name resolutions is checked against ([`Hub::publications`]).
     published: AtomicU64,
@@ -49,6 +51,7 @@ impl Default for ShardMark {
         Self {
             floor: AtomicU64::new(u64::MAX),
             committed: AtomicU64::new(0),
+            own_committed: AtomicU64::new(0),
             published: AtomicU64::new(0),
             changelog_first: AtomicU64::new(0),
             changelog_last: AtomicU64::new(0),
@@ -184,10 +187,12 @@ impl Hub {
             // Ours from the watermark, never from a peer's cookie (it can only lag).
             let sid = self.clock.server_id();
             csns.retain(|c| ferrodir_proto::message::sync::csn_sid(c) != Some(sid));
-            let micros = self.watermark();
+            let micros = self.own_watermark();
             if micros > 0 {
                 csns.push(self.clock.csn_of(micros));
             }
+            // Before the first local write since the start: the value peers last had of this
+            // node stays theirs (their cookies keep it).
             csns.sort_by_key(|c| ferrodir_proto::message::sync::csn_sid(c));
             return csns;
         }
@@ -216,6 +221,15 @@ impl Hub {
     pub fn set_floor(&self, shard: usize, floor: u64) {
         if let Some(mark) = self.mark(shard) {
             mark.floor.store(floor, Ordering::SeqCst);
+        }
+    }
+
+    /// The shard's actor, before `committed`: the highest CSN of the batch it stamped itself.
+    pub fn own_committed(&self, shard: usize, micros: u64) {
+        if let Some(mark) = self.mark(shard) {
+            if micros > 0 {
+                mark.own_committed.fetch_max(micros, Ordering::SeqCst);
+            }
         }
     }
 
@@ -271,6 +285,19 @@ impl Hub {
         } else {
             (first, last.max(first))
         }
+    }
+
+    /// The watermark of this server id's own changes: the highest CSN a shard stamped
+    /// itself and committed, bounded by what is still pending as `watermark` is. On a mesh
+    /// node it is the contextCSN of its own server id: the plain watermark also counts the
+    /// replicated entries' CSNs (they raise the clock), and a slapd peer, whose present phase
+    /// deletes what it was not shown up to the largest CSN of the cookie, would take a
+    /// value that runs ahead of the entries this node holds for a promise it can't keep.
+    /// 0 until the first local write since the start.
+    pub fn own_watermark(&self) -> u64 {
+        let own = self.marks.iter().map(|m| m.own_committed.load(Ordering::SeqCst)).max().unwrap_or(0);
+        let floor = self.marks.iter().map(|m| m.floor.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX);
+        own.min(floor.saturating_sub(1))
     }
 
     /// The committed low-watermark (a clock tick; 0 when nothing was ever committed).

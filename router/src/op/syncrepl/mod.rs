@@ -142,9 +142,15 @@ pub(crate) async fn run(
     let hub = ctx.worker.hub();
     let subscription = subscribe(hub, syncing.mode, replica).await?;
     let now = current_csn(hub);
+    let theirs_of_ours = cookie.csn_for(own_sid).map(str::to_string);
     let since = stamp(hub.clock().server_id(), &mut cookie, now.as_deref())?;
     if hub.multi_provider() {
-        // The whole vector: every server id's newest CSN this node holds.
+        // The whole vector: every server id's newest CSN this node holds, its own being that
+        // of its own writes (`Hub::own_watermark`), not the watermark `stamp` put there.
+        cookie.csns.retain(|c| ferrodir_proto::message::sync::csn_sid(c) != Some(own_sid));
+        if let Some(csn) = &theirs_of_ours {
+            cookie.set_csn(csn);
+        }
         for csn in hub.context_csns() {
             cookie.set_csn(&csn);
         }
