@@ -70,6 +70,9 @@ struct DrainWaiter {
     reply: oneshot::Sender<ShardResult<u64>>,
 }
 
+/// The metadata key of the highest CSN the shard stamped itself and committed.
+const OWN_CSN_MAX: &str = "own_csn_max";
+
 impl ShardActor {
     pub fn new(core: Rc<ShardCore>) -> ShardResult<Self> {
         // The actor's core is the shard's owner: it publishes every commit to the shared
@@ -77,6 +80,7 @@ impl ShardActor {
         core.become_owner()?;
         let next_seq = core.stored_next_seq()?;
         core.info.hub.restore(core.info.index, core.stored_csn_max()?);
+        core.info.hub.own_committed(core.info.index, core.stored_u64(OWN_CSN_MAX)?);
         let committer = spawn_committer(core.engine(), core.info.index)?;
         let deletelog = crate::write::deletelog::DeleteLog::load(core.snapshot().as_ref())?;
         let changelog = crate::write::changelog::Changelog::load(core.snapshot().as_ref())?;
@@ -213,6 +217,13 @@ impl ShardActor {
             mutations.push(crate::storage::Mutation {
                 key: crate::index::keys::meta("csn_max"),
                 value: Some(batch.csn_max.to_be_bytes().to_vec()),
+            });
+        }
+        if batch.own_csn_max > 0 {
+            // And a mesh node's own server id's value (`Hub::own_watermark`).
+            mutations.push(crate::storage::Mutation {
+                key: crate::index::keys::meta(OWN_CSN_MAX),
+                value: Some(batch.own_csn_max.to_be_bytes().to_vec()),
             });
         }
         self.stager.committing = Some(batch);

@@ -381,9 +381,14 @@ impl ShardCore {
 
     /// The highest CSN (a clock tick) the shard ever committed, from its metadata; 0: none.
     pub fn stored_csn_max(&self) -> ShardResult<u64> {
+        self.stored_u64("csn_max")
+    }
+
+    /// A big-endian u64 of the shard's metadata (`name`); 0 when absent.
+    pub fn stored_u64(&self, name: &str) -> ShardResult<u64> {
         let snapshot = self.snapshot();
         Ok(snapshot
-            .get(&keys::meta("csn_max"))?
+            .get(&keys::meta(name))?
             .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
             .map(u64::from_be_bytes)
             .unwrap_or(0))

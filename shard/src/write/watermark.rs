@@ -191,8 +191,8 @@ impl Hub {
             if micros > 0 {
                 csns.push(self.clock.csn_of(micros));
             }
-            // Before the first local write since the start: the value peers last had of this
-            // node stays theirs (their cookies keep it).
+            // Before the node's first write: no value of its own (a consumer's cookie keeps
+            // whatever it had).
             csns.sort_by_key(|c| ferrodir_proto::message::sync::csn_sid(c));
             return csns;
         }
@@ -293,7 +293,8 @@ impl Hub {
     /// replicated entries' CSNs (they raise the clock), and a slapd peer, whose present phase
     /// deletes what it was not shown up to the largest CSN of the cookie, would take a
     /// value that runs ahead of the entries this node holds for a promise it can't keep.
-    /// 0 until the first local write since the start.
+    /// Kept across restarts (each shard stores its own highest, `own_csn_max`); 0 before
+    /// the node's first write.
     pub fn own_watermark(&self) -> u64 {
         let own = self.marks.iter().map(|m| m.own_committed.load(Ordering::SeqCst)).max().unwrap_or(0);
         let floor = self.marks.iter().map(|m| m.floor.load(Ordering::SeqCst)).min().unwrap_or(u64::MAX);
