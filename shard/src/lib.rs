@@ -89,7 +89,7 @@ pub use crate::write::indexing::IndexWork;
 pub use crate::write::modify::{find_attr, value_key};
 pub use crate::write::stamp::{
     attribute_csns, civil_time, format_csn, micros_of_csn, set_attribute_csns, set_structural_class,
-    stamp_imported, uuid_octets, Stamp, ATTR_CSN_TYPE,
+    stamp_imported, uuid_octets, Stamp, ATTR_CSN_TYPE, UNTRACKED as ATTR_CSN_UNTRACKED,
 };
 pub use crate::write::update::{EntryCheck, EntryUpdate};
 // Matching, indexing and the filters that skip shards.

@@ -15,16 +15,9 @@ use std::collections::BTreeMap;
 use ferrodir_proto::entry::{Attribute, Entry};
 use ferrodir_shard::{attribute_csns, set_attribute_csns};
 
-/// Attributes each version stamps for itself, merged by the rules in [`merge`].
-const STAMPS: &[&str] = &[
-    "entrycsn",
-    "modifiersname",
-    "modifytimestamp",
-    "entryuuid",
-    "creatorsname",
-    "createtimestamp",
-    ferrodir_shard::ATTR_CSN_TYPE,
-];
+/// Attributes each version stamps for itself, merged by the rules in [`merge`]: those the
+/// shard does not track per attribute.
+const STAMPS: &[&str] = ferrodir_shard::ATTR_CSN_UNTRACKED;
 
 /// The outcome of a merge.
 #[derive(Debug)]

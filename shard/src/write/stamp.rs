@@ -131,8 +131,9 @@ pub fn stamp_modified(entry: &mut Entry, stamp: &Stamp) {
 /// `replication::merge`). Never returned by `+`, only when named.
 pub const ATTR_CSN_TYPE: &str = "ferrodirattrcsn";
 const ATTR_CSN_NAME: &str = "ferrodirAttrCSN";
-/// Attributes a change stamps or that name the entry itself: not tracked per attribute.
-const UNTRACKED: &[&str] = &[
+/// Attributes a change stamps or that name the entry itself: not tracked per attribute
+/// (server `replication::merge` takes them by its own rules).
+pub const UNTRACKED: &[&str] = &[
     "entrycsn",
     "modifiersname",
     "modifytimestamp",
