@@ -219,8 +219,9 @@ impl ShardActor {
                 value: Some(batch.csn_max.to_be_bytes().to_vec()),
             });
         }
-        if batch.own_csn_max > 0 {
-            // And a mesh node's own server id's value (`Hub::own_watermark`).
+        if batch.own_csn_max > 0 && self.core.info.hub.multi_provider() {
+            // And a mesh node's own server id's value (`Hub::own_watermark`); elsewhere
+            // nothing reads it, and a commit writes no more than it did.
             mutations.push(crate::storage::Mutation {
                 key: crate::index::keys::meta(OWN_CSN_MAX),
                 value: Some(batch.own_csn_max.to_be_bytes().to_vec()),
