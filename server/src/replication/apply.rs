@@ -32,7 +32,7 @@ use ferrodir_shard::{
 };
 
 use super::merge;
-use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, SharedTombstones, Tombstones};
+use super::mesh::{scan_uuids, uuid_of, Conflict, LocalFeed, SharedTombstones};
 use super::status::{Applied, Status};
 
 /// New entries' adds in flight at once.
@@ -117,9 +117,8 @@ pub struct Applier {
 /// A mesh consumer's view of the writes it did not make itself.
 struct MeshState {
     local: LocalFeed,
-    tombstones: Tombstones,
-    /// Deletes of entries not here yet, shared by the node's consumers.
-    early_deletes: SharedTombstones,
+    /// Deleted uuids, shared by the node's consumers.
+    tombstones: SharedTombstones,
 }
 
 impl Applier {
@@ -131,7 +130,7 @@ impl Applier {
         base: NormDn,
         status: std::sync::Arc<Status>,
         multi_provider: bool,
-        early_deletes: SharedTombstones,
+        tombstones: SharedTombstones,
     ) -> Result<Self> {
         // Subscribed before the map is read: no write in between is missed.
         let local = multi_provider.then(|| LocalFeed::subscribe(&worker, views));
@@ -145,7 +144,7 @@ impl Applier {
             in_flight_uuids: HashSet::new(),
             unknown_types: HashSet::new(),
             status,
-            mesh: local.map(|local| MeshState { local, tombstones: Tombstones::default(), early_deletes }),
+            mesh: local.map(|local| MeshState { local, tombstones }),
         })
     }
 
@@ -167,7 +166,7 @@ impl Applier {
     /// A mesh node: the uuid map and the tombstones brought up to every local write.
     fn follow_local(&mut self) -> Result<()> {
         let Some(mesh) = &mut self.mesh else { return Ok(()) };
-        if !mesh.local.follow(&mut self.uuids, &mut mesh.tombstones) {
+        if !mesh.local.follow(&mut self.uuids, &mesh.tombstones) {
             tracing::info!(
                 rid = self.status.rid,
                 "replication: the local change feed overflowed; reading the uuids again"
@@ -273,11 +272,7 @@ impl Applier {
             // Others write here too: everything they committed is seen before deciding.
             self.drain().await?;
             self.follow_local()?;
-            if self
-                .mesh
-                .as_ref()
-                .is_some_and(|m| m.tombstones.contains(&uuid) || m.early_deletes.contains(&uuid))
-            {
+            if self.mesh.as_ref().is_some_and(|m| m.tombstones.contains(&uuid)) {
                 self.conflict(Conflict::Delete, &dn, "a change of an entry deleted here: the delete wins");
                 return Ok(());
             }
@@ -674,7 +669,7 @@ impl Applier {
         let Some(&id) = self.uuids.get(uuid) else {
             // A mesh: the entry may still come by another path; its delete wins then too.
             if let Some(mesh) = &self.mesh {
-                mesh.early_deletes.insert(*uuid);
+                mesh.tombstones.insert(*uuid);
             }
             return Ok(());
         };

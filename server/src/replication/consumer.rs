@@ -50,14 +50,14 @@ enum Ended {
 
 /// Runs one `[[replication]]` consumer forever (or until its retry schedule is used up).
 ///
-/// `early_deletes`: shared by every consumer of this node (a mesh's deletes that came before
-/// their entry; `mesh::SharedTombstones`).
+/// `tombstones`: the deleted uuids, shared by every consumer of this node (a mesh; its
+/// deletes and those that came before their entry: `mesh::SharedTombstones`).
 pub async fn run(
     settings: Replication,
     worker: Rc<Worker>,
     views: Vec<Rc<ShardCore>>,
     status: Arc<Status>,
-    early_deletes: super::mesh::SharedTombstones,
+    tombstones: super::mesh::SharedTombstones,
 ) {
     let rid = settings.rid;
     let Ok(base) = worker.config().dn_rules().parse(&settings.search_base) else { return };
@@ -68,7 +68,7 @@ pub async fn run(
         base,
         status.clone(),
         worker.hub().multi_provider(),
-        early_deletes,
+        tombstones,
     ) {
         Ok(applier) => applier,
         Err(e) => {

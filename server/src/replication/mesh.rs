@@ -9,7 +9,7 @@
 //!   remote rename of it renames it and never adds a copy. A feed that overflowed (this
 //!   consumer busy while clients wrote thousands of batches) rebuilds the map from the
 //!   shards.
-//! - [`Tombstones`]: the uuids deleted here (from the feed, and at start from the delete
+//! - [`SharedTombstones`]: the uuids deleted here (from the feed, and at start from the delete
 //!   logs), so that a change of an entry that arrives after its delete is dropped: the
 //!   delete wins, whichever order the two reach a node in.
 //! - [`Conflict`]: the kinds `ferrodir_replication_conflicts_total{kind}` counts.
@@ -57,12 +57,13 @@ impl Conflict {
     }
 }
 
-/// The uuids whose delete reached one of this node's consumers before their entry did (a
-/// mesh: a node adds and deletes an entry; its delete comes here by one path while the add
-/// is still on its way by another). Nothing was deleted here, so the change feed has no
-/// record of it; this set, shared by every consumer of the node, keeps the delete winning
-/// when the entry comes. In memory only: after a restart the provider's refresh answers
-/// for it (the entry is not presented, or its delete is in the provider's log).
+/// The node's tombstones, one set shared by every consumer of the node: the uuids deleted
+/// here (from the change feed, and at start from the delete logs), and those whose delete
+/// reached a consumer before their entry did (a node adds and deletes an entry; its delete
+/// comes here by one path while the add is still on its way by another: nothing was deleted
+/// here, so the feed has no record of it). Either way a later change of the uuid is dropped:
+/// the delete wins. In memory only: after a restart the delete logs, and the providers'
+/// refreshes for early deletes, answer for them.
 #[derive(Clone, Default)]
 pub struct SharedTombstones(std::sync::Arc<std::sync::Mutex<Tombstones>>);
 
@@ -124,7 +125,7 @@ impl LocalFeed {
 
     /// Brings `uuids` and `tombstones` up to every write committed so far. Ok(false): the
     /// feed overflowed; the caller rebuilds the map with [`scan_uuids`] and resubscribes.
-    pub fn follow(&mut self, uuids: &mut HashMap<Uuid, EntryId>, tombstones: &mut Tombstones) -> bool {
+    pub fn follow(&mut self, uuids: &mut HashMap<Uuid, EntryId>, tombstones: &SharedTombstones) -> bool {
         if self.feed.dropped.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }

@@ -711,9 +711,9 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
 fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metrics: &Metrics) {
     // The uuids whose delete came to one consumer before their entry (a mesh): shared, so
     // that the entry, when another consumer brings it, stays deleted.
-    let early_deletes = crate::replication::mesh::SharedTombstones::default();
+    let tombstones = crate::replication::mesh::SharedTombstones::default();
     for (i, settings) in config.replication.iter().enumerate() {
-        let early_deletes = early_deletes.clone();
+        let tombstones = tombstones.clone();
         let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
         let status = metrics.replication.register(settings, config.multi_provider);
         let sources: Vec<_> = (0..store.manifest.shards)
@@ -729,7 +729,7 @@ fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metri
                     .into_iter()
                     .filter_map(|(info, engine)| ShardCore::new(info, engine).ok().map(Rc::new))
                     .collect();
-                crate::replication::consumer::run(settings, worker, views, status, early_deletes).await;
+                crate::replication::consumer::run(settings, worker, views, status, tombstones).await;
             });
         });
     }
