@@ -31,7 +31,8 @@ pub type Uuid = [u8; 16];
 
 /// Committed batches the local feed may hold before it overflows (the map is rebuilt then).
 const FEED_BATCHES: usize = 16_384;
-/// Deleted uuids remembered; the oldest are forgotten first (slapd's sessionlog default).
+/// Deleted uuids remembered by default (`[limits] sync_delete_log_max`'s default, slapd's
+/// sessionlog's); the oldest are forgotten first.
 pub const TOMBSTONES_MAX: usize = 100_000;
 
 /// `ferrodir_replication_conflicts_total{kind}`'s kinds.
@@ -68,6 +69,12 @@ impl Conflict {
 pub struct SharedTombstones(std::sync::Arc<std::sync::Mutex<Tombstones>>);
 
 impl SharedTombstones {
+    /// A set that remembers at most `max` uuids (`[limits] sync_delete_log_max`: a delete
+    /// older than the delete logs reach is out of a peer's delete phase too).
+    pub fn with_max(max: usize) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(Tombstones { max, ..Tombstones::default() })))
+    }
+
     pub fn insert(&self, uuid: Uuid) {
         if let Ok(mut set) = self.0.lock() {
             set.insert(uuid);
@@ -79,11 +86,18 @@ impl SharedTombstones {
     }
 }
 
-/// The uuids deleted on this node, at most [`TOMBSTONES_MAX`], oldest forgotten first.
-#[derive(Default)]
+/// The uuids deleted on this node, at most `max` ([`TOMBSTONES_MAX`] by default), oldest
+/// forgotten first.
 pub struct Tombstones {
     set: HashSet<Uuid>,
     order: VecDeque<Uuid>,
+    max: usize,
+}
+
+impl Default for Tombstones {
+    fn default() -> Self {
+        Self { set: HashSet::new(), order: VecDeque::new(), max: TOMBSTONES_MAX }
+    }
 }
 
 impl Tombstones {
@@ -92,7 +106,7 @@ impl Tombstones {
             return;
         }
         self.order.push_back(uuid);
-        while self.order.len() > TOMBSTONES_MAX {
+        while self.order.len() > self.max {
             if let Some(old) = self.order.pop_front() {
                 self.set.remove(&old);
             }

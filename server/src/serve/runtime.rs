@@ -711,7 +711,7 @@ fn start_hash_pool(config: &Config) -> anyhow::Result<Arc<HashPool>> {
 fn start_replication(config: &Config, store: &Store, arbiters: &[Arbiter], metrics: &Metrics) {
     // The uuids whose delete came to one consumer before their entry (a mesh): shared, so
     // that the entry, when another consumer brings it, stays deleted.
-    let tombstones = crate::replication::mesh::SharedTombstones::default();
+    let tombstones = crate::replication::mesh::SharedTombstones::with_max(config.limits.sync_delete_log_max);
     for (i, settings) in config.replication.iter().enumerate() {
         let tombstones = tombstones.clone();
         let Some(arbiter) = arbiters.get(i % arbiters.len().max(1)) else { return };
