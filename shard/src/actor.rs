@@ -254,6 +254,7 @@ impl ShardActor {
         match outcome.and_then(|()| self.core.refresh_snapshot()) {
             Ok(()) => {
                 answered = batch.replies.len();
+                self.core.cache_reopen_if_closed();
                 self.publish(batch);
             }
             Err(e) => {
@@ -301,9 +302,8 @@ impl ShardActor {
     fn roll_back(&self, batch: &Overlay, pending: &Overlay, error: &ShardError) {
         let shard = self.core.info.index;
         tracing::error!(shard, error = %error, "commit failed: every write of the batch fails with unavailable");
-        // The shared entry cache closes for good (until a restart): whether a failed commit
-        // reached the file is not known, and the engine's count of commits did not move, so
-        // no label could tell a shard view's old read from the file's new state.
+        // The shared entry cache closes until the next successful commit: no label could
+        // tell a shard view's old read from the file's state after the failure.
         self.core.cache_close();
         for (id, _) in batch.touched.iter().chain(&pending.touched) {
             self.core.cache_forget(*id);

@@ -323,11 +323,22 @@ impl ShardCore {
         }
     }
 
-    /// The owner, after a failed commit: the shared cache is dropped and read around from
-    /// now on (`EntryCache::close`).
+    /// The owner, after a failed commit: the shared cache is dropped and read around until
+    /// the next successful commit (`EntryCache::close`).
     pub fn cache_close(&self) {
         if let Some(cache) = self.info.entry_cache.as_deref() {
             cache.close();
+        }
+    }
+
+    /// The owner, after its first successful commit since a failed one (a shard that
+    /// recovered from a full disk): the cache opens again, empty, at the snapshot just
+    /// refreshed (`EntryCache::close`).
+    pub fn cache_reopen_if_closed(&self) {
+        if let (Some(cache), Some(label)) = (self.info.entry_cache.as_deref(), self.label.get()) {
+            if cache.is_closed() {
+                cache.open(label);
+            }
         }
     }
 

@@ -159,6 +159,11 @@ impl EntryCache {
         self.published.store(label, Ordering::Release);
     }
 
+    /// Whether [`EntryCache::close`] closed it (or the owner has not opened it yet).
+    pub fn is_closed(&self) -> bool {
+        self.published.load(Ordering::Acquire) == CLOSED
+    }
+
     /// The compact form of `record`, for this cache.
     pub fn compact(&self, record: &EntryRecord) -> Result<CompactEntry, CorruptRecord> {
         CompactEntry::build(&self.rules, record)
@@ -224,10 +229,11 @@ impl EntryCache {
         }
     }
 
-    /// After a failed commit: empties the cache and closes it for good, so that every read
-    /// goes to the storage. The commit may or may not have reached the file, and the
-    /// engine's count did not move, so labels can no longer tell versions apart; the shard
-    /// takes no more writes until a restart anyway (docs/ARCHITECTURE.md, "Faults").
+    /// After a failed commit: empties the cache and closes it, so that every read goes to
+    /// the storage. Labels can no longer tell versions apart (the engine's count moved
+    /// without a version to publish), so nothing may be served from it until the owner's
+    /// next successful commit opens it again, empty, at that commit's label
+    /// ([`EntryCache::open`]): a reader of an older snapshot neither hits nor inserts then.
     pub fn close(&self) {
         self.published.store(CLOSED, Ordering::Release);
         for partition in self.partitions.iter() {
@@ -431,9 +437,9 @@ mod tests {
     }
 
     /// After a failed commit the cache is emptied and stays closed: no hit, no insert, and
-    /// a later publish does not reopen it.
+    /// a later publish does not reopen it; only the owner's open does.
     #[test]
-    fn a_failed_commit_closes_the_cache_for_good() {
+    fn a_failed_commit_closes_the_cache_until_it_is_opened_again() {
         let c = cache(1 << 20);
         c.open(1);
         assert!(c.insert(EntryId(1), version(&c, "a"), 1));
@@ -443,6 +449,16 @@ mod tests {
         assert!(!c.insert(EntryId(2), version(&c, "b"), 1));
         c.publish(2);
         assert!(matches!(c.get(EntryId(1), 2), Lookup::Bypass));
+        assert!(c.is_closed());
+        // Opened again at the owner's next commit, 3: readers of older snapshots neither
+        // hit nor insert, readers at 3 use it.
+        c.open(3);
+        assert!(!c.is_closed());
+        assert!(!c.insert(EntryId(2), version(&c, "b"), 2), "a read of a snapshot before the reopen went in");
+        assert!(matches!(c.get(EntryId(2), 3), Lookup::Miss));
+        assert!(c.insert(EntryId(2), version(&c, "b"), 3));
+        assert!(matches!(c.get(EntryId(2), 2), Lookup::Miss | Lookup::Bypass));
+        assert_eq!(hit(&c, EntryId(2), 3).as_deref(), Some("cn=b"));
     }
 
     #[test]

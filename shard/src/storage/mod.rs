@@ -20,6 +20,7 @@ mod overlay;
 mod powercut;
 mod redb_engine;
 mod sled_engine;
+mod watched;
 pub(crate) mod writelog;
 
 use std::path::Path;

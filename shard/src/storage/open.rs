@@ -6,11 +6,13 @@
 use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use redb::backends::FileBackend;
 use redb::{Database, StorageBackend};
 
 use super::powercut::PowerCutBackend;
+use super::watched::{Watch, Watched};
 
 /// The write log's size per shard unless the config says otherwise: 512 KiB, 128 records of
 /// one page (one kept spare), each checkpoint carrying up to that many commits. Between two
@@ -73,6 +75,23 @@ pub fn open(path: &Path, options: &StorageOptions) -> Result<Database, redb::Dat
     }
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
     builder.create_with_backend(PowerCutBackend::new(file, modes.simulate_power_cut, modes.ack_before_sync)?)
+}
+
+/// [`open`] for a shard's file: the same settings, written through a [`Watched`] backend
+/// whose [`Watch`] tells how a failed commit failed (a full disk is one a shard recovers
+/// from by itself, docs/ARCHITECTURE.md "Faults").
+pub fn open_watched(path: &Path, options: &StorageOptions) -> Result<(Database, Arc<Watch>), redb::DatabaseError> {
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(options.cache_bytes);
+    let modes = options.test_modes;
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let inner: Box<dyn StorageBackend> = if modes.any() {
+        Box::new(PowerCutBackend::new(file, modes.simulate_power_cut, modes.ack_before_sync)?)
+    } else {
+        Box::new(FileBackend::new(file)?)
+    };
+    let (backend, watch) = Watched::new(inner);
+    Ok((builder.create_with_backend(backend)?, watch))
 }
 
 /// Opens (creating if needed) a shard's write log file, through the test backend when a

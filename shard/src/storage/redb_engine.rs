@@ -10,19 +10,24 @@
 //!   with `Durability::Immediate` (fdatasync), which also carries every earlier one.
 //!
 //! Faults (docs/ARCHITECTURE.md, "Faults"): an existing file is checked page by page before
-//! use ([`RedbEngine::open_existing`]); the first failed commit stops the shard's writes until
-//! a restart and reopens the file read-only ([`super::frozen`]) so reads go on; a read that
-//! makes redb panic on a damaged page returns an error instead.
+//! use ([`RedbEngine::open_existing`]); a failed commit reopens the file read-only
+//! ([`super::frozen`]) so reads go on. A commit refused only for lack of space leaves the
+//! file's state known ([`super::watched`]): writes are refused until a retry, at most once
+//! a second, reopens the file for writing and replays the write log. Any other failure
+//! stops the shard's writes until a restart. A read that makes redb panic on a damaged page
+//! returns an error instead.
 
 use std::ops::Bound;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use redb::{Database, DatabaseError, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::watched::Watch;
 use super::writelog::{Record, WriteLog};
 use super::{
     prefix_end, BulkSink, KvEngine, KvSnapshot, Mutation, OpenError, StorageError, StorageOptions,
@@ -36,6 +41,9 @@ const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 const LOG_STATE: TableDefinition<&str, u64> = TableDefinition::new("write_log");
 const APPLIED: &str = "applied";
 const LOG_ID: &str = "id";
+/// How often a shard refused for lack of space tries to take writes again: each try
+/// reopens the file, so not at every refused write.
+const SPACE_RETRY: Duration = Duration::from_secs(1);
 
 pub struct RedbEngine {
     path: PathBuf,
@@ -43,16 +51,47 @@ pub struct RedbEngine {
     /// read-only reopen of the file: redb fails every later operation of a database that saw
     /// an I/O error, reads of pages not in its cache included.
     db: ArcSwap<Database>,
-    /// Why this shard takes no more writes: set by its first failed commit, for the life of
-    /// the process. Until a restart the file is not written again, so a fault can't turn into
-    /// a half-written file, and the reads served stay those of the last good commit.
+    /// Why this shard takes no more writes: set by its first failed commit whose outcome is
+    /// not known (anything but a lack of space), for the life of the process. Until a
+    /// restart the file is not written again, so a fault can't turn into a half-written
+    /// file, and the reads served stay those of the last good commit.
     write_failure: OnceLock<String>,
+    /// The writer's record of the file's health; locked by the one writer only, never
+    /// while it waits for the write log's lock.
+    health: Mutex<Health>,
+    /// What the file was opened with: a recovery opens it again the same way.
+    options: StorageOptions,
     /// [`KvEngine::commits`]: moved by the commit thread (the one writer) after each commit,
     /// failed ones included (they reopen `db`), and after a bulk load.
     commits: AtomicU64,
     /// The write log, when on. Locked by the one writer (the commit thread, a bulk load, a
     /// checkpoint): never contended on the commit path.
     log: Option<Mutex<WriteLog>>,
+}
+
+/// The writer's view of the open database's health.
+#[derive(Default)]
+struct Health {
+    /// How the open database's writes failed (none for the in-memory engine).
+    watch: Option<Arc<Watch>>,
+    /// Set while commits are refused for lack of space.
+    out_of_space: Option<OutOfSpace>,
+    /// After each recovery: the read-only reopen that readers may still be reading, with a
+    /// read transaction of the recovered database at the state that reopen reads from the
+    /// file. redb reuses a page only once no read transaction older than the commit that
+    /// freed it is live, so the pin keeps the recovered database from overwriting a page
+    /// those readers may still read. Both go once nothing else holds the reopen.
+    retired: Vec<Retired>,
+}
+
+struct OutOfSpace {
+    cause: String,
+    tried: Instant,
+}
+
+struct Retired {
+    _pin: redb::ReadTransaction,
+    reopen: Arc<Database>,
 }
 
 fn err(e: impl std::fmt::Display) -> StorageError {
@@ -86,7 +125,7 @@ impl RedbEngine {
     /// had a log keeps being replayed from it even when opened without one, so that turning
     /// the setting off loses nothing.
     pub fn open(path: &Path, options: &StorageOptions) -> StorageResult<Self> {
-        let db = super::open(path, options).map_err(err)?;
+        let (db, watch) = super::open::open_watched(path, options).map_err(err)?;
         let log_id = create_tables(&db)?;
         let log_path = log_path(path);
         let log_bytes = options.write_log_bytes;
@@ -107,6 +146,8 @@ impl RedbEngine {
             path: path.to_path_buf(),
             db: ArcSwap::from_pointee(db),
             write_failure: OnceLock::new(),
+            health: Mutex::new(Health { watch: Some(watch), ..Health::default() }),
+            options: options.clone(),
             commits: AtomicU64::new(0),
             log,
         })
@@ -123,6 +164,8 @@ impl RedbEngine {
             path: PathBuf::from("(in memory)"),
             db: ArcSwap::from_pointee(db),
             write_failure: OnceLock::new(),
+            health: Mutex::default(),
+            options: StorageOptions::default(),
             commits: AtomicU64::new(0),
             log: None,
         })
@@ -138,23 +181,97 @@ impl RedbEngine {
         Self::open(path, options).map_err(OpenError::Other)
     }
 
-    /// The error every write gets once a commit has failed.
-    fn refuse_after_failure(&self) -> StorageResult<()> {
-        match self.write_failure.get() {
-            Some(cause) => Err(StorageError(format!(
-                "writes stopped after a failed commit ({cause}); fix the cause, then restart the server"
-            ))),
-            None => Ok(()),
-        }
+    fn health(&self) -> MutexGuard<'_, Health> {
+        // Every change to it is one assignment: a panic can't leave it half-changed.
+        self.health.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stops writes for good and reopens the file for reads; called when redb failed a
-    /// commit (its database latches after an I/O error). The reopen serves the file's last
-    /// durable commit, so the write log's acknowledged records since are applied to it
-    /// again, in memory (`log`: the log, held by the failed writer).
-    /// `refused`: a record of the log whose batch redb refused, left out of that.
+    /// Whether a write may go ahead: the error it gets once a commit failed for good, or
+    /// while the disk is full. A full disk is retried at most every [`SPACE_RETRY`]: the
+    /// write that finds space back recovers the file and goes ahead.
+    fn writable(&self) -> StorageResult<()> {
+        if let Some(cause) = self.write_failure.get() {
+            return Err(StorageError(format!(
+                "writes stopped after a failed commit ({cause}); fix the cause, then restart the server"
+            )));
+        }
+        {
+            let mut health = self.health();
+            // Readers of the reopen a recovery replaced are gone: the pages are free to reuse.
+            health.retired.retain(|r| Arc::strong_count(&r.reopen) > 1);
+            let Some(full) = health.out_of_space.as_mut() else { return Ok(()) };
+            if full.tried.elapsed() < SPACE_RETRY {
+                return Err(StorageError(format!(
+                    "{}; writes resume by themselves once space is freed",
+                    full.cause
+                )));
+            }
+            full.tried = Instant::now();
+        }
+        self.recover()
+    }
+
+    /// After a commit refused for lack of space: opens the file for writing again (redb
+    /// recovers it to its last durable commit) and replays the write log into it, durably,
+    /// so it holds every acknowledged write; then it replaces the read-only reopen. If there
+    /// is still no room the shard stays as it was, and the next try comes later.
+    fn recover(&self) -> StorageResult<()> {
+        let mut log = self.lock_log();
+        let (db, watch) = match super::open::open_watched(&self.path, &self.options) {
+            Ok(opened) => opened,
+            Err(e) => return Err(self.still_full(format!("cannot reopen the file for writing: {e}"))),
+        };
+        // At the durable state the read-only reopen reads from the file (see `Health::retired`).
+        let pin = db.begin_read().map_err(err)?;
+        if let Some(log) = log.as_deref_mut() {
+            if let Err(e) = replay(&db, log, &self.path) {
+                if !watch.only_out_of_space() {
+                    self.stop_writes(&e);
+                    return Err(e);
+                }
+                return Err(self.still_full(e.0));
+            }
+        }
+        let reopen = self.db.swap(Arc::new(db));
+        let mut health = self.health();
+        health.retired.push(Retired { _pin: pin, reopen });
+        health.watch = Some(watch);
+        health.out_of_space = None;
+        drop(health);
+        // Views take a fresh snapshot: of the recovered database.
+        self.commits.fetch_add(1, Ordering::Release);
+        tracing::warn!(file = %self.path.display(), "space is back: this shard takes writes again");
+        Ok(())
+    }
+
+    /// A recovery that found no room yet: the error the write gets.
+    fn still_full(&self, why: String) -> StorageError {
+        tracing::debug!(file = %self.path.display(), error = %why, "still no space for this shard's writes");
+        let health = self.health();
+        let cause = health.out_of_space.as_ref().map_or_else(|| why.clone(), |f| f.cause.clone());
+        StorageError(format!("{cause}; writes resume by themselves once space is freed"))
+    }
+
+    /// After redb failed a commit (its database latches after an I/O error): a commit
+    /// refused only for lack of space refuses writes until space is back
+    /// ([`Self::writable`]); any other stops them for good. Either way the file is reopened
+    /// for reads. The reopen serves the file's last durable commit, so the write log's
+    /// acknowledged records since are applied to it again, in memory (`log`: the log, held
+    /// by the failed writer). `refused`: a record of the log whose batch redb refused, left
+    /// out of that.
     fn fail_writes(&self, cause: &StorageError, log: Option<&WriteLog>, refused: Option<u64>) {
-        if !self.stop_writes(cause) {
+        let out_of_space = {
+            let mut health = self.health();
+            let known = health.watch.as_ref().is_some_and(|w| w.only_out_of_space());
+            if known {
+                health.out_of_space = Some(OutOfSpace { cause: cause.0.clone(), tried: Instant::now() });
+            }
+            known
+        };
+        if out_of_space {
+            tracing::error!(file = %self.path.display(), error = %cause,
+                "commit refused for lack of space: this shard refuses writes until space is freed, reads go on");
+        } else if !self.stop_writes(cause) {
             return;
         }
         match super::frozen::open_frozen(&self.path) {
@@ -378,14 +495,15 @@ fn classify(e: DatabaseError) -> OpenError {
 impl KvEngine for RedbEngine {
     fn snapshot(&self) -> StorageResult<Box<dyn KvSnapshot>> {
         guarded(|| {
-            let txn = self.db.load().begin_read().map_err(err)?;
+            let db = self.db.load_full();
+            let txn = db.begin_read().map_err(err)?;
             let table = txn.open_table(KV).map_err(err)?;
-            Ok(Box::new(RedbSnapshot { table }) as Box<dyn KvSnapshot>)
+            Ok(Box::new(RedbSnapshot { table, _db: db }) as Box<dyn KvSnapshot>)
         })
     }
 
     fn commit(&self, batch: &[Mutation]) -> StorageResult<()> {
-        self.refuse_after_failure()?;
+        self.writable()?;
         let result = match self.lock_log() {
             Some(mut log) => self.commit_logged(batch, &mut log),
             None => self.commit_durable(batch, None),
@@ -395,7 +513,7 @@ impl KvEngine for RedbEngine {
     }
 
     fn checkpoint(&self) -> StorageResult<()> {
-        self.refuse_after_failure()?;
+        self.writable()?;
         match self.lock_log() {
             Some(mut log) if log.used() > 0 => self.commit_durable(&[], Some(&mut log)),
             _ => Ok(()),
@@ -411,7 +529,7 @@ impl KvEngine for RedbEngine {
     /// bounded; the commit then syncs everything at once.
     fn bulk_load(&self, fill: &mut dyn FnMut(&mut dyn BulkSink) -> StorageResult<()>) -> StorageResult<()> {
         // After a failure `db` is the in-memory reopen: a load into it would vanish.
-        self.refuse_after_failure()?;
+        self.writable()?;
         // The load's durable commit makes the log's records durable in redb too; hold the
         // log so that it starts over after it.
         let mut log = self.lock_log();
@@ -604,6 +722,9 @@ impl BulkSink for RedbSink<'_> {
 
 struct RedbSnapshot {
     table: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    /// Held so that a recovery knows when the last reader of a replaced read-only reopen is
+    /// gone (`Health::retired`).
+    _db: Arc<Database>,
 }
 
 impl KvSnapshot for RedbSnapshot {
@@ -887,6 +1008,59 @@ mod tests {
         })
         .unwrap();
         assert_eq!(count, 3000);
+    }
+
+    #[test]
+    fn after_a_commit_refused_for_space_writes_resume_with_every_acknowledged_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-000.redb");
+        filled(&path);
+        let engine = open_with_log(&path, 64 << 10).unwrap();
+        // Acknowledged through the log only: not in the file's durable state yet.
+        engine.commit(&[put("Ea", "logged")]).unwrap();
+        // As after a write that ENOSPC refused: the watch says so, and redb latched.
+        engine.health().watch = Some(Arc::new(Watch::out_of_space_seen()));
+        {
+            let log = engine.lock_log();
+            engine.fail_writes(
+                &StorageError("I/O error: No space left on device (os error 28)".into()),
+                log.as_deref(),
+                None,
+            );
+        }
+        let refused = engine.commit(&[put("Eb", "refused")]).unwrap_err().0;
+        assert!(refused.contains("No space left") && refused.contains("resume"), "{refused}");
+        assert!(!refused.contains("restart"), "{refused}");
+        // Reads go on from the read-only reopen, the logged write included.
+        let before = engine.snapshot().unwrap();
+        assert_eq!(value(&engine, "Ea").as_deref(), Some("logged"));
+        assert_eq!(value(&engine, "Eb"), None);
+
+        // Space is back; the next write after the retry interval recovers and lands.
+        engine.health().out_of_space.as_mut().unwrap().tried -= SPACE_RETRY;
+        engine.commit(&[put("Eb", "after")]).unwrap();
+        assert_eq!(value(&engine, "Ea").as_deref(), Some("logged"));
+        assert_eq!(value(&engine, "Eb").as_deref(), Some("after"));
+        // Churn with checkpoints: the snapshot taken before the recovery still reads its
+        // pages (the recovered file does not reuse them while it lives).
+        for round in 0..40u32 {
+            let batch: Vec<Mutation> = (0..3000u32)
+                .step_by(7)
+                .map(|i| Mutation { key: format!("E{i:06}").into_bytes(), value: Some(vec![round as u8; 300]) })
+                .collect();
+            engine.commit(&batch).unwrap();
+            engine.checkpoint().unwrap();
+        }
+        assert_eq!(before.get(b"E000042").unwrap(), Some(vec![42u8; 200]));
+        assert_eq!(engine.health().retired.len(), 1, "the reopen is retired while a reader holds it");
+        drop(before);
+        engine.commit(&[put("Ec", "c")]).unwrap();
+        assert!(engine.health().retired.is_empty(), "the reopen outlived its last reader");
+        drop(engine);
+        let reopened = open_with_log(&path, 64 << 10).unwrap();
+        assert_eq!(value(&reopened, "Ea").as_deref(), Some("logged"));
+        assert_eq!(value(&reopened, "Eb").as_deref(), Some("after"));
+        assert_eq!(value(&reopened, "Ec").as_deref(), Some("c"));
     }
 
     #[test]
