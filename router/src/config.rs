@@ -149,6 +149,10 @@ pub struct DirectoryConfig {
     /// `[dynlist]`: dynamic groups (slapo-dynlist), their member values computed at read
     /// time (`op::dynlist`).
     pub dynlist: DynlistConfig,
+    /// Free space on the data directory and `[limits] disk_free_min_bytes`: client writes
+    /// are refused while it is low (`op::check_writable`). One value for the server's life,
+    /// kept across reloads.
+    pub disk: Arc<crate::disk::DiskSpace>,
 }
 
 /// The `[dynlist]` settings the router reads (`op::dynlist`).

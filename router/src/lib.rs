@@ -42,6 +42,7 @@ mod authz;
 mod changelog;
 mod config;
 pub mod coordinator;
+pub mod disk;
 mod error;
 mod intent;
 mod limits;

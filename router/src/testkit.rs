@@ -229,6 +229,7 @@ fn directory_config(
         ppolicy: Default::default(),
         changelog: false,
         dynlist: Default::default(),
+        disk: Arc::default(),
     }
 }
 

@@ -210,6 +210,11 @@ pub struct Limits {
     /// Records each shard's delete log keeps (deletes and Modify DNs, for a sync refresh's
     /// delete phase), as slapd's syncprov-sessionlog; the oldest are trimmed.
     pub sync_delete_log_max: usize,
+    /// Below this many bytes free on the data directory's filesystem client writes get
+    /// unwillingToPerform (53) "disk space low", and replication consumers pause, until
+    /// the space is back (router `disk`); 0: never. The reserve is left for the server's
+    /// own bookkeeping and checkpoints.
+    pub disk_free_min_bytes: u64,
     /// Sorted searches running or kept (paged, VLV) per connection; one more: busy (51),
     /// as slapd's sssvlv-maxperconn.
     pub sort_sessions_per_connection_max: usize,
@@ -823,6 +828,7 @@ impl Default for Limits {
             search_chunks_in_flight: 4,
             sort_entries_max: 100_000,
             sync_delete_log_max: ferrodir_shard::DELETE_LOG_MAX_DEFAULT,
+            disk_free_min_bytes: DISK_FREE_MIN_BYTES_DEFAULT,
             sort_keys_max: 5,
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,
@@ -876,6 +882,12 @@ impl Limits {
 
 /// The index memberOf is read from (see [`Config::index_directives`]).
 pub const MEMBEROF_INDEX: &str = "member,uniqueMember eq";
+
+/// `[limits] disk_free_min_bytes` by default: 64 MiB, room for every shard's checkpoint
+/// (a write log's worth of pages, 512 KiB by default) and redb's growth of a file by a
+/// region, with margin, so that writes stop with a clear answer before any commit meets a
+/// full disk.
+pub const DISK_FREE_MIN_BYTES_DEFAULT: u64 = 64 << 20;
 
 /// Keys of `[limits]` that were replaced, with what replaces them.
 const RETIRED_LIMITS: &[(&str, &str)] = &[

@@ -62,7 +62,21 @@ pub struct ShardActor {
     alarm: Option<Option<crate::alarm::Alarm>>,
     /// The changelog's trimming timer, while it has an age bound.
     trim_timer: Option<SpawnHandle>,
+    /// Failed commits in a row, and when the last was logged: a shard that refuses writes
+    /// (a full disk, or stopped) logs the first failure, then a count once a minute, not a
+    /// line per batch.
+    failures: FailureLog,
 }
+
+#[derive(Default)]
+struct FailureLog {
+    in_a_row: u64,
+    unlogged: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+/// How often a shard that keeps failing its commits says so again.
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 struct DrainWaiter {
     generation: u64,
@@ -98,6 +112,7 @@ impl ShardActor {
             coalescing: None,
             alarm: None,
             trim_timer: None,
+            failures: FailureLog::default(),
         })
     }
 
@@ -254,6 +269,14 @@ impl ShardActor {
         match outcome.and_then(|()| self.core.refresh_snapshot()) {
             Ok(()) => {
                 answered = batch.replies.len();
+                if self.failures.in_a_row > 0 {
+                    tracing::warn!(
+                        shard = self.core.info.index,
+                        failed_commits = self.failures.in_a_row,
+                        "commits succeed again"
+                    );
+                    self.failures = FailureLog::default();
+                }
                 self.core.cache_reopen_if_closed();
                 self.publish(batch);
             }
@@ -299,9 +322,18 @@ impl ShardActor {
     /// taken anew: after a failed commit the engine reopens its file for reads (redb fails
     /// every later read of the old handle that misses its cache), and the cache must not
     /// disagree with what that reopen shows.
-    fn roll_back(&self, batch: &Overlay, pending: &Overlay, error: &ShardError) {
+    fn roll_back(&mut self, batch: &Overlay, pending: &Overlay, error: &ShardError) {
         let shard = self.core.info.index;
-        tracing::error!(shard, error = %error, "commit failed: every write of the batch fails with unavailable");
+        let log = &mut self.failures;
+        log.in_a_row += 1;
+        if log.logged_at.is_none_or(|at| at.elapsed() >= FAILURE_LOG_INTERVAL) {
+            let unlogged = std::mem::take(&mut log.unlogged);
+            tracing::error!(shard, error = %error, failed_since_last_line = unlogged,
+                "commit failed: every write of the batch fails with unavailable");
+            log.logged_at = Some(std::time::Instant::now());
+        } else {
+            log.unlogged += 1;
+        }
         // The shared entry cache closes until the next successful commit: no label could
         // tell a shard view's old read from the file's state after the failure.
         self.core.cache_close();

@@ -4,8 +4,13 @@
 //!   fails. It fails with unavailable (52) and a message naming the cause; later writes fail
 //!   the same way where their shard is full, and a modify that fails leaves the old value
 //!   served. Every acknowledged entry reads back, by base, compare and subtree search, and
-//!   no failed one does. Once space is freed, a restart serves every acknowledged write,
-//!   takes writes again, and `ferrodir verify` passes.
+//!   no failed one does; /readyz says the shards refuse writes. Once space is freed, every
+//!   shard takes writes again by itself, without a restart, and the server is ready again;
+//!   a restart then serves every acknowledged write, and `ferrodir verify` passes.
+//! - **Low disk space** (`[limits] disk_free_min_bytes`, a 48 MiB tmpfs filled from outside
+//!   to below the threshold): writes get unwillingToPerform (53) "disk space low" before the
+//!   disk is full, reads go on, /readyz and the metrics say so; once the space is back
+//!   writes are taken again by themselves.
 //! - **Read-only filesystem** (ext4 on a loop device, mounted `errors=remount-ro`, then
 //!   `remount,abort` while serving: the filesystem turns read-only as it does on an ext4
 //!   error; a plain `remount,ro` is refused with EBUSY while the server holds its files open
@@ -27,7 +32,8 @@ use std::time::{Duration, Instant};
 use ldap3::{Mod, Scope, SearchEntry};
 
 use crate::harness::{
-    binary, connect_url, listening_address, output_text, Client, Server, ADMIN_DN, ADMIN_PW,
+    binary, connect_url, free_port, http_get, listening_address, metric_value, output_text, wait_until,
+    Client, Server, ADMIN_DN, ADMIN_PW,
 };
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
@@ -37,7 +43,7 @@ const PEOPLE: &str = "ou=people,dc=example,dc=com";
 /// every read goes to the storage. The write logs are the smallest allowed (64 KiB, 16
 /// records): four of the default 2 MiB would not fit the full-disk test's 4 MiB, and a
 /// small log checkpoints every few commits, so faults reach redb's own durable commits as
-/// well as the log's appends.
+/// well as the log's appends. No free-space threshold: these tests fill the disk.
 const FAULT_CONFIG: &str = r#"
 shards = 4
 suffixes = ["dc=example,dc=com"]
@@ -47,6 +53,7 @@ example_data = true
 [limits]
 cache_bytes = 0
 write_log_bytes = 65536
+disk_free_min_bytes = 0
 [log]
 level = "warn"
 "#;
@@ -57,11 +64,20 @@ struct Namespace {
     holder: Child,
     mnt: PathBuf,
     dir: tempfile::TempDir,
+    /// The config the server in it starts with: `FAULT_CONFIG` unless a test says otherwise,
+    /// with `metrics_listen` at [`Namespace::metrics`].
+    config_text: String,
+    metrics: std::net::SocketAddr,
 }
 
 impl Namespace {
     /// Runs `mount_script` (which mounts something at `$MNT`) in a new mount namespace.
     fn new(mount_script: &str) -> Self {
+        Self::with_config(mount_script, FAULT_CONFIG)
+    }
+
+    /// [`Namespace::new`], the server started with `config` (top-level keys first).
+    fn with_config(mount_script: &str, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).expect("mkdir mnt");
@@ -84,7 +100,15 @@ impl Namespace {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        Self { holder, mnt, dir }
+        let metrics = free_port();
+        let config_text = format!("metrics_listen = \"{metrics}\"\n{config}");
+        Self { holder, mnt, dir, config_text, metrics }
+    }
+
+    /// /readyz: (ready, the reason when not).
+    fn readiness(&self) -> (bool, String) {
+        let (code, text) = http_get(self.metrics, "/readyz");
+        (code == 200, text)
     }
 
     /// `program` run inside the namespace.
@@ -107,7 +131,7 @@ impl Namespace {
     fn config(&self) -> PathBuf {
         let path = self.dir.path().join("ferrodir.toml");
         if !path.exists() {
-            std::fs::write(&path, FAULT_CONFIG).expect("write config");
+            std::fs::write(&path, &self.config_text).expect("write config");
         }
         path
     }
@@ -327,9 +351,39 @@ fn full_disk_fails_writes_cleanly_and_keeps_every_acknowledged_one() {
     }
     assert!(refused > 0, "no modify failed on a full disk");
     check_reads(&mut conn, &expected, &absent);
+    let (ready, why) = ns.readiness();
+    assert!(!ready && why.contains("refusing writes"), "ready with full shards: {why}");
 
-    // Space is freed; a restart (docs: what the operator does) serves every acknowledged write.
+    // Space is freed: with no restart, every shard takes writes again (its next write after
+    // its retry interval reopens the file and replays its write log).
     ns.sh("mount -o remount,size=64m \"$MNT\"");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (uid, sn) in expected.iter_mut() {
+        loop {
+            let result = replace_sn(&mut conn, uid, "resumed");
+            if result.0 == 0 {
+                *sn = "resumed".into();
+                break;
+            }
+            assert_clean_failure(&format!("modify {uid} once space was freed"), &result, &["resume"]);
+            assert!(
+                Instant::now() < deadline,
+                "modify {uid} still refused 20 s after space was freed: {result:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    for i in 0..12 {
+        let uid = format!("fill8{i:04}");
+        let result = add_person(&mut conn, &uid, "after the space came back");
+        assert_eq!(result.0, 0, "add {uid} once every shard took a write again: {result:?}");
+        expected.insert(uid, "before".into());
+    }
+    check_reads(&mut conn, &expected, &absent);
+    let ready = wait_until(Instant::now() + Duration::from_secs(5), || ns.readiness().0);
+    assert!(ready, "not ready once writes resumed: {:?}", ns.readiness());
+
+    // A restart serves every acknowledged write, those before the full disk and since.
     server.stop();
     let mut server = NsServer::start(&ns);
     let mut conn = server.admin();
@@ -339,6 +393,72 @@ fn full_disk_fails_writes_cleanly_and_keeps_every_acknowledged_one() {
     server.stop();
     let (passed, report) = ns.verify();
     assert!(passed && report.contains("0 problems"), "verify after the full disk: {report}");
+}
+
+#[test]
+fn low_disk_space_refuses_writes_before_the_disk_is_full_and_they_resume_by_themselves() {
+    let config = FAULT_CONFIG.replace("disk_free_min_bytes = 0", "disk_free_min_bytes = 16777216");
+    let ns = Namespace::with_config("mount -t tmpfs -o size=48m tmpfs \"$MNT\"", &config);
+    let mut server = NsServer::start(&ns);
+    let mut conn = server.admin();
+    let mut expected = Expected::new();
+    for i in 0..8 {
+        let uid = format!("fill{i:05}");
+        assert_eq!(add_person(&mut conn, &uid, "plenty of space").0, 0, "add {uid}");
+        expected.insert(uid, "before".into());
+    }
+    assert!(ns.readiness().0, "not ready with space to spare: {:?}", ns.readiness());
+    assert_eq!(metric_value(ns.metrics, "ferrodir_disk_space_low "), Some(0.0));
+    assert_eq!(metric_value(ns.metrics, "ferrodir_disk_free_min_bytes "), Some(16777216.0));
+
+    // Something else fills the filesystem to below the threshold, not to full.
+    ns.sh("head -c 34m /dev/zero > \"$MNT/filler\"");
+    // Until the monitor's next look, adds still land; then they are refused.
+    let mut attempt = 0;
+    let mut last = (0, String::new());
+    let low = wait_until(Instant::now() + Duration::from_secs(10), || {
+        attempt += 1;
+        let uid = format!("fill7{attempt:04}");
+        last = add_person(&mut conn, &uid, "low space");
+        if last.0 == 0 {
+            expected.insert(uid, "before".into());
+        }
+        last.0 == 53 && last.1.contains("disk space low")
+    });
+    assert!(low, "writes still taken below disk_free_min_bytes: {last:?}");
+    let absent = vec![format!("fill7{attempt:04}")];
+    let (ready, why) = ns.readiness();
+    assert!(!ready && why.contains("disk space low"), "readiness below the threshold: {why}");
+    assert_eq!(metric_value(ns.metrics, "ferrodir_disk_space_low "), Some(1.0));
+    let free = metric_value(ns.metrics, "ferrodir_disk_free_bytes ").expect("the free space metric");
+    assert!(free > 0.0 && free < 16777216.0, "free space reported: {free}");
+    // Every kind of write is refused the same way; reads go on.
+    let modify = replace_sn(&mut conn, "fill00000", "refused");
+    assert_eq!(modify.0, 53, "modify below the threshold: {modify:?}");
+    let delete = conn.delete(&format!("uid=fill00001,{PEOPLE}")).expect("delete: no answer");
+    assert_eq!(delete.rc, 53, "delete below the threshold: {delete:?}");
+    check_reads(&mut conn, &expected, &absent);
+
+    // The space comes back: writes are taken again, with no restart.
+    ns.sh("rm \"$MNT/filler\"");
+    let resumed = wait_until(Instant::now() + Duration::from_secs(10), || {
+        replace_sn(&mut conn, "fill00000", "after").0 == 0
+    });
+    assert!(
+        resumed,
+        "writes still refused once space was back: {:?}",
+        replace_sn(&mut conn, "fill00000", "after")
+    );
+    expected.insert("fill00000".into(), "after".into());
+    assert_eq!(add_person(&mut conn, "fill00100", "space is back").0, 0);
+    expected.insert("fill00100".into(), "before".into());
+    check_reads(&mut conn, &expected, &absent);
+    let ready = wait_until(Instant::now() + Duration::from_secs(5), || ns.readiness().0);
+    assert!(ready, "not ready once space was back: {:?}", ns.readiness());
+    assert_eq!(metric_value(ns.metrics, "ferrodir_disk_space_low "), Some(0.0));
+    server.stop();
+    let (passed, report) = ns.verify();
+    assert!(passed && report.contains("0 problems"), "verify after low space: {report}");
 }
 
 #[test]

@@ -345,3 +345,35 @@ pub fn wait_until(deadline: std::time::Instant, mut check: impl FnMut() -> bool)
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A free TCP port on loopback (bound, then let go: for a config that needs the address
+/// before the server starts).
+pub fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("its address")
+}
+
+/// A plain HTTP GET of the metrics endpoint: (status code, whole response); (0, "") when
+/// nothing answers.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> (u32, String) {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(5))
+    else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, text)
+}
+
+/// A sample's value in the metrics (the first line that starts with `line_prefix`);
+/// None when absent.
+pub fn metric_value(addr: std::net::SocketAddr, line_prefix: &str) -> Option<f64> {
+    let (_, text) = http_get(addr, "/metrics");
+    text.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

@@ -190,7 +190,8 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
 
 /// Refuses writes to what no naming context of ours holds: the root DSE, cn=Subschema, and
 /// DNs outside every suffix (slapd: unwillingToPerform, "no global superior knowledge").
-/// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words).
+/// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words). Below
+/// `[limits] disk_free_min_bytes` of free space every write is refused (`crate::disk`).
 pub fn check_writable(
     config: &crate::config::DirectoryConfig,
     dn: &ferrodir_proto::NormDn,
@@ -205,7 +206,7 @@ pub fn check_writable(
     if let Some(refusal) = config.replicated.iter().find_map(|area| area.refusal(dn)) {
         return Err(refusal);
     }
-    Ok(())
+    config.disk.check()
 }
 
 /// Parses an LDAPDN and normalises it, once for the whole request, by the schema's rules

@@ -69,12 +69,14 @@ pub fn directory_config(
         ppolicy: ppolicy(config, dn_rules)?,
         changelog: config.changelog.enabled,
         dynlist: ferrodir_router::DynlistConfig { members_max: config.dynlist.members_max },
+        disk: Arc::new(ferrodir_router::disk::DiskSpace::new(config.limits.disk_free_min_bytes)),
     })
 }
 
 /// `current` with what a reload may change taken from `next` (a re-read config file):
-/// access rules, limits, authorization rules, cn=Monitor's readers, the root password,
-/// TLS for binds, uniqueness. What lives for the server's life (its caches, counters,
+/// access rules, limits (`disk_free_min_bytes` included, applied at the disk monitor's
+/// next look), authorization rules, cn=Monitor's readers, the root password, TLS for
+/// binds, uniqueness. What lives for the server's life (its caches, counters,
 /// claims, paged-results key, schema and indexes) is kept. Errors name what does not
 /// validate; nothing changes then.
 pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<DirectoryConfig> {
@@ -98,6 +100,8 @@ pub fn reloaded(current: &DirectoryConfig, next: &Config) -> anyhow::Result<Dire
     out.ppolicy = ppolicy(next, dn_rules)?;
     out.changelog = next.changelog.enabled;
     out.dynlist = ferrodir_router::DynlistConfig { members_max: next.dynlist.members_max };
+    // Last: nothing above may fail once the shared value changed.
+    out.disk.set_min(next.limits.disk_free_min_bytes);
     Ok(out)
 }
 

@@ -21,8 +21,10 @@ pub struct ShardStats {
     /// Mutations per commit, counted per bucket of [`BATCH_BUCKETS`] (the last: above).
     pub batch_buckets: [AtomicU64; BATCH_BUCKETS.len() + 1],
     pub batch_sum: AtomicU64,
-    /// Set by the first failed commit: the shard takes no writes until a restart
-    /// (ARCHITECTURE.md, "Faults"), so the server is no longer ready.
+    /// Set by a failed commit, cleared by the next one that succeeds (a shard that was
+    /// refused space takes writes again once there is room; after any other failure none
+    /// succeeds until a restart: ARCHITECTURE.md, "Faults"). While set the server is not
+    /// ready.
     pub failed: AtomicBool,
 }
 
@@ -53,7 +55,12 @@ impl KvEngine for MeteredEngine {
         self.stats.commit_duration.observe(started.elapsed());
         self.stats.observe_batch(batch.len());
         match &result {
-            Ok(()) => self.stats.commits_ok.fetch_add(1, Ordering::Relaxed),
+            Ok(()) => {
+                if self.stats.failed.load(Ordering::Relaxed) {
+                    self.stats.failed.store(false, Ordering::Relaxed);
+                }
+                self.stats.commits_ok.fetch_add(1, Ordering::Relaxed)
+            }
             Err(_) => {
                 self.stats.failed.store(true, Ordering::Relaxed);
                 self.stats.commits_failed.fetch_add(1, Ordering::Relaxed)

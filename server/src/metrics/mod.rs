@@ -89,6 +89,7 @@ pub struct Metrics {
     pub hub: Arc<ferrodir_shard::Hub>,
     /// The syncrepl consumers this server serves as a provider.
     pub syncrepl: Arc<ferrodir_router::SyncreplStats>,
+    disk: Arc<ferrodir_router::disk::DiskSpace>,
     /// The replication consumers this server runs (`[[replication]]`).
     pub replication: crate::replication::status::Consumers,
     /// Reloads of the config that took effect, and those refused.
@@ -106,11 +107,13 @@ pub struct Sources {
     pub skeleton: Arc<SkeletonCell>,
     pub hub: Arc<ferrodir_shard::Hub>,
     pub syncrepl: Arc<ferrodir_router::SyncreplStats>,
+    /// Free space on the data directory, as the disk monitor last saw it (serve/diskwatch.rs).
+    pub disk: Arc<ferrodir_router::disk::DiskSpace>,
 }
 
 impl Metrics {
     pub fn new(sources: Sources) -> Self {
-        let Sources { shards, shard_files, skeleton, hub, syncrepl } = sources;
+        let Sources { shards, shard_files, skeleton, hub, syncrepl, disk } = sources;
         let process = prometheus::Registry::new();
         #[cfg(target_os = "linux")]
         if let Err(e) =
@@ -131,6 +134,7 @@ impl Metrics {
             intents_pending: Mutex::default(),
             hub,
             syncrepl,
+            disk,
             replication: Default::default(),
             reloads: Arc::default(),
             index_builds: Arc::default(),
@@ -139,10 +143,18 @@ impl Metrics {
     }
 
     /// Ready to serve: every shard open, every listener bound, no shard refusing writes
-    /// after a failed commit. The reason when not.
+    /// after a failed commit, free space above `[limits] disk_free_min_bytes`. The reason
+    /// when not. (Readiness is about writes: a write Service routes to ready pods only.)
     pub fn readiness(&self) -> Result<(), String> {
         if !self.serving.load(Ordering::Relaxed) {
             return Err("starting".into());
+        }
+        if self.disk.is_low() {
+            return Err(format!(
+                "disk space low: {} bytes free, below limits.disk_free_min_bytes ({}); writes are refused",
+                self.disk.free(),
+                self.disk.min()
+            ));
         }
         let failed: Vec<String> = self
             .shards
@@ -155,7 +167,7 @@ impl Metrics {
             // A replica is ready once every consumer has caught up (replication::status).
             self.replication.readiness()
         } else {
-            Err(format!("shards taking no writes after a failed commit: {}", failed.join(", ")))
+            Err(format!("shards refusing writes after a failed commit: {}", failed.join(", ")))
         }
     }
 
@@ -200,10 +212,34 @@ impl Metrics {
         reloads.value(&[("result", "ok")], self.reloads.ok.load(Ordering::Relaxed) as f64);
         reloads.value(&[("result", "failed")], self.reloads.failed.load(Ordering::Relaxed) as f64);
         let mut out = vec![self.tls_expiry_family(), build.done(), start.done(), reloads.done()];
+        out.extend(self.disk_families());
         out.extend(self.index_families());
         out.extend(self.connection_families(&workers));
         out.extend(request_families(&workers));
         out
+    }
+
+    /// Free space on the data directory and the threshold below which writes are refused.
+    fn disk_families(&self) -> Vec<MetricFamily> {
+        let mut free = Family::gauge(
+            "ferrodir_disk_free_bytes",
+            "Bytes free for the server on the data directory's filesystem, at the disk monitor's last look (once a second).",
+        );
+        let seen = self.disk.free();
+        if seen != u64::MAX {
+            free.value(&[], seen as f64);
+        }
+        let mut min = Family::gauge(
+            "ferrodir_disk_free_min_bytes",
+            "limits.disk_free_min_bytes: below this many bytes free, writes are refused (0: never).",
+        );
+        min.value(&[], self.disk.min() as f64);
+        let mut low = Family::gauge(
+            "ferrodir_disk_space_low",
+            "1 while free space is below limits.disk_free_min_bytes and writes are refused with unwillingToPerform.",
+        );
+        low.value(&[], if self.disk.is_low() { 1.0 } else { 0.0 });
+        vec![free.done(), min.done(), low.done()]
     }
 
     /// The indices and their online builds (serve/indexing.rs).

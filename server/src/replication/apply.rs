@@ -164,6 +164,13 @@ impl Applier {
     }
 
     /// A mesh node: the uuid map and the tombstones brought up to every local write.
+    /// Below `[limits] disk_free_min_bytes` the consumer pauses as client writes do: the
+    /// session ends and the retry schedule brings it back, from its cookie, once there is
+    /// room (router `disk`).
+    fn check_space(&self) -> Result<()> {
+        Ok(self.worker.config().disk.check()?)
+    }
+
     fn follow_local(&mut self) -> Result<()> {
         let Some(mesh) = &mut self.mesh else { return Ok(()) };
         if !mesh.local.follow(&mut self.uuids, &mesh.tombstones) {
@@ -257,6 +264,7 @@ impl Applier {
         attributes: Vec<PartialAttribute>,
         uuid: Uuid,
     ) -> Result<()> {
+        self.check_space()?;
         let dn = std::str::from_utf8(dn_bytes)
             .ok()
             .and_then(|t| self.worker.config().dn_rules().parse(t).ok())
@@ -664,6 +672,7 @@ impl Applier {
 
     /// A sync `delete` (or a syncIdSet uuid with refreshDeletes): nothing if absent.
     pub async fn delete(&mut self, uuid: &Uuid) -> Result<()> {
+        self.check_space()?;
         self.drain().await?;
         self.follow_local()?;
         let Some(&id) = self.uuids.get(uuid) else {
@@ -781,6 +790,7 @@ impl Applier {
         presented: &HashSet<Uuid>,
         cookie: Option<&[u8]>,
     ) -> Result<usize> {
+        self.check_space()?;
         self.drain().await?;
         self.follow_local()?;
         let provider_csns = cookie.map(super::cookie::csns).unwrap_or_default();

@@ -11,6 +11,7 @@
 pub mod accesslog;
 pub mod auditlog;
 pub mod connection;
+pub mod diskwatch;
 pub mod exposure;
 pub mod indexing;
 pub mod listeners;

@@ -241,6 +241,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     let shard_stats = crate::metrics::engine::install(&mut store.engines);
     let mut directory = crate::directory::directory_config(config, store, start_hash_pool(config)?)?;
     directory.paged.key = paged_key(&config.data_dir);
+    crate::serve::diskwatch::start(&config.data_dir, &directory.disk)?;
     store.fill_blooms()?;
     let settled = store.settle_containers(config)?;
     if settled > 0 {
@@ -255,6 +256,7 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
         skeleton: cell.clone(),
         hub: store.hub.clone(),
         syncrepl: directory.syncrepl.clone(),
+        disk: directory.disk.clone(),
     }));
     let log_format = crate::serve::accesslog::format(&config.access_log)?;
     let mut log_writers = Vec::new();

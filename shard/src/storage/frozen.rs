@@ -12,16 +12,34 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use redb::backends::FileBackend;
 use redb::{Database, StorageBackend};
 
 use super::overlay::PageOverlay;
 
-/// Opens `path` through a [`FrozenFile`]: for reads only, whatever state the filesystem is in.
-pub fn open_frozen(path: &Path) -> Result<Database, redb::DatabaseError> {
-    redb::Builder::new().create_with_backend(FrozenFile::open(path)?)
+/// Opens `path` through a [`FrozenFile`]: for reads only, whatever state the filesystem is
+/// in. With it, its [`Seal`].
+pub fn open_frozen(path: &Path) -> Result<(Database, Seal), redb::DatabaseError> {
+    let file = FrozenFile::open(path)?;
+    let seal = Seal(file.sealed.clone());
+    Ok((redb::Builder::new().create_with_backend(file)?, seal))
+}
+
+/// Cuts a frozen database off from the file, for when the file is being written again (a
+/// shard that recovered from a full disk): redb's close of the frozen database would read
+/// pages the recovered one has rewritten since. Sealed, every read of the file fails, so the
+/// close stops with an error instead of acting on pages that are no longer its own. Sealed
+/// only once no reader holds the database.
+#[derive(Debug)]
+pub struct Seal(Arc<AtomicBool>);
+
+impl Seal {
+    pub fn seal(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// The file as redb last left it, with redb's later writes kept in memory.
@@ -29,6 +47,7 @@ pub fn open_frozen(path: &Path) -> Result<Database, redb::DatabaseError> {
 pub struct FrozenFile {
     file: FileBackend,
     overlay: Mutex<PageOverlay>,
+    sealed: Arc<AtomicBool>,
 }
 
 impl FrozenFile {
@@ -36,7 +55,7 @@ impl FrozenFile {
         let file = File::open(path)?;
         let len = file.metadata()?.len();
         let file = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
-        Ok(Self { file, overlay: Mutex::new(PageOverlay::new(len)) })
+        Ok(Self { file, overlay: Mutex::new(PageOverlay::new(len)), sealed: Arc::default() })
     }
 
     fn overlay(&self) -> MutexGuard<'_, PageOverlay> {
@@ -51,6 +70,9 @@ impl StorageBackend for FrozenFile {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        if self.sealed.load(Ordering::Acquire) {
+            return Err(io::Error::other("the read-only reopen was retired: the file is written again"));
+        }
         self.overlay().read(&self.file, offset, out)
     }
 
@@ -92,7 +114,7 @@ mod tests {
         txn.commit().unwrap();
         // Still open, as after a failed commit: the file is marked as needing recovery.
         let before = std::fs::read(&path).unwrap();
-        let frozen = open_frozen(&path).unwrap();
+        let (frozen, _) = open_frozen(&path).unwrap();
         {
             let txn = frozen.begin_read().unwrap();
             let table = txn.open_table(T).unwrap();

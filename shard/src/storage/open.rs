@@ -80,7 +80,10 @@ pub fn open(path: &Path, options: &StorageOptions) -> Result<Database, redb::Dat
 /// [`open`] for a shard's file: the same settings, written through a [`Watched`] backend
 /// whose [`Watch`] tells how a failed commit failed (a full disk is one a shard recovers
 /// from by itself, docs/ARCHITECTURE.md "Faults").
-pub fn open_watched(path: &Path, options: &StorageOptions) -> Result<(Database, Arc<Watch>), redb::DatabaseError> {
+pub fn open_watched(
+    path: &Path,
+    options: &StorageOptions,
+) -> Result<(Database, Arc<Watch>), redb::DatabaseError> {
     let mut builder = redb::Builder::new();
     builder.set_cache_size(options.cache_bytes);
     let modes = options.test_modes;

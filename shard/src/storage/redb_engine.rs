@@ -76,6 +76,8 @@ struct Health {
     watch: Option<Arc<Watch>>,
     /// Set while commits are refused for lack of space.
     out_of_space: Option<OutOfSpace>,
+    /// The seal of the read-only reopen `db` holds now, if it holds one.
+    frozen: Option<super::frozen::Seal>,
     /// After each recovery: the read-only reopen that readers may still be reading, with a
     /// read transaction of the recovered database at the state that reopen reads from the
     /// file. redb reuses a page only once no read transaction older than the commit that
@@ -92,6 +94,16 @@ struct OutOfSpace {
 struct Retired {
     _pin: redb::ReadTransaction,
     reopen: Arc<Database>,
+    seal: Option<super::frozen::Seal>,
+}
+
+impl Drop for Retired {
+    /// The reopen goes after the pin, sealed first: its close must not read the file.
+    fn drop(&mut self) {
+        if let Some(seal) = &self.seal {
+            seal.seal();
+        }
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> StorageError {
@@ -234,7 +246,8 @@ impl RedbEngine {
         }
         let reopen = self.db.swap(Arc::new(db));
         let mut health = self.health();
-        health.retired.push(Retired { _pin: pin, reopen });
+        let seal = health.frozen.take();
+        health.retired.push(Retired { _pin: pin, reopen, seal });
         health.watch = Some(watch);
         health.out_of_space = None;
         drop(health);
@@ -275,7 +288,8 @@ impl RedbEngine {
             return;
         }
         match super::frozen::open_frozen(&self.path) {
-            Ok(db) => {
+            Ok((db, seal)) => {
+                self.health().frozen = Some(seal);
                 if let Some(log) = log {
                     let records = log.records().map(|replay| {
                         let mut records = replay.records;
@@ -1046,7 +1060,10 @@ mod tests {
         for round in 0..40u32 {
             let batch: Vec<Mutation> = (0..3000u32)
                 .step_by(7)
-                .map(|i| Mutation { key: format!("E{i:06}").into_bytes(), value: Some(vec![round as u8; 300]) })
+                .map(|i| Mutation {
+                    key: format!("E{i:06}").into_bytes(),
+                    value: Some(vec![round as u8; 300]),
+                })
                 .collect();
             engine.commit(&batch).unwrap();
             engine.checkpoint().unwrap();
