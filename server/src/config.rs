@@ -1086,6 +1086,7 @@ mod tests {
         assert_eq!(limits.anonymous.pdu_bytes_max, 262_143);
         assert_eq!(limits.authenticated.requests_pending_max, 1000);
         let defaults = Config::default();
+        assert_eq!(config.limits.disk_free_min_bytes, DISK_FREE_MIN_BYTES_DEFAULT);
         assert_eq!(config.password_scheme, defaults.password_scheme);
         assert_eq!(config.password_hash_threads, defaults.password_hash_threads);
         assert_eq!(config.password_hash_queue_max, defaults.password_hash_queue_max);
