@@ -63,6 +63,11 @@ const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// the watermark just before it moves: without a quick second look, that change waited for
 /// the next batch or IDLE_CHECK (the lag p99 of bench/repl.sh was the write interval).
 const HELD_RECHECK: Duration = Duration::from_millis(1);
+/// Before that timer (whose tick is a millisecond or two in tokio), a few yields of the
+/// worker: the shard publishes the watermark microseconds after the feed, on its own
+/// thread, so a look after a yield or two usually finds it passed and the change goes out
+/// at once (issue #26: the mesh's lag p99 was within a timer tick of slapd's).
+const HELD_YIELDS: usize = 32;
 
 /// A committed change waiting to go out, with the clock tick of its CSN.
 struct Held {
@@ -102,16 +107,20 @@ pub(super) async fn follow(
         if subscription.dropped.load(Ordering::SeqCst) || held.len() > HELD_MAX {
             return Ok((dropped(ctx), None));
         }
-        let wait = if held.is_empty() { IDLE_CHECK } else { HELD_RECHECK };
-        let waited = tokio::select! {
-            waited = tokio::time::timeout(wait, subscription.batches.recv()) => waited,
-            // Abandoned, cancelled or closed: stop now, not at the next check.
-            () = ctx.cancel.wait() => return Ok((LdapResult::success(), None)),
-        };
-        let first = match waited {
-            Ok(Some(batch)) => Some(batch),
-            Ok(None) => return Ok((dropped(ctx), None)),
-            Err(_) => None,
+        let first = if watermark_passes_soon(ctx, &held).await {
+            None
+        } else {
+            let wait = if held.is_empty() { IDLE_CHECK } else { HELD_RECHECK };
+            let waited = tokio::select! {
+                waited = tokio::time::timeout(wait, subscription.batches.recv()) => waited,
+                // Abandoned, cancelled or closed: stop now, not at the next check.
+                () = ctx.cancel.wait() => return Ok((LdapResult::success(), None)),
+            };
+            match waited {
+                Ok(Some(batch)) => Some(batch),
+                Ok(None) => return Ok((dropped(ctx), None)),
+                Err(_) => None,
+            }
         };
         // The watermark before the drain: every change at or below it has been fed.
         let (mark, watermark) = watermarks(ctx);
@@ -137,6 +146,19 @@ pub(super) async fn follow(
         }
         registration.unsent_since(held.first().map_or(0, |h| h.micros));
     }
+}
+
+/// Whether the watermark passes the oldest held change within [`HELD_YIELDS`] yields of
+/// this worker (false at once when nothing is held).
+async fn watermark_passes_soon(ctx: &OpContext, held: &[Held]) -> bool {
+    let Some(oldest) = held.first().map(|h| h.micros) else { return false };
+    for _ in 0..HELD_YIELDS {
+        if ctx.worker.hub().watermark() >= oldest {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
+    false
 }
 
 /// The watermark as a clock tick (what may be sent), and as the CSN the next cookie carries.
