@@ -38,7 +38,9 @@
 # Options: --entries N (20000), --seconds S (20), --threads T (ldclt threads per node, 8),
 # --lag-rate W (50), --lag-seconds S (20), --down-seconds S (20; 60 is the run),
 # --down-rate W (50), --reps R (1), --shards K (ferrodir, 2), --kinds "ferrodir slapd",
-# --out DIR, --no-build (use $FERRODIR and $LAG_TOOL, default target/release/...), --smoke.
+# --scenarios "write lag catchup" (a subset runs only those, e.g. --scenarios lag --reps 5
+# for the lag's tail alone), --out DIR, --no-build (use $FERRODIR and $LAG_TOOL, default
+# target/release/...), --smoke.
 # Every process started here is stopped by PID on exit; every wait has a deadline. The exit
 # status is 1 when a mesh did not converge or a tool failed (the numbers are still written).
 set -euo pipefail
@@ -47,7 +49,7 @@ FERRODIR_ENV=${FERRODIR:-}
 source bench/lib/common.sh
 
 ENTRIES=20000; SECONDS_W=20; THREADS=8; LAG_RATE=50; LAG_SECONDS=20; DOWN_SECONDS=20; DOWN_RATE=50
-REPS=1; SHARDS=2; KINDS="ferrodir slapd"; BUILD=1; OUT_DIR=""; SMOKE=0
+REPS=1; SHARDS=2; KINDS="ferrodir slapd"; SCENARIOS="write lag catchup"; BUILD=1; OUT_DIR=""; SMOKE=0
 LDCLT_CAP=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -61,6 +63,7 @@ while [ $# -gt 0 ]; do
     --reps) REPS=$2; shift ;;
     --shards) SHARDS=$2; shift ;;
     --kinds) KINDS=$2; shift ;;
+    --scenarios) SCENARIOS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-build) BUILD=0 ;;
     --smoke) SMOKE=1 ;;
@@ -453,6 +456,8 @@ value_of() {  # key "k=v k=v" -> v
   local pair; for pair in $2; do [ "${pair%%=*}" = "$1" ] && { echo "${pair#*=}"; return; }; done; echo 0
 }
 
+wanted() { case " $SCENARIOS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 one_mesh() {  # kind rep
   KIND=$1; REP=$2
   MESH_DIR=$OUT/$KIND-$REP; RUN_DIR=$MESH_DIR/run
@@ -461,12 +466,18 @@ one_mesh() {  # kind rep
   log "$KIND mesh, repetition $REP: loading and starting 3 nodes"
   if [ "$KIND" = ferrodir ]; then fd_load_and_start; else sl_load_and_start; fi
   if settle; then
-    log "$KIND: write load, 3 x $THREADS threads, $((SAMPLES * 10)) s"
-    write_load
-    log "$KIND: lag, 3 pairs at $LAG_RATE writes/s each, $LAG_SECONDS s"
-    lag
-    log "$KIND: catch-up after $DOWN_SECONDS s down"
-    catchup
+    if wanted write; then
+      log "$KIND: write load, 3 x $THREADS threads, $((SAMPLES * 10)) s"
+      write_load
+    fi
+    if wanted lag; then
+      log "$KIND: lag, 3 pairs at $LAG_RATE writes/s each, $LAG_SECONDS s"
+      lag
+    fi
+    if wanted catchup; then
+      log "$KIND: catch-up after $DOWN_SECONDS s down"
+      catchup
+    fi
   fi
   if [ "$KIND" = ferrodir ]; then
     for i in 1 2 3; do http_get "$i" /metrics "$MESH_DIR/n$i/metrics.txt" > /dev/null; done
@@ -487,7 +498,7 @@ one_mesh() {  # kind rep
 }
 
 : > "$RESULTS"
-record type=header command="bench/mesh.sh --entries $ENTRIES --seconds $SECONDS_W --threads $THREADS --lag-rate $LAG_RATE --lag-seconds $LAG_SECONDS --down-seconds $DOWN_SECONDS --down-rate $DOWN_RATE --reps $REPS --shards $SHARDS --kinds \"$KINDS\"$([ $SMOKE = 1 ] && echo ' --smoke')" \
+record type=header command="bench/mesh.sh --entries $ENTRIES --seconds $SECONDS_W --threads $THREADS --lag-rate $LAG_RATE --lag-seconds $LAG_SECONDS --down-seconds $DOWN_SECONDS --down-rate $DOWN_RATE --reps $REPS --shards $SHARDS --kinds \"$KINDS\" --scenarios \"$SCENARIOS\"$([ $SMOKE = 1 ] && echo ' --smoke')" \
   cores="$(nproc)" load="$(cut -d' ' -f1-3 /proc/loadavg)" commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 prepare_data
 for REP_I in $(seq "$REPS"); do
