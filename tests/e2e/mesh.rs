@@ -17,11 +17,7 @@ use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{bound, Server, ADMIN_DN, ADMIN_PW, BASE};
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
+use crate::harness::{bound, free_port, http_get, metric_value, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 /// Node `me` (0-based) of a mesh listening on `addrs`: server_id me+1, one consumer of each
 /// other node (rid = its server_id). Only the first node starts with the example data.
@@ -176,27 +172,9 @@ fn delete(server: &Server, dn: &str) {
     assert_eq!(result.rc, 0, "delete {dn}: {result:?}");
 }
 
-fn http_get(addr: SocketAddr, path: &str) -> (u32, String) {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
-        return (0, String::new());
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, text)
-}
-
 /// A counter's value in the node's metrics (0 when absent).
 fn metric(addr: SocketAddr, line_prefix: &str) -> f64 {
-    let (_, text) = http_get(addr, "/metrics");
-    text.lines()
-        .find(|l| l.starts_with(line_prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    metric_value(addr, line_prefix).unwrap_or(0.0)
 }
 
 fn wait_ready(addr: SocketAddr) {

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use ldap3::controls::{PostRead, PostReadResp};
 use ldap3::{LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry};
 
-use crate::harness::{wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{free_port, http_get, wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 /// How long one client operation (and connecting) may take before the writer counts it as
 /// unknown and moves on: short, so a writer to a stopped node keeps recording.
@@ -71,10 +71,6 @@ fn partition_length() -> Duration {
 fn converge_limit(with_slapd: bool) -> Duration {
     let default = if with_slapd { 30 } else { 10 };
     Duration::from_secs(std::env::var("MESH_CONVERGE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(default))
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
 /// A TCP relay on loopback that one node's consumer of one peer goes through, so that the
@@ -730,23 +726,11 @@ fn check_history(history: &[Op], content: &Snapshot) -> Result<String, Vec<Strin
     ))
 }
 
-/// The body of an HTTP GET of `path` from `addr` (empty when it can't be had).
-fn http_get(addr: SocketAddr, path: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
-        return String::new();
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
-    text
-}
-
 /// The conflicts each node counted, by kind (the lines of
 /// `ferrodir_replication_conflicts_total` with a value other than 0).
 fn conflicts(metrics: SocketAddr) -> Vec<String> {
     http_get(metrics, "/metrics")
+        .1
         .lines()
         .filter(|l| l.starts_with("ferrodir_replication_conflicts_total{") && !l.ends_with(" 0"))
         .map(|l| l.trim_start_matches("ferrodir_replication_conflicts_total").to_string())

@@ -4,7 +4,7 @@
 //! `ferrodir healthcheck`.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,11 +12,7 @@ use std::collections::HashSet;
 
 use ldap3::{Scope, SearchEntry};
 
-use crate::harness::{binary, bound, tool, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
+use crate::harness::{binary, bound, free_port, tool, Server, ADMIN_DN, ADMIN_PW, BASE, TEST_CONFIG};
 
 fn start() -> (Server, SocketAddr) {
     let metrics = free_port();

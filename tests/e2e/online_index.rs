@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope};
 
-use crate::harness::{bound, connect_url, wait_until, Server, ADMIN_DN, ADMIN_PW};
+use crate::harness::{bound, connect_url, free_port, wait_until, Server, ADMIN_DN, ADMIN_PW};
 
 const PEOPLE: &str = "ou=people,dc=example,dc=com";
 const ENTRIES: usize = 1200;
@@ -34,10 +34,6 @@ fn config(index: &[&str], metrics: SocketAddr) -> String {
 
 const BEFORE: &[&str] = &["objectClass eq", "uid eq"];
 const AFTER: &[&str] = &["objectClass eq", "uid eq", "employeeNumber eq", "sn sub"];
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
 
 fn metrics_text(addr: SocketAddr) -> String {
     let Ok(mut stream) = TcpStream::connect(addr) else { return String::new() };

@@ -6,15 +6,13 @@
 //! nothing lost or duplicated.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{binary, bound, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{binary, bound, free_port, http_get, Server, ADMIN_DN, ADMIN_PW, BASE};
 
 /// The provider's server_id differs from the replicas' (0): the replicas' entries, and the
 /// chain's, carry CSNs of another sid than their own.
@@ -34,10 +32,6 @@ const REFERRAL: &str = "ldap://provider.example:389";
 /// The attributes compared: every stored one (`*` `+`), but those each server computes
 /// for itself from its own state.
 const COMPUTED: &[&str] = &["contextcsn"];
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
 
 /// A replica's config: `kind` is refreshAndPersist or refreshOnly.
 fn replica_config(provider: &str, rid: u32, kind: &str, password_file: &Path, extra: &str) -> String {
@@ -187,17 +181,6 @@ fn changes_while_persisting(provider: &Server) {
     assert_eq!(deleted.rc, 0, "{deleted:?}");
     let deleted = p.delete(&format!("uid=t0,ou=crew,{BASE}")).unwrap();
     assert_eq!(deleted.rc, 0, "{deleted:?}");
-}
-
-fn http_get(addr: SocketAddr, path: &str) -> (u32, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect to the metrics endpoint");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
 }
 
 #[test]

@@ -21,9 +21,10 @@ use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha512};
 
+use crate::harness::free_port;
 use crate::harness::{tool_with_env, Server, ADMIN_DN};
 use crate::raw::{parse_result, read_message, send};
-use crate::tls::{free_port, sasl_bind, tcp, tls_over, Pki};
+use crate::tls::{sasl_bind, tcp, tls_over, Pki};
 
 const BOB: &str = "uid=bob,ou=people,dc=example,dc=com";
 const ALICE: &str = "uid=alice,ou=people,dc=example,dc=com";

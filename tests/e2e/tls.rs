@@ -5,7 +5,7 @@
 //! §4.14), a certificate rotated under live connections (SIGHUP and file polling), and
 //! `require_tls_for_binds` seen from a "remote" peer (`[testing] loopback_is_remote`).
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
-use crate::harness::{tool_with_env, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{free_port, tool_with_env, Server, ADMIN_DN, ADMIN_PW, BASE};
 use crate::raw::{bind, message, octets, parse_result, read_message, send, tlv, who_am_i, EXTENDED_RESPONSE};
 
 const START_TLS: &[u8] = b"1.3.6.1.4.1.1466.20037";
@@ -107,10 +107,6 @@ impl Pki {
                 .with_no_client_auth(),
         )
     }
-}
-
-pub(crate) fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
 /// A server with `[tls]` from `pki`, an LDAPS listener and an ldapi socket; `extra` is
