@@ -70,20 +70,35 @@ pub async fn run(ctx: &OpContext, op: ProtocolOp) {
     }
     match op {
         ProtocolOp::SearchRequest(req) => search::search(ctx, req).await,
+        // Below `[limits] disk_free_min_bytes` of free space a client's write is refused
+        // before anything else (`crate::disk`); the server's own writes through these
+        // functions (a transaction's rollback) are not.
         ProtocolOp::AddRequest(req) => {
-            let result = add::add(ctx, req).await;
+            let result = match ctx.config.disk.check() {
+                Ok(()) => add::add(ctx, req).await,
+                Err(refused) => Err(refused),
+            };
             ctx.respond_with(ProtocolOp::AddResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::DelRequest(dn) => {
-            let result = delete::delete(ctx, &dn).await;
+            let result = match ctx.config.disk.check() {
+                Ok(()) => delete::delete(ctx, &dn).await,
+                Err(refused) => Err(refused),
+            };
             ctx.respond_with(ProtocolOp::DelResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::ModifyRequest(req) => {
-            let result = modify::modify(ctx, req).await;
+            let result = match ctx.config.disk.check() {
+                Ok(()) => modify::modify(ctx, req).await,
+                Err(refused) => Err(refused),
+            };
             ctx.respond_with(ProtocolOp::ModifyResponse(finish(result)), ctx.write_response_controls()).await;
         }
         ProtocolOp::ModifyDnRequest(req) => {
-            let result = moddn::modify_dn(ctx, req).await;
+            let result = match ctx.config.disk.check() {
+                Ok(()) => moddn::modify_dn(ctx, req).await,
+                Err(refused) => Err(refused),
+            };
             let controls = ctx.write_response_controls();
             ctx.respond_with(ProtocolOp::ModifyDnResponse(finish(result)), controls).await;
         }
@@ -190,8 +205,7 @@ pub fn text(bytes: &[u8]) -> Result<&str, LdapError> {
 
 /// Refuses writes to what no naming context of ours holds: the root DSE, cn=Subschema, and
 /// DNs outside every suffix (slapd: unwillingToPerform, "no global superior knowledge").
-/// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words). Below
-/// `[limits] disk_free_min_bytes` of free space every write is refused (`crate::disk`).
+/// cn=Monitor is read-only (back-monitor: unwillingToPerform, in its words).
 pub fn check_writable(
     config: &crate::config::DirectoryConfig,
     dn: &ferrodir_proto::NormDn,
@@ -206,7 +220,7 @@ pub fn check_writable(
     if let Some(refusal) = config.replicated.iter().find_map(|area| area.refusal(dn)) {
         return Err(refusal);
     }
-    config.disk.check()
+    Ok(())
 }
 
 /// Parses an LDAPDN and normalises it, once for the whole request, by the schema's rules

@@ -79,6 +79,7 @@ async fn change(ctx: &OpContext, request_value: Option<&[u8]>) -> LdapResultOf<O
         return Err(LdapError::unwilling("the rootDN's password is root_password in the configuration"));
     }
     check_writable(config, &target)?;
+    config.disk.check()?;
     let subject = access::subject(ctx).await;
     let located = access::locate(ctx, &subject, &target).await?;
     let entry = access::entry_for_rules(ctx, &subject, located.id).await?;

@@ -318,6 +318,12 @@ async fn clear(ctx: &OpContext, seq: u64, whole: bool) -> LdapResultOf<()> {
 /// update is applied, its undo (one record per update, appended): a crash at any point
 /// leaves the steps from which the next start rolls the transaction back (`recover`).
 pub async fn commit(ctx: &OpContext, pending: Pending) -> ExtendedResponse {
+    // Below `[limits] disk_free_min_bytes` none of it runs: refused whole, before its first
+    // update (a rollback's own writes are never refused for space).
+    if let Err(refused) = ctx.config.disk.check() {
+        let first = pending.0.first().map_or(0, |q| q.message_id);
+        return failed(ctx, None, Vec::new(), first, refused).await;
+    }
     let mut undos: Vec<Undo> = Vec::new();
     // The transaction's first step's sequence number, once recorded.
     let mut txn = None;
