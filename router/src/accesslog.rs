@@ -232,12 +232,15 @@ impl<'a> LineWriter<'a> {
         push_decimal(self.out, value);
     }
 
-    /// Seconds with nanoseconds, as 389-ds writes wtime/optime/etime: `0.000023456`.
+    /// Seconds with microseconds (truncated): `0.000023`. 389-ds writes nanoseconds
+    /// (`0.000023456`); the three digits more say nothing an operator acts on, and cost 9
+    /// bytes on every RESULT line (docs/OPERATIONS.md, "The access log"). logconv reads
+    /// either.
     pub fn seconds(&mut self, key: &str, value: Duration) {
         self.key(key);
         push_decimal(self.out, value.as_secs());
         self.out.push('.');
-        push_nanos(self.out, value.subsec_nanos());
+        push_micros(self.out, value.subsec_micros());
     }
 
     /// Text without a key (389-ds's `connection from A to B`); `text` in JSON.
@@ -329,8 +332,18 @@ fn push_signed(out: &mut String, value: i64) {
 
 /// Nine digits, zero-padded.
 fn push_nanos(out: &mut String, nanos: u32) {
-    let mut digits = [b'0'; 9];
-    let mut rest = nanos;
+    push_padded::<9>(out, nanos);
+}
+
+/// Six digits, zero-padded.
+fn push_micros(out: &mut String, micros: u32) {
+    push_padded::<6>(out, micros);
+}
+
+/// `value`'s last N decimal digits, zero-padded.
+fn push_padded<const N: usize>(out: &mut String, value: u32) {
+    let mut digits = [b'0'; N];
+    let mut rest = value;
     for digit in digits.iter_mut().rev() {
         *digit = b'0' + (rest % 10) as u8;
         rest /= 10;
@@ -676,11 +689,11 @@ mod tests {
         assert_eq!(
             format_result(LogFormat::Text, at, 4, 2, &outcome),
             "[01/Dec/2026:09:58:01.123456789 +0000] conn=4 op=2 RESULT err=0 tag=101 nentries=7 \
-             wtime=0.000001500 optime=2.000000005 etime=2.000001505 notes=A\n"
+             wtime=0.000001 optime=2.000000 etime=2.000001 notes=A\n"
         );
         assert!(format_result(LogFormat::Json, at, 4, 2, &outcome).ends_with(
-            ",\"event\":\"RESULT\",\"err\":0,\"tag\":101,\"nentries\":7,\"wtime\":0.000001500,\
-                        \"optime\":2.000000005,\"etime\":2.000001505,\"notes\":\"A\"}\n"
+            ",\"event\":\"RESULT\",\"err\":0,\"tag\":101,\"nentries\":7,\"wtime\":0.000001,\
+                        \"optime\":2.000000,\"etime\":2.000001,\"notes\":\"A\"}\n"
         ));
     }
 
