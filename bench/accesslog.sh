@@ -145,7 +145,7 @@ if [[ ,$PARTS, == *,rate,* ]]; then
         -e "esearch,randombase,randombaselow=0,randombasehigh=$((SIZE - 1))" -s base \
         -f "objectClass=*" -b "uid=user$MASK,ou=people,$SUFFIX"
       ops=$(value_of ops_per_s "$MEASURE")
-      bytes=$(cat "$FD"/access.log* "$FD/serve.log" 2>/dev/null | wc -c)
+      bytes=$({ cat "$FD"/access.log* "$FD/serve.log" 2>/dev/null || true; } | wc -c)
       log "round $round $v: $MEASURE log_bytes=$bytes"
       echo "round=$round variant=$v $MEASURE log_bytes=$bytes" >> "$OUT/rate.txt"
       RATES[$v]+=" $ops"
@@ -153,16 +153,27 @@ if [[ ,$PARTS, == *,rate,* ]]; then
     done
     ORDER=("${ORDER[@]:1}" "${ORDER[0]}")  # rotate: each variant goes first once in three rounds
   done
-  off=$(median ${RATES[off]}); file=$(median ${RATES[file]}); stdout=$(median ${RATES[stdout]})
-  {
-    echo "## Rate: random base lookups, $CORES server core(s), $ROUNDS rounds (median ops/s)"
-    echo "| access log | ops/s (median) | runs | vs off |"
-    echo "|---|---|---|---|"
-    for v in off file stdout; do
-      m=$(median ${RATES[$v]})
-      echo "| $v | $m |${RATES[$v]} | $(python3 -c "print(f'{$m/$off:.3f}' if $off else '-')") |"
-    done
-  } | tee "$OUT/rate.md"
+  # The medians of ops/s, and of the server's CPU (user + system, every thread: the log's
+  # writer included) per operation: on a machine shared with other work the rate swings
+  # with it, the CPU per operation much less.
+  python3 - "$OUT/rate.txt" "$CORES" "$ROUNDS" <<'PY' | tee "$OUT/rate.md"
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    f = dict(p.split("=", 1) for p in line.split())
+    ops = float(f["ops_total"])
+    cpu_us = (float(f["cpu_user_s"]) + float(f["cpu_sys_s"])) / ops * 1e6 if ops else 0
+    runs.setdefault(f["variant"], []).append((float(f["ops_per_s"]), cpu_us))
+med = lambda v, i: statistics.median(r[i] for r in runs[v])
+print(f"## Rate: random base lookups, {sys.argv[2]} server core(s), {sys.argv[3]} rounds (medians)")
+print("| access log | ops/s | vs off | server CPU µs/op | off's µs/op as a share of this | runs (ops/s) |")
+print("|---|---|---|---|---|---|")
+for v in ("off", "file", "stdout"):
+    if v not in runs:
+        continue
+    print(f"| {v} | {med(v, 0):.0f} | {med(v, 0) / med('off', 0):.3f} | {med(v, 1):.2f} | "
+          f"{med('off', 1) / med(v, 1):.3f} | {' '.join(f'{r[0]:.0f}' for r in runs[v])} |")
+PY
 fi
 
 # --- bytes per operation -----------------------------------------------------------------------

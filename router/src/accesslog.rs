@@ -412,6 +412,12 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// Quotes and backslashes escaped, control characters as `\xx`: a value can't end its
 /// field early or start a forged line.
 fn escape_text(out: &mut String, value: &str) {
+    // Most values (DNs, filters) are printable ASCII with nothing to escape: one pass over
+    // the bytes instead of a char decode each (perf: half the log's cost on a worker).
+    if value.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\') {
+        out.push_str(value);
+        return;
+    }
     let mut run_start = 0;
     for (at, c) in value.char_indices() {
         if c == '"' || c == '\\' || c.is_control() {
@@ -635,6 +641,17 @@ mod tests {
         assert!(text.ends_with(" conn=3 op=1 SRCH base=\"o=\\\"x\\\"\\0a[forged]\" scope=2\n"), "{text}");
         let json = format_line(LogFormat::Json, UNIX_EPOCH, &line);
         assert!(json.contains("\"base\":\"o=\\\"x\\\"\\u000a[forged]\",\"scope\":2}"), "{json}");
+    }
+
+    #[test]
+    fn plain_values_pass_and_every_control_is_escaped() {
+        let mut out = String::new();
+        escape_text(&mut out, "uid=user00001,ou=people,dc=example,dc=com");
+        assert_eq!(out, "uid=user00001,ou=people,dc=example,dc=com");
+        out.clear();
+        // DEL and a C1 control (NEL) as well as the ASCII ones; other non-ASCII stays.
+        escape_text(&mut out, "a\u{7f}b\u{85}c\td é");
+        assert_eq!(out, "a\\7fb\\85c\\09d é");
     }
 
     #[test]
