@@ -260,6 +260,15 @@ impl<'a> LineWriter<'a> {
     /// The filter as logged (RFC 4515, secrets masked), escaped as it is written.
     fn filter(&mut self, key: &str, filter: &Filter) {
         self.key(key);
+        if let Some((name, operator, value)) = plain_leaf(filter) {
+            // Nothing in it to escape, in either format (see plain_leaf).
+            self.out.push_str("\"(");
+            self.out.push_str(name);
+            self.out.push_str(operator);
+            self.out.push_str(value);
+            self.out.push_str(")\"");
+            return;
+        }
         let masked = filter.display_masked(&is_secret_attribute);
         match self.format {
             LogFormat::Text => {
@@ -280,6 +289,44 @@ impl<'a> LineWriter<'a> {
             LogFormat::Text => self.out.push('\n'),
             LogFormat::Json => self.out.push_str("}\n"),
         }
+    }
+}
+
+/// A presence or equality filter whose attribute and value print as they are, in RFC 4515,
+/// in the text format and in JSON: (name, operator, value). Most searches' filters are such
+/// (`(objectClass=*)`, `(uid=alice)`), and writing them directly skips the formatting
+/// machinery the general printer goes through (callgrind: a third of a base lookup's
+/// log cost). None for anything else, and for an assertion on a secret attribute (the
+/// printer masks it).
+fn plain_leaf(filter: &Filter) -> Option<(&str, &'static str, &str)> {
+    match filter {
+        Filter::Present(attribute) => Some((plain_name(attribute)?, "=*", "")),
+        Filter::EqualityMatch(ava) if !is_secret_attribute(&ava.attribute_desc) => {
+            Some((plain_name(&ava.attribute_desc)?, "=", plain_value(&ava.assertion_value)?))
+        }
+        _ => None,
+    }
+}
+
+/// An attribute description the printer writes as it is.
+fn plain_name(bytes: &[u8]) -> Option<&str> {
+    let plain = !bytes.is_empty()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b';'));
+    if plain {
+        std::str::from_utf8(bytes).ok()
+    } else {
+        None
+    }
+}
+
+/// Printable ASCII that neither RFC 4515 nor the log's own quoting escapes.
+fn plain_value(bytes: &[u8]) -> Option<&str> {
+    let plain =
+        bytes.iter().all(|&b| (0x20..0x7f).contains(&b) && !matches!(b, b'*' | b'(' | b')' | b'\\' | b'"'));
+    if plain {
+        std::str::from_utf8(bytes).ok()
+    } else {
+        None
     }
 }
 
@@ -320,7 +367,12 @@ fn push_decimal(out: &mut String, mut value: u64) {
             break;
         }
     }
-    out.extend(digits.get(at..).unwrap_or_default().iter().map(|&d| char::from(d)));
+    push_digits(out, digits.get(at..).unwrap_or_default());
+}
+
+/// ASCII digits, in one copy (String::extend over chars encodes each one).
+fn push_digits(out: &mut String, digits: &[u8]) {
+    out.push_str(std::str::from_utf8(digits).unwrap_or_default());
 }
 
 fn push_signed(out: &mut String, value: i64) {
@@ -348,7 +400,7 @@ fn push_padded<const N: usize>(out: &mut String, value: u32) {
         *digit = b'0' + (rest % 10) as u8;
         rest /= 10;
     }
-    out.extend(digits.iter().map(|&d| char::from(d)));
+    push_digits(out, &digits);
 }
 
 thread_local! {
@@ -652,6 +704,41 @@ mod tests {
         // DEL and a C1 control (NEL) as well as the ASCII ones; other non-ASCII stays.
         escape_text(&mut out, "a\u{7f}b\u{85}c\td é");
         assert_eq!(out, "a\\7fb\\85c\\09d é");
+    }
+
+    /// The direct path for plain filters writes what the general printer writes.
+    #[test]
+    fn plain_filters_are_written_as_the_printer_writes_them() {
+        for text in [
+            "(objectClass=*)",
+            "(uid=user00042)",
+            "(cn=John Smith, Jr.)",
+            "(mail=a@example.com)",
+            "(cn=)",
+            "(userPassword=secret)",
+            "(cn=a\\2ab)",
+            "(cn=caf\\c3\\a9)",
+            "(cn;lang-fr=x)",
+            "(&(uid=a)(cn=b))",
+        ] {
+            let filter = ferrodir_proto::filter::parse_filter(text).unwrap();
+            for format in [LogFormat::Text, LogFormat::Json] {
+                let mut direct = String::new();
+                LineWriter { out: &mut direct, format }.filter("filter", &filter);
+                let mut printed = String::new();
+                let mut w = LineWriter { out: &mut printed, format };
+                w.key("filter");
+                let masked = masked_filter(&filter);
+                w.out.push('"');
+                let _ = write!(Escaping { out: w.out, json: format == LogFormat::Json }, "{masked}");
+                w.out.push('"');
+                assert_eq!(direct, printed, "{text} ({format:?})");
+            }
+            assert_eq!(
+                plain_leaf(&filter).is_some(),
+                !text.contains(['&', '\\']) && !text.contains("Password")
+            );
+        }
     }
 
     #[test]

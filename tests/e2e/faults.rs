@@ -561,7 +561,8 @@ fn a_full_access_log_filesystem_drops_and_counts_lines_and_recovers() {
         String::from_utf8_lossy(&out.stdout).contains(needle)
     };
     let search = |conn: &mut Client, uid: &str| {
-        let found = conn.search(PEOPLE, Scope::Subtree, &format!("(uid={uid})"), vec!["uid"]).expect("search");
+        let found =
+            conn.search(PEOPLE, Scope::Subtree, &format!("(uid={uid})"), vec!["uid"]).expect("search");
         assert_eq!(found.1.rc, 0, "search (uid={uid}) while the access log's disk is full: {:?}", found.1);
     };
     let write_errors = || {
@@ -594,12 +595,19 @@ fn a_full_access_log_filesystem_drops_and_counts_lines_and_recovers() {
         said().contains("cannot write the access log")
     });
     assert!(said().contains("No space left"), "the message does not name the cause:\n{}", said());
-    assert_eq!(said().matches("cannot write the access log").count(), 1, "said more than once a minute:\n{}", said());
+    assert_eq!(
+        said().matches("cannot write the access log").count(),
+        1,
+        "said more than once a minute:\n{}",
+        said()
+    );
 
     // Room again: lines reach the file by themselves.
     ns.sh("rm \"$MNT/filler\"");
     search(&mut conn, "after-the-disk-freed");
-    wait_until("a line after the disk was freed", Duration::from_secs(10), || in_file("(uid=after-the-disk-freed)"));
+    wait_until("a line after the disk was freed", Duration::from_secs(10), || {
+        in_file("(uid=after-the-disk-freed)")
+    });
     wait_until("the server's log saying the access log is written again", Duration::from_secs(10), || {
         said().contains("the access log is written again")
     });

@@ -139,7 +139,12 @@ struct Output {
 
 impl Output {
     fn open(log: &LogFile) -> anyhow::Result<Self> {
-        Ok(Self { target: Target::open(log)?, pending: Vec::with_capacity(BUFFER_BYTES), failing: None, torn: false })
+        Ok(Self {
+            target: Target::open(log)?,
+            pending: Vec::with_capacity(BUFFER_BYTES),
+            failing: None,
+            torn: false,
+        })
     }
 
     /// Buffers `text` (whole items), writing when the buffer fills.

@@ -271,19 +271,18 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     };
     // One queue per worker, and the last for the coordinator.
     let mut audit_mover = None;
-    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
-        match crate::serve::auditlog::start(
-            &config.audit_log,
-            store.manifest.shards + 1,
-            metrics.log_unwritten.audit_records.clone(),
-        )? {
-            Some((buffers, bytes_max, writer)) => {
-                audit_mover = Some(writer.mover());
-                log_writers.push(writer);
-                buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
-            }
-            None => Vec::new(),
-        };
+    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> = match crate::serve::auditlog::start(
+        &config.audit_log,
+        store.manifest.shards + 1,
+        metrics.log_unwritten.audit_records.clone(),
+    )? {
+        Some((buffers, bytes_max, writer)) => {
+            audit_mover = Some(writer.mover());
+            log_writers.push(writer);
+            buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
+        }
+        None => Vec::new(),
+    };
     let coordinator_audit = audit_queues.pop();
     Ok(Prepared {
         gates,
