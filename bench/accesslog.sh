@@ -36,6 +36,7 @@
 # process started here is stopped by PID on exit. About 3 minutes with the defaults.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+ORIG_ARGS="$*"
 SIZE=10000; ROUNDS=5; CORES=1; PARTS=rate,bytes; OUT_DIR=""; BUILD=1
 DS389_PORT=""; DS389_LOG=""; DS389_DN="cn=Directory Manager"; DS389_PW=""
 while [ $# -gt 0 ]; do
@@ -96,7 +97,7 @@ CLIENT_THREADS=$((8 * CORES))
 FD_PORT=${FD_PORT:-13889}
 MASK=XXXXX
 log "ferrodir $FERRODIR; server CPUs $SERVER_CPUS, ldclt CPUs $CLIENT_CPUS ($CLIENT_THREADS threads); $SIZE users"
-{ echo "command: bash bench/accesslog.sh $*"; echo "commit: $(git -C "${REPO:-$HERE}" rev-parse --short HEAD 2>/dev/null || echo pack)"
+{ echo "command: bash bench/accesslog.sh $ORIG_ARGS"; echo "commit: $(git -C "${REPO:-$HERE}" rev-parse --short HEAD 2>/dev/null || echo pack)"
   echo "cpus: $TOTAL_CPUS ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-))"; } > "$OUT/machine.txt"
 
 python3 "$GEN" "$SIZE" > "$OUT/data.ldif"

