@@ -97,6 +97,10 @@ impl Target {
     /// Writes as much of `bytes` as it can: how much was written, and the error that
     /// stopped it short.
     fn write(&mut self, bytes: &[u8]) -> (usize, Option<std::io::Error>) {
+        // Standard output's lock, held while writing to its duplicate: whatever else the
+        // process prints (println!) waits, and can't land inside a chunk on a pipe, where
+        // a write over PIPE_BUF is not atomic.
+        let _stdout = self.progress.is_none().then(|| std::io::stdout().lock());
         let mut done = 0;
         let mut error = None;
         while let Some(rest) = bytes.get(done..).filter(|rest| !rest.is_empty()) {
