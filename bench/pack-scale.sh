@@ -9,7 +9,9 @@
 #       default DIR bench/out/scale-pack (+ DIR.tar.gz); --no-build takes the binaries as
 #       they are in --bin-dir (default ${CARGO_TARGET_DIR:-target}/release)
 #   then on the big machine: tar xzf scale-pack.tar.gz && bash scale-pack/scale.sh
-#   (which runs `scale.sh --check-pack` first; run that alone to test the pack)
+#   (which runs `scale.sh --check-pack` first; run that alone to test the pack), and after
+#   it the access log's cost at 8 server cores (issue #28; about 2.5 minutes):
+#   bash scale-pack/accesslog.sh --cores 8 --rounds 3 --parts rate
 #
 # Stripped: the release profile keeps debug info (about 85 MB); `objcopy --strip-debug`
 # writes a copy without it into the pack (the symbol table stays, so perf still names
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift ;;
     --no-build) BUILD=0 ;;
     --bin-dir) BIN_DIR=$2; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -70,7 +72,7 @@ strip_into "$BIN_DIR/ferrodir"
 for tool in "${TOOLS[@]}"; do
   if [ -x "$BIN_DIR/$tool" ]; then strip_into "$BIN_DIR/$tool"; else echo "  $tool missing: not packed" >&2; fi
 done
-cp bench/gen-data.py bench/scale.sh "$OUT/"
+cp bench/gen-data.py bench/scale.sh bench/accesslog.sh "$OUT/"
 cp bench/lib/common.sh bench/lib/util.py bench/lib/scale_report.py "$OUT/lib/"
 
 mapfile -t LIBS < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \

@@ -95,6 +95,17 @@ fn logconv_reads_the_text_log_and_counts_what_was_sent() {
     assert_eq!(count("Unindexed Searches:"), 2, "{report}");
     assert_eq!(count("Paged Searches:"), 2, "{report}");
     assert_eq!(count("Total Connections:"), 10, "{report}");
+    // The timings, written with microseconds (389-ds writes nanoseconds), are read: the
+    // binds alone take milliseconds.
+    let average = |label: &str| -> f64 {
+        report
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|rest| rest.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {label:?} in logconv's report:\n{report}"))
+    };
+    assert!(average("Average etime (elapsed time):") > 0.0, "{report}");
+    assert!(average("Average optime (op time):") > 0.0, "{report}");
 }
 
 #[test]

@@ -20,7 +20,13 @@
 //!   middle overwritten): the server refuses to start, exits non-zero, and names shard 1, its
 //!   file, and the recovery commands; `ferrodir verify` reports the damage.
 //!
-//! The first two need root (mount namespaces, mounts, a loop device). CI runs as root; where
+//! - **Full access-log filesystem** (a 256 KiB tmpfs holding only the access log, filled by
+//!   another file): every operation still succeeds, the lost lines are counted
+//!   (`ferrodir_access_log_dropped_lines_total{reason="write_error"}`) and the server's log
+//!   says so; once the filler is removed, new lines reach the file again and the log says
+//!   that writing resumed.
+//!
+//! The first, second and fourth need root (mount namespaces, mounts, a loop device). CI runs as root; where
 //! these are missing the tests fail, loudly, instead of skipping.
 
 use std::collections::{BTreeMap, HashSet};
@@ -170,16 +176,21 @@ struct NsServer {
 
 impl NsServer {
     fn start(ns: &Namespace) -> Self {
+        Self::start_with(ns, &ns.config(), &ns.data_dir(), Stdio::inherit())
+    }
+
+    /// With another config and data directory, its log (stderr) going to `stderr`.
+    fn start_with(ns: &Namespace, config: &Path, data_dir: &Path, stderr: Stdio) -> Self {
         let mut child = ns
             .command(binary())
             .arg("serve")
             .arg("--config")
-            .arg(ns.config())
+            .arg(config)
             .arg("--data-dir")
-            .arg(ns.data_dir())
+            .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start ferrodir");
         let rx = listening_address(child.stdout.take().expect("stdout"));
@@ -630,4 +641,104 @@ fn overwrite_marks(path: &Path) -> usize {
     }
     std::fs::write(path, bytes).expect("write shard file");
     count
+}
+
+/// Waits until `done` says yes, at most `within`; panics with `what` otherwise.
+fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The access log on a filesystem of its own that fills up: the server keeps serving,
+/// counts the lines it could not write, logs the condition, and writes again once there is
+/// room, by itself.
+#[test]
+fn a_full_access_log_filesystem_drops_and_counts_lines_and_recovers() {
+    let ns = Namespace::new("mount -t tmpfs -o size=256k tmpfs \"$MNT\"");
+    let metrics = free_port();
+    let access_log = ns.mnt.join("access.log");
+    let config = ns.dir.path().join("access-log.toml");
+    // The data directory is outside the small filesystem: only the log fills.
+    let data_dir = ns.dir.path().join("data");
+    let server_log = ns.dir.path().join("server.log");
+    std::fs::write(
+        &config,
+        format!(
+            "metrics_listen = \"{metrics}\"\n{}\n[access_log]\nenabled = true\npath = \"{}\"\n",
+            crate::harness::TEST_CONFIG,
+            access_log.display()
+        ),
+    )
+    .expect("write config");
+    let stderr = std::fs::File::create(&server_log).expect("server log");
+    let mut server = NsServer::start_with(&ns, &config, &data_dir, Stdio::from(stderr));
+    let mut conn = server.admin();
+    let in_file = |needle: &str| {
+        let out = ns.command("cat").arg(&access_log).output().expect("cat");
+        String::from_utf8_lossy(&out.stdout).contains(needle)
+    };
+    let search = |conn: &mut Client, uid: &str| {
+        let found =
+            conn.search(PEOPLE, Scope::Subtree, &format!("(uid={uid})"), vec!["uid"]).expect("search");
+        assert_eq!(found.1.rc, 0, "search (uid={uid}) while the access log's disk is full: {:?}", found.1);
+    };
+    let write_errors = || {
+        let (status, body) = crate::metrics::get(metrics, "/metrics");
+        assert_eq!(status, 200, "{body}");
+        crate::metrics::sample(&body, "ferrodir_access_log_dropped_lines_total{reason=\"write_error\"}")
+    };
+    search(&mut conn, "before-the-disk-filled");
+    wait_for("the first search's line in the access log", Duration::from_secs(10), || {
+        in_file("(uid=before-the-disk-filled)")
+    });
+    assert_eq!(write_errors(), 0.0);
+
+    // Fill the filesystem (dd stops at ENOSPC), then log far more than a page's slack.
+    ns.sh("dd if=/dev/zero of=\"$MNT/filler\" bs=4k 2>/dev/null || true; df -k \"$MNT\" >&2");
+    let padding = "x".repeat(200);
+    for i in 0..400 {
+        search(&mut conn, &format!("while-full-{i}-{padding}"));
+    }
+    // 800 lines (a request and a result per search), of which at most a page's slack fits.
+    let mut dropped = 0.0;
+    wait_for("700 dropped lines counted with reason write_error", Duration::from_secs(10), || {
+        dropped = write_errors();
+        dropped >= 700.0
+    });
+    assert!(dropped <= 800.0, "{dropped} lines counted as dropped, of 800 logged");
+    assert!(!in_file("(uid=while-full-399-"), "the last search's line was written to a full disk?");
+    let said = || std::fs::read_to_string(&server_log).unwrap_or_default();
+    wait_for("the server's log saying the access log cannot be written", Duration::from_secs(10), || {
+        said().contains("cannot write the access log")
+    });
+    assert!(said().contains("No space left"), "the message does not name the cause:\n{}", said());
+    assert_eq!(
+        said().matches("cannot write the access log").count(),
+        1,
+        "said more than once a minute:\n{}",
+        said()
+    );
+
+    // Room again: lines reach the file by themselves.
+    ns.sh("rm \"$MNT/filler\"");
+    search(&mut conn, "after-the-disk-freed");
+    wait_for("a line after the disk was freed", Duration::from_secs(10), || {
+        in_file("(uid=after-the-disk-freed)")
+    });
+    wait_for("the server's log saying the access log is written again", Duration::from_secs(10), || {
+        said().contains("the access log is written again")
+    });
+    // What was torn by the full disk ended where it stopped: every later line is whole.
+    let out = ns.command("cat").arg(&access_log).output().expect("cat");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let after = text.lines().skip_while(|line| !line.contains("(uid=after-the-disk-freed)"));
+    for line in after {
+        assert!(line.starts_with('[') && line.contains(" conn="), "a broken line after recovery: {line:?}");
+    }
+    assert_eq!(write_errors(), dropped, "lines dropped after the disk was freed");
+    drop(conn);
+    server.stop();
 }

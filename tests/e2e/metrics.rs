@@ -21,7 +21,7 @@ fn start() -> (Server, SocketAddr) {
 }
 
 /// A plain HTTP GET: (status code, body).
-fn get(addr: SocketAddr, path: &str) -> (u32, String) {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> (u32, String) {
     let mut stream = TcpStream::connect(addr).expect("connect to the metrics endpoint");
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
@@ -33,7 +33,7 @@ fn get(addr: SocketAddr, path: &str) -> (u32, String) {
 }
 
 /// The value of the sample `series` (name and labels exactly as written) in `text`.
-fn sample(text: &str, series: &str) -> f64 {
+pub(crate) fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
         .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))

@@ -60,6 +60,14 @@ impl ListenerStats {
     }
 }
 
+/// Items the log writers lost to failed writes (the disk full, an I/O error), beside what
+/// the workers' full queues dropped (WorkerStats): each a `reason` of the same counter.
+#[derive(Default)]
+pub struct LogUnwritten {
+    pub access_lines: Arc<AtomicU64>,
+    pub audit_records: Arc<AtomicU64>,
+}
+
 /// How many reloads of the config took effect and how many were refused
 /// (`ferrodir_config_reloads_total{result}`; counted by serve/reload.rs).
 #[derive(Debug, Default)]
@@ -96,6 +104,8 @@ pub struct Metrics {
     pub reloads: Arc<ReloadCounts>,
     /// The online index builds (serve/indexing.rs).
     pub index_builds: Arc<index_builds::IndexBuildStats>,
+    /// What the log writers could not write (serve/logfile.rs).
+    pub log_unwritten: LogUnwritten,
     process: prometheus::Registry,
 }
 
@@ -138,6 +148,7 @@ impl Metrics {
             replication: Default::default(),
             reloads: Arc::default(),
             index_builds: Arc::default(),
+            log_unwritten: LogUnwritten::default(),
             process,
         }
     }
@@ -216,6 +227,7 @@ impl Metrics {
         out.extend(self.index_families());
         out.extend(self.connection_families(&workers));
         out.extend(request_families(&workers));
+        out.extend(log_drop_families(&workers, &self.log_unwritten));
         out
     }
 
@@ -455,6 +467,27 @@ impl Metrics {
     }
 }
 
+/// The logs' dropped items, by reason: `queue_full` (a worker's queue was full: the writer
+/// fell behind), `write_error` (the writer's write failed: the disk full, an I/O error).
+/// One counter for both, so what watched the total before still sees every loss.
+fn log_drop_families(workers: &[Arc<WorkerStats>], unwritten: &LogUnwritten) -> Vec<MetricFamily> {
+    let mut access = Family::counter(
+        "ferrodir_access_log_dropped_lines_total",
+        "Access-log lines dropped: by reason queue_full (the log's writer fell behind) or write_error \
+         (its write failed: the disk full, an I/O error).",
+    );
+    access.value(&[("reason", "queue_full")], sum(workers, |w| w.access_log_dropped.load(Ordering::Relaxed)));
+    access.value(&[("reason", "write_error")], unwritten.access_lines.load(Ordering::Relaxed) as f64);
+    let mut audit = Family::counter(
+        "ferrodir_audit_log_dropped_records_total",
+        "Audit-log records of committed changes dropped: by reason queue_full (the log's writer fell \
+         behind) or write_error (its write failed: the disk full, an I/O error).",
+    );
+    audit.value(&[("reason", "queue_full")], sum(workers, |w| w.audit_log_dropped.load(Ordering::Relaxed)));
+    audit.value(&[("reason", "write_error")], unwritten.audit_records.load(Ordering::Relaxed) as f64);
+    vec![access.done(), audit.done()]
+}
+
 /// A counter summed over the workers.
 fn sum(workers: &[Arc<WorkerStats>], count: impl Fn(&WorkerStats) -> u64) -> f64 {
     workers.iter().map(|w| count(w)).sum::<u64>() as f64
@@ -498,15 +531,5 @@ fn request_families(workers: &[Arc<WorkerStats>]) -> Vec<MetricFamily> {
         counter("ferrodir_sent_bytes_total", "Bytes sent on LDAP connections (before TLS).", |w| {
             &w.bytes_out
         }),
-        counter(
-            "ferrodir_access_log_dropped_lines_total",
-            "Access-log lines dropped because the log's writer fell behind.",
-            |w| &w.access_log_dropped,
-        ),
-        counter(
-            "ferrodir_audit_log_dropped_records_total",
-            "Audit-log records of committed changes dropped because the log's writer fell behind.",
-            |w| &w.audit_log_dropped,
-        ),
     ]
 }

@@ -2,6 +2,7 @@
 //! buffer (router::accesslog formats the lines there), to standard output or a file,
 //! flushed every 200 ms and reopened on SIGUSR1.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use ferrodir_router::accesslog::{LogBuffer, LogFormat};
@@ -21,11 +22,13 @@ pub fn format(settings: &Settings) -> anyhow::Result<LogFormat> {
     }
 }
 
-/// Opens the output and starts the writer thread; returns one buffer per worker, the most
+/// Opens the output and starts the writer thread, which counts the lines a failed write
+/// lost in `unwritten`; returns one buffer per worker, the most
 /// lines each may hold between two collections, and the writer. None when the log is off.
 pub fn start(
     settings: &Settings,
     workers: usize,
+    unwritten: Arc<AtomicU64>,
 ) -> anyhow::Result<Option<(Vec<Arc<LogBuffer>>, usize, logfile::Writer)>> {
     if !settings.enabled {
         return Ok(None);
@@ -40,6 +43,9 @@ pub fn start(
         mode: 0o666,
         flush_interval: FLUSH_INTERVAL,
         rotation: settings.rotation(),
+        items: "lines",
+        terminator: b"\n",
+        unwritten,
     };
     let writer = logfile::start(log, buffers.clone())?;
     Ok(Some((buffers, per_worker, writer)))

@@ -260,7 +260,11 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     }));
     let log_format = crate::serve::accesslog::format(&config.access_log)?;
     let mut log_writers = Vec::new();
-    let log_queues = match crate::serve::accesslog::start(&config.access_log, store.manifest.shards)? {
+    let log_queues = match crate::serve::accesslog::start(
+        &config.access_log,
+        store.manifest.shards,
+        metrics.log_unwritten.access_lines.clone(),
+    )? {
         Some((buffers, lines_max, writer)) => {
             log_writers.push(writer);
             buffers.into_iter().map(|buffer| (buffer, lines_max)).collect()
@@ -269,15 +273,18 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     };
     // One queue per worker, and the last for the coordinator.
     let mut audit_mover = None;
-    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> =
-        match crate::serve::auditlog::start(&config.audit_log, store.manifest.shards + 1)? {
-            Some((buffers, bytes_max, writer)) => {
-                audit_mover = Some(writer.mover());
-                log_writers.push(writer);
-                buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
-            }
-            None => Vec::new(),
-        };
+    let mut audit_queues: Vec<(Arc<LogBuffer>, usize)> = match crate::serve::auditlog::start(
+        &config.audit_log,
+        store.manifest.shards + 1,
+        metrics.log_unwritten.audit_records.clone(),
+    )? {
+        Some((buffers, bytes_max, writer)) => {
+            audit_mover = Some(writer.mover());
+            log_writers.push(writer);
+            buffers.into_iter().map(|buffer| (buffer, bytes_max)).collect()
+        }
+        None => Vec::new(),
+    };
     let coordinator_audit = audit_queues.pop();
     Ok(Prepared {
         gates,
