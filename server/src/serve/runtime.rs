@@ -197,7 +197,7 @@ async fn stop(config: &Config, store: &Store, running: Running, threads: &Thread
     let grace = Duration::from_secs(config.limits.shutdown_grace_s);
     let all = u32::try_from(config.limits.connections_max).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(grace, running.connections.acquire_many(all)).await;
-    threads.stopping();
+    threads.stopping().await;
     threads.stop();
     drop(running.admin);
     running.search_pool.shutdown();
@@ -325,15 +325,28 @@ struct Threads {
 
 impl Threads {
     /// Tells each worker the server is stopping it: an operation dropped from now on was cut
-    /// off by the shutdown. Queued before [`Threads::stop`]'s stop, so each runs first.
-    fn stopping(&self) {
+    /// off by the shutdown (not a panic: a persist search ends this way). Waits until each
+    /// worker has taken it in (at most a second): an arbiter runs a queued closure as a
+    /// task of its own, and a stop that comes in the same turn drops that task unrun with
+    /// the rest, so a mesh node's peers' persist searches were logged as panics.
+    async fn stopping(&self) {
+        let mut taken = Vec::with_capacity(self.workers.len());
         for arbiter in &self.workers {
-            arbiter.spawn_fn(|| {
+            let (told, heard) = tokio::sync::oneshot::channel::<()>();
+            arbiter.spawn_fn(move || {
                 if let Some(worker) = WORKER.with(|slot| slot.borrow().clone()) {
                     worker.stopping();
                 }
+                let _ = told.send(());
             });
+            taken.push(heard);
         }
+        let all_taken = async {
+            for heard in taken {
+                let _ = heard.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), all_taken).await;
     }
 
     fn stop(&self) {
