@@ -149,7 +149,11 @@ struct SearchOutcome {
 }
 
 impl Connection {
-    async fn open(address: &str, bind: Option<&(String, String)>, op_timeout: Duration) -> Result<Connection, Error> {
+    async fn open(
+        address: &str,
+        bind: Option<&(String, String)>,
+        op_timeout: Duration,
+    ) -> Result<Connection, Error> {
         let stream = tokio::time::timeout(op_timeout, TcpStream::connect(address))
             .await
             .map_err(|_| Error::Timeout(op_timeout.as_millis() as u64))??;
@@ -217,7 +221,12 @@ impl Connection {
 
     /// One search read to its SearchResultDone. `count` names the attribute whose values
     /// are counted (entries are decoded only then, or for the first DN when `want_dn`).
-    async fn search(&mut self, request: SearchRequest, want_dn: bool, count: Option<&str>) -> Result<SearchOutcome, Error> {
+    async fn search(
+        &mut self,
+        request: SearchRequest,
+        want_dn: bool,
+        count: Option<&str>,
+    ) -> Result<SearchOutcome, Error> {
         let message_id = self.send(ProtocolOp::SearchRequest(request)).await?;
         let mut outcome = SearchOutcome { entries: 0, first_dn: None, values: 0, result_code: 0 };
         loop {
@@ -307,7 +316,8 @@ impl Pool {
         match result {
             Err(failure) if !failure.connection_usable() => {
                 drop(connection);
-                if let Ok(fresh) = Connection::open(&self.address, self.bind.as_ref(), self.op_timeout).await {
+                if let Ok(fresh) = Connection::open(&self.address, self.bind.as_ref(), self.op_timeout).await
+                {
                     self.give_back(fresh);
                 }
             }
@@ -352,7 +362,9 @@ impl Picker {
     fn pick(&self, rng: &mut XorShift64, range: &Range<u64>) -> u64 {
         match self {
             Picker::Uniform => range.start + rng.below(range.end - range.start),
-            Picker::Zipf(zipf) => range.start + zipf.rank((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64),
+            Picker::Zipf(zipf) => {
+                range.start + zipf.rank((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            }
         }
     }
 }
@@ -388,7 +400,13 @@ impl Report {
     }
 
     pub fn to_json(&self) -> String {
-        let us = |h: &Histogram<u32>, q: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1000.0 };
+        let us = |h: &Histogram<u32>, q: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(q) as f64 / 1000.0
+            }
+        };
         let steps = |q: f64| {
             self.step_histograms.iter().map(|h| format!("{:.1}", us(h, q))).collect::<Vec<_>>().join(",")
         };
@@ -510,11 +528,14 @@ async fn login(
     let uid = config.uid.render(n).into_bytes();
     let password = config.password.render(n).into_bytes();
     let people = config.people_base.as_bytes().to_vec();
-    let fail = |step: usize, failure: Failure| Some(Err((failure.clone(), format!("{} of user {n}: {}", STEPS[step], failure.key()))));
+    let fail = |step: usize, failure: Failure| {
+        Some(Err((failure.clone(), format!("{} of user {n}: {}", STEPS[step], failure.key()))))
+    };
 
     // 1. Find the user.
     let started = Instant::now();
-    let find = search_request(people, SearchScope::WholeSubtree, equality("uid", uid), &["uid", "cn", "mail"]);
+    let find =
+        search_request(people, SearchScope::WholeSubtree, equality("uid", uid), &["uid", "cn", "mail"]);
     let mut c = search.take(deadline_hard).await?;
     let found = find_user(&mut c, find).await;
     search.finish(c, &found).await;
@@ -561,7 +582,12 @@ async fn login(
 
     // 4. The user's memberOf.
     let started = Instant::now();
-    let read = search_request(dn, SearchScope::BaseObject, Filter::Present(OctetString::from(&b"objectClass"[..])), &["memberOf"]);
+    let read = search_request(
+        dn,
+        SearchScope::BaseObject,
+        Filter::Present(OctetString::from(&b"objectClass"[..])),
+        &["memberOf"],
+    );
     let mut c = search.take(deadline_hard).await?;
     let member_of = match c.search(read, false, Some("memberOf")).await {
         Ok(SearchOutcome { result_code: 0, entries: 1, values, .. }) => Ok(values),
@@ -752,7 +778,12 @@ mod tests {
             failures,
             seconds: 2.0,
             login_histogram: login,
-            step_histograms: [new_histogram().unwrap(), new_histogram().unwrap(), new_histogram().unwrap(), new_histogram().unwrap()],
+            step_histograms: [
+                new_histogram().unwrap(),
+                new_histogram().unwrap(),
+                new_histogram().unwrap(),
+                new_histogram().unwrap(),
+            ],
             groups: 3,
             first_error: Some("bind of user 4: 49".into()),
             client_cpu_s: None,
@@ -761,7 +792,10 @@ mod tests {
             bind_connections: 1,
         };
         let json = report.to_json();
-        assert!(json.contains("\"failures\":4,\"failures_by_code\":{\"49\":3,\"memberof-mismatch\":1}"), "{json}");
+        assert!(
+            json.contains("\"failures\":4,\"failures_by_code\":{\"49\":3,\"memberof-mismatch\":1}"),
+            "{json}"
+        );
         assert!(json.contains("\"logins_per_s\":0.50"), "{json}");
         assert!(json.contains("\"groups_per_login\":3.00"), "{json}");
         assert!(json.contains("\"first_error\":\"bind of user 4: 49\""), "{json}");
