@@ -46,15 +46,18 @@
 # Options: --size N (10000, at most 100000), --slow-users K (500), --reps R (3),
 # --duration-s S (10), --workers W (8), --shards S (ferrodir, 2), --sets a,b
 # (ssha,pbkdf2,argon2), --capacity LIST | --no-capacity, --server-cpus C, --client-cpus C,
-# --out DIR, --no-build, --smoke (--size 300 --slow-users 20 --reps 1 --duration-s 1
-# --workers 4 --capacity 8192:1:1; exits non-zero unless every run logged in without a
-# failure). Output: raw.jsonl (one line per run, the tool's JSON inside) and results.md.
+# --hash-nice N (ferrodir's password_hash_threads_nice, default left at 10: on a machine
+# whose cores other nice-0 work shares, the hash pool gets a small share of them, and the
+# slow sets measure that), --out DIR, --no-build, --smoke (--size 300 --slow-users 20
+# --reps 1 --duration-s 1 --workers 4 --capacity 8192:1:1; exits non-zero unless every run
+# logged in without a failure). Output: raw.jsonl (one line per run, the tool's JSON inside) and results.md.
 # Every process started here is stopped by PID on exit.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ORIG_ARGS="$*"
 SIZE=10000; SLOW_USERS=500; REPS=3; DURATION=10; WORKERS=8; SHARDS=2; SETS=ssha,pbkdf2,argon2
 CAPACITY=19456:2:1,47104:1:1,65536:3:4; SERVER_CPUS=0; CLIENT_CPUS=1; OUT_DIR=""; BUILD=1; SMOKE=0
+HASH_NICE=""
 while [ $# -gt 0 ]; do
   case $1 in
     --size) SIZE=$2; shift ;;
@@ -68,10 +71,11 @@ while [ $# -gt 0 ]; do
     --no-capacity) CAPACITY="" ;;
     --server-cpus) SERVER_CPUS=$2; shift ;;
     --client-cpus) CLIENT_CPUS=$2; shift ;;
+    --hash-nice) HASH_NICE=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-build) BUILD=0 ;;
     --smoke) SMOKE=1; SIZE=300; SLOW_USERS=20; REPS=1; DURATION=1; WORKERS=4; CAPACITY=8192:1:1 ;;
-    -h|--help) sed -n '2,56p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,59p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -172,6 +176,7 @@ prepare() {
     < "$OUT/gen.ldif" > "$dir/fd.ldif"
   FD_EXTRA_CONFIG="password_upgrade_on_bind = false
 memberof = true
+${HASH_NICE:+password_hash_threads_nice = $HASH_NICE}
 $(scheme_toml "$name")" load_ferrodir "$dir/ferrodir" "$dir/fd.ldif" "$SIZE" "$SHARDS" > /dev/null
   if [ "$with_slapd" = yes ]; then
     python3 "$HERE/lib/login_data.py" --service-dn "$SVC_DN" --service-password "$SVC_PW" "${hashes_arg[@]}" \
@@ -204,7 +209,7 @@ storm() {  # port users duration [extra args] -> the tool's JSON on stdout
   local port=$1 users=$2 duration=$3; shift 3
   taskset -c "$CLIENT_CPUS" timeout -k 5 $((${duration%.*} + 60)) "$STORM" --url "ldap://127.0.0.1:$port" \
     --service-dn "$SVC_DN" --service-password "$SVC_PW" --range "0..$users" --workers "${STORM_WORKERS:-$WORKERS}" \
-    --duration-s "$duration" "$@"
+    --duration-s "$duration" --op-timeout-ms 60000 "$@"
 }
 
 FAILED_RUNS=0
@@ -232,9 +237,9 @@ PY
 # check NAME PORT USERS: a few logins, none failing; 0 when the server passes.
 check() {
   local json
-  json=$(STORM_WORKERS=1 storm "$2" "$3" 10 --count-max 8 2> "$OUT/$1-check.err") || { log "  $1: $(tail -1 "$OUT/$1-check.err")"; return 1; }
+  json=$(STORM_WORKERS=1 storm "$2" "$3" 120 --count-max 4 2> "$OUT/$1-check.err") || { log "  $1: $(tail -1 "$OUT/$1-check.err")"; return 1; }
   echo "$json" > "$OUT/$1-check.json"
-  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["logins"] == 8 and not r["failures"] else 1)' "$json" \
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["logins"] == 4 and not r["failures"] else 1)' "$json" \
     || { log "  $1 failed its check logins: $json"; return 1; }
 }
 
