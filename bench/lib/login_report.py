@@ -11,8 +11,12 @@ import statistics
 import sys
 from collections import defaultdict
 
-SCHEMES = {"ssha": "{SSHA}", "pbkdf2": "{PBKDF2-SHA512} (210,000 rounds)",
-           "argon2": "{ARGON2} (argon2id m=19456 KiB, t=2, p=1)"}
+
+
+def schemes(meta):
+    m, t, p = meta.get("argon2_set", "19456:2:1").split(":")
+    return {"ssha": "{SSHA}", "pbkdf2": f"{{PBKDF2-SHA512}} ({int(meta.get('pbkdf2_rounds', 210000)):,} rounds)",
+            "argon2": f"{{ARGON2}} (argon2id m={m} KiB, t={t}, p={p})"}
 
 
 def med(values):
@@ -30,6 +34,7 @@ def main():
                 runs[(r["set"], r["server"])].append(r)
             elif r["type"] == "unsupported":
                 unsupported[r["set"]] = r["why"]
+    SCHEMES = schemes(meta)
     out = []
     out.append(f"# Login storm: {meta.get('command', '')}\n")
     out.append(f"{meta.get('started')} on {meta.get('host')} ({meta.get('cpus')} CPUs, "
@@ -37,7 +42,8 @@ def main():
                f"slapd {meta.get('slapd_version')}. {meta.get('size')} users, slow sets draw from "
                f"{meta.get('slow_users')}; {meta.get('workers')} workers; {meta.get('reps')} rounds of "
                f"{meta.get('duration_s')} s; servers on CPUs {meta.get('server_cpus')}, client on "
-               f"{meta.get('client_cpus')}; ferrodir {meta.get('shards')} shards.\n")
+               f"{meta.get('client_cpus')}; ferrodir {meta.get('shards')} shards, hash pool nice "
+               f"{meta.get('hash_nice', 'not recorded')}.\n")
     sets = [s for s in ("ssha", "pbkdf2", "argon2") if (s, "ferrodir") in runs]
     if sets:
         out.append("| users' passwords | server | logins/s | ferrodir/slapd | p50 ms | p99 ms | "
