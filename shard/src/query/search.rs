@@ -336,6 +336,12 @@ pub(crate) fn judge<'a>(
 /// that type on that entry. None for anything else (an option in the description, a type
 /// with subtypes, objectClass, a plan of another filter): those are evaluated.
 ///
+/// Only for rules whose normalised values never hold a NUL byte: the string rules drop
+/// NUL (RFC 4518 §2.2) and distinguishedNameMatch escapes it (`\00`). Under another
+/// (octetStringMatch keeps bytes as they are) a stored value `K\0X` would be filed under a
+/// key that starts with the assertion's prefix `K\0`, and its entry would be a candidate
+/// without a value equal to K.
+///
 /// Evaluating `(member=<DN>)` on a group re-normalises every member value, one DN parse
 /// each: a login's group lookup spent most of its time there on groups of 1,000 members
 /// (docs/BENCHMARKS.md, "Login storm (issue #28)").
@@ -345,7 +351,18 @@ pub(crate) fn indexed_equality<'r>(rules: &'r RuleTable, filter: &Filter, plan: 
         return None;
     }
     let attr = rules.get(std::str::from_utf8(&ava.attribute_desc).ok()?)?;
-    if attr.subtypes.len() > 1 || attr.canonical == "objectclass" {
+    use ferrodir_proto::schema::matching::Rule;
+    let no_nul = matches!(
+        attr.equality,
+        Some(
+            Rule::CaseIgnore
+                | Rule::CaseExact
+                | Rule::CaseIgnoreIa5
+                | Rule::CaseExactIa5
+                | Rule::DistinguishedName
+        )
+    );
+    if !no_nul || attr.subtypes.len() > 1 || attr.canonical == "objectclass" {
         return None;
     }
     match crate::index::eqkey::lookup(rules, attr, &ava.assertion_value) {
@@ -715,7 +732,9 @@ mod tests {
     #[test]
     fn indexed_equality_only_for_a_plan_of_the_same_assertion() {
         let rules = RuleTable::from_schema(&Schema::standard());
-        let indexes = IndexConfig::from_directives(&["objectClass eq", "member,uid,cn eq"], &rules).unwrap();
+        let indexes =
+            IndexConfig::from_directives(&["objectClass eq", "member,uid,cn,userPassword eq"], &rules)
+                .unwrap();
         let unsearchable = TypeSet::default();
         let planner = Planner { indexes: &indexes, rules: &rules, unsearchable: &unsearchable };
         let exact = |text: &str, plan_of: &str| {
@@ -735,5 +754,8 @@ mod tests {
         assert_eq!(exact("(objectClass=person)", "(objectClass=person)"), None);
         assert_eq!(exact("(&(uid=bob)(cn=bob))", "(&(uid=bob)(cn=bob))"), None);
         assert_eq!(exact("(uid=bob)", "(&(uid=bob)(cn=bob))"), None);
+        // octetStringMatch keeps a NUL, so a longer stored value could share the prefix.
+        assert!(planner.plan(&parse_filter("(userPassword=x)").unwrap()).is_some());
+        assert_eq!(exact("(userPassword=x)", "(userPassword=x)"), None);
     }
 }
