@@ -12,6 +12,9 @@
 #   (which runs `scale.sh --check-pack` first; run that alone to test the pack), and after
 #   it the access log's cost at 8 server cores (issue #28; about 2.5 minutes):
 #   bash scale-pack/accesslog.sh --cores 8 --rounds 3 --parts rate
+#   and the login storm (issue #28) at 8 server cores, after scale.sh has unpacked:
+#   bash scale-pack/login-storm.sh --server-cpus 0-7 --client-cpus 8-15 --shards 8 --workers 64
+#   (slapd-contrib is packed for slapd's pw-pbkdf2 module; argon2 is in slapd itself)
 #
 # Stripped: the release profile keeps debug info (about 85 MB); `objcopy --strip-debug`
 # writes a copy without it into the pack (the symbol table stays, so perf still names
@@ -42,13 +45,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-PACKAGES=(slapd ldap-utils 389-ds-base 389-ds-base-libs)
+PACKAGES=(slapd slapd-contrib ldap-utils 389-ds-base 389-ds-base-libs)
 # Libraries the filter below leaves out of the dependency walk but which unpacked 389-ds
 # programs and plugins link (libcrack2: its password plugins; libsystemd0: ns-slapd;
 # libsnmp40 and its libraries: ldap-agent), and zlib1g: packed too, so that every packed
 # ELF file finds everything but libc6 inside the pack (checked below).
 EXTRA_LIBS=(libcrack2 libsystemd0 libsnmp40 libpci3 libsensors5 libwrap0 libudev1 zlib1g)
-TOOLS=(ldap-null-responder ldap-latency ldap-search-load)
+TOOLS=(ldap-null-responder ldap-latency ldap-search-load ldap-login-storm)
 for tool in objcopy objdump apt-get apt-cache dpkg-deb; do
   command -v "$tool" >/dev/null || { echo "pack-scale: $tool is needed here" >&2; exit 1; }
 done
@@ -72,8 +75,9 @@ strip_into "$BIN_DIR/ferrodir"
 for tool in "${TOOLS[@]}"; do
   if [ -x "$BIN_DIR/$tool" ]; then strip_into "$BIN_DIR/$tool"; else echo "  $tool missing: not packed" >&2; fi
 done
-cp bench/gen-data.py bench/scale.sh bench/accesslog.sh "$OUT/"
-cp bench/lib/common.sh bench/lib/util.py bench/lib/scale_report.py "$OUT/lib/"
+cp bench/gen-data.py bench/scale.sh bench/accesslog.sh bench/login-storm.sh "$OUT/"
+cp bench/lib/common.sh bench/lib/util.py bench/lib/scale_report.py bench/lib/login_data.py \
+  bench/lib/login_report.py "$OUT/lib/"
 
 mapfile -t LIBS < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances "${PACKAGES[@]}" 2>/dev/null \

@@ -17,6 +17,9 @@
 //!   scans stopped early by Abandon, a close or a limit (issue #9).
 //! - [`searchload`]: `ldap-search-load`, one search in a closed loop with the paged-results
 //!   and sort controls (issue #11), and a check mode that decodes the answer.
+//! - [`loginstorm`]: `ldap-login-storm`, logins as SSSD or Keycloak do them (find the
+//!   user, bind as it, read its groups by member and by memberOf) on pooled connections
+//!   (issue #28).
 //! - [`repllag`]: `ldap-repl-lag`, replication lag from a provider to a consumer under a
 //!   sustained write load (issue #13).
 //! - [`error`]: the crate's one error type.
@@ -25,6 +28,7 @@
 pub mod error;
 pub mod isolation;
 pub mod latency;
+pub mod loginstorm;
 pub mod repllag;
 pub mod responder;
 pub mod searchload;

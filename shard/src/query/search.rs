@@ -329,6 +329,71 @@ pub(crate) fn judge<'a>(
     entry_matches(rules, query, needs, id, record, seen.unsearchable()).then_some(seen)
 }
 
+/// The type of a filter that is one equality assertion whose plan reads exactly its own
+/// equality postings: every candidate such a plan names holds a value whose equality key
+/// (`eqkey`, the normalised value, NUL-terminated in the posting key) is the assertion's,
+/// in the same snapshot, so the filter is true of it unless the requester may not search
+/// that type on that entry. None for anything else (an option in the description, a type
+/// with subtypes, objectClass, a plan of another filter): those are evaluated.
+///
+/// Only for rules whose normalised values never hold a NUL byte: the string rules drop
+/// NUL (RFC 4518 §2.2) and distinguishedNameMatch escapes it (`\00`). Under another
+/// (octetStringMatch keeps bytes as they are) a stored value `K\0X` would be filed under a
+/// key that starts with the assertion's prefix `K\0`, and its entry would be a candidate
+/// without a value equal to K.
+///
+/// Evaluating `(member=<DN>)` on a group re-normalises every member value, one DN parse
+/// each: a login's group lookup spent most of its time there on groups of 1,000 members
+/// (docs/BENCHMARKS.md, "Login storm (issue #28)").
+pub(crate) fn indexed_equality<'r>(rules: &'r RuleTable, filter: &Filter, plan: &Plan) -> Option<&'r str> {
+    let (Filter::EqualityMatch(ava), Plan::Equality(prefix)) = (filter, plan) else { return None };
+    if ava.attribute_desc.contains(&b';') {
+        return None;
+    }
+    let attr = rules.get(std::str::from_utf8(&ava.attribute_desc).ok()?)?;
+    use ferrodir_proto::schema::matching::Rule;
+    let no_nul = matches!(
+        attr.equality,
+        Some(
+            Rule::CaseIgnore
+                | Rule::CaseExact
+                | Rule::CaseIgnoreIa5
+                | Rule::CaseExactIa5
+                | Rule::DistinguishedName
+        )
+    );
+    if !no_nul || attr.subtypes.len() > 1 || attr.canonical == "objectclass" {
+        return None;
+    }
+    match crate::index::eqkey::lookup(rules, attr, &ava.assertion_value) {
+        crate::index::eqkey::Lookup::Value(own) if own == *prefix => Some(attr.canonical.as_str()),
+        _ => None,
+    }
+}
+
+/// [`judge`] for a candidate of the index, where `exact` ([`indexed_equality`]) names the
+/// type whose postings named it: then the filter holds without being evaluated, unless the
+/// type is unsearchable on this entry (then it is evaluated, with the type hidden).
+fn judge_candidate<'a>(
+    rules: &RuleTable,
+    query: &Query<'a>,
+    scope: Scope,
+    needs: FilterNeeds,
+    id: EntryId,
+    record: &EntryRecord,
+    exact: Option<&str>,
+) -> Option<Seen<'a>> {
+    let Some(canonical) = exact else { return judge(rules, query, scope, needs, id, record) };
+    if !in_scope(query.skeleton, scope, id, record) {
+        return None;
+    }
+    let seen = seen(query, id, record)?;
+    if !seen.unsearchable().contains(canonical) {
+        return Some(seen);
+    }
+    entry_matches(rules, query, needs, id, record, seen.unsearchable()).then_some(seen)
+}
+
 /// Evaluates the filter on one entry, putting together only what the filter needs.
 pub(crate) fn entry_matches(
     rules: &RuleTable,
@@ -458,12 +523,13 @@ pub fn inline_search_into(
         return Ok(false);
     };
     let rules = &core.info.rules;
+    let mut exact_cell = None;
     for id in ids.into_iter().filter(|id| id.shard() == core.info.index) {
         let Some(cached) = core.cached(snapshot.as_ref(), id)? else { continue };
         let needs = *prep.needs.get_or_init(|| filter_needs(rules, query.filter));
-        if let Some(seen) =
-            judge(rules, query, scope, needs, id, &*for_filter(rules, query, &cached, &prep.names)?)
-        {
+        let exact = *exact_cell.get_or_insert_with(|| indexed_equality(rules, query.filter, plan));
+        let record = for_filter(rules, query, &cached, &prep.names)?;
+        if let Some(seen) = judge_candidate(rules, query, scope, needs, id, &record, exact) {
             out.push(encode_entry(rules, query, id, &cached, seen.hidden()));
         }
     }
@@ -651,5 +717,45 @@ fn put_computed(
                 if sel.types_only { Vec::new() } else { values.iter().map(|v| v.as_bytes()).collect() };
             attributes.extend(ber::partial_attribute(b"memberOf", &values));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::config::IndexConfig;
+    use crate::query::candidates::Planner;
+    use ferrodir_proto::filter::parse_filter;
+
+    /// Only a bare equality whose plan is its own postings skips evaluation; an option, an
+    /// unindexed or subtyped type, objectClass, or a plan made for another filter do not.
+    #[test]
+    fn indexed_equality_only_for_a_plan_of_the_same_assertion() {
+        let rules = RuleTable::from_schema(&Schema::standard());
+        let indexes =
+            IndexConfig::from_directives(&["objectClass eq", "member,uid,cn,userPassword eq"], &rules)
+                .unwrap();
+        let unsearchable = TypeSet::default();
+        let planner = Planner { indexes: &indexes, rules: &rules, unsearchable: &unsearchable };
+        let exact = |text: &str, plan_of: &str| {
+            let plan = planner.plan(&parse_filter(plan_of).unwrap())?;
+            indexed_equality(&rules, &parse_filter(text).unwrap(), &plan).map(str::to_string)
+        };
+        let member = "(member=uid=alice,ou=people,dc=example,dc=com)";
+        assert_eq!(exact(member, member).as_deref(), Some("member"));
+        // Another spelling of the same DN normalises to the same key.
+        let spelled = "(member=UID=Alice, ou=People,dc=example,dc=com)";
+        assert_eq!(exact(spelled, member).as_deref(), Some("member"));
+        assert_eq!(exact("(UID=bob)", "(uid=bob)").as_deref(), Some("uid"));
+        assert_eq!(exact("(uid=bob)", "(uid=alice)"), None, "the plan of another value");
+        assert_eq!(exact("(cn;lang-de=bob)", "(cn;lang-de=bob)"), None, "an option");
+        // name has subtypes (cn, sn...): not indexed under its own name, never planned.
+        assert_eq!(exact("(name=bob)", "(cn=bob)"), None);
+        assert_eq!(exact("(objectClass=person)", "(objectClass=person)"), None);
+        assert_eq!(exact("(&(uid=bob)(cn=bob))", "(&(uid=bob)(cn=bob))"), None);
+        assert_eq!(exact("(uid=bob)", "(&(uid=bob)(cn=bob))"), None);
+        // octetStringMatch keeps a NUL, so a longer stored value could share the prefix.
+        assert!(planner.plan(&parse_filter("(userPassword=x)").unwrap()).is_some());
+        assert_eq!(exact("(userPassword=x)", "(userPassword=x)"), None);
     }
 }

@@ -96,3 +96,62 @@ fn user_password_is_hidden_from_anonymous_and_shown_to_its_owner_and_the_root_dn
         assert_eq!(found.values(BOB, "userPassword"), vec![USER_PASSWORD]);
     });
 }
+
+/// `(member=<DN>)` answered from the member index (issue #28's login storm): a group
+/// whose value names the user in another spelling matches, a group naming someone else
+/// doesn't, and a group whose member the requester may not search stays out although its
+/// posting names the user (the index alone would let it in).
+#[test]
+fn member_equality_from_the_index_matches_spellings_and_honours_unsearchable_members() {
+    use crate::acl::parse::{compile, profile, RuleText};
+    const GROUPS: &str = "ou=groups,dc=example,dc=com";
+    let both = "cn=both,ou=groups,dc=example,dc=com";
+    let only_bob = "cn=only-bob,ou=groups,dc=example,dc=com";
+    let secret = "cn=secret,ou=groups,dc=example,dc=com";
+    run(async {
+        let directory = TestDirectory::with_people_configured(2, |config| {
+            let mut rules = vec![RuleText::new(&format!("dn.base={secret} attrs=member"), &["* none"])];
+            rules.extend(profile("default").expect("the default rules"));
+            config.access_rules =
+                std::sync::Arc::new(compile(&rules, config.rules.clone(), "test").expect("access rules"));
+        })
+        .await;
+        let mut root = directory.connect();
+        assert_eq!(root.bind(ROOT_DN, ROOT_PASSWORD).await, ResultCode::SUCCESS);
+        let groups: [(&str, &[&str]); 4] = [
+            (GROUPS, &[]),
+            (both, &["UID=Alice, OU=People,DC=Example,DC=COM", BOB]),
+            (only_bob, &[BOB]),
+            (secret, &[ALICE]),
+        ];
+        for (dn, members) in groups {
+            let result = if members.is_empty() {
+                root.add(dn, &[("objectClass", &["organizationalUnit"]), ("ou", &["groups"])]).await
+            } else {
+                let cn = dn.split(',').next().unwrap().trim_start_matches("cn=");
+                root.add(dn, &[("objectClass", &["groupOfNames"]), ("cn", &[cn]), ("member", members)]).await
+            };
+            assert_eq!(result.result_code, ResultCode::SUCCESS, "adding {dn}: {result:?}");
+        }
+        let filter = format!("(member={ALICE})");
+        let as_root = root.search(SUFFIX, SearchScope::WholeSubtree, &filter, &["cn"]).await;
+        assert_eq!(sorted(as_root.dns()), vec![both.to_string(), secret.to_string()]);
+
+        let mut anonymous = directory.connect();
+        let found = anonymous.search(SUFFIX, SearchScope::WholeSubtree, &filter, &["cn"]).await;
+        assert_eq!(found.result.result_code, ResultCode::SUCCESS);
+        assert_eq!(found.dns(), vec![both], "secret's member is not searchable by anonymous");
+        let odd = "(member=uid=BOB,ou=people, dc=example,dc=com)";
+        let found = anonymous.search(SUFFIX, SearchScope::WholeSubtree, odd, &["cn"]).await;
+        assert_eq!(sorted(found.dns()), vec![both.to_string(), only_bob.to_string()]);
+        let nobody = anonymous
+            .search(
+                SUFFIX,
+                SearchScope::WholeSubtree,
+                "(member=uid=carol,ou=people,dc=example,dc=com)",
+                &["cn"],
+            )
+            .await;
+        assert!(nobody.dns().is_empty());
+    });
+}
