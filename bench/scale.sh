@@ -424,7 +424,7 @@ for phase in cores shared threads; do  # the target rows first: a run cut short 
       else
         lookup_block shared "$TOTAL_CPUS"
       fi ;;
-    threads) [ "$AT_K" -ge 1 ] && at_k_block ;;
+    threads) if [ "$AT_K" -ge 1 ]; then at_k_block; fi ;;
   esac
 done
 
