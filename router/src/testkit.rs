@@ -61,6 +61,9 @@ pub fn run<F: Future>(test: F) -> F::Output {
 
 pub struct TestDirectory {
     pub worker: Rc<Worker>,
+    /// The config the worker was built from (as the server builds every worker from one):
+    /// for the test that the worker takes its references from a copy of its own.
+    pub config_given: Arc<DirectoryConfig>,
     /// The coordinator's intent log is a file (its durability is what it is for).
     _files: tempfile::TempDir,
 }
@@ -115,10 +118,10 @@ impl TestDirectory {
         configure(&mut config);
         let config = Arc::new(config);
         let local = cores.swap_remove(0);
-        let worker = Worker::new(0, local, actors, coordinator, config, cell)
+        let worker = Worker::new(0, local, actors, coordinator, config.clone(), cell)
             // Scans run on this thread (the server's `search_scans = "worker"`).
             .with_scan_pool(ScanPool { runtime: None, sources });
-        Self { worker: Rc::new(worker), _files: files }
+        Self { worker: Rc::new(worker), config_given: config, _files: files }
     }
 
     /// A directory holding the suffix entry, `ou=people` under it, and two people, `alice`

@@ -73,6 +73,11 @@ impl Worker {
         skeleton_cell: Arc<SkeletonCell>,
     ) -> Self {
         let skeleton = Arc::new((*skeleton_cell.load()).clone());
+        // A copy of its own, as a reload hands each worker one (server's serve::reload):
+        // every operation takes the config (`Worker::config`: an `Arc` clone, and its drop),
+        // and on the one `Arc` all workers were built from, that count is a cache line every
+        // core writes twice per operation (issue #28: a cost that grows with the cores).
+        let config = Arc::new((*config).clone());
         Self {
             index,
             local,
@@ -342,5 +347,28 @@ impl Worker {
         self.shards
             .get(index)
             .ok_or_else(|| LdapError::new(ferrodir_proto::ResultCode::OTHER, format!("no shard {index}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::testkit::{run, TestDirectory};
+
+    /// The config a worker is built from is shared with the other workers; the worker must
+    /// count its per-operation references on a copy of its own, and keep none to the shared
+    /// one, or every operation on every core writes the same reference count.
+    #[test]
+    fn a_worker_takes_references_to_its_own_copy_of_the_config() {
+        run(async {
+            let directory = TestDirectory::open(2).await;
+            let shared = &directory.config_given;
+            let taken = directory.worker.config();
+            assert!(!Arc::ptr_eq(shared, &taken), "the worker hands out the shared config");
+            assert_eq!(Arc::strong_count(shared), 1, "the worker keeps a reference to the shared config");
+            assert_eq!(taken.vendor_version, shared.vendor_version);
+            assert_eq!(taken.suffixes.len(), shared.suffixes.len());
+        });
     }
 }
