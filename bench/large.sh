@@ -16,14 +16,21 @@
 #
 #   bash bench/large.sh [--n 1000000] [--reps 3] [--duration 10] [--cold-reps 2]
 #                       [--cold-duration 10] [--zipf 1.0] [--shards 2] [--connections 8]
+#                       [--server-cpus 0] [--client-cpus 1] [--client-threads 1]
 #                       [--out DIR] [--keep]
+#   In bench/pack-scale.sh's pack, on a 16-core host (after `bash scale.sh --check-pack`,
+#   which unpacks slapd and ldclt; large.sh runs it if that was not done), 10M entries
+#   (about 48 GB of disk and, there, some 20 minutes of generating and loading):
+#     bash scale-pack/large.sh --n 10000000 --shards 8 --server-cpus 0-7 \
+#       --client-cpus 8-15 --client-threads 4 --connections 64
 #
 # The disk check of bench/run.sh runs first (10M entries: about 48 GB). Data and
 # databases are deleted at the end unless --keep. Output: DIR/raw.jsonl, DIR/results.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 N=1000000 REPS=3 DURATION=10 COLD_REPS=2 COLD_DURATION=10 ZIPF=1.0 SHARDS=2 CONNECTIONS=8 OUT="" KEEP=0
+SERVER_CPU=0 CLIENT_CPU=1 CLIENT_THREADS=1 ARGS="$*"
 while [ $# -gt 0 ]; do
   case $1 in
     --n) N=$2; shift 2 ;;
@@ -34,18 +41,32 @@ while [ $# -gt 0 ]; do
     --zipf) ZIPF=$2; shift 2 ;;
     --shards) SHARDS=$2; shift 2 ;;
     --connections) CONNECTIONS=$2; shift 2 ;;
+    --server-cpus) SERVER_CPU=$2; shift 2 ;;
+    --client-cpus) CLIENT_CPU=$2; shift 2 ;;
+    --client-threads) CLIENT_THREADS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 : "${FD_PORT:=14489}" "${SL_PORT:=14490}"
-source bench/lib/common.sh
+if [ -d "$HERE/debs" ]; then  # bench/pack-scale.sh's folder: its unpacked programs
+  [ -d "$HERE/root/.wrap" ] || bash "$HERE/scale.sh" --check-pack >&2 \
+    || { echo "large.sh: scale.sh --check-pack failed" >&2; exit 1; }
+  W=$HERE/root/.wrap
+  FERRODIR=$HERE/bin/ferrodir SLAPD=$W/slapd SLAPADD=$W/slapadd LDCLT=$W/ldclt LDAPSEARCH=$W/ldapsearch
+  SCHEMA_DIR=$HERE/root/etc/ldap/schema SLAPD_MODULE_DIR=$HERE/root/usr/lib/ldap TOOLS_DIR=$HERE/bin
+  LIBDIR=$HERE/lib GEN=$HERE/gen-data.py OUT=${OUT:-$HERE/large-out/$(date +%Y%m%d-%H%M%S)}
+  cd "$HERE"
+else
+  cd "$HERE/.."; LIBDIR=bench/lib GEN=bench/gen-data.py
+fi
+source "$LIBDIR/common.sh"
 : "${TOOLS_DIR:=$(dirname "$FERRODIR")}"
+[ -n "$TOOLS_DIR" ] || TOOLS_DIR=$(dirname "$FERRODIR")
 [ -x "$FERRODIR" ] || { log "no ferrodir at $FERRODIR (cargo build --release)"; exit 1; }
 [ -x "$TOOLS_DIR/ldap-latency" ] || { log "no ldap-latency in $TOOLS_DIR (cargo build --release -p ferrodir-bench)"; exit 1; }
-SERVER_CPU=0 CLIENT_CPU=1
 OUT=${OUT:-bench/out/large-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw.jsonl; : > "$RAW"
@@ -58,11 +79,12 @@ SLAPD_MAXSIZE=$(slapd_maxsize_for "$N")
 record() { $UTIL json "$@" >> "$RAW"; }
 record type=meta started="$(date -Is)" host="$(hostname)" cpus="$(nproc)" n="$N" reps="$REPS" \
   duration_s="$DURATION" zipf="$ZIPF" shards="$SHARDS" connections="$CONNECTIONS" \
-  loadavg="$(cut -d' ' -f1-3 /proc/loadavg)" command="bash bench/large.sh $*"
+  loadavg="$(cut -d' ' -f1-3 /proc/loadavg)" client_threads="$CLIENT_THREADS" server_cpus="$SERVER_CPU" client_cpus="$CLIENT_CPU" \
+  command="bash bench/large.sh $ARGS"
 
 log "generating $N users"
 t0=$(date +%s.%N)
-python3 bench/gen-data.py "$N" > "$OUT/data.ldif"
+python3 "$GEN" "$N" > "$OUT/data.ldif"
 log "  $(($(stat -c %s "$OUT/data.ldif") / 1000000)) MB in $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
 ENTRIES=$(grep -c '^dn: ' "$OUT/data.ldif")
 # The LDIF is in the page cache for both loads alike.
@@ -96,6 +118,7 @@ lookups() {
   taskset -c $CLIENT_CPU timeout -k 5 $((duration + 60)) "$TOOLS_DIR/ldap-latency" \
     --url "ldap://127.0.0.1:$(port_of "$server")" --mode base --base-template "$TEMPLATE" \
     --range "0..$N" --connections "$CONNECTIONS" --duration-s "$duration" "${extra[@]}" \
+    --threads "$CLIENT_THREADS" \
     > "$file" 2> "$file.stderr" &
   local lpid=$!; track $lpid; wait $lpid || log "  ldap-latency failed: $(tail -1 "$file.stderr")"
   after=$(io_of "$pid")

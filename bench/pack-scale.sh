@@ -9,7 +9,10 @@
 #       default DIR bench/out/scale-pack (+ DIR.tar.gz); --no-build takes the binaries as
 #       they are in --bin-dir (default ${CARGO_TARGET_DIR:-target}/release)
 #   then on the big machine: tar xzf scale-pack.tar.gz && bash scale-pack/scale.sh
-#   (which runs `scale.sh --check-pack` first; run that alone to test the pack)
+#   (which runs `scale.sh --check-pack` first; run that alone to test the pack), and for
+#   issue #28's large directories (10M entries: ~48 GB of disk, ~20 min on 16 cores):
+#   bash scale-pack/large.sh --n 10000000 --shards 8 --server-cpus 0-7 --client-cpus 8-15 \
+#     --client-threads 4 --connections 64
 #
 # Stripped: the release profile keeps debug info (about 85 MB); `objcopy --strip-debug`
 # writes a copy without it into the pack (the symbol table stays, so perf still names
@@ -70,7 +73,9 @@ strip_into "$BIN_DIR/ferrodir"
 for tool in "${TOOLS[@]}"; do
   if [ -x "$BIN_DIR/$tool" ]; then strip_into "$BIN_DIR/$tool"; else echo "  $tool missing: not packed" >&2; fi
 done
-cp bench/gen-data.py bench/scale.sh "$OUT/"
+# large.sh: issue #28's 10M-entry and Zipf runs (import, uniform, Zipf and cold lookups,
+# RSS); it finds the programs scale.sh unpacks (see its header for the 16-core command).
+cp bench/gen-data.py bench/scale.sh bench/large.sh "$OUT/"
 cp bench/lib/common.sh bench/lib/util.py bench/lib/scale_report.py "$OUT/lib/"
 
 mapfile -t LIBS < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
