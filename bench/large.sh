@@ -164,6 +164,9 @@ record type=du server=ferrodir bytes="$(allocated_bytes "$OUT/ferrodir/data")" w
 record type=du server=slapd bytes="$(allocated_bytes "$OUT/slapd/db")" when="after the read runs"
 
 # Cold: one server at a time is restarted on an empty page cache; the other keeps running.
+if [ "$COLD_REPS" -gt 0 ] && ! [ -w /proc/sys/vm/drop_caches ]; then
+  log "cannot write /proc/sys/vm/drop_caches (not root?): no cold runs"; COLD_REPS=0
+fi
 for rep in $(seq "$COLD_REPS"); do
   for server in $(order "$rep"); do
     if [ "$server" = ferrodir ]; then stop_pid "$FERRODIR_PID"; else stop_pid "$SLAPD_PID"; fi
@@ -193,6 +196,8 @@ out += ["", "| lookups | ferrodir ops/s (median) | slapd ops/s (median) | ratio 
         "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |"]
 for kind in ("uniform", "zipf", "cold"):
     runs = [r for r in rows if r["type"] == "lookups" and r["kind"] == kind]
+    if not runs:
+        continue
     by = {(r["server"], r["rep"]): r for r in runs}
     reps = sorted({r["rep"] for r in runs})
     ops = lambda srv: [by[(srv, k)]["result"].get("ops_per_s", 0) for k in reps if (srv, k) in by]
