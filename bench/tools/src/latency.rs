@@ -596,7 +596,8 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         .zip(connections.into_iter().map(Some).chain(std::iter::repeat_with(|| None)))
         .map(|(index, connection)| {
             let rng = XorShift64::new(config.seed, index as u64);
-            let (requests, limits, picker) = (Arc::clone(&requests), Arc::clone(&limits), Arc::clone(&picker));
+            let (requests, limits, picker) =
+                (Arc::clone(&requests), Arc::clone(&limits), Arc::clone(&picker));
             match connection {
                 Some(connection) => tokio::spawn(drive(connection, requests, limits, picker, rng)),
                 None => tokio::spawn(drive_connect(Arc::clone(&target), requests, limits, picker, rng)),

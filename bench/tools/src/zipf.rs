@@ -73,12 +73,20 @@ impl Zipf {
 
 /// (e^x - 1) / x, 1 at x = 0.
 fn expm1_over_x(x: f64) -> f64 {
-    if x.abs() > 1e-8 { x.exp_m1() / x } else { 1.0 + x * (0.5 + x / 6.0) }
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x * (0.5 + x / 6.0)
+    }
 }
 
 /// ln(1 + x) / x, 1 at x = 0.
 fn ln1p_over_x(x: f64) -> f64 {
-    if x.abs() > 1e-8 { x.ln_1p() / x } else { 1.0 - x * (0.5 - x / 3.0) }
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x * (0.5 - x / 3.0)
+    }
 }
 
 /// How a request's entry number is chosen.
@@ -164,7 +172,9 @@ mod tests {
         let c = counts(50, 1.5, 100_000);
         assert!(c[1] > c[2] && c[2] > c[4] && c[4] > c[50], "{c:?}");
         assert_eq!(counts(1, 1.0, 100)[1], 100);
-        assert!(Zipf::new(0, 1.0).is_none() && Zipf::new(5, -1.0).is_none() && Zipf::new(5, f64::NAN).is_none());
+        assert!(
+            Zipf::new(0, 1.0).is_none() && Zipf::new(5, -1.0).is_none() && Zipf::new(5, f64::NAN).is_none()
+        );
     }
 
     #[test]
@@ -173,8 +183,7 @@ mod tests {
             let picker = Picker::zipf(range.clone(), s).unwrap();
             let (_, stride) = picker.zipf.clone().unwrap();
             let span = range.end - range.start;
-            let mut seen: Vec<u64> =
-                (0..span).map(|rank| range.start + (rank * stride) % span).collect();
+            let mut seen: Vec<u64> = (0..span).map(|rank| range.start + (rank * stride) % span).collect();
             seen.sort_unstable();
             assert_eq!(seen, range.clone().collect::<Vec<_>>(), "a permutation");
             let mut rng = XorShift64::new(1, 0);
