@@ -28,6 +28,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$FERRODIR_BIN" ] && FERRODIR=$FERRODIR_BIN
+[ "$CHURN" = n ] && CHURN=$N
+: "${FD_EXTRA_CONFIG=password_hash_on_write = false}"
+export FD_EXTRA_CONFIG
 : "${FD_PORT:=39489}" "${SL_PORT:=39490}"
 # shellcheck source=lib/common.sh
 source bench/lib/common.sh
@@ -35,6 +38,8 @@ trap stop_all EXIT INT TERM
 [ -x "$FERRODIR" ] || { log "no ferrodir binary at $FERRODIR (cargo build --release, or --ferrodir)"; exit 1; }
 OUT=${OUT:-bench/out/churn-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
+# The loaded data plus at most CHURN live entries of ~600 bytes on each server.
+disk_check "$OUT" $((N + CHURN)) 1
 TSV=$OUT/churn.tsv
 printf 'server\tphase\tbytes\tentries\tseconds\terrors\n' > "$TSV"
 
@@ -120,5 +125,15 @@ for p in phases:
     ent = f"{f['entries'] if f else '–'} / {s['entries'] if s else '–'}"
     secs = f"{f['seconds'] if f else '–'} / {s['seconds'] if s else '–'}"
     print(f"| {p} | {fm} | {sm} | {ratio} | {ent} | {secs} |")
+# Flatness (issue #28): the size after each cycle's deletes against the first cycle's.
+after = [p for p in phases if p.startswith("cycle ") and ": -" in p]
+if len(after) > 1:
+    print()
+    print("| after the deletes of | ferrodir / its cycle 1 | slapd / its cycle 1 | ferrodir / slapd |")
+    print("| --- | ---: | ---: | ---: |")
+    f1, s1 = int(by[("ferrodir", after[0])]["bytes"]), int(by[("slapd", after[0])]["bytes"])
+    for p in after:
+        f, s = int(by[("ferrodir", p)]["bytes"]), int(by[("slapd", p)]["bytes"])
+        print(f"| {p.split(':')[0]} | {f / f1:.2f} | {s / s1:.2f} | {f / s:.2f} |")
 PY
 cat "$OUT/results.md"

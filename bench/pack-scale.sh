@@ -15,6 +15,9 @@
 #   and the login storm (issue #28) at 8 server cores, after scale.sh has unpacked:
 #   bash scale-pack/login-storm.sh --server-cpus 0-7 --client-cpus 8-15 --shards 8 --workers 64
 #   (slapd-contrib is packed for slapd's pw-pbkdf2 module; argon2 is in slapd itself)
+#   and issue #28's large directories (10M entries: ~48 GB of disk, ~20 min on 16 cores):
+#   bash scale-pack/large.sh --n 10000000 --shards 8 --server-cpus 0-7 --client-cpus 8-15 \
+#     --client-threads 4 --connections 64
 #
 # Stripped: the release profile keeps debug info (about 85 MB); `objcopy --strip-debug`
 # writes a copy without it into the pack (the symbol table stays, so perf still names
@@ -75,7 +78,9 @@ strip_into "$BIN_DIR/ferrodir"
 for tool in "${TOOLS[@]}"; do
   if [ -x "$BIN_DIR/$tool" ]; then strip_into "$BIN_DIR/$tool"; else echo "  $tool missing: not packed" >&2; fi
 done
-cp bench/gen-data.py bench/scale.sh bench/accesslog.sh bench/login-storm.sh "$OUT/"
+# large.sh: issue #28's 10M-entry and Zipf runs (import, uniform, Zipf and cold lookups,
+# RSS); it finds the programs scale.sh unpacks (see its header for the 16-core command).
+cp bench/gen-data.py bench/scale.sh bench/accesslog.sh bench/login-storm.sh bench/large.sh "$OUT/"
 cp bench/lib/common.sh bench/lib/util.py bench/lib/scale_report.py bench/lib/login_data.py \
   bench/lib/login_report.py "$OUT/lib/"
 

@@ -5,6 +5,10 @@
 #   bash bench/run.sh                       # N=10k, all scenarios, 5 interleaved repetitions
 #   bash bench/run.sh --quick               # 1 repetition, 3 scenarios (base, uid-eq, modify)
 #   bash bench/run.sh --sizes 10000,100000  # several data sets, one after the other
+#   bash bench/run.sh --sizes 10000000 --scenarios base,uid-eq --reps 3
+#                                           # issue #28: 10M entries (about 48 GB of disk:
+#                                           # checked first, the run stops before generating
+#                                           # anything when the output folder's disk is short)
 #   bash bench/run.sh --matrix              # also 1..50 client threads, pinned and unpinned
 #   bash bench/run.sh --smoke               # CI: 2000 entries, one read and one modify run
 #   bash bench/run.sh --scenarios isolation --sizes 200000 --reps 1
@@ -64,7 +68,7 @@ while [ $# -gt 0 ]; do
     --matrix-scenarios) MATRIX_SCENARIOS=$2; shift ;;
     --out) OUT_DIR=$2; shift ;;
     --no-install) INSTALL=0 ;;
-    -h|--help) sed -n '2,37p' bench/run.sh; exit 0 ;;
+    -h|--help) sed -n '2,41p' bench/run.sh; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -90,6 +94,15 @@ FDK_PORT=${FDK_PORT:-13494}; FERRODIR_K_PID=""
 OUT=${OUT_DIR:-bench/out/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw.jsonl; : > "$RAW"
+# Issue #28: before anything is built or generated, the largest size asked must fit the
+# disk (all sizes together with KEEP_DATA=1, which keeps every one).
+disk_entries=0
+for n in ${SIZES//,/ }; do
+  case $n in ''|*[!0-9]*) echo "--sizes: $n is not a number of entries" >&2; exit 2 ;; esac
+  if [ "${KEEP_DATA:-0}" = 1 ]; then disk_entries=$((disk_entries + n))
+  elif [ "$n" -gt "$disk_entries" ]; then disk_entries=$n; fi
+done
+disk_check "$OUT" "$disk_entries" "$([ "$ISSUE11" = 1 ] && echo 2 || echo 1)"
 trap 'stop_all' EXIT
 trap 'exit 130' INT TERM
 
@@ -269,6 +282,7 @@ latency() {  # N SERVER
 bench_size() {
   local n=$1 d="$OUT/n$1"
   mkdir -p "$d/ldclt"
+  SLAPD_MAXSIZE=$(slapd_maxsize_for "$n")
   log "N=$n: generating data"
   # Issue #11: the same entries for both servers, but slapd's copy carries the memberOf
   # values its overlay would have written (slapadd bypasses overlays); ferrodir computes

@@ -94,7 +94,7 @@ TOML
 
 write_slapd_config() {  # file db_dir pid_file
   # back-mdb has no entry cache (it maps the database); maxsize is the map size, 4 GiB
-  # for up to 1M entries. Durability: no dbnosync, so every commit is fdatasync'ed.
+  # for up to 1M entries (SLAPD_MAXSIZE: slapd_maxsize_for N, for more). Durability: no dbnosync, so every commit is fdatasync'ed.
   local tls=""
   # The same certificate and key as ferrodir's (Debian's slapd is built with GnuTLS).
   [ -z "$TLS_DIR" ] || tls="TLSCACertificateFile $TLS_DIR/ca.pem
@@ -135,7 +135,7 @@ suffix "$SUFFIX"
 rootdn "$ROOT_DN"
 rootpw $ROOT_PW
 directory $2
-maxsize 4294967296
+maxsize ${SLAPD_MAXSIZE:-4294967296}
 index objectClass eq
 index uid eq
 index mail eq
@@ -144,6 +144,36 @@ index cn eq,sub
 $overlays
 CONF
 }
+
+# --- disk space (issue #28) ------------------------------------------------------------
+# What one entry of gen-data.py takes on disk, from docs/BENCHMARKS.md at 1M: the LDIF
+# ~303 bytes (909 MB for 3M), ferrodir's data directory 1.21 GB after import and up to
+# 2.2 GB with older import paths or after writes, slapd's back-mdb 1.22 GB. Per copy of
+# the LDIF 310, ferrodir 2,200, slapd 1,300 bytes, times 1.25 for the write scenarios'
+# growth and the file system: 10M entries need about 48 GB with one LDIF.
+DISK_LDIF_BYTES_PER_ENTRY=310
+DISK_FERRODIR_BYTES_PER_ENTRY=2200
+DISK_SLAPD_BYTES_PER_ENTRY=1300
+disk_needed_bytes() {  # entries ldif_copies
+  echo $(( ($1 * ($2 * DISK_LDIF_BYTES_PER_ENTRY + DISK_FERRODIR_BYTES_PER_ENTRY + DISK_SLAPD_BYTES_PER_ENTRY)) * 5 / 4 ))
+}
+# disk_check DIR ENTRIES [LDIF_COPIES]: stops the run (exit 3) before anything is
+# generated when the file system of DIR has less free space than ENTRIES need.
+# DISK_CHECK=0 skips it (the estimate is from our own data; other data may differ).
+disk_check() {
+  local dir=$1 entries=$2 copies=${3:-1} need avail
+  [ "${DISK_CHECK:-1}" = 0 ] && return 0
+  need=$(disk_needed_bytes "$entries" "$copies")
+  avail=$(df -P -B1 "$dir" | awk 'NR == 2 {print $4}')
+  if [ "$avail" -lt "$need" ]; then
+    log "not enough disk for $entries entries in $dir: needs about $((need / 1000000)) MB (LDIF x$copies, ferrodir's and slapd's databases, +25 %), $((avail / 1000000)) MB free there; nothing generated (choose a smaller --sizes, another --out, or DISK_CHECK=0)"
+    exit 3
+  fi
+  log "disk: $entries entries need about $((need / 1000000)) MB, $((avail / 1000000)) MB free in $dir"
+}
+# back-mdb's map must hold the database: 4 GiB up to 1M entries, 4 KiB an entry beyond
+# (the map is sparse: only what is written takes disk).
+slapd_maxsize_for() { local m=$(( $1 * 4096 )); [ $m -lt 4294967296 ] && m=4294967296; echo $m; }
 
 # --- loading ---------------------------------------------------------------------------
 allocated_bytes() { du -s -B1 "$1" | cut -f1; }  # real blocks, not the sparse map size

@@ -37,6 +37,7 @@ use crate::template::{FirstRdn, Template};
 use crate::tls::{self, Stream, TlsClient, Transport};
 use crate::wire::{self, tag};
 use crate::xorshift::XorShift64;
+use crate::zipf::Picker;
 
 /// One histogram per connection costs ~100 KiB (u32 counts, 3 significant digits up to
 /// [`LATENCY_NS_MAX`]); this keeps the worst case near 100 MiB.
@@ -98,6 +99,8 @@ pub struct Config {
     pub password: Option<Template>,
     pub count_max: u64,
     pub range: Range<u64>,
+    /// Zipf exponent over `range` (issue #28), None: uniform.
+    pub zipf: Option<f64>,
     pub connections: usize,
     pub duration: Duration,
     pub op_timeout: Duration,
@@ -482,13 +485,12 @@ async fn drive(
     mut connection: Connection,
     requests: Arc<Requests>,
     limits: Arc<Limits>,
-    range: Range<u64>,
+    picker: Arc<Picker>,
     mut rng: XorShift64,
 ) -> Result<Tally, Error> {
     let mut tally = Tally { histogram: new_histogram()?, ops: 0, errors: 0, fatal: None };
-    let span = range.end - range.start;
     while limits.another() {
-        let request = requests.request(range.start + rng.below(span));
+        let request = requests.request(picker.pick(&mut rng));
         let started = Instant::now();
         let outcome = tokio::time::timeout(limits.op_timeout, connection.exchange(request))
             .await
@@ -507,13 +509,12 @@ async fn drive_connect(
     target: Arc<Target>,
     requests: Arc<Requests>,
     limits: Arc<Limits>,
-    range: Range<u64>,
+    picker: Arc<Picker>,
     mut rng: XorShift64,
 ) -> Result<Tally, Error> {
     let mut tally = Tally { histogram: new_histogram()?, ops: 0, errors: 0, fatal: None };
-    let span = range.end - range.start;
     while limits.another() {
-        let request = requests.request(range.start + rng.below(span));
+        let request = requests.request(picker.pick(&mut rng));
         let started = Instant::now();
         let once = async {
             let mut connection = Connection::open(&target).await?;
@@ -551,6 +552,11 @@ async fn drive_connect(
 pub async fn run(config: &Config) -> Result<Report, Error> {
     check(config)?;
     let requests = Arc::new(Requests::new(config)?);
+    let picker = Arc::new(match config.zipf {
+        None => Picker::uniform(config.range.clone()),
+        Some(s) => Picker::zipf(config.range.clone(), s)
+            .ok_or_else(|| Error::Config(format!("--zipf {s}: expected a finite exponent >= 0")))?,
+    });
     let target = Arc::new(Target {
         address: config.address.clone(),
         transport: config.transport,
@@ -590,11 +596,11 @@ pub async fn run(config: &Config) -> Result<Report, Error> {
         .zip(connections.into_iter().map(Some).chain(std::iter::repeat_with(|| None)))
         .map(|(index, connection)| {
             let rng = XorShift64::new(config.seed, index as u64);
-            let (requests, limits, range) =
-                (Arc::clone(&requests), Arc::clone(&limits), config.range.clone());
+            let (requests, limits, picker) =
+                (Arc::clone(&requests), Arc::clone(&limits), Arc::clone(&picker));
             match connection {
-                Some(connection) => tokio::spawn(drive(connection, requests, limits, range, rng)),
-                None => tokio::spawn(drive_connect(Arc::clone(&target), requests, limits, range, rng)),
+                Some(connection) => tokio::spawn(drive(connection, requests, limits, picker, rng)),
+                None => tokio::spawn(drive_connect(Arc::clone(&target), requests, limits, picker, rng)),
             }
         })
         .collect();
@@ -677,6 +683,7 @@ mod tests {
             password: None,
             count_max,
             range: 0..10_000,
+            zipf: None,
             connections: 3,
             duration: Duration::from_secs(20),
             op_timeout: Duration::from_secs(5),

@@ -11,7 +11,7 @@
 //!   TCP reach on this machine.
 //! - [`latency`]: `ldap-latency`, a closed-loop client that measures per-operation latency
 //!   into an HDR histogram; [`template`] renders the entry names it asks for and
-//!   [`xorshift`] picks them, deterministically. [`tls`]: its LDAPS and StartTLS
+//!   [`xorshift`] picks them, deterministically, uniformly or by Zipf's law ([`zipf`]). [`tls`]: its LDAPS and StartTLS
 //!   connections (rustls, ring; full handshakes, the server verified against a CA file).
 //! - [`isolation`]: `ldap-isolation`, unindexed scans beside a lookup-and-modify probe, and
 //!   scans stopped early by Abandon, a close or a limit (issue #9).
@@ -36,5 +36,6 @@ pub mod template;
 pub mod tls;
 pub mod wire;
 pub mod xorshift;
+pub mod zipf;
 
 pub use error::Error;

@@ -48,6 +48,11 @@ struct Cli {
     /// Entry numbers to pick from, START..END (END excluded).
     #[arg(long, default_value = "0..10000")]
     range: String,
+    /// Draw entries by Zipf's law with this exponent (e.g. 1.0: the k-th hottest entry is
+    /// asked 1/k as often as the hottest) instead of uniformly; the hot entries are spread
+    /// over the range (ferrodir_bench::zipf).
+    #[arg(long)]
+    zipf: Option<f64>,
     #[arg(long, default_value_t = 1)]
     connections: usize,
     /// Stop after this many seconds.
@@ -100,6 +105,7 @@ fn config(cli: &Cli) -> anyhow::Result<Config> {
         password: cli.password.as_deref().map(Template::parse).transpose()?,
         count_max: cli.count_max,
         range: parse_range(&cli.range)?,
+        zipf: cli.zipf,
         connections: cli.connections,
         duration: Duration::from_secs_f64(cli.duration_s),
         op_timeout: Duration::from_millis(cli.op_timeout_ms),
