@@ -22,6 +22,20 @@ use crate::harness::{bound, free_port, http_get, metric_value, Server, ADMIN_DN,
 /// Node `me` (0-based) of a mesh listening on `addrs`: server_id me+1, one consumer of each
 /// other node (rid = its server_id). Only the first node starts with the example data.
 fn node_config(me: usize, addrs: &[SocketAddr], metrics: SocketAddr, password_file: &Path) -> String {
+    let peers = addrs.iter().enumerate().filter(|(peer, _)| *peer != me).map(|(peer, addr)| (peer, *addr));
+    mesh_node_config(me, peers, metrics, password_file)
+}
+
+/// Node `me` (0-based) of a mesh: server_id me+1, a consumer (rid = the peer's server_id,
+/// retried every second) of each of `peers` (a peer's index and where to reach it), metrics
+/// at `metrics`, a 1-s shutdown grace. Only node 0 starts with the example data. Shared by
+/// the mesh fault tests, whose peers are reached through relays.
+pub(crate) fn mesh_node_config(
+    me: usize,
+    peers: impl Iterator<Item = (usize, SocketAddr)>,
+    metrics: SocketAddr,
+    password_file: &Path,
+) -> String {
     let mut config = format!(
         r#"
 server_id = {}
@@ -40,7 +54,7 @@ level = "info"
         me + 1,
         me == 0
     );
-    for (peer, addr) in addrs.iter().enumerate().filter(|(peer, _)| *peer != me) {
+    for (peer, addr) in peers {
         config.push_str(&format!(
             r#"
 [[replication]]

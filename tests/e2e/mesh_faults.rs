@@ -151,42 +151,8 @@ impl Drop for Link {
 /// (rid = its server_id) through the [`Link`] at `links[peer]`, retried every second. Only
 /// node 0 starts with the example data.
 fn node_config(me: usize, links: &[Option<Link>], metrics: SocketAddr, password_file: &Path) -> String {
-    let mut config = format!(
-        r#"
-server_id = {}
-multi_provider = true
-shards = 3
-suffixes = ["dc=example,dc=com"]
-root_dn = "cn=admin,dc=example,dc=com"
-root_password = "secret"
-example_data = {}
-metrics_listen = "{metrics}"
-[limits]
-shutdown_grace_s = 1
-[log]
-level = "info"
-"#,
-        me + 1,
-        me == 0
-    );
-    for (peer, link) in links.iter().enumerate() {
-        let Some(addr) = link.as_ref().map(|l| l.listen) else { continue };
-        config.push_str(&format!(
-            r#"
-[[replication]]
-rid = {}
-provider = "ldap://{addr}"
-bind_dn = "{ADMIN_DN}"
-password_file = "{}"
-search_base = "{BASE}"
-type = "refreshAndPersist"
-retry = "1 +"
-"#,
-            peer + 1,
-            password_file.display()
-        ));
-    }
-    config
+    let peers = links.iter().enumerate().filter_map(|(peer, link)| link.as_ref().map(|l| (peer, l.listen)));
+    crate::mesh::mesh_node_config(me, peers, metrics, password_file)
 }
 
 /// One node of the mesh: the ferrodir binary, or OpenLDAP's slapd.
