@@ -377,3 +377,27 @@ pub fn metric_value(addr: std::net::SocketAddr, line_prefix: &str) -> Option<f64
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// A whole subtree's content for comparing servers: lowercased DN → lowercased attribute
+/// name → its sorted values, attributes for which `keep` says no left out.
+pub type Snapshot = std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>>;
+
+/// [`Snapshot`] of search results (`ResultEntry`s as ldap3 returns them).
+pub fn snapshot_of(entries: Vec<ldap3::ResultEntry>, keep: impl Fn(&str) -> bool) -> Snapshot {
+    entries
+        .into_iter()
+        .map(ldap3::SearchEntry::construct)
+        .map(|e| {
+            let attrs = e
+                .attrs
+                .into_iter()
+                .map(|(k, mut v)| {
+                    v.sort();
+                    (k.to_ascii_lowercase(), v)
+                })
+                .filter(|(k, _)| keep(k))
+                .collect();
+            (e.dn.to_ascii_lowercase(), attrs)
+        })
+        .collect()
+}

@@ -10,14 +10,15 @@
 //!   counts them;
 //! - a change is never sent back to the node it came from (the provider's cookie filter).
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{bound, free_port, http_get, metric_value, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{
+    bound, free_port, http_get, metric_value, snapshot_of, Server, Snapshot, ADMIN_DN, ADMIN_PW, BASE,
+};
 
 /// Node `me` (0-based) of a mesh listening on `addrs`: server_id me+1, one consumer of each
 /// other node (rid = its server_id). Only the first node starts with the example data.
@@ -101,7 +102,6 @@ fn start_mesh_with(size: usize, edit: impl Fn(usize, String) -> String) -> Mesh 
 
 /// DN (lower case) → attribute (lower case) → sorted values, of the whole suffix, less
 /// contextCSN (each node's own view of the mesh).
-type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 fn snapshot(server: &Server) -> Snapshot {
     let mut client = bound(server, ADMIN_DN, ADMIN_PW);
@@ -109,22 +109,7 @@ fn snapshot(server: &Server) -> Snapshot {
         return Snapshot::new();
     };
     let Ok((entries, _)) = result.success() else { return Snapshot::new() };
-    entries
-        .into_iter()
-        .map(SearchEntry::construct)
-        .map(|e| {
-            let attrs = e
-                .attrs
-                .into_iter()
-                .map(|(k, mut v)| {
-                    v.sort();
-                    (k.to_ascii_lowercase(), v)
-                })
-                .filter(|(k, _)| k != "contextcsn")
-                .collect();
-            (e.dn.to_ascii_lowercase(), attrs)
-        })
-        .collect()
+    snapshot_of(entries, |k| k != "contextcsn")
 }
 
 /// Waits until every running node shows the same content; returns it.

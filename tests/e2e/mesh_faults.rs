@@ -46,7 +46,9 @@ use std::time::{Duration, Instant};
 use ldap3::controls::{PostRead, PostReadResp};
 use ldap3::{LdapConn, LdapConnSettings, LdapResult, Mod, Scope, SearchEntry};
 
-use crate::harness::{free_port, http_get, wait_until, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{
+    free_port, http_get, snapshot_of, wait_until, Server, Snapshot, ADMIN_DN, ADMIN_PW, BASE,
+};
 
 /// How long one client operation (and connecting) may take before the writer counts it as
 /// unknown and moves on: short, so a writer to a stopped node keeps recording.
@@ -314,7 +316,6 @@ impl Drop for Slapd {
 /// DN (lower case) → attribute (lower case) → sorted values, of the whole suffix, less
 /// contextCSN (each node's own view of the mesh) and, in a mesh with slapd, what each
 /// server computes for itself ([`COMPUTED`]). Empty when the node can't be read.
-type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 /// Operational attributes each server computes on its own, never replicated: left out of
 /// the comparison when one node is slapd (ferrodir nodes show the same ones alike).
@@ -331,22 +332,7 @@ fn snapshot(node: &Node, with_slapd: bool) -> Snapshot {
         return Snapshot::new();
     };
     let Ok((entries, _)) = result.success() else { return Snapshot::new() };
-    entries
-        .into_iter()
-        .map(SearchEntry::construct)
-        .map(|e| {
-            let attrs = e
-                .attrs
-                .into_iter()
-                .map(|(k, mut v)| {
-                    v.sort();
-                    (k.to_ascii_lowercase(), v)
-                })
-                .filter(|(k, _)| k != "contextcsn" && !(with_slapd && COMPUTED.contains(&k.as_str())))
-                .collect();
-            (e.dn.to_ascii_lowercase(), attrs)
-        })
-        .collect()
+    snapshot_of(entries, |k| k != "contextcsn" && !(with_slapd && COMPUTED.contains(&k)))
 }
 
 /// A bound connection whose connect and bind time out after [`OP_TIMEOUT`].

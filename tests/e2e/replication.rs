@@ -5,14 +5,15 @@
 //! changes, then restarted; and a replica killed with -9 mid-refresh that resumes with
 //! nothing lost or duplicated.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ldap3::{Mod, Scope, SearchEntry};
 
-use crate::harness::{binary, bound, free_port, http_get, Server, ADMIN_DN, ADMIN_PW, BASE};
+use crate::harness::{
+    binary, bound, free_port, http_get, snapshot_of, Server, Snapshot, ADMIN_DN, ADMIN_PW, BASE,
+};
 
 /// The provider's server_id differs from the replicas' (0): the replicas' entries, and the
 /// chain's, carry CSNs of another sid than their own.
@@ -64,7 +65,6 @@ retry = "1 +"
 }
 
 /// DN (lower case) → attribute (lower case) → sorted values, of the whole suffix.
-type Snapshot = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 fn snapshot(server: &Server) -> Snapshot {
     let mut client = bound(server, ADMIN_DN, ADMIN_PW);
@@ -72,22 +72,7 @@ fn snapshot(server: &Server) -> Snapshot {
         return Snapshot::new();
     };
     let Ok((entries, _)) = result.success() else { return Snapshot::new() };
-    entries
-        .into_iter()
-        .map(SearchEntry::construct)
-        .map(|e| {
-            let attrs = e
-                .attrs
-                .into_iter()
-                .map(|(k, mut v)| {
-                    v.sort();
-                    (k.to_ascii_lowercase(), v)
-                })
-                .filter(|(k, _)| !COMPUTED.contains(&k.as_str()))
-                .collect();
-            (e.dn.to_ascii_lowercase(), attrs)
-        })
-        .collect()
+    snapshot_of(entries, |k| !COMPUTED.contains(&k))
 }
 
 /// How many entries the server holds under the suffix (0 before the suffix exists).

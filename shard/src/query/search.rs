@@ -322,11 +322,7 @@ pub(crate) fn judge<'a>(
     id: EntryId,
     record: &EntryRecord,
 ) -> Option<Seen<'a>> {
-    if !in_scope(query.skeleton, scope, id, record) {
-        return None;
-    }
-    let seen = seen(query, id, record)?;
-    entry_matches(rules, query, needs, id, record, seen.unsearchable()).then_some(seen)
+    judge_candidate(rules, query, scope, needs, id, record, None)
 }
 
 /// The type of a filter that is one equality assertion whose plan reads exactly its own
@@ -383,15 +379,12 @@ fn judge_candidate<'a>(
     record: &EntryRecord,
     exact: Option<&str>,
 ) -> Option<Seen<'a>> {
-    let Some(canonical) = exact else { return judge(rules, query, scope, needs, id, record) };
     if !in_scope(query.skeleton, scope, id, record) {
         return None;
     }
     let seen = seen(query, id, record)?;
-    if !seen.unsearchable().contains(canonical) {
-        return Some(seen);
-    }
-    entry_matches(rules, query, needs, id, record, seen.unsearchable()).then_some(seen)
+    let answered = exact.is_some_and(|canonical| !seen.unsearchable().contains(canonical));
+    (answered || entry_matches(rules, query, needs, id, record, seen.unsearchable())).then_some(seen)
 }
 
 /// Evaluates the filter on one entry, putting together only what the filter needs.
