@@ -32,11 +32,11 @@ UTIL="python3 $(dirname "${BASH_SOURCE[0]}")/util.py"
 TRACKED_PIDS=()
 track() { TRACKED_PIDS+=("$1"); }
 
-stop_pid() {  # pid: TERM, up to 5 s grace, then KILL; never by name
+stop_pid() {  # pid: TERM, up to 30 s grace (a clean stop saves the start cache), then KILL; never by name
   local pid=$1 i
   kill -0 "$pid" 2>/dev/null || return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }

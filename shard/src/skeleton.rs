@@ -180,6 +180,11 @@ impl Skeleton {
             && self.maps.withdrawn.get(&parent).and_then(|names| names.get(rdn_norm)) == Some(&id)
     }
 
+    /// Whether some DN→ID record is withdrawn (a cross-shard change failed half way).
+    pub fn has_withdrawn(&self) -> bool {
+        self.maps.withdrawn.values().any(|names| !names.is_empty())
+    }
+
     pub fn get(&self, id: EntryId) -> Option<&ContainerNode> {
         self.maps.nodes.get(&id)
     }

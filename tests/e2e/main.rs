@@ -44,6 +44,7 @@ mod replication;
 mod scram;
 mod semantics;
 mod sort;
+mod startcache;
 mod syncrepl;
 mod systemd;
 mod tls;

@@ -14,5 +14,6 @@ pub mod import;
 pub mod load;
 pub mod manifest;
 pub mod reindex;
+pub mod startcache;
 pub mod store;
 pub mod verify;

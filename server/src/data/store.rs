@@ -19,6 +19,7 @@ use ferrodir_shard::{indexes_ready_everywhere, mark_indexes_ready, Skeleton, FLA
 
 use crate::config::Config;
 use crate::data::manifest::Manifest;
+use crate::data::startcache;
 
 pub struct Store {
     pub manifest: Manifest,
@@ -50,6 +51,18 @@ pub struct Store {
     /// Shards found damaged (index, what is wrong); only [`Store::open_salvaging`] opens
     /// with any, each as an empty shard that refuses writes.
     pub damaged: Damage,
+    /// What the last clean stop saved, when this serving open may use it: the start takes
+    /// it (serve/runtime.rs `prepare`) and reads no shard whole.
+    pub start_cache: Option<startcache::StartCache>,
+}
+
+/// Whether opening existing shard files checks every page against its checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// Every file (docs/DECISIONS.md: "Every start checks each shard file").
+    Every,
+    /// None: each file is provably the one this server closed cleanly (startcache.rs).
+    Unchanged,
 }
 
 /// Creates `dir` (and any missing parent) mode 0700 whatever the umask: the shard files
@@ -144,7 +157,21 @@ impl Store {
             }
         };
         let storage = storage_options(config, manifest.shards, serving);
-        let (engines, damaged) = open_engines(kind, data_dir, manifest.shards, created, salvage, &storage)?;
+        // A serving start after a clean stop, with every shard file as that stop left it,
+        // reads what it needs from the start cache instead of the shards (startcache.rs).
+        let start_cache = if serving && !created {
+            startcache::take(
+                data_dir,
+                kind,
+                manifest.shards,
+                startcache::digest(config, manifest.shards, kind),
+            )
+        } else {
+            None
+        };
+        let check = if start_cache.is_some() { Check::Unchanged } else { Check::Every };
+        let (engines, damaged) =
+            open_engines(kind, data_dir, manifest.shards, created, salvage, check, &storage)?;
         let schema = Arc::new(load_schema(config)?);
         let rules = Arc::new(RuleTable::from_schema(&schema));
         let mut indexes = IndexConfig::from_directives(&config.index_directives(), &rules)?;
@@ -191,6 +218,7 @@ impl Store {
             storage,
             created,
             damaged,
+            start_cache,
         })
     }
 
@@ -330,16 +358,30 @@ fn open_engines(
     shards: usize,
     created: bool,
     salvage: bool,
+    check: Check,
     options: &StorageOptions,
 ) -> anyhow::Result<(Vec<Arc<dyn KvEngine>>, Damage)> {
     let mut engines: Vec<Arc<dyn KvEngine>> = Vec::with_capacity(shards);
     let mut damaged = Vec::new();
-    for shard in 0..shards {
-        let opened = if created {
+    let open_one = |shard: usize| {
+        if created || check == Check::Unchanged {
             kind.open(data_dir, shard, options).map_err(OpenError::Other)
         } else {
             kind.open_existing(data_dir, shard, options)
-        };
+        }
+    };
+    // The check reads each file whole: one thread per shard, so a start is as long as its
+    // largest shard's check rather than the sum (docs/DECISIONS.md).
+    let opened: Vec<_> = std::thread::scope(|scope| {
+        let opening: Vec<_> = (0..shards).map(|shard| scope.spawn(move || open_one(shard))).collect();
+        opening
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| Err(OpenError::Damaged("opening the shard panicked".into())))
+            })
+            .collect()
+    });
+    for (shard, opened) in opened.into_iter().enumerate() {
         match opened {
             Ok(engine) => engines.push(Arc::from(engine)),
             Err(OpenError::Damaged(what)) => {

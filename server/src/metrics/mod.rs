@@ -205,6 +205,18 @@ impl Metrics {
         caches.iter().map(|(_, stats)| stats.entries.load(Ordering::Relaxed)).sum()
     }
 
+    /// Entries per shard, in shard order, as their owners count them (`shards` long; a
+    /// shard not registered counts 0).
+    pub fn entries_per_shard(&self, shards: usize) -> Vec<u64> {
+        let mut counts = vec![0; shards];
+        for (index, stats) in self.caches.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some(count) = counts.get_mut(*index) {
+                *count = stats.entries.load(Ordering::Relaxed);
+            }
+        }
+        counts
+    }
+
     fn workers(&self) -> Vec<Arc<WorkerStats>> {
         self.workers.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }

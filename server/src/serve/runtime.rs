@@ -82,11 +82,63 @@ pub fn serve(
     crate::serve::exposure::check_config(&config, &listen, new_directory)?;
     let store = open_store(&config)?;
     let system = actix_rt::System::new();
-    let threads = system.block_on(run(config, store, listen, shutdown))?;
+    let (threads, stopped) = system.block_on(run(config, store, listen, shutdown))?;
     // The System's own tasks (watchdog, TLS polling, SIGHUP) end with it.
     drop(system);
     threads.join();
+    // Every thread that held a shard has ended: the files are as the next start finds them.
+    if let Some(stopped) = stopped {
+        stopped.save();
+    }
     Ok(())
+}
+
+/// What a clean stop saves for the next start (data/startcache.rs), kept until every
+/// thread holding a shard has ended.
+struct StopSave {
+    data_dir: std::path::PathBuf,
+    kind: ferrodir_shard::storage::EngineKind,
+    digest: u64,
+    blooms: Vec<Arc<ferrodir_shard::EqBloom>>,
+    grams: Arc<ferrodir_shard::GramShards>,
+    cell: Arc<SkeletonCell>,
+    metrics: Arc<Metrics>,
+}
+
+impl StopSave {
+    /// None when the stop wasn't clean enough to describe the files by: a shard not
+    /// checkpointed (a failed or refused commit), a sled directory (its files aren't
+    /// identified), a cross-shard change left half done (the skeleton withdraws a name).
+    fn after(config: &Config, store: &Store, prepared: &Prepared, checkpointed: bool) -> Option<Self> {
+        let kind = ferrodir_shard::storage::EngineKind::parse(&store.manifest.engine)?;
+        let skeleton = prepared.cell.load();
+        if !checkpointed || kind != ferrodir_shard::storage::EngineKind::Redb || skeleton.has_withdrawn() {
+            return None;
+        }
+        Some(Self {
+            data_dir: config.data_dir.clone(),
+            kind,
+            digest: crate::data::startcache::digest(config, store.manifest.shards, kind),
+            blooms: store.blooms.clone(),
+            grams: store.grams.clone(),
+            cell: prepared.cell.clone(),
+            metrics: prepared.metrics.clone(),
+        })
+    }
+
+    fn save(self) {
+        let skeleton = self.cell.load();
+        let stopped = crate::data::startcache::Stopped {
+            blooms: &self.blooms,
+            grams: &self.grams,
+            skeleton: &skeleton,
+            entry_counts: self.metrics.entries_per_shard(self.blooms.len()),
+        };
+        match crate::data::startcache::save(&self.data_dir, self.kind, self.digest, &stopped) {
+            Ok(()) => tracing::info!("saved the start cache: the next start reads no shard whole"),
+            Err(e) => tracing::warn!(error = %e, "no start cache: the next start reads every shard"),
+        }
+    }
 }
 
 /// Opens the data directory for serving; a new one gets the example entries when the
@@ -117,7 +169,7 @@ async fn run(
     mut store: Store,
     listen: Listen,
     shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<Threads> {
+) -> anyhow::Result<(Threads, Option<StopSave>)> {
     let mut prepared = prepare(&config, &mut store)?;
     crate::serve::exposure::check_directory(
         &config,
@@ -174,8 +226,9 @@ async fn run(
     let connections =
         accept_until(shutdown, &config, &listeners, tls, &threads.workers, &prepared.metrics).await;
     let running = Running { listeners, connections, admin, search_pool };
-    stop(&config, &store, running, &threads).await;
-    Ok(threads)
+    let checkpointed = stop(&config, &store, running, &threads).await;
+    let stopped = StopSave::after(&config, &store, &prepared, checkpointed);
+    Ok((threads, stopped))
 }
 
 /// What serves until shutdown, beside the threads.
@@ -189,8 +242,8 @@ struct Running {
 
 /// Stops serving: no new connections, up to `shutdown_grace_s` for the open ones to end,
 /// then every thread told to stop, the admin socket and the search pool gone, and every
-/// shard checkpointed.
-async fn stop(config: &Config, store: &Store, running: Running, threads: &Threads) {
+/// shard checkpointed. True when every shard was.
+async fn stop(config: &Config, store: &Store, running: Running, threads: &Threads) -> bool {
     tracing::info!("shutting down: no new connections");
     crate::serve::systemd::stopping();
     drop(running.listeners);
@@ -201,8 +254,9 @@ async fn stop(config: &Config, store: &Store, running: Running, threads: &Thread
     threads.stop();
     drop(running.admin);
     running.search_pool.shutdown();
-    checkpoint(store);
+    let checkpointed = checkpoint(store);
     tracing::info!("stopped");
+    checkpointed
 }
 
 /// What the serving path builds from the opened data directory before any thread starts.
@@ -242,13 +296,31 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
     let mut directory = crate::directory::directory_config(config, store, start_hash_pool(config)?)?;
     directory.paged.key = paged_key(&config.data_dir);
     crate::serve::diskwatch::start(&config.data_dir, &directory.disk)?;
-    store.fill_blooms()?;
-    let settled = store.settle_containers(config)?;
-    if settled > 0 {
-        tracing::info!(settled, "cleared the container flag of entries left without children");
-    }
-    let (skeleton, entry_counts) = store.skeleton(config)?;
-    crate::directory::unique::refuse_duplicates(&directory.unique, &store.rules, &store.engines, &skeleton)?;
+    let (skeleton, entry_counts) = match store.start_cache.take() {
+        // A clean stop's filters, skeleton and counts: nothing to read from the shards.
+        Some(cache) if cache.load_filters(&store.blooms, &store.grams) => {
+            tracing::info!(
+                containers = cache.containers.len(),
+                "started from the start cache the last clean stop left (no shard read whole)"
+            );
+            (cache.skeleton(), cache.entry_counts)
+        }
+        _ => {
+            store.fill_blooms()?;
+            let settled = store.settle_containers(config)?;
+            if settled > 0 {
+                tracing::info!(settled, "cleared the container flag of entries left without children");
+            }
+            let (skeleton, entry_counts) = store.skeleton(config)?;
+            crate::directory::unique::refuse_duplicates(
+                &directory.unique,
+                &store.rules,
+                &store.engines,
+                &skeleton,
+            )?;
+            (skeleton, entry_counts)
+        }
+    };
     let cell = Arc::new(SkeletonCell::new(skeleton));
     let metrics = Arc::new(Metrics::new(crate::metrics::Sources {
         shards: shard_stats,
@@ -708,12 +780,15 @@ async fn accept_until(
 /// A clean stop leaves each shard file whole by itself (the write log's records since
 /// the last checkpoint made durable in redb), so that tools reading the files, or a copy
 /// of them, need no replay. Commits still running finish first (the log's lock).
-fn checkpoint(store: &Store) {
+fn checkpoint(store: &Store) -> bool {
+    let mut all = true;
     for (index, engine) in store.engines.iter().enumerate() {
         if let Err(e) = engine.checkpoint() {
             tracing::warn!(shard = index, error = %e, "no checkpoint at shutdown: the next start replays the write log");
+            all = false;
         }
     }
+    all
 }
 
 /// The password threads of a serving server: `password_hash_threads` of them at

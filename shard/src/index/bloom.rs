@@ -5,7 +5,7 @@
 //! The owning shard sets bits when it stages a write (a superset of what is committed, so a
 //! shard is never wrongly skipped); any worker reads them. Bits are never cleared: deletes
 //! leave false positives, which cost an unneeded message, never a wrong answer. The filter
-//! is rebuilt from the index at every start.
+//! is rebuilt from the index at start, or read back from what the last clean stop saved.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -95,6 +95,24 @@ impl EqBloom {
         self.may_contain_probe(&Probe::new(key))
     }
 
+    /// The filter's bits, for the start cache a clean stop writes (server/src/data/
+    /// startcache.rs).
+    pub fn bits(&self) -> Vec<u64> {
+        self.words.iter().map(|word| word.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Sets the bits [`Self::bits`] gave (ORed in: what is set stays set). False, and
+    /// nothing changed, when `words` is not a filter of this size.
+    pub fn load_bits(&self, words: &[u64]) -> bool {
+        if words.len() != self.words.len() {
+            return false;
+        }
+        for (word, bits) in self.words.iter().zip(words) {
+            word.fetch_or(*bits, Ordering::Relaxed);
+        }
+        true
+    }
+
     /// [`Self::may_contain`] for a key hashed already.
     pub fn may_contain_probe(&self, probe: &Probe) -> bool {
         // A block out of range (never, see `insert`) answers "maybe", the safe side.
@@ -106,6 +124,20 @@ impl EqBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bits_round_trip_into_a_new_filter() {
+        let bloom = EqBloom::new();
+        for i in 0..1000 {
+            bloom.insert(format!("uid\0user{i}\0").as_bytes());
+        }
+        let copy = EqBloom::new();
+        assert!(copy.load_bits(&bloom.bits()));
+        for i in 0..1000 {
+            assert!(copy.may_contain(format!("uid\0user{i}\0").as_bytes()));
+        }
+        assert!(!copy.load_bits(&[0u64; 3]), "a filter of another size is refused");
+    }
 
     #[test]
     fn no_false_negatives_and_few_false_positives() {

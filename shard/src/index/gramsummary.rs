@@ -180,6 +180,28 @@ impl GramShards {
         self.enabled.store(true, Ordering::Release);
     }
 
+    /// The table's cells and whether it overflowed, for the start cache a clean stop
+    /// writes (server/src/data/startcache.rs); `words` per slot is implied by the length.
+    pub fn cells(&self) -> (Vec<u64>, bool) {
+        let cells = self.cells.iter().map(|cell| cell.load(Ordering::Relaxed)).collect();
+        (cells, self.overflowed.load(Ordering::Acquire))
+    }
+
+    /// Sets the cells [`Self::cells`] gave (ORed in). False, and nothing changed, when they
+    /// are not a table of this width. The caller then [`Self::enable`]s it, as after a fill.
+    pub fn load_cells(&self, cells: &[u64], overflowed: bool) -> bool {
+        if cells.len() != self.cells.len() {
+            return false;
+        }
+        for (cell, bits) in self.cells.iter().zip(cells) {
+            cell.fetch_or(*bits, Ordering::Relaxed);
+        }
+        if overflowed {
+            self.overflowed.store(true, Ordering::Release);
+        }
+        true
+    }
+
     /// Keeps in `mask` only the shards that may hold a posting under `gram_key`.
     pub fn restrict(&self, gram_key: &[u8], mask: &mut ShardMask) {
         if !self.enabled.load(Ordering::Acquire) || self.overflowed.load(Ordering::Acquire) {
@@ -285,6 +307,20 @@ mod tests {
         assert_eq!(shards_for(&t, &[b"abc"]), vec![3, 5]);
         assert_eq!(shards_for(&t, &[b"abc", b"bcd"]), vec![3]);
         assert_eq!(shards_for(&t, &[b"zzz"]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn cells_round_trip_into_a_new_table() {
+        let t = table(16);
+        t.insert_posting(3, &keys::sub("cn", b"abc", EntryId::new(3, 1)));
+        t.insert_posting(9, &keys::sub("cn", b"bcd", EntryId::new(9, 1)));
+        let (cells, overflowed) = t.cells();
+        let copy = GramShards::new(16);
+        assert!(copy.load_cells(&cells, overflowed));
+        copy.enable();
+        assert_eq!(shards_for(&copy, &[b"abc"]), vec![3]);
+        assert_eq!(shards_for(&copy, &[b"bcd"]), vec![9]);
+        assert!(!GramShards::new(100).load_cells(&cells, false), "another width is refused");
     }
 
     #[test]
