@@ -10,6 +10,11 @@
 #     this drops the page cache of the whole machine), start it, time until it answers,
 #     then the first --cold-duration seconds of uniform lookups, with the bytes the server
 #     read from storage (/proc/PID/io read_bytes), its major page faults and its CPU time.
+#     A clean stop (SIGTERM) leaves ferrodir its start cache (server/src/data/startcache.rs);
+#   - crash lookups (--crash-reps, default 1): the same after SIGKILL, so ferrodir starts
+#     without its cache and checks and reads every shard first (slapd: back-mdb needs no
+#     recovery);
+#   - the first start after the import (no cache either: "first_start" in raw.jsonl).
 # Servers are pinned to CPU 0 and the client to CPU 1 (as bench/run.sh); every repetition
 # runs ferrodir and slapd one after the other, alternating which goes first, and the
 # report gives medians and the median of same-repetition ratios.
@@ -17,7 +22,9 @@
 #   bash bench/large.sh [--n 1000000] [--reps 3] [--duration 10] [--cold-reps 2]
 #                       [--cold-duration 10] [--zipf 1.0] [--shards 2] [--connections 8]
 #                       [--server-cpus 0] [--client-cpus 1] [--client-threads 1]
-#                       [--out DIR] [--keep]
+#                       [--crash-reps 1] [--out DIR] [--keep] [--reuse]
+#   --reuse: the databases of an earlier run with --out DIR are served again (its import
+#   rows are kept): for a rerun of the read phases without generating and loading again.
 #   In bench/pack-scale.sh's pack, on a 16-core host (after `bash scale.sh --check-pack`,
 #   which unpacks slapd and ldclt; large.sh runs it if that was not done), 10M entries
 #   (about 48 GB of disk and, there, some 20 minutes of generating and loading):
@@ -29,7 +36,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-N=1000000 REPS=3 DURATION=10 COLD_REPS=2 COLD_DURATION=10 ZIPF=1.0 SHARDS=2 CONNECTIONS=8 OUT="" KEEP=0
+N=1000000 REPS=3 DURATION=10 COLD_REPS=2 COLD_DURATION=10 CRASH_REPS=1 ZIPF=1.0 SHARDS=2 CONNECTIONS=8 OUT="" KEEP=0 REUSE=0
 SERVER_CPU=0 CLIENT_CPU=1 CLIENT_THREADS=1 ARGS="$*"
 while [ $# -gt 0 ]; do
   case $1 in
@@ -46,6 +53,8 @@ while [ $# -gt 0 ]; do
     --client-threads) CLIENT_THREADS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --reuse) REUSE=1; KEEP=1; shift ;;
+    --crash-reps) CRASH_REPS=$2; shift 2 ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -69,10 +78,19 @@ source "$LIBDIR/common.sh"
 [ -x "$TOOLS_DIR/ldap-latency" ] || { log "no ldap-latency in $TOOLS_DIR (cargo build --release -p ferrodir-bench)"; exit 1; }
 OUT=${OUT:-bench/out/large-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-RAW=$OUT/raw.jsonl; : > "$RAW"
+RAW=$OUT/raw.jsonl
+if [ $REUSE = 1 ]; then
+  [ -d "$OUT/ferrodir/data" ] && [ -d "$OUT/slapd/db" ] && [ -f "$RAW" ] \
+    || { log "--reuse: no earlier run's databases and raw.jsonl in $OUT"; exit 1; }
+  mv "$RAW" "$RAW.before-reuse"
+fi
+: > "$RAW"
 trap stop_all EXIT
 trap 'exit 130' INT TERM
-disk_check "$OUT" "$N" 1
+[ $REUSE = 1 ] || disk_check "$OUT" "$N" 1
+# A start that reads every shard (after the import, after a crash) takes about 2 s per
+# million entries warm and up to a minute per million cold on a slow disk.
+: "${WAIT_LDAP_S:=$((30 + N / 15000))}"
 SLAPD_MAXSIZE=$(slapd_maxsize_for "$N")
 [ "$N" -le 100000 ] && TEMPLATE='uid=user{:05},ou=people,dc=example,dc=com' \
                     || TEMPLATE='uid=user{:07},ou=people,dc=example,dc=com'
@@ -82,19 +100,24 @@ record type=meta started="$(date -Is)" host="$(hostname)" cpus="$(nproc)" n="$N"
   loadavg="$(cut -d' ' -f1-3 /proc/loadavg)" client_threads="$CLIENT_THREADS" server_cpus="$SERVER_CPU" client_cpus="$CLIENT_CPU" \
   command="bash bench/large.sh $ARGS"
 
-log "generating $N users"
-t0=$(date +%s.%N)
-python3 "$GEN" "$N" > "$OUT/data.ldif"
-log "  $(($(stat -c %s "$OUT/data.ldif") / 1000000)) MB in $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
-ENTRIES=$(grep -c '^dn: ' "$OUT/data.ldif")
-# The LDIF is in the page cache for both loads alike.
-read -r secs bytes < <(load_ferrodir "$OUT/ferrodir" "$OUT/data.ldif" "$N" "$SHARDS")
-record type=import server=ferrodir entries="$ENTRIES" seconds="$secs" bytes="$bytes" loadavg="$(cut -d' ' -f1 /proc/loadavg)"
-log "ferrodir import: $secs s, $((bytes / 1000000)) MB"
-read -r secs bytes < <(load_slapd "$OUT/slapd" "$OUT/data.ldif")
-record type=import server=slapd entries="$ENTRIES" seconds="$secs" bytes="$bytes" loadavg="$(cut -d' ' -f1 /proc/loadavg)"
-log "slapadd: $secs s, $((bytes / 1000000)) MB"
-[ $KEEP = 1 ] || rm -f "$OUT/data.ldif"
+if [ $REUSE = 1 ]; then
+  log "reusing the databases in $OUT (import rows from the earlier run)"
+  grep '"type": "import"' "$RAW.before-reuse" >> "$RAW"
+else
+  log "generating $N users"
+  t0=$(date +%s.%N)
+  python3 "$GEN" "$N" > "$OUT/data.ldif"
+  log "  $(($(stat -c %s "$OUT/data.ldif") / 1000000)) MB in $(python3 -c "print(round($(date +%s.%N)-$t0,1))") s"
+  ENTRIES=$(grep -c '^dn: ' "$OUT/data.ldif")
+  # The LDIF is in the page cache for both loads alike.
+  read -r secs bytes < <(load_ferrodir "$OUT/ferrodir" "$OUT/data.ldif" "$N" "$SHARDS")
+  record type=import server=ferrodir entries="$ENTRIES" seconds="$secs" bytes="$bytes" loadavg="$(cut -d' ' -f1 /proc/loadavg)"
+  log "ferrodir import: $secs s, $((bytes / 1000000)) MB"
+  read -r secs bytes < <(load_slapd "$OUT/slapd" "$OUT/data.ldif")
+  record type=import server=slapd entries="$ENTRIES" seconds="$secs" bytes="$bytes" loadavg="$(cut -d' ' -f1 /proc/loadavg)"
+  log "slapadd: $secs s, $((bytes / 1000000)) MB"
+  [ $KEEP = 1 ] || rm -f "$OUT/data.ldif"
+fi
 
 pid_of() { [ "$1" = ferrodir ] && echo "$FERRODIR_PID" || echo "$SLAPD_PID"; }
 port_of() { [ "$1" = ferrodir ] && echo "$FD_PORT" || echo "$SL_PORT"; }
@@ -149,7 +172,10 @@ record_rss() {  # server when
 order() { [ $(($1 % 2)) = 1 ] && echo "ferrodir slapd" || echo "slapd ferrodir"; }
 
 log "starting both servers on CPU $SERVER_CPU; one full read of each"
-start_server ferrodir; start_server slapd
+for server in ferrodir slapd; do
+  t0=$(date +%s.%N); start_server "$server"
+  record type=first_start server=$server after_import=$((1 - REUSE)) seconds="$(python3 -c "print(round($(date +%s.%N)-$t0,2))")"
+done
 for server in ferrodir slapd; do
   t0=$(date +%s.%N); warm_read "$(port_of "$server")"
   record type=warm_read server=$server seconds="$(python3 -c "print(round($(date +%s.%N)-$t0,2))")"
@@ -164,8 +190,8 @@ record type=du server=ferrodir bytes="$(allocated_bytes "$OUT/ferrodir/data")" w
 record type=du server=slapd bytes="$(allocated_bytes "$OUT/slapd/db")" when="after the read runs"
 
 # Cold: one server at a time is restarted on an empty page cache; the other keeps running.
-if [ "$COLD_REPS" -gt 0 ] && ! [ -w /proc/sys/vm/drop_caches ]; then
-  log "cannot write /proc/sys/vm/drop_caches (not root?): no cold runs"; COLD_REPS=0
+if [ $((COLD_REPS + CRASH_REPS)) -gt 0 ] && ! [ -w /proc/sys/vm/drop_caches ]; then
+  log "cannot write /proc/sys/vm/drop_caches (not root?): no cold or crash runs"; COLD_REPS=0 CRASH_REPS=0
 fi
 for rep in $(seq "$COLD_REPS"); do
   for server in $(order "$rep"); do
@@ -176,6 +202,18 @@ for rep in $(seq "$COLD_REPS"); do
     lookups "$server" cold "$rep" "$COLD_DURATION"
     COLD_START_S=""
     record_rss "$server" "after cold run $rep"
+  done
+done
+# Crash: the same after SIGKILL; ferrodir has no start cache then and reads every shard.
+for rep in $(seq "$CRASH_REPS"); do
+  for server in $(order "$rep"); do
+    kill -KILL "$(pid_of "$server")" 2>/dev/null || true
+    wait "$(pid_of "$server")" 2>/dev/null || true
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    t0=$(date +%s.%N); start_server "$server"
+    COLD_START_S=$(python3 -c "print(round($(date +%s.%N)-$t0,2))")
+    lookups "$server" crash "$rep" "$COLD_DURATION"
+    COLD_START_S=""
   done
 done
 
@@ -194,7 +232,7 @@ for name, r in (("ferrodir import", f), ("slapadd -q", s)):
 out.append(f"| ferrodir / slapd | | **{s['seconds'] / f['seconds']:.2f}x** | **{f['bytes'] / s['bytes']:.2f}x** |")
 out += ["", "| lookups | ferrodir ops/s (median) | slapd ops/s (median) | ratio (median of reps) | ferrodir p50/p99 us | slapd p50/p99 us | ferrodir / slapd read MB per run | ferrodir / slapd CPU us per op | start s (ferrodir / slapd) |",
         "| --- | ---: | ---: | ---: | --- | --- | --- | --- | --- |"]
-for kind in ("uniform", "zipf", "cold"):
+for kind in ("uniform", "zipf", "cold", "crash"):
     runs = [r for r in rows if r["type"] == "lookups" and r["kind"] == kind]
     if not runs:
         continue
@@ -206,7 +244,7 @@ for kind in ("uniform", "zipf", "cold"):
     pick = lambda srv, key: med([by[(srv, k)]["result"].get(key, 0) for k in reps if (srv, k) in by])
     field = lambda srv, key: med([by[(srv, k)].get(key, 0) for k in reps if (srv, k) in by])
     start = (f"{field('ferrodir', 'start_s'):.2f} / {field('slapd', 'start_s'):.2f} (read at start: "
-             f"{field('ferrodir', 'start_read_bytes') / 1e6:,.0f} / {field('slapd', 'start_read_bytes') / 1e6:,.0f} MB)" if kind == "cold" else "")
+             f"{field('ferrodir', 'start_read_bytes') / 1e6:,.0f} / {field('slapd', 'start_read_bytes') / 1e6:,.0f} MB)" if kind in ("cold", "crash") else "")
     out.append(f"| {kind} | {med(ops('ferrodir')):,.0f} | {med(ops('slapd')):,.0f} | **{med(ratios):.2f}x** ({', '.join(f'{x:.2f}' for x in ratios)}) | "
                f"{pick('ferrodir', 'p50_us'):.0f} / {pick('ferrodir', 'p99_us'):.0f} | {pick('slapd', 'p50_us'):.0f} / {pick('slapd', 'p99_us'):.0f} | "
                f"{field('ferrodir', 'read_bytes') / 1e6:,.0f} / {field('slapd', 'read_bytes') / 1e6:,.0f} | "
@@ -218,6 +256,11 @@ for srv in ("ferrodir", "slapd"):
     r = by[srv]
     out.append(f"| {srv} | {r['vmrss_kb'] / 1024:,.0f} | {r['rssanon_kb'] / 1024:,.0f} | {r['rssfile_kb'] / 1024:,.0f} |")
 out.append(f"| ferrodir / slapd | **{by['ferrodir']['vmrss_kb'] / by['slapd']['vmrss_kb']:.2f}x** | | |")
+first = {r["server"]: r for r in rows if r["type"] == "first_start"}
+if first:
+    what = ("First start after the import (ferrodir has no start cache yet)" if first["ferrodir"].get("after_import", 1)
+            else "First start of this run (--reuse: after the earlier run's stop)")
+    out += ["", f"{what}: ferrodir {first['ferrodir']['seconds']} s, slapd {first['slapd']['seconds']} s."]
 du = {r["server"]: r["bytes"] for r in rows if r["type"] == "du"}
 out += ["", f"Data directories after the read runs: ferrodir {du['ferrodir'] / 1e6:,.0f} MB, slapd {du['slapd'] / 1e6:,.0f} MB ({du['ferrodir'] / du['slapd']:.2f}x)."]
 print("\n".join(out))

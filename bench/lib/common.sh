@@ -199,15 +199,15 @@ load_slapd() {  # dir ldif -> prints "seconds bytes"
 }
 
 # --- starting --------------------------------------------------------------------------
-wait_ldap() {  # port: the root DSE answers within 30 s
+wait_ldap() {  # port: the root DSE answers within WAIT_LDAP_S seconds (default 30)
   local i
-  for i in $(seq 300); do
+  for i in $(seq $((${WAIT_LDAP_S:-30} * 10))); do
     if timeout 2 "$LDAPSEARCH" -x -H "ldap://127.0.0.1:$1" -s base -b "" "(objectClass=*)" 1.1 >/dev/null 2>&1; then
       return 0
     fi
     sleep 0.1
   done
-  log "nothing answers on port $1"; return 1
+  log "nothing answers on port $1 after ${WAIT_LDAP_S:-30} s"; return 1
 }
 
 # Another benchmark on this machine may hold our ports: then wait_ldap would see its server

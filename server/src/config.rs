@@ -215,6 +215,11 @@ pub struct Limits {
     /// the space is back (router `disk`); 0: never. The reserve is left for the server's
     /// own bookkeeping and checkpoints.
     pub disk_free_min_bytes: u64,
+    /// After a start, read the shard files ahead into the OS page cache (at most half the
+    /// memory available), at the lowest CPU and I/O priority (serve/prewarm.rs), so that a
+    /// restart on a cold cache is at warm speed within seconds. False: pages are read as
+    /// lookups need them.
+    pub prewarm: bool,
     /// Sorted searches running or kept (paged, VLV) per connection; one more: busy (51),
     /// as slapd's sssvlv-maxperconn.
     pub sort_sessions_per_connection_max: usize,
@@ -829,6 +834,7 @@ impl Default for Limits {
             sort_entries_max: 100_000,
             sync_delete_log_max: ferrodir_shard::DELETE_LOG_MAX_DEFAULT,
             disk_free_min_bytes: DISK_FREE_MIN_BYTES_DEFAULT,
+            prewarm: true,
             sort_keys_max: 5,
             sort_sessions_per_connection_max: 5,
             sort_session_idle_s: 300,

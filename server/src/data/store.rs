@@ -2,11 +2,11 @@
 //! back from the shards' container records.
 
 use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ferrodir_shard::{ShardCore, ShardInfo};
+use ferrodir_shard::offline::Stored;
+use ferrodir_shard::{EntryId, EntryRecord, ShardCore, ShardInfo};
 
 use ferrodir_proto::schema::Schema;
 use ferrodir_shard::{EntryCache, EqBloom, GramShards, Hub, IndexConfig, RuleTable};
@@ -54,6 +54,12 @@ pub struct Store {
     /// What the last clean stop saved, when this serving open may use it: the start takes
     /// it (serve/runtime.rs `prepare`) and reads no shard whole.
     pub start_cache: Option<startcache::StartCache>,
+}
+
+/// What one shard's start scan found (`Store::read_all`).
+struct ShardScan {
+    containers: Vec<(EntryId, EntryRecord)>,
+    entries: u64,
 }
 
 /// Whether opening existing shard files checks every page against its checksum.
@@ -196,7 +202,7 @@ impl Store {
             stale_indexes.extend(marked.into_iter().filter(|index| !configured.contains(index)));
         }
         indexes.set_searchable(ready);
-        // Filled by `fill_blooms` when the server starts, after any initial load.
+        // Filled when the server starts (`read_all`, or the start cache), after any initial load.
         let blooms = engines.iter().map(|_| Arc::new(EqBloom::new())).collect();
         let grams = Arc::new(GramShards::new(engines.len()));
         let per_shard = if serving { config.limits.entry_cache_bytes_per_shard(manifest.shards) } else { 0 };
@@ -236,23 +242,96 @@ impl Store {
         }
     }
 
-    /// Clears the container flag of entries with no children left on any shard: a crash
-    /// between a last child's delete and its parent's demotion leaves such a flag behind.
-    /// Runs before the skeleton is built, while nothing else uses the shards.
-    pub fn settle_containers(&self, config: &Config) -> anyhow::Result<usize> {
+    /// What a start without a start cache reads, in one pass over each shard (one thread
+    /// per shard): its Bloom filter from the equality postings, its part of the gram table
+    /// from the substring postings and (with a substring index) every entry's values, its
+    /// container records and its entry count from the same decode of every entry. Then the
+    /// container flags of entries with no children left on any shard are cleared (a crash
+    /// between a last child's delete and its parent's demotion leaves such a flag behind),
+    /// and the skeleton is built from the rest. Runs before serving, while nothing else
+    /// uses the shards. Returns the skeleton, the counts and how many flags were cleared.
+    pub fn read_all(&self, config: &Config) -> anyhow::Result<(Skeleton, Vec<u64>, usize)> {
+        let wide_grams = GramShards::fill_reads_entries(&self.indexes);
+        let scans: Vec<anyhow::Result<ShardScan>> = std::thread::scope(|scope| {
+            let scanning: Vec<_> = (0..self.engines.len())
+                .map(|index| scope.spawn(move || self.scan_shard(index, wide_grams)))
+                .collect();
+            scanning
+                .into_iter()
+                .enumerate()
+                .map(|(index, handle)| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("shard {index}: its start scan panicked")))
+                })
+                .collect()
+        });
+        let scans = scans.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        self.grams.enable();
+        self.settle(config, scans)
+    }
+
+    /// One shard's part of [`Store::read_all`].
+    fn scan_shard(&self, index: usize, wide_grams: bool) -> anyhow::Result<ShardScan> {
+        let context = || format!("shard {index}");
+        let snapshot = self.engines[index].snapshot().with_context(context)?;
+        self.grams.fill_grams(index, snapshot.as_ref()).with_context(context)?;
+        let bloom = &self.blooms[index];
+        ferrodir_shard::offline::each_eq_key(snapshot.as_ref(), &mut |key| {
+            // The same key staging records (`eqkey::bloom_key`).
+            if let Some(prefix) = ferrodir_shard::bloom_key(key) {
+                bloom.insert(prefix);
+            }
+        })
+        .with_context(context)?;
+        let mut scan = ShardScan { containers: Vec::new(), entries: 0 };
+        let mut failure = None;
+        ferrodir_shard::offline::each_entry(snapshot.as_ref(), &mut |stored| match stored {
+            Stored::Entry(id, record) => {
+                scan.entries += 1;
+                if wide_grams {
+                    self.grams.insert_entry(index, &self.indexes, &self.rules, &record.entry);
+                }
+                if record.is_container() {
+                    scan.containers.push((id, record));
+                }
+                true
+            }
+            Stored::Undecodable(id, e) => {
+                self.grams.stop_pruning();
+                failure = Some(format!("entry {id:?}: {e}"));
+                false
+            }
+            Stored::BadKey(_) => true,
+        })
+        .with_context(context)?;
+        match failure {
+            Some(what) => Err(anyhow::anyhow!("shard {index}: {what}")),
+            None => Ok(scan),
+        }
+    }
+
+    /// Clears the container flag of the scanned containers without children on any shard,
+    /// and builds the skeleton from the others.
+    fn settle(&self, config: &Config, scans: Vec<ShardScan>) -> anyhow::Result<(Skeleton, Vec<u64>, usize)> {
         let cores: Vec<ShardCore> = (0..self.engines.len())
             .map(|i| ShardCore::new(self.shard_info(i, config), self.engines[i].clone()))
             .collect::<Result<_, _>>()?;
         let snapshots: Vec<_> = cores.iter().map(|c| c.snapshot()).collect();
+        let mut records = Vec::new();
+        let mut counts = Vec::with_capacity(self.engines.len());
         let mut settled = 0;
-        for (index, core) in cores.iter().enumerate() {
+        for (index, scan) in scans.into_iter().enumerate() {
+            counts.push(scan.entries);
             let mut batch = Vec::new();
-            for (id, mut record) in core.container_records()? {
+            for (id, mut record) in scan.containers {
                 let mut has_children = false;
                 for (other, snapshot) in cores.iter().zip(&snapshots) {
                     has_children |= other.has_children(snapshot.as_ref(), id)?;
                 }
-                if !has_children {
+                if has_children {
+                    records.push((id, record.parent, record.rdn, record.rdn_norm));
+                } else {
                     record.flags &= !FLAG_CONTAINER;
                     batch.push(ferrodir_shard::offline::put_entry(id, &record));
                 }
@@ -262,58 +341,6 @@ impl Store {
                 self.engines[index].commit(&batch).with_context(|| format!("shard {index}"))?;
             }
         }
-        Ok(settled)
-    }
-
-    /// Fills every shard's Bloom filter from its equality postings, and the gram table from
-    /// the substring postings and the entries (then lets it prune); run once before serving.
-    /// One thread per shard: the gram table reads every entry of a shard, which on one
-    /// thread doubled a 1M-entry start (both structures take concurrent inserts).
-    pub fn fill_blooms(&self) -> anyhow::Result<()> {
-        std::thread::scope(|scope| {
-            let fills: Vec<_> = self
-                .engines
-                .iter()
-                .zip(&self.blooms)
-                .enumerate()
-                .map(|(index, (engine, bloom))| {
-                    scope.spawn(move || -> anyhow::Result<()> {
-                        let snapshot = engine.snapshot()?;
-                        self.grams
-                            .fill_from(index, snapshot.as_ref(), &self.indexes, &self.rules)
-                            .with_context(|| format!("shard {index}"))?;
-                        ferrodir_shard::offline::each_eq_key(snapshot.as_ref(), &mut |key| {
-                            // The same key staging records (`eqkey::bloom_key`).
-                            if let Some(prefix) = ferrodir_shard::bloom_key(key) {
-                                bloom.insert(prefix);
-                            }
-                        })?;
-                        Ok(())
-                    })
-                })
-                .collect();
-            for fill in fills {
-                fill.join().map_err(|_| anyhow::anyhow!("a shard's filter fill panicked"))??;
-            }
-            anyhow::Ok(())
-        })?;
-        self.grams.enable();
-        Ok(())
-    }
-
-    /// Reads every shard's container records and builds the skeleton; counts each shard's
-    /// entries on the way (the metrics' starting point).
-    pub fn skeleton(&self, config: &Config) -> anyhow::Result<(Skeleton, Vec<u64>)> {
-        let mut records = Vec::new();
-        let mut counts = Vec::with_capacity(self.engines.len());
-        for (index, engine) in self.engines.iter().enumerate() {
-            let core = Rc::new(ShardCore::new(self.shard_info(index, config), engine.clone())?);
-            let (containers, entries) = core.scan_containers().with_context(|| format!("shard {index}"))?;
-            counts.push(entries);
-            for (id, record) in containers {
-                records.push((id, record.parent, record.rdn, record.rdn_norm));
-            }
-        }
         let (skeleton, orphans) = Skeleton::build(1, records);
         if !orphans.is_empty() {
             tracing::warn!(
@@ -321,7 +348,7 @@ impl Store {
                 "containers whose parent chain is broken; run ferrodir verify"
             );
         }
-        Ok((skeleton, counts))
+        Ok((skeleton, counts, settled))
     }
 }
 

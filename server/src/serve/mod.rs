@@ -19,6 +19,7 @@ pub mod logfile;
 pub mod monitor;
 pub mod paged_key;
 pub mod per_ip;
+pub mod prewarm;
 pub mod priority;
 pub mod reload;
 pub mod rotation;

@@ -223,8 +223,14 @@ async fn run(
     let (listeners, tls) = open_listeners(&config, listen, &prepared, shard_count)?;
     reloader.set_tls(tls.clone());
     spawn_background(&started, tls.clone(), reloader);
+    let prewarm_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if config.limits.prewarm {
+        let files = shard_files(&config, &store).into_iter().filter(|path| path.is_file()).collect();
+        crate::serve::prewarm::start(files, prewarm_stop.clone());
+    }
     let connections =
         accept_until(shutdown, &config, &listeners, tls, &threads.workers, &prepared.metrics).await;
+    prewarm_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let running = Running { listeners, connections, admin, search_pool };
     let checkpointed = stop(&config, &store, running, &threads).await;
     let stopped = StopSave::after(&config, &store, &prepared, checkpointed);
@@ -306,12 +312,10 @@ fn prepare(config: &Config, store: &mut Store) -> anyhow::Result<Prepared> {
             (cache.skeleton(), cache.entry_counts)
         }
         _ => {
-            store.fill_blooms()?;
-            let settled = store.settle_containers(config)?;
+            let (skeleton, entry_counts, settled) = store.read_all(config)?;
             if settled > 0 {
                 tracing::info!(settled, "cleared the container flag of entries left without children");
             }
-            let (skeleton, entry_counts) = store.skeleton(config)?;
             crate::directory::unique::refuse_duplicates(
                 &directory.unique,
                 &store.rules,

@@ -229,21 +229,35 @@ impl GramShards {
         rules: &RuleTable,
     ) -> ShardResult<()> {
         self.fill_grams(shard, snapshot)?;
-        if !indexes.configured().iter().any(|(_, kind)| *kind == crate::index::config::IndexKind::Substring) {
+        if !Self::fill_reads_entries(indexes) {
             return Ok(());
         }
         snapshot.scan_prefix(&[Table::Entries as u8], &mut |_, value| {
             match EntryRecord::decode(value) {
                 Ok(record) => self.insert_entry(shard, indexes, rules, &record.entry),
-                Err(_) => self.overflowed.store(true, Ordering::Release),
+                Err(_) => self.stop_pruning(),
             }
             true
         })?;
         Ok(())
     }
 
-    /// The index's 3-byte grams of [`GramShards::fill_from`].
-    fn fill_grams(&self, shard: usize, snapshot: &dyn KvSnapshot) -> ShardResult<()> {
+    /// Whether a fill must read every entry: some attribute has a substring index, and its
+    /// wide grams come from the values themselves ([`GramShards::insert_entry`]). A caller
+    /// that reads every entry anyway (the server's start) feeds them in itself.
+    pub fn fill_reads_entries(indexes: &IndexConfig) -> bool {
+        indexes.configured().iter().any(|(_, kind)| *kind == crate::index::config::IndexKind::Substring)
+    }
+
+    /// From now on the table prunes nothing: an entry whose grams can't be known (it does
+    /// not decode) may hold any.
+    pub fn stop_pruning(&self) {
+        self.overflowed.store(true, Ordering::Release);
+    }
+
+    /// The index's 3-byte grams of [`GramShards::fill_from`], one posting read per gram;
+    /// the entries' wide grams are left to the caller.
+    pub fn fill_grams(&self, shard: usize, snapshot: &dyn KvSnapshot) -> ShardResult<()> {
         let table = [Table::Sub as u8];
         let mut from = table.to_vec();
         loop {
