@@ -80,13 +80,19 @@ pub struct Stopped<'a> {
     pub entry_counts: Vec<u64>,
 }
 
-/// A digest of what the saved structures depend on besides the files: the build, the
+/// A digest of what the saved structures depend on besides the files: the build (its
+/// version, and where its filters and gram table put a few fixed keys), the
 /// shard count and engine, the index directives (which postings exist, which attributes
 /// have wide grams), the schema files' text (how values normalise) and the uniqueness rules
 /// (a start checks them against the data unless nothing changed).
 pub fn digest(config: &Config, shards: usize, kind: EngineKind) -> u64 {
     let mut hash = Fnv::default();
     hash.add(env!("CARGO_PKG_VERSION").as_bytes());
+    // A build with the same version but another filter or table hashing (a developer's)
+    // must not read these bits back.
+    for word in EqBloom::layout_fingerprint().into_iter().chain(GramShards::layout_fingerprint()) {
+        hash.add(&word.to_le_bytes());
+    }
     hash.add(&(shards as u64).to_le_bytes());
     hash.add(kind.name().as_bytes());
     for directive in config.index_directives() {
@@ -472,6 +478,18 @@ mod tests {
         assert!(take(dir.path(), EngineKind::Redb, 3, 42).is_none());
         save_in(dir.path(), 2, 42);
         assert!(take(dir.path(), EngineKind::Sled, 2, 42).is_none());
+    }
+
+    #[test]
+    fn the_digest_follows_the_settings_and_nothing_else() {
+        let config = Config::default();
+        let digest_of = |config: &Config, shards| digest(config, shards, EngineKind::Redb);
+        assert_eq!(digest_of(&config, 2), digest_of(&Config::default(), 2));
+        assert_ne!(digest_of(&config, 2), digest_of(&config, 3));
+        assert_ne!(digest_of(&config, 2), digest(&config, 2, EngineKind::Sled));
+        let mut indexed = Config::default();
+        indexed.index.push("sn sub".into());
+        assert_ne!(digest_of(&config, 2), digest_of(&indexed, 2));
     }
 
     #[test]

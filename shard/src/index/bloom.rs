@@ -95,6 +95,18 @@ impl EqBloom {
         self.may_contain_probe(&Probe::new(key))
     }
 
+    /// Where a few fixed keys land in a filter: a saved filter is read back only by a
+    /// build whose layout and hashing give the same (server/src/data/startcache.rs).
+    pub fn layout_fingerprint() -> Vec<u64> {
+        let mut out = vec![u64::from(BITS_LOG2), u64::from(HASHES), BLOCK_WORDS as u64];
+        for key in [&b"uid\0jdoe\0"[..], b"cn\0ferrodir start cache\0", b""] {
+            let probe = Probe::new(key);
+            out.push(probe.block as u64);
+            out.extend(probe.masks);
+        }
+        out
+    }
+
     /// The filter's bits, for the start cache a clean stop writes (server/src/data/
     /// startcache.rs).
     pub fn bits(&self) -> Vec<u64> {

@@ -180,6 +180,17 @@ impl GramShards {
         self.enabled.store(true, Ordering::Release);
     }
 
+    /// Where a few fixed gram keys land: a saved table is read back only by a build whose
+    /// layout and hashing give the same (server/src/data/startcache.rs).
+    pub fn layout_fingerprint() -> Vec<u64> {
+        let mut out = vec![SLOTS as u64];
+        for key in [&b"Scn\0abc"[..], b"Scn\0 12", b""] {
+            let (a, b) = slots(key);
+            out.extend([a as u64, b as u64]);
+        }
+        out
+    }
+
     /// The table's cells and whether it overflowed, for the start cache a clean stop
     /// writes (server/src/data/startcache.rs); `words` per slot is implied by the length.
     pub fn cells(&self) -> (Vec<u64>, bool) {
