@@ -25,20 +25,16 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
-use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases, LdapMessage,
-    ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest, SearchScope,
-    MESSAGE_ID_MAX,
+    AuthenticationChoice, BindRequest, Change, DerefAliases, ModifyOperation, ModifyRequest, OctetString,
+    PartialAttribute, ProtocolOp, SearchRequest, SearchScope,
 };
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, timeout, timeout_at};
 
+use crate::conn::Conn;
 use crate::error::Error;
 use crate::template::Template;
 use crate::wire::{self, tag};
@@ -46,8 +42,6 @@ use crate::xorshift::XorShift64;
 
 /// Latencies are recorded in microseconds, up to this (an hour).
 const LATENCY_US_MAX: u64 = 3_600_000_000;
-const PDU_BYTES_MAX: usize = 16 * 1024 * 1024;
-const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Connecting and binding must not take longer than this.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CONNECTIONS_MAX: usize = 256;
@@ -174,56 +168,29 @@ struct Message {
 
 /// A connection that may have several requests outstanding; responses are matched by ID.
 struct Connection {
-    stream: TcpStream,
-    input: BytesMut,
-    output: Vec<u8>,
-    next_id: u32,
-    limits: FrameLimits,
+    conn: Conn,
 }
 
 impl Connection {
     async fn open(address: &str) -> Result<Connection, Error> {
-        let stream = timeout(SETUP_TIMEOUT, TcpStream::connect(address))
-            .await
-            .map_err(|_| Error::Timeout(SETUP_TIMEOUT.as_millis() as u64))??;
-        stream.set_nodelay(true)?;
-        Ok(Connection {
-            stream,
-            input: BytesMut::with_capacity(READ_CHUNK_BYTES),
-            output: Vec::with_capacity(512),
-            next_id: 1,
-            limits: FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, nesting_depth_max: 64 },
-        })
+        Ok(Connection { conn: Conn::connect(address, SETUP_TIMEOUT).await? })
     }
 
     /// Sends one request; returns its messageID.
     async fn send(&mut self, protocol_op: ProtocolOp) -> Result<u32, Error> {
-        let id = self.next_id;
-        self.next_id = if id >= MESSAGE_ID_MAX { 1 } else { id + 1 };
-        self.output.clear();
-        encode_message_into(&LdapMessage { message_id: id, protocol_op, controls: None }, &mut self.output)?;
-        self.stream.write_all(&self.output).await?;
-        Ok(id)
+        self.conn.send(protocol_op, None).await
     }
 
     /// The next whole message. Cancel-safe: bytes read stay in the buffer.
     async fn next_message(&mut self) -> Result<Message, Error> {
-        let len = loop {
-            if let Some(len) = check_frame(&self.input, &self.limits)? {
-                break len;
-            }
-            self.input.reserve(READ_CHUNK_BYTES);
-            if self.stream.read_buf(&mut self.input).await? == 0 {
-                return Err(Error::Closed);
-            }
-        };
-        let peeked = wire::peek(&self.input[..len])?;
+        let len = self.conn.read_frame(None).await?;
+        let peeked = wire::peek(self.conn.frame(len))?;
         let result_code = match peeked.op_tag {
             tag::SEARCH_RESULT_ENTRY | tag::SEARCH_RESULT_REFERENCE | tag::INTERMEDIATE_RESPONSE => None,
             _ => Some(wire::result_code(peeked.op_content)?),
         };
         let message = Message { id: peeked.message_id, op_tag: peeked.op_tag, result_code };
-        self.input.advance(len);
+        self.conn.consume(len);
         if message.id == 0 {
             return Err(Error::Unexpected(format!(
                 "Notice of Disconnection (resultCode {})",

@@ -22,9 +22,12 @@
 //!   (issue #28).
 //! - [`repllag`]: `ldap-repl-lag`, replication lag from a provider to a consumer under a
 //!   sustained write load (issue #13).
+//! - [`conn`]: the plain-TCP connection the request/response tools share (stream,
+//!   buffers, messageIDs, framing, a simple bind).
 //! - [`error`]: the crate's one error type.
 //! - `bin/`: the command lines; they only parse arguments and call the library.
 
+pub mod conn;
 pub mod error;
 pub mod isolation;
 pub mod latency;

@@ -32,18 +32,14 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::{AttributeValueAssertion, Filter};
-use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    decode_message, encode_message_into, AuthenticationChoice, BindRequest, DerefAliases, LdapMessage,
-    OctetString, ProtocolOp, SearchRequest, SearchScope, MESSAGE_ID_MAX,
+    decode_message, DerefAliases, OctetString, ProtocolOp, SearchRequest, SearchScope,
 };
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
+use crate::conn::Conn;
 use crate::error::Error;
 use crate::latency::{process_cpu_s, LATENCY_NS_MAX};
 use crate::searchload::json_string;
@@ -52,8 +48,6 @@ use crate::wire::{self, tag};
 use crate::xorshift::XorShift64;
 
 pub const WORKERS_MAX: usize = 1024;
-const PDU_BYTES_MAX: usize = 4 * 1024 * 1024;
-const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// Step names, in order, as the report gives them.
 pub const STEPS: [&str; 4] = ["find", "bind", "groups", "memberof"];
 
@@ -84,13 +78,9 @@ pub struct Config {
     pub check_memberof: bool,
 }
 
-/// One LDAP connection with one request in flight.
+/// One LDAP connection with one request in flight; every read waits at most `op_timeout`.
 struct Connection {
-    stream: TcpStream,
-    input: BytesMut,
-    output: Vec<u8>,
-    next_message_id: u32,
-    limits: FrameLimits,
+    conn: Conn,
     op_timeout: Duration,
 }
 
@@ -154,18 +144,7 @@ impl Connection {
         bind: Option<&(String, String)>,
         op_timeout: Duration,
     ) -> Result<Connection, Error> {
-        let stream = tokio::time::timeout(op_timeout, TcpStream::connect(address))
-            .await
-            .map_err(|_| Error::Timeout(op_timeout.as_millis() as u64))??;
-        stream.set_nodelay(true)?;
-        let mut connection = Connection {
-            stream,
-            input: BytesMut::with_capacity(READ_CHUNK_BYTES),
-            output: Vec::with_capacity(512),
-            next_message_id: 1,
-            limits: FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, nesting_depth_max: 64 },
-            op_timeout,
-        };
+        let mut connection = Connection { conn: Conn::connect(address, op_timeout).await?, op_timeout };
         if let Some((dn, password)) = bind {
             let code = connection.bind(dn.as_bytes(), password.as_bytes()).await?;
             if code != 0 {
@@ -175,48 +154,9 @@ impl Connection {
         Ok(connection)
     }
 
-    async fn send(&mut self, protocol_op: ProtocolOp) -> Result<u32, Error> {
-        let message_id = self.next_message_id;
-        self.next_message_id = if message_id >= MESSAGE_ID_MAX { 1 } else { message_id + 1 };
-        self.output.clear();
-        encode_message_into(&LdapMessage { message_id, protocol_op, controls: None }, &mut self.output)?;
-        self.stream.write_all(&self.output).await?;
-        Ok(message_id)
-    }
-
-    /// Reads until the buffer starts with one whole message; returns its length.
-    async fn read_frame(&mut self) -> Result<usize, Error> {
-        loop {
-            if let Some(len) = check_frame(&self.input, &self.limits)? {
-                return Ok(len);
-            }
-            self.input.reserve(READ_CHUNK_BYTES);
-            let read = tokio::time::timeout(self.op_timeout, self.stream.read_buf(&mut self.input))
-                .await
-                .map_err(|_| Error::Timeout(self.op_timeout.as_millis() as u64))??;
-            if read == 0 {
-                return Err(Error::Closed);
-            }
-        }
-    }
-
     /// A simple bind; its result code.
     async fn bind(&mut self, dn: &[u8], password: &[u8]) -> Result<u32, Error> {
-        let message_id = self
-            .send(ProtocolOp::BindRequest(BindRequest {
-                version: 3,
-                name: OctetString::from(dn.to_vec()),
-                authentication: AuthenticationChoice::Simple(OctetString::from(password.to_vec())),
-            }))
-            .await?;
-        let len = self.read_frame().await?;
-        let answer = wire::peek(&self.input[..len])?;
-        if answer.message_id != message_id || answer.op_tag != tag::BIND_RESPONSE {
-            return Err(Error::Unexpected(format!("answer with tag {:#04x} to a bind", answer.op_tag)));
-        }
-        let code = wire::result_code(answer.op_content)?;
-        self.input.advance(len);
-        Ok(code)
+        self.conn.simple_bind(dn, password, Some(self.op_timeout)).await
     }
 
     /// One search read to its SearchResultDone. `count` names the attribute whose values
@@ -227,11 +167,11 @@ impl Connection {
         want_dn: bool,
         count: Option<&str>,
     ) -> Result<SearchOutcome, Error> {
-        let message_id = self.send(ProtocolOp::SearchRequest(request)).await?;
+        let message_id = self.conn.send(ProtocolOp::SearchRequest(request), None).await?;
         let mut outcome = SearchOutcome { entries: 0, first_dn: None, values: 0, result_code: 0 };
         loop {
-            let len = self.read_frame().await?;
-            let pdu = &self.input[..len];
+            let len = self.conn.read_frame(Some(self.op_timeout)).await?;
+            let pdu = self.conn.frame(len);
             let answer = wire::peek(pdu)?;
             if answer.message_id != message_id {
                 return Err(Error::Unexpected(format!(
@@ -264,12 +204,12 @@ impl Connection {
                 tag::SEARCH_RESULT_REFERENCE | tag::INTERMEDIATE_RESPONSE => {}
                 tag::SEARCH_RESULT_DONE => {
                     outcome.result_code = wire::result_code(answer.op_content)?;
-                    self.input.advance(len);
+                    self.conn.consume(len);
                     return Ok(outcome);
                 }
                 other => return Err(Error::Unexpected(format!("response tag {other:#04x}"))),
             }
-            self.input.advance(len);
+            self.conn.consume(len);
         }
     }
 }

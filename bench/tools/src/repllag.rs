@@ -13,25 +13,19 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
-use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    decode_message, encode_message_into, AuthenticationChoice, BindRequest, Change, DerefAliases,
-    LdapMessage, ModifyOperation, ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest,
-    SearchScope,
+    decode_message, AuthenticationChoice, BindRequest, Change, DerefAliases, LdapMessage, ModifyOperation,
+    ModifyRequest, OctetString, PartialAttribute, ProtocolOp, SearchRequest, SearchScope,
 };
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, sleep_until, timeout};
 
+use crate::conn::Conn;
 use crate::error::Error;
 use crate::template::Template;
 
-const PDU_BYTES_MAX: usize = 16 * 1024 * 1024;
-const READ_CHUNK_BYTES: usize = 16 * 1024;
 const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Lags above an hour are recorded as an hour.
@@ -98,26 +92,12 @@ impl Report {
 
 /// One connection, one request at a time.
 struct Connection {
-    stream: TcpStream,
-    input: BytesMut,
-    output: Vec<u8>,
-    next_id: u32,
-    limits: FrameLimits,
+    conn: Conn,
 }
 
 impl Connection {
     async fn open(address: &str, bind_dn: &str, password: &str) -> Result<Connection, Error> {
-        let stream = timeout(SETUP_TIMEOUT, TcpStream::connect(address))
-            .await
-            .map_err(|_| Error::Timeout(SETUP_TIMEOUT.as_millis() as u64))??;
-        stream.set_nodelay(true)?;
-        let mut connection = Connection {
-            stream,
-            input: BytesMut::with_capacity(READ_CHUNK_BYTES),
-            output: Vec::with_capacity(512),
-            next_id: 1,
-            limits: FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, nesting_depth_max: 64 },
-        };
+        let mut connection = Connection { conn: Conn::connect(address, SETUP_TIMEOUT).await? };
         let bind = ProtocolOp::BindRequest(BindRequest {
             version: 3,
             name: OctetString::from(bind_dn.as_bytes().to_vec()),
@@ -131,29 +111,17 @@ impl Connection {
     }
 
     async fn next_message(&mut self) -> Result<LdapMessage, Error> {
-        let len = loop {
-            if let Some(len) = check_frame(&self.input, &self.limits)? {
-                break len;
-            }
-            self.input.reserve(READ_CHUNK_BYTES);
-            if self.stream.read_buf(&mut self.input).await? == 0 {
-                return Err(Error::Closed);
-            }
-        };
-        let message = decode_message(&self.input[..len])
+        let len = self.conn.read_frame(None).await?;
+        let message = decode_message(self.conn.frame(len))
             .map_err(|e| Error::Unexpected(format!("undecodable message: {}", e.reason)))?;
-        self.input.advance(len);
+        self.conn.consume(len);
         Ok(message)
     }
 
     /// Sends one request and reads up to its final response: the result code, and the
     /// values of the first attribute of the last entry returned (searches only).
     async fn exchange(&mut self, protocol_op: ProtocolOp) -> Result<(u32, Vec<Vec<u8>>), Error> {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.output.clear();
-        encode_message_into(&LdapMessage { message_id: id, protocol_op, controls: None }, &mut self.output)?;
-        self.stream.write_all(&self.output).await?;
+        let id = self.conn.send(protocol_op, None).await?;
         let mut values = Vec::new();
         let read = async {
             loop {

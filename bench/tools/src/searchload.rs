@@ -25,18 +25,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
 use ferrodir_proto::filter::Filter;
-use ferrodir_proto::frame::{check_frame, FrameLimits};
 use ferrodir_proto::message::{
-    decode_message, encode_message_into, AuthenticationChoice, BindRequest, Control, DerefAliases,
-    LdapMessage, OctetString, PagedResults, ProtocolOp, SearchRequest, SearchScope, MESSAGE_ID_MAX,
+    decode_message, Control, DerefAliases, OctetString, PagedResults, ProtocolOp, SearchRequest, SearchScope,
     PAGED_RESULTS_OID,
 };
 use hdrhistogram::Histogram;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use crate::conn::Conn;
 use crate::error::Error;
 use crate::latency::{process_cpu_s, LATENCY_NS_MAX};
 use crate::wire::{self, tag};
@@ -48,9 +44,6 @@ pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
 /// RFC 4511 Appendix A.1: the server refused a critical control it does not support.
 pub const UNAVAILABLE_CRITICAL_EXTENSION: u32 = 12;
 pub const CONNECTIONS_MAX: usize = 1024;
-/// A search response larger than this is refused (our own entries are ~300 bytes).
-const PDU_BYTES_MAX: usize = 16 * 1024 * 1024;
-const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A paged pass with more pages than this is a server that never ends the search.
 const PAGES_PER_PASS_MAX: u64 = 1_000_000;
 
@@ -132,13 +125,9 @@ pub struct Config {
     pub op_timeout: Duration,
 }
 
-/// One connection, one request in flight.
+/// One connection, one request in flight; every read waits at most `op_timeout`.
 struct Connection {
-    stream: TcpStream,
-    input: BytesMut,
-    output: Vec<u8>,
-    next_message_id: u32,
-    limits: FrameLimits,
+    conn: Conn,
     op_timeout: Duration,
 }
 
@@ -172,62 +161,14 @@ struct Outcome {
 
 impl Connection {
     async fn open(config: &Config) -> Result<Connection, Error> {
-        let stream = TcpStream::connect(&config.address).await?;
-        stream.set_nodelay(true)?;
-        let mut connection = Connection {
-            stream,
-            input: BytesMut::with_capacity(READ_CHUNK_BYTES),
-            output: Vec::with_capacity(512),
-            next_message_id: 1,
-            limits: FrameLimits { pdu_bytes_max: PDU_BYTES_MAX, nesting_depth_max: 64 },
-            op_timeout: config.op_timeout,
-        };
+        let mut conn = Conn::connect(&config.address, config.op_timeout).await?;
         if let Some((dn, password)) = &config.bind {
-            let bind = ProtocolOp::BindRequest(BindRequest {
-                version: 3,
-                name: OctetString::from(dn.clone().into_bytes()),
-                authentication: AuthenticationChoice::Simple(OctetString::from(
-                    password.clone().into_bytes(),
-                )),
-            });
-            let message_id = connection.send(bind, None).await?;
-            let len = connection.read_frame().await?;
-            let answer = wire::peek(&connection.input[..len])?;
-            if answer.message_id != message_id || answer.op_tag != tag::BIND_RESPONSE {
-                return Err(Error::Unexpected(format!("answer with tag {:#04x} to a bind", answer.op_tag)));
-            }
-            let code = wire::result_code(answer.op_content)?;
-            connection.input.advance(len);
+            let code = conn.simple_bind(dn.as_bytes(), password.as_bytes(), Some(config.op_timeout)).await?;
             if code != 0 {
                 return Err(Error::Unexpected(format!("bind as {dn}: resultCode {code}")));
             }
         }
-        Ok(connection)
-    }
-
-    async fn send(&mut self, protocol_op: ProtocolOp, controls: Option<Vec<Control>>) -> Result<u32, Error> {
-        let message_id = self.next_message_id;
-        self.next_message_id = if message_id >= MESSAGE_ID_MAX { 1 } else { message_id + 1 };
-        self.output.clear();
-        encode_message_into(&LdapMessage { message_id, protocol_op, controls }, &mut self.output)?;
-        self.stream.write_all(&self.output).await?;
-        Ok(message_id)
-    }
-
-    /// Reads until the buffer starts with one whole message; returns its length.
-    async fn read_frame(&mut self) -> Result<usize, Error> {
-        loop {
-            if let Some(len) = check_frame(&self.input, &self.limits)? {
-                return Ok(len);
-            }
-            self.input.reserve(READ_CHUNK_BYTES);
-            let read = tokio::time::timeout(self.op_timeout, self.stream.read_buf(&mut self.input))
-                .await
-                .map_err(|_| Error::Timeout(self.op_timeout.as_millis() as u64))??;
-            if read == 0 {
-                return Err(Error::Closed);
-            }
-        }
+        Ok(Connection { conn, op_timeout: config.op_timeout })
     }
 
     /// One search request with `controls`, read to its SearchResultDone. Entries are
@@ -238,11 +179,11 @@ impl Connection {
         controls: Vec<Control>,
         mut decoded: Option<(&mut Vec<Decoded>, Option<&str>)>,
     ) -> Result<(u64, Done), Error> {
-        let message_id = self.send(ProtocolOp::SearchRequest(request.clone()), Some(controls)).await?;
+        let message_id = self.conn.send(ProtocolOp::SearchRequest(request.clone()), Some(controls)).await?;
         let mut entries = 0;
         loop {
-            let len = self.read_frame().await?;
-            let pdu = &self.input[..len];
+            let len = self.conn.read_frame(Some(self.op_timeout)).await?;
+            let pdu = self.conn.frame(len);
             let answer = wire::peek(pdu)?;
             if answer.message_id != message_id {
                 return Err(Error::Unexpected(format!(
@@ -260,12 +201,12 @@ impl Connection {
                 tag::SEARCH_RESULT_REFERENCE | tag::INTERMEDIATE_RESPONSE => {}
                 tag::SEARCH_RESULT_DONE => {
                     let done = done_of(pdu)?;
-                    self.input.advance(len);
+                    self.conn.consume(len);
                     return Ok((entries, done));
                 }
                 other => return Err(Error::Unexpected(format!("response tag {other:#04x}"))),
             }
-            self.input.advance(len);
+            self.conn.consume(len);
         }
     }
 
